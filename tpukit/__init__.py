@@ -1,1 +1,97 @@
-"""tpukit."""
+"""tpukit: a notebook cockpit for XLA accelerators (TPU, GPU, CPU).
+
+Compile plain Python/JAX from a notebook cell, see what XLA made of it, and run
+it on the device::
+
+    %load_ext tpukit
+    %tpu_devices
+
+    %%tpu_compile f(f32[128,784])
+    def f(x):
+        return jax.nn.relu(x @ w)
+
+The same from Python::
+
+    import tpukit
+    tpukit.connect()                          # find and describe the devices
+    c = tpukit.compile(f, tpukit.shape("f32[128,784]"))
+    c.cost.flops, c.op_counts(), c(tpukit.put(x))
+
+This module is the map of the product: everything public is imported here from
+the private module that implements it. ``import tpukit`` does not import
+IPython; the magics live in ``tpukit.magics``.
+"""
+
+from tpukit import datasets, hlo
+from tpukit._analysis import Cost, Fusion, Memory
+from tpukit._compile_cache import enable_compile_cache
+from tpukit._compiled import Compiled, compile
+from tpukit._devices import DeviceInfo, DeviceTable, connect, devices
+from tpukit._errors import (
+    ArgumentError,
+    CallLineError,
+    CompileError,
+    DeviceNotFoundError,
+    DeviceSetupError,
+    ShapeSpecError,
+    SignatureMismatchError,
+    TpukitError,
+)
+from tpukit._peaks import DevicePeak, peak_for
+from tpukit._shapes import format_shape, parse_shape
+from tpukit._signature import Signature
+from tpukit._timing import TimingResult
+from tpukit._transfer import fetch, put
+
+__version__ = "0.1.0"
+
+shape = parse_shape
+
+
+def load_ipython_extension(ipython) -> None:
+    """Called by ``%load_ext tpukit``: registers ``%%tpu_compile`` and friends."""
+    from tpukit.magics import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython) -> None:
+    """Called by ``%unload_ext tpukit``."""
+    from tpukit.magics import unload_ipython_extension as unload
+
+    unload(ipython)
+
+
+__all__ = [
+    "ArgumentError",
+    "CallLineError",
+    "Compiled",
+    "CompileError",
+    "Cost",
+    "DeviceInfo",
+    "DeviceNotFoundError",
+    "DevicePeak",
+    "DeviceSetupError",
+    "DeviceTable",
+    "Fusion",
+    "Memory",
+    "ShapeSpecError",
+    "Signature",
+    "SignatureMismatchError",
+    "TimingResult",
+    "TpukitError",
+    "compile",
+    "connect",
+    "datasets",
+    "devices",
+    "enable_compile_cache",
+    "fetch",
+    "format_shape",
+    "hlo",
+    "load_ipython_extension",
+    "parse_shape",
+    "peak_for",
+    "put",
+    "shape",
+    "unload_ipython_extension",
+]

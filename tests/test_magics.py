@@ -1,0 +1,189 @@
+"""The magics, run the way a notebook runs them: through a real IPython InteractiveShell."""
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+import tpukit
+
+
+@pytest.fixture(scope="module")
+def shell():
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext tpukit", store_history=False)
+    ip.run_cell("import jax, jax.numpy as jnp, numpy as np", store_history=False)
+    yield ip
+    ip.run_cell("%unload_ext tpukit", store_history=False)
+
+
+def run(shell, code):
+    result = shell.run_cell(code, store_history=False)
+    return result
+
+
+def usage_error(shell, capsys, code):
+    """Run a cell that must fail with a UsageError; return its message."""
+    result = run(shell, code)
+    assert isinstance(result.error_in_exec, UsageError), result.error_in_exec
+    err = capsys.readouterr().err
+    assert "Traceback" not in err  # one red line, not a traceback into tpukit
+    return str(result.error_in_exec)
+
+
+MLP_CELL = """%%tpu_compile predict(params, f32[128,784])
+def predict(params, x):
+    for w, b in params[:-1]:
+        x = jax.nn.relu(x @ w + b)
+    w, b = params[-1]
+    return x @ w + b
+"""
+
+
+def test_cell_magic_defines_compiles_stores_and_shows_the_summary(shell, capsys):
+    rng = np.random.default_rng(0)
+    shell.user_ns["params"] = [
+        (rng.normal(0, 0.05, (m, n)).astype(np.float32), np.zeros(n, np.float32))
+        for m, n in [(784, 128), (128, 64), (64, 10)]
+    ]
+    result = run(shell, MLP_CELL)
+    assert result.success, result.error_in_exec
+    out = capsys.readouterr().out
+    compiled = shell.user_ns["predict_compiled"]
+    assert isinstance(compiled, tpukit.Compiled)
+    assert callable(shell.user_ns["predict"])  # the cell ran in the user namespace
+    assert "Compiled predict for" in out and "Stored as predict_compiled." in out
+    assert "x: f32[128,784]" in out and "FLOPs" in out
+    run(shell, "batch = np.ones((128, 784), np.float32); logits = predict_compiled(params, batch)")
+    assert shell.user_ns["logits"].shape == (128, 10)
+    np.testing.assert_allclose(
+        np.asarray(shell.user_ns["logits"]),
+        np.asarray(shell.user_ns["predict"](shell.user_ns["params"], shell.user_ns["batch"])),
+        rtol=1e-5,
+    )
+
+
+def test_line_magic_with_name_quiet_and_data(shell, capsys):
+    run(shell, "def double(x, scale=2):\n    return x * scale")
+    run(shell, "data = np.arange(6, dtype=np.float32).reshape(2, 3)")
+    result = run(shell, "%tpu_compile -o twice --quiet double(data, scale=3)")
+    assert result.success, result.error_in_exec
+    assert capsys.readouterr().out == ""
+    compiled = shell.user_ns["twice"]
+    assert compiled.signature.parameters[1].kind == "static"
+    np.testing.assert_allclose(
+        compiled(shell.user_ns["data"], scale=3), np.arange(6).reshape(2, 3) * 3
+    )
+
+
+def test_call_line_keeps_dicts_and_strings_intact(shell):
+    run(shell, "def pick(tree, key):\n    return tree['a'] * 2")
+    result = run(shell, "%tpu_compile --quiet pick({'a': f32[4]}, 'a b {c}')")
+    assert result.success, result.error_in_exec
+    compiled = shell.user_ns["pick_compiled"]
+    assert compiled.signature.parameters[1].value == "a b {c}"
+
+
+def test_tpu_devices_shows_the_table(shell):
+    result = run(shell, "%tpu_devices")
+    assert result.success
+    table = result.result
+    assert isinstance(table, tpukit.DeviceTable) and len(table) == 8
+
+
+def test_tpu_timeit_times_a_compiled_object_and_a_fresh_call(shell, capsys):
+    result = run(shell, "%tpu_timeit -n 2 -r 3 predict_compiled(params, batch)")
+    assert result.success, result.error_in_exec
+    timing = result.result
+    assert isinstance(timing, tpukit.TimingResult) and len(timing.times) == 3
+    result = run(shell, "%tpu_timeit -n 1 -r 2 double(f32[16, 16])")
+    assert result.success, result.error_in_exec
+    assert result.result.flops is None or result.result.flops >= 0
+
+
+def test_help_is_real(shell):
+    doc = shell.find_line_magic("tpu_compile").__doc__
+    assert "%tpu_compile [-o NAME] [--quiet] [--graph]" in doc
+    assert "f32[128,784]" in doc
+    assert "--repeat" in shell.find_line_magic("tpu_timeit").__doc__
+
+
+@pytest.mark.parametrize(
+    "cell, expected",
+    [
+        ("%tpu_compile double(", "Cannot read"),
+        ("%tpu_compile", "No call given"),
+        ("%tpu_compile nothing_here(data)", "'nothing_here' is not defined"),
+        ("%tpu_compile double(missing)", "'missing' is not defined"),
+        ("%tpu_compile double(f32[2,x9])", "could not be evaluated"),
+        (
+            "%tpu_compile double(float32[2])",
+            "'float32' is neither a name in the notebook nor a dtype",
+        ),
+        ("%tpu_compile double(data, nonsense=1)", "unexpected keyword argument 'nonsense'"),
+        ("%tpu_compile double(data, scale=[1, 'x'])", "hashable"),
+        ("%tpu_compile --colour double(data)", "Unknown option '--colour'"),
+        ("%tpu_compile -o 1bad double(data)", "valid name"),
+        ("%tpu_timeit -r 0 double(data)", "at least 1"),
+    ],
+)
+def test_bad_input_is_a_usage_error_and_loses_nothing(shell, capsys, cell, expected):
+    shell.user_ns["keep_me"] = 42
+    message = usage_error(shell, capsys, cell)
+    assert expected in message
+    assert shell.user_ns["keep_me"] == 42
+    assert "data" in shell.user_ns
+
+
+def test_compile_error_in_the_cell_shows_the_users_line(shell, capsys):
+    cell = textwrap.dedent(
+        """\
+        %%tpu_compile bad(f32[8,784], f32[100,10])
+        def bad(x, w):
+            y = jnp.tanh(x)
+            return y @ w
+        """
+    )
+    message = usage_error(shell, capsys, cell)
+    assert "line 3, in bad: return y @ w" in message
+    assert "dot_general" in message or "contracting" in message or "incompatible" in message.lower()
+
+
+def test_exception_in_the_cell_itself_is_shown_and_nothing_compiled(shell, capsys):
+    shell.user_ns.pop("boom_compiled", None)
+    result = run(
+        shell,
+        "%%tpu_compile boom(f32[2])\ndef boom(x):\n    return x\nraise KeyError('from the cell')",
+    )
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "nothing was compiled" in str(result.error_in_exec)
+    captured = capsys.readouterr()
+    assert "from the cell" in captured.out + captured.err  # IPython showed the user's error
+    assert "boom_compiled" not in shell.user_ns
+
+
+def test_wrong_shapes_on_call_are_clear(shell):
+    result = run(shell, "predict_compiled(params, np.ones((3, 784), np.float32))")
+    error = result.error_in_exec
+    assert isinstance(error, tpukit.SignatureMismatchError)
+    assert "f32[128,784]" in str(error) and "f32[3,784]" in str(error)
+    assert "logits" in shell.user_ns
+
+
+def test_unload_removes_the_magics():
+    ip = InteractiveShell.instance()
+    ip.run_cell("%unload_ext tpukit", store_history=False)
+    assert ip.find_line_magic("tpu_compile") is None
+    ip.run_cell("%load_ext tpukit", store_history=False)
+    assert ip.find_cell_magic("tpu_compile") is not None
+
+
+def test_import_tpukit_does_not_import_ipython():
+    code = "import sys, tpukit; print('IPython' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"

@@ -1,0 +1,257 @@
+"""Compile a function for the current device from example or abstract arguments.
+
+``tpukit.compile`` is the Python side of ``%%tpu_compile``: like XLA.jl's
+``@tpu_compile f(data)``, only the arguments' shapes and dtypes are used, and
+the result is a callable object that also tells what XLA made of the function.
+
+>>> import jax.numpy as jnp, tpukit
+>>> def f(x, w):
+...     return jnp.tanh(x @ w)
+>>> c = tpukit.compile(f, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
+>>> c.signature.output.shape
+(128, 10)
+>>> c.op_counts()["dot"]
+1
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, Literal
+
+import jax
+
+from tpukit._analysis import Cost, Fusion, Memory, cost_of, fusions_of, memory_of
+from tpukit._compile_cache import cache_hit_count
+from tpukit._errors import CompileError
+from tpukit._peaks import peak_for
+from tpukit._signature import Signature, bind_arguments
+from tpukit._timing import TimingResult, time_call
+from tpukit.hlo import HloModule, op_counts, parse_hlo
+
+Stage = Literal["lowered", "optimized"]
+_STAGES = ("lowered", "optimized")
+
+
+def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled:  # noqa: A001
+    """Compile ``function`` for the arguments' shapes and dtypes on JAX's default device.
+
+    Arguments may be real arrays (on the host or a device), ``jax.ShapeDtypeStruct``,
+    shapes from ``tpukit.shape("f32[128,784]")``, or pytrees of these (a dict of
+    weights, an NNX module). Any other hashable value (a number, a string, a tuple)
+    is static: the program is specialised on it.
+
+    Returns a ``Compiled`` object: call it on device data, read its ``cost``,
+    ``memory``, ``op_counts()`` and ``hlo_text()``, or show it in a notebook.
+    Raises ``CompileError`` pointing at the line of the user's function that failed.
+    """
+    name = getattr(function, "__name__", None) or type(function).__name__
+    parameters = bind_arguments(function, args, kwargs)
+    signature = Signature(name, parameters)
+    traced_args, traced_kwargs = signature.split(
+        tuple(p.value for p in parameters if not p.keyword),
+        {p.name: p.value for p in parameters if p.keyword},
+    )
+    staged = _staged_function(function, name, parameters)
+    hits_before = cache_hit_count()
+    start = time.perf_counter()
+    try:
+        lowered = jax.jit(staged).lower(traced_args, traced_kwargs)
+    except Exception as exc:
+        from tpukit._user_errors import describe_compile_error
+
+        raise CompileError(describe_compile_error(exc, str(signature))) from exc
+    lowered_at = time.perf_counter()
+    try:
+        executable = lowered.compile()
+    except Exception as exc:
+        from tpukit._user_errors import describe_compile_error
+
+        raise CompileError(describe_compile_error(exc, str(signature))) from exc
+    done = time.perf_counter()
+    signature.output = _output_info(lowered, executable)
+    return Compiled(
+        function=function,
+        signature=signature,
+        lowered=lowered,
+        executable=executable,
+        lower_seconds=lowered_at - start,
+        xla_seconds=done - lowered_at,
+        from_cache=cache_hit_count() > hits_before,
+    )
+
+
+def _staged_function(function: Callable[..., Any], name: str, parameters) -> Callable[..., Any]:
+    """A function of the traced arguments only, with the static ones closed over."""
+    positional = [p for p in parameters if not p.keyword]
+    static_kwargs = {p.name: p.value for p in parameters if p.keyword and p.kind == "static"}
+
+    def staged(traced_args: tuple, traced_kwargs: dict) -> Any:
+        traced = iter(traced_args)
+        call_args = [next(traced) if p.kind == "array" else p.value for p in positional]
+        return function(*call_args, **static_kwargs, **traced_kwargs)
+
+    staged.__name__ = name
+    staged.__qualname__ = getattr(function, "__qualname__", name)
+    return staged
+
+
+def _output_info(lowered: Any, executable: Any) -> Any:
+    info = getattr(lowered, "out_info", None)
+    if info is None:
+        info = getattr(executable, "out_info", None)
+    if info is None:
+        return None
+    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
+
+
+class Compiled:
+    """A function compiled by XLA for fixed argument shapes, ready to run on the device.
+
+    Call it like the original function (same positional and keyword arguments,
+    static values included); a call whose shapes or dtypes differ from the
+    compiled signature raises ``SignatureMismatchError`` saying which argument
+    differs and how to recompile. The object also speaks JAX's staging vocabulary:
+    ``lowered`` is the ``jax.stages.Lowered``, ``jax_compiled`` the
+    ``jax.stages.Compiled``, and ``stage="lowered"|"optimized"`` selects the HLO
+    before or after XLA's optimisation passes.
+    """
+
+    def __init__(
+        self,
+        *,
+        function: Callable[..., Any],
+        signature: Signature,
+        lowered: Any,
+        executable: Any,
+        lower_seconds: float,
+        xla_seconds: float,
+        from_cache: bool,
+    ):
+        self.function = function
+        self.signature = signature
+        self.lowered = lowered
+        self.jax_compiled = executable
+        self.lower_seconds = lower_seconds
+        self.xla_seconds = xla_seconds
+        self.from_cache = from_cache
+        self._texts: dict[str, str] = {}
+        self._modules: dict[str, HloModule] = {}
+
+    @property
+    def name(self) -> str:
+        return self.signature.name
+
+    @property
+    def compile_seconds(self) -> float:
+        """Wall time of tracing, lowering and XLA compilation together."""
+        return self.lower_seconds + self.xla_seconds
+
+    @property
+    def devices(self) -> list[Any]:
+        """The devices the program runs on."""
+        shardings = jax.tree_util.tree_leaves(
+            getattr(self.jax_compiled, "output_shardings", None)
+        ) or jax.tree_util.tree_leaves(getattr(self.jax_compiled, "input_shardings", None))
+        found = {d for s in shardings for d in getattr(s, "device_set", ())}
+        return sorted(found, key=lambda d: d.id) or [jax.devices()[0]]
+
+    @property
+    def device_kind(self) -> str:
+        return self.devices[0].device_kind
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
+        traced_args, traced_kwargs = self.signature.check_call(args, kwargs)
+        return self.jax_compiled(traced_args, traced_kwargs)
+
+    def hlo_text(self, stage: Stage = "optimized") -> str:
+        """The HLO text of the ``"lowered"`` program (as JAX emitted it, with source
+        metadata) or the ``"optimized"`` one (after XLA's passes: fusions, layouts)."""
+        _check_stage(stage)
+        if stage not in self._texts:
+            if stage == "lowered":
+                self._texts[stage] = self.lowered.as_text(dialect="hlo", debug_info=True)
+            else:
+                self._texts[stage] = self.jax_compiled.as_text()
+        return self._texts[stage]
+
+    def hlo_module(self, stage: Stage = "optimized") -> HloModule:
+        """The HLO of one stage parsed into tpukit's graph model (see ``tpukit.hlo``)."""
+        _check_stage(stage)
+        if stage not in self._modules:
+            self._modules[stage] = parse_hlo(self.hlo_text(stage))
+        return self._modules[stage]
+
+    def op_counts(self, stage: Stage = "optimized", *, open_fusions: bool = True) -> Counter:
+        """How many HLO instructions of each opcode the program has.
+
+        Fusions are counted and, with ``open_fusions``, opened: the ops inside each
+        fusion count too, like the instruction-count table of the XLA.jl paper.
+        """
+        return op_counts(self.hlo_module(stage), open_fusions=open_fusions)
+
+    @functools.cached_property
+    def cost(self) -> Cost:
+        """FLOPs, transcendentals and bytes of one call (see ``tpukit.Cost``)."""
+        return cost_of(self.jax_compiled, self.hlo_module("optimized"))
+
+    @functools.cached_property
+    def memory(self) -> Memory | None:
+        """Argument, output, temporary and code bytes on the device, or None if unknown."""
+        return memory_of(self.jax_compiled)
+
+    def fusions(self) -> list[Fusion]:
+        """The fusions of the optimized program, largest FLOPs first."""
+        return fusions_of(self.hlo_module("optimized"))
+
+    def graph(self, stage: Stage = "optimized"):
+        """An interactive graph of the program's HLO, shown inline in notebooks."""
+        from tpukit.hlo import graph
+
+        _check_stage(stage)
+        return graph(self.hlo_module(stage), title=f"{self.name} ({stage})", stage=stage)
+
+    def timeit(
+        self, *args: Any, number: int | None = None, repeat: int = 7, **kwargs: Any
+    ) -> TimingResult:
+        """Time calls on these arguments (device arrays for a fair figure).
+
+        Shapes given abstractly (``ShapeDtypeStruct``) are filled with random data
+        on the device first. Returns median and best seconds per call and, from
+        ``cost.flops``, the achieved FLOP/s and the share of the device's peak.
+        """
+        from tpukit._sample_data import concrete_arguments
+
+        args, kwargs = concrete_arguments(self.signature, args, kwargs)
+        traced_args, traced_kwargs = self.signature.check_call(args, kwargs)
+        executable = self.jax_compiled
+        times, number = time_call(
+            lambda: executable(traced_args, traced_kwargs), number=number, repeat=repeat
+        )
+        return TimingResult(
+            name=self.name,
+            times=times,
+            number=number,
+            flops=self.cost.flops or None,
+            device_kind=self.device_kind,
+            peak=peak_for(self.device_kind),
+        )
+
+    def __repr__(self) -> str:
+        from tpukit._summary import summary_text
+
+        return summary_text(self)
+
+    def _repr_html_(self) -> str:
+        from tpukit._summary import summary_html
+
+        return summary_html(self)
+
+
+def _check_stage(stage: str) -> None:
+    if stage not in _STAGES:
+        raise ValueError(f"stage must be 'lowered' or 'optimized', not {stage!r}.")

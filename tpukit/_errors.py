@@ -1,0 +1,42 @@
+"""The exceptions a tpukit user can meet.
+
+Every tpukit error is a ``TpukitError`` so notebooks can catch them all at once;
+each subclass also derives from the built-in exception a Python user would expect
+(``ValueError`` for bad input, ``RuntimeError`` for a missing device), so code
+written against plain JAX keeps working. Messages say what was expected, what was
+received, and what to do next.
+"""
+
+from __future__ import annotations
+
+
+class TpukitError(Exception):
+    """Base class of every error tpukit raises on purpose."""
+
+
+class ShapeSpecError(TpukitError, ValueError):
+    """A shape string such as ``f32[128,784]`` could not be read."""
+
+
+class CallLineError(TpukitError, ValueError):
+    """A call line such as ``f(data)`` given to ``%tpu_compile`` could not be used."""
+
+
+class ArgumentError(TpukitError, ValueError):
+    """An argument can neither be traced as an array nor be held static."""
+
+
+class CompileError(TpukitError, RuntimeError):
+    """The user's function failed while JAX traced, lowered or compiled it."""
+
+
+class SignatureMismatchError(TpukitError, TypeError):
+    """A compiled object was called with arguments that do not match its signature."""
+
+
+class DeviceNotFoundError(TpukitError, RuntimeError):
+    """The platform the user asked for is not available in this runtime."""
+
+
+class DeviceSetupError(TpukitError, RuntimeError):
+    """A device setting can no longer take effect (JAX is already initialised)."""

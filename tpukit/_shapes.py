@@ -1,0 +1,122 @@
+"""Abstract array shapes written in HLO notation, such as ``f32[128,784]``.
+
+XLA prints every array type as ``<dtype>[<dims>]``; tpukit accepts the same
+notation wherever a user can give an abstract argument instead of real data,
+because only shapes and dtypes matter to a compile.
+
+>>> parse_shape("bf16[8,224,224,3]")
+ShapeDtypeStruct(shape=(8, 224, 224, 3), dtype=bfloat16)
+>>> format_shape(parse_shape("s32[]"))
+'s32[]'
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tpukit._errors import ShapeSpecError
+
+#: HLO dtype names and the NumPy/ml_dtypes names they stand for.
+HLO_DTYPES: dict[str, str] = {
+    "pred": "bool",
+    "s4": "int4",
+    "s8": "int8",
+    "s16": "int16",
+    "s32": "int32",
+    "s64": "int64",
+    "u4": "uint4",
+    "u8": "uint8",
+    "u16": "uint16",
+    "u32": "uint32",
+    "u64": "uint64",
+    "f16": "float16",
+    "bf16": "bfloat16",
+    "f32": "float32",
+    "f64": "float64",
+    "c64": "complex64",
+    "c128": "complex128",
+    "f8e4m3fn": "float8_e4m3fn",
+    "f8e5m2": "float8_e5m2",
+}
+
+_NUMPY_TO_HLO = {numpy_name: hlo for hlo, numpy_name in HLO_DTYPES.items()}
+
+#: A shape literal inside a larger piece of text: a dtype name directly followed by
+#: ``[...]`` with no nested brackets.
+SHAPE_LITERAL = re.compile(
+    r"(?<![\w.])(" + "|".join(sorted(HLO_DTYPES, key=len, reverse=True)) + r")\[([^\[\]]*)\]"
+)
+
+VALID_SHAPE_FORMS = (
+    "Write a dtype followed by dimensions in brackets, e.g. f32[128,784], "
+    "bf16[8,224,224,3] or s32[] for a scalar. Valid dtypes: " + ", ".join(HLO_DTYPES) + "."
+)
+
+
+def hlo_dtype_name(dtype: Any) -> str:
+    """Return the HLO spelling (``f32``, ``bf16`` ...) of a NumPy or JAX dtype."""
+    name = np.dtype(dtype).name
+    return _NUMPY_TO_HLO.get(name, name)
+
+
+def format_shape(x: Any) -> str:
+    """Write an array or ``ShapeDtypeStruct`` in HLO notation, e.g. ``f32[128,784]``."""
+    dims = ",".join(str(d) for d in x.shape)
+    return f"{hlo_dtype_name(x.dtype)}[{dims}]"
+
+
+def parse_shape(
+    text: str, evaluate_dim: Callable[[str], Any] | None = None
+) -> jax.ShapeDtypeStruct:
+    """Read one shape written in HLO notation into a ``jax.ShapeDtypeStruct``.
+
+    ``evaluate_dim`` turns a dimension that is not an integer literal (``f32[batch,784]``)
+    into an integer; without it only literals are accepted. A layout suffix as XLA
+    prints it (``f32[128,784]{1,0}``) is accepted and ignored.
+
+    >>> parse_shape("f32[128, 784]").shape
+    (128, 784)
+    """
+    stripped = re.sub(r"\{[^{}]*\}$", "", text.strip())
+    match = SHAPE_LITERAL.fullmatch(stripped)
+    if match is None:
+        dtype_part = stripped.split("[", 1)[0]
+        if "[" in stripped and dtype_part and dtype_part not in HLO_DTYPES:
+            raise ShapeSpecError(
+                f"Unknown dtype {dtype_part!r} in shape {text!r}. {VALID_SHAPE_FORMS}"
+            )
+        raise ShapeSpecError(f"Cannot read {text!r} as a shape. {VALID_SHAPE_FORMS}")
+    dtype_name, dims_text = match.groups()
+    dims = tuple(_parse_dim(part, text, evaluate_dim) for part in _split_dims(dims_text))
+    return jax.ShapeDtypeStruct(dims, jnp.dtype(HLO_DTYPES[dtype_name]))
+
+
+def _split_dims(dims_text: str) -> list[str]:
+    parts = [part.strip() for part in dims_text.split(",")]
+    if parts == [""]:
+        return []
+    return parts
+
+
+def _parse_dim(part: str, text: str, evaluate_dim: Callable[[str], Any] | None) -> int:
+    if not part:
+        raise ShapeSpecError(f"Empty dimension in shape {text!r}. {VALID_SHAPE_FORMS}")
+    if part.lstrip("<=").isdigit():
+        return int(part.lstrip("<="))
+    if evaluate_dim is None:
+        raise ShapeSpecError(
+            f"Dimension {part!r} in shape {text!r} is not a whole number. {VALID_SHAPE_FORMS}"
+        )
+    value = evaluate_dim(part)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ShapeSpecError(
+            f"Dimension {part!r} in shape {text!r} evaluates to {value!r}; "
+            "dimensions must be non-negative whole numbers."
+        )
+    return int(value)

@@ -1,0 +1,132 @@
+"""Time a compiled call on the device, with proper synchronisation.
+
+JAX dispatches asynchronously: a call returns before the device has finished.
+``time_call`` therefore waits for every output of a batch of calls before it
+stops the clock, warms up first, and picks the batch size like ``%timeit``.
+"""
+
+from __future__ import annotations
+
+import html
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+
+from tpukit._peaks import DevicePeak
+
+
+def time_call(
+    call: Callable[[], Any], *, number: int | None = None, repeat: int = 7, min_seconds: float = 0.2
+) -> tuple[list[float], int]:
+    """Run ``call`` ``repeat`` times ``number`` times; return seconds per call of each repeat.
+
+    With ``number=None`` the batch grows (1, 2, 5, 10, ...) until one batch takes at
+    least ``min_seconds``, as ``%timeit`` does.
+    """
+    if repeat < 1 or (number is not None and number < 1):
+        raise ValueError("number and repeat must be at least 1.")
+    jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
+
+    def run(n: int) -> float:
+        start = time.perf_counter()
+        outputs = [call() for _ in range(n)]
+        jax.block_until_ready(outputs)
+        return time.perf_counter() - start
+
+    if number is None:
+        number = 1
+        for candidate in _growing_counts():
+            number = candidate
+            if run(candidate) >= min_seconds or candidate >= 100_000:
+                break
+    return [run(number) / number for _ in range(repeat)], number
+
+
+def _growing_counts():
+    scale = 1
+    while True:
+        for step in (1, 2, 5):
+            yield step * scale
+        scale *= 10
+
+
+@dataclass(frozen=True)
+class TimingResult:
+    """Timings of a compiled call: seconds per call, and throughput where the FLOPs are known.
+
+    ``mfu`` is the share of the device's published bf16 peak (``None`` when the
+    device's peak is unknown, as for CPUs).
+    """
+
+    name: str
+    times: list[float]
+    number: int
+    flops: float | None
+    device_kind: str
+    peak: DevicePeak | None
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    @property
+    def best(self) -> float:
+        return min(self.times)
+
+    @property
+    def flops_per_second(self) -> float | None:
+        return self.flops / self.median if self.flops else None
+
+    @property
+    def mfu(self) -> float | None:
+        if self.peak is None or not self.flops_per_second:
+            return None
+        return self.flops_per_second / self.peak.flops_per_second
+
+    def lines(self) -> list[str]:
+        runs = f"{len(self.times)} runs x {self.number} call{'s' if self.number != 1 else ''}"
+        lines = [
+            f"{self.name} on {self.device_kind}: median {format_seconds(self.median)}, "
+            f"min {format_seconds(self.best)} per call ({runs})"
+        ]
+        if self.flops_per_second:
+            rate = f"{format_flops(self.flops_per_second)}/s achieved"
+            if self.mfu is not None:
+                rate += f", {self.mfu:.1%} of the {self.peak.name} bf16 peak ({self.peak.bf16_tflops:g} TFLOP/s)"
+            else:
+                rate += " (no published peak for this device, so no MFU)"
+            lines.append(rate)
+        return lines
+
+    def __repr__(self) -> str:
+        return "\n".join(self.lines())
+
+    def _repr_html_(self) -> str:
+        body = "<br>".join(html.escape(line) for line in self.lines())
+        return f'<div class="tpukit-timeit" style="font-family:monospace">{body}</div>'
+
+
+def format_seconds(seconds: float) -> str:
+    """``0.00123`` -> ``'1.23 ms'``."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
+        if seconds >= scale or unit == "ns":
+            return f"{seconds / scale:.3g} {unit}"
+    raise AssertionError("unreachable")
+
+
+def format_flops(flops: float) -> str:
+    """``3.9e12`` -> ``'3.9 TFLOP'``."""
+    for unit, scale in (
+        ("PFLOP", 1e15),
+        ("TFLOP", 1e12),
+        ("GFLOP", 1e9),
+        ("MFLOP", 1e6),
+        ("kFLOP", 1e3),
+    ):
+        if flops >= scale:
+            return f"{flops / scale:.3g} {unit}"
+    return f"{flops:.0f} FLOP"

@@ -1,0 +1,62 @@
+"""Turn an exception raised while compiling into a message about the user's own code.
+
+JAX errors raised during tracing carry long tracebacks through JAX's internals.
+The user needs three things: what went wrong (the first lines of the message),
+where in *their* code (file or notebook cell, line, and the source text), and
+what was being compiled.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import re
+import sys
+import traceback
+
+_LIBRARY_ROOTS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__))
+    for name in ("jax", "jaxlib", "flax", "optax", "numpy", "tpukit")
+    if (module := sys.modules.get(name)) is not None and getattr(module, "__file__", None)
+)
+
+_MAX_MESSAGE_LINES = 8
+
+
+def _is_user_frame(filename: str) -> bool:
+    if filename.startswith("<frozen") or filename == "<tpu_compile call>":
+        return False
+    path = os.path.abspath(filename) if not filename.startswith("<") else filename
+    return not any(path.startswith(root + os.sep) for root in _LIBRARY_ROOTS) and (
+        "site-packages" not in path or "ipykernel" in path
+    )
+
+
+def _describe_file(filename: str) -> str:
+    if filename.startswith("<ipython-input-") or re.search(r"ipykernel_\d+[/\\]\d+\.py$", filename):
+        return "notebook cell"
+    return os.path.basename(filename)
+
+
+def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
+    """The innermost traceback frame in the user's code (not JAX, Flax or tpukit)."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_frame(f.filename)]
+    return frames[-1] if frames else None
+
+
+def describe_compile_error(exc: BaseException, call: str) -> str:
+    """A short message: what failed, the user's line, and the first lines of the error."""
+    message_lines = [line for line in str(exc).strip().splitlines() if line.strip()]
+    shown = message_lines[:_MAX_MESSAGE_LINES]
+    if len(message_lines) > _MAX_MESSAGE_LINES:
+        shown.append("... (the full error is in this exception's __cause__)")
+    text = f"Compiling {call} failed: {type(exc).__name__}: " + "\n  ".join(
+        shown or ["(no message)"]
+    )
+    frame = user_frame(exc)
+    if frame is not None:
+        source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+        text += f"\n  at {_describe_file(frame.filename)}, line {frame.lineno}, in {frame.name}" + (
+            f": {source}" if source else ""
+        )
+    return text

@@ -1,0 +1,48 @@
+"""Read the HLO that XLA produces: a small graph model, op counts and FLOP/byte estimates.
+
+>>> from tpukit.hlo import parse_hlo, op_counts, dot_conv_flops
+>>> f = lambda x, w: jnp.tanh(x @ w)
+>>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
+>>> module = parse_hlo(jax.jit(f).lower(x, w).compile().as_text())
+>>> op_counts(module).most_common(3)
+[('parameter', 5), ('fusion', 2), ('dot', 1)]
+>>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution
+1024
+"""
+
+from tpukit.hlo._cost import (
+    dot_conv_flops,
+    instruction_bytes,
+    instruction_flops,
+    op_category,
+    op_counts,
+)
+from tpukit.hlo._model import (
+    ComputationRef,
+    HloComputation,
+    HloEdge,
+    HloInstruction,
+    HloMetadata,
+    HloModule,
+    HloShape,
+    HloSourceFrame,
+)
+from tpukit.hlo._parser import parse_hlo, parse_shape
+
+__all__ = [
+    "ComputationRef",
+    "HloComputation",
+    "HloEdge",
+    "HloInstruction",
+    "HloMetadata",
+    "HloModule",
+    "HloShape",
+    "HloSourceFrame",
+    "dot_conv_flops",
+    "instruction_bytes",
+    "instruction_flops",
+    "op_category",
+    "op_counts",
+    "parse_hlo",
+    "parse_shape",
+]

@@ -1,0 +1,409 @@
+"""A small, walkable model of an HLO module: shapes, instructions, computations.
+
+`parse_hlo` (in `_parser.py`) builds these objects from the text that
+``jax.jit(f).lower(*args).as_text(dialect="hlo")`` or ``.compile().as_text()``
+prints. They keep what a reader of HLO looks at -- names, opcodes, shapes,
+operands, the computations an instruction calls, and where in the user's source
+it came from -- and keep every other attribute as its raw string, so nothing
+in the text is lost.
+
+    >>> f = lambda x, w: jnp.tanh(x @ w)
+    >>> module = parse_hlo(jax.jit(f).lower(x, w).compile().as_text())
+    >>> for instr in module.entry:
+    ...     print(instr.name, instr.opcode, instr.shape, instr.operands)
+    x.1 parameter f32[8,16]{1,0} []
+    w.1 parameter f32[16,4]{1,0} []
+    ynn_fusion fusion f32[8,4]{1,0} ['x.1', 'w.1']
+    wrapped_tanh fusion f32[8,4]{1,0} ['ynn_fusion']
+    >>> module.instruction("dot_general.0").source_location
+    'model.py:7'
+    >>> module.edges("fused_computation")[0]
+    HloEdge(source='param_0', target='dot_general.0', nbytes=512)
+
+The lowered stage carries source lines only when asked:
+``lowered.as_text(dialect="hlo", debug_info=True)``.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+#: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
+DTYPE_BITS: dict[str, int] = {
+    "pred": 8,
+    "s2": 2, "u2": 2, "s4": 4, "u4": 4, "s8": 8, "u8": 8,
+    "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64,
+    "f16": 16, "bf16": 16, "f32": 32, "f64": 64,
+    "f4e2m1fn": 4, "f8e8m0fnu": 8,
+    "f8e3m4": 8, "f8e4m3": 8, "f8e4m3fn": 8, "f8e4m3fnuz": 8, "f8e4m3b11fnuz": 8,
+    "f8e5m2": 8, "f8e5m2fnuz": 8,
+    "c64": 64, "c128": 128,
+    "token": 0, "opaque": 0,
+}  # fmt: skip
+
+_MEMORY_SPACE = re.compile(r"S\((\d+)\)")
+
+
+@dataclass(frozen=True)
+class HloShape:
+    """The shape of an HLO value: an array (``f32[128,784]{1,0}``) or a tuple.
+
+    ``dims`` holds the sizes; a dynamic dimension (``<=16``) holds its bound and
+    is marked in ``dynamic``; an unbounded one (``?``) holds -1. A tuple has
+    ``dtype == "tuple"`` and its element shapes in ``elements``.
+
+        >>> shape = HloShape("bf16", (8, 128), layout="1,0")
+        >>> str(shape), shape.num_elements, shape.nbytes
+        ('bf16[8,128]{1,0}', 1024, 2048)
+    """
+
+    dtype: str
+    dims: tuple[int, ...] = ()
+    elements: tuple[HloShape, ...] = ()
+    layout: str | None = None
+    dynamic: tuple[bool, ...] = ()
+
+    @property
+    def is_tuple(self) -> bool:
+        return self.dtype == "tuple"
+
+    @property
+    def rank(self) -> int:
+        return len(self.dims)
+
+    @property
+    def num_elements(self) -> int:
+        """Elements of an array (1 for a scalar, 0 for a token); summed over a tuple's leaves."""
+        if self.is_tuple:
+            return sum(e.num_elements for e in self.elements)
+        if self.dtype in ("token", "opaque"):
+            return 0
+        return math.prod(max(d, 0) for d in self.dims)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the data (sub-byte types packed, dynamic dims at their bound)."""
+        if self.is_tuple:
+            return sum(e.nbytes for e in self.elements)
+        return (self.num_elements * DTYPE_BITS.get(self.dtype, 0) + 7) // 8
+
+    @property
+    def memory_space(self) -> int:
+        """The layout's memory space, ``S(1)`` in ``{1,0:S(1)}``; 0 when not given."""
+        found = _MEMORY_SPACE.search(self.layout or "")
+        return int(found.group(1)) if found else 0
+
+    def leaves(self) -> Iterator[HloShape]:
+        """The array shapes inside this shape, depth first (itself if an array)."""
+        if self.is_tuple:
+            for element in self.elements:
+                yield from element.leaves()
+        else:
+            yield self
+
+    def __repr__(self) -> str:
+        return f"HloShape({self})"
+
+    def __str__(self) -> str:
+        if self.is_tuple:
+            return "(" + ", ".join(str(e) for e in self.elements) + ")"
+        dims = ",".join(
+            "?" if d < 0 else (f"<={d}" if self.dynamic and self.dynamic[i] else str(d))
+            for i, d in enumerate(self.dims)
+        )
+        layout = "" if self.layout is None else "{" + self.layout + "}"
+        return f"{self.dtype}[{dims}]{layout}"
+
+
+class HloSourceFrame(NamedTuple):
+    """One frame of user source: file, line and function (``""`` / 0 when unknown)."""
+
+    file: str
+    line: int
+    function: str = ""
+
+
+@dataclass
+class HloMetadata:
+    """The ``metadata={...}`` of an instruction: which JAX op and source line made it.
+
+    ``source_file``/``source_line`` come from the metadata itself or, in newer
+    XLA, from the module's stack-frame tables via ``stack_frame_id``.
+    ``fields`` holds every key of the metadata as a raw (unquoted) string.
+    """
+
+    op_name: str = ""
+    op_type: str = ""
+    source_file: str = ""
+    source_line: int = 0
+    stack_frame_id: int = 0
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class ComputationRef(NamedTuple):
+    """A computation an instruction calls, and the role it plays there.
+
+    Roles are the attribute names: ``calls`` (fusion, custom-call, async-start),
+    ``to_apply`` (call, reduce, sort, map, all-reduce, ...), ``body``,
+    ``condition``, ``branch`` (conditional), ``select``/``scatter``
+    (select-and-scatter) and ``called_computations`` (custom-call).
+    """
+
+    name: str
+    role: str
+
+
+class HloEdge(NamedTuple):
+    """A data edge ``source -> target`` inside one computation, with the bytes it carries."""
+
+    source: str
+    target: str
+    nbytes: int
+
+
+@dataclass
+class HloInstruction:
+    """One line of HLO: ``%dot.3 = f32[8,4]{1,0} dot(%x, %w), lhs_contracting_dims={1}``.
+
+    ``operands`` are instruction names (without ``%``) in the same computation.
+    ``operand_text`` is the raw text between the opcode's parentheses -- the
+    literal of a ``constant`` or the number of a ``parameter``. ``attributes``
+    holds every ``key=value`` after the operands as raw strings (including the
+    ones also parsed into ``called_computations`` and ``metadata``); text that
+    could not be split into ``key=value`` lands under the key ``""``.
+
+        >>> instr = module.instruction("dot_general.0")
+        >>> instr.opcode, instr.operands, instr.attributes["lhs_contracting_dims"]
+        ('dot', ['param_0', 'param_1'], '{1}')
+        >>> instr.metadata.op_name, instr.name_scope, instr.source_location
+        ('jit(f)/dot_general', 'jit(f)', 'model.py:7')
+    """
+
+    name: str
+    opcode: str
+    shape: HloShape
+    operands: list[str] = field(default_factory=list)
+    attributes: dict[str, str] = field(default_factory=dict)
+    called_computations: list[ComputationRef] = field(default_factory=list)
+    metadata: HloMetadata = field(default_factory=HloMetadata)
+    is_root: bool = False
+    text: str = ""
+    operand_text: str = ""
+    computation: str = ""
+
+    def __repr__(self) -> str:
+        return (
+            f"HloInstruction(name={self.name!r}, opcode={self.opcode!r}, shape={self.shape}, "
+            f"operands={self.operands!r})"
+        )
+
+    @property
+    def source_location(self) -> str:
+        """``"file.py:12"`` (base name of the file) or ``""`` when the HLO has no source info."""
+        meta = self.metadata
+        if not meta.source_file:
+            return ""
+        base = meta.source_file.replace("\\", "/").rsplit("/", 1)[-1]
+        return f"{base}:{meta.source_line}" if meta.source_line else base
+
+    @property
+    def name_scope(self) -> str:
+        """The op_name without its last component: ``jit(f)/dense`` for ``jit(f)/dense/dot``."""
+        op_name = self.metadata.op_name
+        return op_name.rsplit("/", 1)[0] if "/" in op_name else ""
+
+    @property
+    def parameter_number(self) -> int | None:
+        """The index of a ``parameter(3)``; None for other opcodes."""
+        if self.opcode != "parameter":
+            return None
+        try:
+            return int(self.operand_text)
+        except ValueError:
+            return None
+
+    @property
+    def fusion_kind(self) -> str:
+        """``kLoop``/``kInput``/``kOutput``/``kCustom`` for a fusion, else ``""``."""
+        return self.attributes.get("kind", "") if self.opcode == "fusion" else ""
+
+    @property
+    def custom_call_target(self) -> str:
+        """The unquoted ``custom_call_target`` of a custom-call, else ``""``."""
+        return self.attributes.get("custom_call_target", "").strip('"')
+
+
+class HloComputation:
+    """A named list of instructions; the last one marked ``ROOT`` is its result.
+
+    ``kind`` says how the module uses it: ``entry``, ``fusion``, ``while_body``,
+    ``while_condition``, ``branch`` (of a conditional), ``applied`` (a scalar
+    reducer or comparator given by ``to_apply`` to reduce, sort, scatter,
+    all-reduce, map, ...), ``called`` (by ``call`` or ``custom-call``), ``async``
+    (wrapped by an ``*-start``) or ``unused`` (nothing calls it).
+
+        >>> comp = module.computations["fused_computation"]
+        >>> comp.kind, comp.root.opcode, comp["param_0"].shape
+        ('fusion', 'dot', HloShape(f32[8,16]{1,0}))
+    """
+
+    def __init__(
+        self,
+        name: str,
+        instructions: list[HloInstruction] | None = None,
+        *,
+        is_entry: bool = False,
+        kind: str = "unused",
+        signature: str = "",
+    ) -> None:
+        self.name = name
+        self.instructions: list[HloInstruction] = instructions or []
+        self.is_entry = is_entry
+        self.kind = "entry" if is_entry else kind
+        self.signature = signature
+        self._by_name: dict[str, HloInstruction] | None = None
+
+    @property
+    def root(self) -> HloInstruction | None:
+        """The ``ROOT`` instruction (the last one when none is marked)."""
+        for instr in reversed(self.instructions):
+            if instr.is_root:
+                return instr
+        return self.instructions[-1] if self.instructions else None
+
+    @property
+    def parameters(self) -> list[HloInstruction]:
+        """The ``parameter`` instructions, ordered by parameter number."""
+        params = [i for i in self.instructions if i.opcode == "parameter"]
+        return sorted(params, key=lambda i: i.parameter_number or 0)
+
+    def get(self, name: str) -> HloInstruction | None:
+        """The instruction called ``name`` (with or without ``%``), or None."""
+        if self._by_name is None or len(self._by_name) != len(self.instructions):
+            self._by_name = {i.name: i for i in self.instructions}
+        return self._by_name.get(name.lstrip("%"))
+
+    def __getitem__(self, name: str) -> HloInstruction:
+        instr = self.get(name)
+        if instr is None:
+            raise KeyError(
+                f"No instruction {name!r} in computation {self.name!r}; "
+                f"it has {len(self.instructions)} instructions, e.g. "
+                f"{[i.name for i in self.instructions[:3]]}."
+            )
+        return instr
+
+    def __iter__(self) -> Iterator[HloInstruction]:
+        return iter(self.instructions)
+
+    def __len__(self) -> int:
+        return len(self.instructions)
+
+    def edges(self) -> list[HloEdge]:
+        """Every ``operand -> user`` edge, with the bytes of the operand's value.
+
+        An operand used twice by one instruction gives two edges; an operand
+        name that is not in this computation is skipped.
+        """
+        edges = []
+        for instr in self.instructions:
+            for operand in instr.operands:
+                source = self.get(operand)
+                if source is not None:
+                    edges.append(HloEdge(source.name, instr.name, source.shape.nbytes))
+        return edges
+
+    def __repr__(self) -> str:
+        return (
+            f"HloComputation({self.name!r}, kind={self.kind!r}, "
+            f"{len(self.instructions)} instructions)"
+        )
+
+
+@dataclass
+class HloModule:
+    """A parsed HLO module: its computations in file order and the entry one.
+
+        >>> module = parse_hlo(jax.jit(f).lower(x, w).compile().as_text())
+        >>> module.name, module.entry.name, len(module.computations)
+        ('jit_f', 'main.1', 3)
+        >>> [i.name for i in module.callers("fused_computation")]
+        ['ynn_fusion']
+
+    ``attributes`` holds the header's ``key=value`` pairs as raw strings
+    (``entry_computation_layout``, ``is_scheduled``, ...). ``stack_frames`` maps
+    a ``stack_frame_id`` to its innermost source frame. ``unparsed`` keeps the
+    lines outside computations that the parser did not understand.
+    """
+
+    name: str
+    computations: dict[str, HloComputation] = field(default_factory=dict)
+    attributes: dict[str, str] = field(default_factory=dict)
+    entry_name: str = ""
+    stack_frames: dict[int, HloSourceFrame] = field(default_factory=dict)
+    unparsed: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        count = sum(len(c) for c in self.computations.values())
+        return (
+            f"HloModule({self.name!r}, entry={self.entry_name!r}, "
+            f"{len(self.computations)} computations, {count} instructions)"
+        )
+
+    @property
+    def entry(self) -> HloComputation:
+        """The ``ENTRY`` computation (the last one when none is marked)."""
+        if self.entry_name in self.computations:
+            return self.computations[self.entry_name]
+        return list(self.computations.values())[-1]
+
+    def instructions(self) -> Iterator[HloInstruction]:
+        """Every instruction of every computation, in file order."""
+        for comp in self.computations.values():
+            yield from comp.instructions
+
+    def instruction(self, name: str) -> HloInstruction:
+        """The instruction called ``name`` (with or without ``%``), from any computation."""
+        for comp in self.computations.values():
+            instr = comp.get(name)
+            if instr is not None:
+                return instr
+        raise KeyError(
+            f"No instruction {name!r} in module {self.name!r}. Instruction names are "
+            "the left-hand sides of the HLO lines, e.g. 'dot.3' for '%dot.3 = ...'."
+        )
+
+    def computation(self, name: str) -> HloComputation:
+        """The computation called ``name`` (with or without ``%``)."""
+        try:
+            return self.computations[name.lstrip("%")]
+        except KeyError:
+            raise KeyError(
+                f"No computation {name!r} in module {self.name!r}; it has "
+                f"{list(self.computations)[:5]}..."
+            ) from None
+
+    def callers(self, computation: str) -> list[HloInstruction]:
+        """The instructions that call ``computation`` (by name), in file order."""
+        name = computation.lstrip("%")
+        return [
+            instr
+            for instr in self.instructions()
+            if any(ref.name == name for ref in instr.called_computations)
+        ]
+
+    def called(self, instr: HloInstruction) -> list[HloComputation]:
+        """The computations ``instr`` calls that exist in this module."""
+        return [
+            self.computations[ref.name]
+            for ref in instr.called_computations
+            if ref.name in self.computations
+        ]
+
+    def edges(self, computation: str) -> list[HloEdge]:
+        """The ``operand -> user`` edges of one computation; see `HloComputation.edges`."""
+        return self.computation(computation).edges()

@@ -1,0 +1,445 @@
+"""Turn HLO text into an `HloModule`.
+
+The parser reads the text JAX prints at both stages -- ``lowered.as_text(dialect="hlo")``
+and ``compiled.as_text()`` -- one line at a time. It understands the module
+header, computations (``ENTRY``, fused, while bodies, branches, reducers), the
+stack-frame tables newer XLA prints (``FileNames``, ``FunctionNames``,
+``FileLocations``, ``StackFrames``) and every instruction line. Whatever it does
+not recognise is kept as a raw string (an attribute, or ``HloModule.unparsed``):
+odd text never raises.
+
+    >>> module = parse_hlo(jax.jit(lambda x, w: jnp.tanh(x @ w)).lower(x, w).compile().as_text())
+    >>> module.entry.root.opcode, module.entry.root.fusion_kind
+    ('fusion', 'kLoop')
+
+Speed: brackets are matched with one compiled regex over the bracket and string
+tokens only, shapes are parsed once per distinct spelling, and the common
+operand list ``(%a, %b)`` is split without a scan, so a 10k-line training step
+parses in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from tpukit.hlo._model import (
+    ComputationRef,
+    HloComputation,
+    HloInstruction,
+    HloMetadata,
+    HloModule,
+    HloShape,
+    HloSourceFrame,
+)
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_COMMENT = re.compile(r"/\*.*?\*/")
+# Brackets, commas, strings and comments: the only tokens that matter for nesting.
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/|[()\[\]{},]')
+_INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
+_OPCODE = re.compile(r"\s*([A-Za-z][\w\-.$]*)")
+_COMPUTATION_HEADER = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->.*?)?\s*\{$")
+# An instruction's first line: ``[ROOT] [%]name = <shape> ...`` (spaces around ``=``).
+_NEW_INSTRUCTION = re.compile(r"(ROOT\s+)?%?[\w.\-$]+\s+=\s+[a-z(]")
+_ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^}]*)\})?")
+_META_FIELD = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
+
+#: Attributes that name called computations, and the role they get in `ComputationRef`.
+CALL_ROLES = {
+    "calls": "calls",
+    "to_apply": "to_apply",
+    "body": "body",
+    "condition": "condition",
+    "true_computation": "branch",
+    "false_computation": "branch",
+    "branch_computations": "branch",
+    "select": "select",
+    "scatter": "scatter",
+    "called_computations": "called_computations",
+}
+
+# Computation kinds that run as program (as opposed to scalar reducers/comparators).
+_PROGRAM_KINDS = ("entry", "fusion", "while_body", "while_condition", "branch", "called", "async")
+
+
+def parse_hlo(text: str) -> HloModule:
+    """Parse HLO text into an `HloModule`.
+
+    Args:
+      text: what ``jax.jit(f).lower(*args).as_text(dialect="hlo")`` or
+        ``jax.jit(f).lower(*args).compile().as_text()`` returns (or any HLO dump).
+
+    Returns:
+      The module, with its computations in file order.
+
+    Raises:
+      ValueError: when the text has neither an ``HloModule`` header nor a
+        computation, i.e. it is not HLO (StableHLO/MLIR text, for example).
+
+    Example:
+        >>> module = parse_hlo(jax.jit(jnp.sin).lower(1.0).as_text(dialect="hlo"))
+        >>> [i.opcode for i in module.entry]
+        ['parameter', 'sine']
+    """
+    if not isinstance(text, str):
+        raise TypeError(
+            f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
+            "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
+        )
+    module = HloModule(name="")
+    tables: dict[str, dict[int, str]] = {name: {} for name in _TABLES}
+    table: dict[int, str] | None = None
+    comp: HloComputation | None = None
+    pending: list[str] = []
+    depth = 0
+    seen_header = False
+
+    for line in text.splitlines():
+        stripped = line.strip()
+        if comp is None:
+            if not stripped or stripped.startswith("//"):
+                table = None
+            elif stripped.startswith("HloModule"):
+                seen_header = True
+                _parse_module_header(stripped, module)
+            elif stripped in tables:
+                table = tables[stripped]
+            elif table is not None and stripped.partition(" ")[0].isdigit():
+                key, _, value = stripped.partition(" ")
+                table[int(key)] = value.strip()
+            elif header := _COMPUTATION_HEADER.match(stripped):
+                comp = _new_computation(header, module)
+            else:
+                module.unparsed.append(line)
+            continue
+
+        if not stripped or stripped.startswith("//"):
+            continue
+        if _NEW_INSTRUCTION.match(stripped):
+            _flush(comp, pending)
+            pending, depth = [stripped], _depth(stripped)
+            continue
+        if stripped.startswith("}") and depth <= 0:
+            _flush(comp, pending)
+            pending = []
+            module.computations[comp.name] = comp
+            comp = None
+            continue
+        header = _COMPUTATION_HEADER.match(stripped)
+        if header:
+            # A new header before the closing brace: close the current computation.
+            _flush(comp, pending)
+            pending, depth = [], 0
+            module.computations[comp.name] = comp
+            comp = _new_computation(header, module)
+            continue
+        # A continuation line of a multi-line instruction (or an odd line: it is
+        # kept in the previous instruction's text and raw attributes).
+        pending.append(stripped)
+        depth += _depth(stripped)
+
+    if comp is not None:
+        _flush(comp, pending)
+        module.computations[comp.name] = comp
+    if not seen_header and not module.computations:
+        preview = text.strip()[:60]
+        raise ValueError(
+            f"This does not look like HLO text (no 'HloModule' line and no computation): "
+            f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
+            "compiled.as_text(); StableHLO (MLIR) text is not supported."
+        )
+    module.stack_frames = _stack_frames(tables)
+    _resolve_sources(module)
+    _assign_kinds(module)
+    return module
+
+
+def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation:
+    comp = HloComputation(
+        header.group(2), is_entry=bool(header.group(1)), signature=(header.group(3) or "").strip()
+    )
+    if comp.is_entry:
+        module.entry_name = comp.name
+    return comp
+
+
+def _flush(comp: HloComputation, pending: list[str]) -> None:
+    if pending:
+        comp.instructions.append(parse_instruction(" ".join(pending), comp.name))
+
+
+def _depth(text: str) -> int:
+    """How many brackets ``text`` leaves open (strings ignored)."""
+    if '"' in text:
+        text = _STRING.sub("", text)
+    return (
+        text.count("(") - text.count(")")
+        + text.count("{") - text.count("}")
+        + text.count("[") - text.count("]")
+    )  # fmt: skip
+
+
+def _close(text: str, start: int) -> int:
+    """Index just past the bracket that closes the one at ``text[start]``."""
+    depth = 0
+    for match in _TOKEN.finditer(text, start):
+        char = match.group()[0]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth == 0:
+                return match.end()
+    return len(text)
+
+
+def _split_top(text: str) -> list[str]:
+    """Split at the commas that are outside brackets and strings."""
+    if '"' not in text and "(" not in text and "{" not in text and "[" not in text:
+        return text.split(",")
+    parts = []
+    depth = 0
+    begin = 0
+    for match in _TOKEN.finditer(text):
+        char = match.group()[0]
+        if char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth <= 0:
+            parts.append(text[begin : match.start()])
+            begin = match.end()
+    parts.append(text[begin:])
+    return parts
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
+        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
+    return value
+
+
+def _parse_module_header(line: str, module: HloModule) -> None:
+    rest = line[len("HloModule") :].strip()
+    name, _, attrs = rest.partition(",")
+    module.name = name.strip()
+    for part in _split_top(attrs):
+        key, eq, value = part.strip().partition("=")
+        if key:
+            module.attributes[key.strip()] = value.strip() if eq else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def parse_shape(text: str) -> HloShape:
+    """Parse one HLO shape: ``f32[8,128]{1,0}``, ``(s32[], bf16[<=4])``, ``token[]``.
+
+    Text that is not a shape gives ``HloShape("unknown")`` rather than an error.
+
+        >>> parse_shape("(f32[2,3]{1,0}, pred[])").elements[0].dims
+        (2, 3)
+    """
+    text = _COMMENT.sub("", text) if "/*" in text else text
+    shape, _ = _shape_at(text.strip(), 0)
+    return shape
+
+
+def _shape_at(text: str, pos: int) -> tuple[HloShape, int]:
+    while pos < len(text) and text[pos] in " ,":
+        pos += 1
+    if pos < len(text) and text[pos] == "(":
+        pos += 1
+        elements = []
+        while pos < len(text):
+            while pos < len(text) and text[pos] in " ,":
+                pos += 1
+            if pos >= len(text) or text[pos] == ")":
+                pos += 1
+                break
+            element, new_pos = _shape_at(text, pos)
+            if new_pos == pos:
+                break
+            elements.append(element)
+            pos = new_pos
+        return HloShape("tuple", elements=tuple(elements)), pos
+    match = _ARRAY_SHAPE.match(text, pos)
+    if not match:
+        return HloShape("unknown"), pos
+    dtype, dims_text, layout = match.groups()
+    dims: list[int] = []
+    dynamic: list[bool] = []
+    for dim in dims_text.split(",") if dims_text else ():
+        dim = dim.strip()
+        bounded = dim.startswith("<=")
+        dim = dim[2:] if bounded else dim
+        dims.append(int(dim) if dim.isdigit() else -1)
+        dynamic.append(bounded or dim == "?")
+    return (
+        HloShape(dtype, tuple(dims), layout=layout, dynamic=tuple(dynamic) if any(dynamic) else ()),
+        match.end(),
+    )
+
+
+def parse_instruction(line: str, computation: str = "") -> HloInstruction:
+    """Parse one instruction line; unknown syntax degrades to raw attribute strings.
+
+    >>> parse_instruction("ROOT %t = f32[2]{0} tanh(f32[2]{0} %x), metadata={op_name=\\"a/b\\"}")
+    HloInstruction(name='t', opcode='tanh', shape=f32[2]{0}, operands=['x'])
+    """
+    start = _INSTRUCTION_START.match(line)
+    if not start:
+        return HloInstruction(
+            name=line.split()[0].lstrip("%") if line.split() else "?",
+            opcode="unknown",
+            shape=HloShape("unknown"),
+            attributes={"": line},
+            text=line,
+            computation=computation,
+        )
+    pos = start.end()
+    if line.startswith("(", pos):
+        shape_end = _close(line, pos)
+    else:
+        shape_end = line.find(" ", pos)
+        shape_end = len(line) if shape_end < 0 else shape_end
+    shape = parse_shape(line[pos:shape_end])
+    instr = HloInstruction(
+        name=start.group(2),
+        opcode="unknown",
+        shape=shape,
+        is_root=bool(start.group(1)),
+        text=line,
+        computation=computation,
+    )
+    opcode = _OPCODE.match(line, shape_end)
+    if not opcode:
+        instr.attributes[""] = line[shape_end:].strip()
+        return instr
+    instr.opcode = opcode.group(1)
+    pos = opcode.end()
+    if line.startswith("(", pos):
+        close = line.find(")", pos) + 1
+        inner = line[pos + 1 : close - 1]
+        if close == 0 or "(" in inner or '"' in inner:  # nested or quoted: match properly
+            close = _close(line, pos)
+            inner = line[pos + 1 : close - 1]
+        instr.operand_text = inner
+        if instr.opcode not in ("constant", "parameter"):
+            instr.operands = _operand_names(inner)
+        pos = close
+    rest = line[pos:].strip()
+    if rest:
+        _parse_attributes(rest, instr)
+    return instr
+
+
+def _operand_names(inner: str) -> list[str]:
+    if "/*" in inner:
+        inner = _COMMENT.sub("", inner)
+    names = []
+    for part in _split_top(inner):
+        part = part.strip()
+        if part:
+            names.append(part.rsplit(None, 1)[-1].lstrip("%"))
+    return names
+
+
+def _parse_attributes(rest: str, instr: HloInstruction) -> None:
+    attributes = instr.attributes
+    for part in _split_top(rest):
+        part = part.strip()
+        if not part:
+            continue
+        key, eq, value = part.partition("=")
+        key = key.strip()
+        if not eq or not key.replace("_", "").replace("-", "").isalnum():
+            attributes[""] = (attributes.get("", "") + ", " + part).lstrip(", ")
+            continue
+        value = value.strip()
+        attributes[key] = value
+        role = CALL_ROLES.get(key)
+        if role is not None:
+            for name in value.strip("{}").split(","):
+                name = name.strip().lstrip("%")
+                if name:
+                    instr.called_computations.append(ComputationRef(name, role))
+        elif key == "metadata":
+            instr.metadata = _parse_metadata(value)
+
+
+def _parse_metadata(value: str) -> HloMetadata:
+    fields = {key: _unquote(raw) for key, raw in _META_FIELD.findall(value)}
+    meta = HloMetadata(
+        op_name=fields.get("op_name", ""),
+        op_type=fields.get("op_type", ""),
+        source_file=fields.get("source_file", ""),
+        fields=fields,
+    )
+    line = fields.get("source_line", "")
+    meta.source_line = int(line) if line.isdigit() else 0
+    frame = fields.get("stack_frame_id", "")
+    meta.stack_frame_id = int(frame) if frame.isdigit() else 0
+    return meta
+
+
+def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, HloSourceFrame]:
+    """Map each ``StackFrames`` id to the source frame of its file location."""
+    files = {k: _unquote(v) for k, v in tables["FileNames"].items()}
+    functions = {k: _unquote(v) for k, v in tables["FunctionNames"].items()}
+    locations = {}
+    for key, value in tables["FileLocations"].items():
+        fields = dict(_META_FIELD.findall(value))
+        line = fields.get("line", "0")
+        locations[key] = HloSourceFrame(
+            files.get(int(fields.get("file_name_id", "0") or 0), ""),
+            int(line) if line.isdigit() else 0,
+            functions.get(int(fields.get("function_name_id", "0") or 0), ""),
+        )
+    frames = {}
+    for key, value in tables["StackFrames"].items():
+        fields = dict(_META_FIELD.findall(value))
+        location = fields.get("file_location_id", "")
+        if location.isdigit() and int(location) in locations:
+            frames[key] = locations[int(location)]
+    return frames
+
+
+def _resolve_sources(module: HloModule) -> None:
+    if not module.stack_frames:
+        return
+    for instr in module.instructions():
+        meta = instr.metadata
+        if meta.stack_frame_id and not meta.source_file:
+            frame = module.stack_frames.get(meta.stack_frame_id)
+            if frame is not None:
+                meta.source_file, meta.source_line = frame.file, frame.line
+
+
+def _kind(opcode: str, role: str) -> str:
+    if role == "body":
+        return "while_body"
+    if role == "condition":
+        return "while_condition"
+    if role == "branch":
+        return "branch"
+    if role == "calls":
+        if opcode == "fusion":
+            return "fusion"
+        return "async" if opcode.endswith("-start") else "called"
+    if role == "to_apply" and opcode == "call":
+        return "called"
+    if role == "called_computations":
+        return "called"
+    return "applied"
+
+
+def _assign_kinds(module: HloModule) -> None:
+    for instr in module.instructions():
+        for ref in instr.called_computations:
+            comp = module.computations.get(ref.name)
+            if comp is None or comp.is_entry:
+                continue
+            kind = _kind(instr.opcode, ref.role)
+            if comp.kind in ("unused", "applied") and kind != comp.kind:
+                comp.kind = kind if comp.kind == "unused" or kind in _PROGRAM_KINDS else comp.kind
