@@ -22,7 +22,7 @@ the private module that implements it. ``import tpukit`` does not import
 IPython; the magics live in ``tpukit.magics``.
 """
 
-from tpukit import datasets, hlo
+from tpukit import datasets, hlo, train
 from tpukit._analysis import Cost, Fusion, Memory
 from tpukit._compile_cache import enable_compile_cache
 from tpukit._compiled import Compiled, compile
@@ -42,6 +42,7 @@ from tpukit._shapes import format_shape, parse_shape
 from tpukit._signature import Signature
 from tpukit._timing import TimingResult
 from tpukit._transfer import fetch, put
+from tpukit.train import CheckpointError, History, NonFiniteLossError, Trainer, evaluate, fit
 
 __version__ = "0.1.0"
 
@@ -65,6 +66,7 @@ def unload_ipython_extension(ipython) -> None:
 __all__ = [
     "ArgumentError",
     "CallLineError",
+    "CheckpointError",
     "Compiled",
     "CompileError",
     "Cost",
@@ -74,18 +76,23 @@ __all__ = [
     "DeviceSetupError",
     "DeviceTable",
     "Fusion",
+    "History",
     "Memory",
+    "NonFiniteLossError",
     "ShapeSpecError",
     "Signature",
     "SignatureMismatchError",
     "TimingResult",
     "TpukitError",
+    "Trainer",
     "compile",
     "connect",
     "datasets",
     "devices",
     "enable_compile_cache",
+    "evaluate",
     "fetch",
+    "fit",
     "format_shape",
     "hlo",
     "load_ipython_extension",
@@ -93,5 +100,6 @@ __all__ = [
     "peak_for",
     "put",
     "shape",
+    "train",
     "unload_ipython_extension",
 ]

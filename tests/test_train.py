@@ -1,0 +1,265 @@
+"""tpukit.fit / evaluate: training on the device, checked against plain JAX loops."""
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+from tpukit.train import History, NonFiniteLossError, evaluate, fit
+from tpukit.train._data import epoch_key
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs, din=16, hidden=32, classes=4, dropout=0.0, batchnorm=False):
+        self.l1 = nnx.Linear(din, hidden, rngs=rngs)
+        self.bn = nnx.BatchNorm(hidden, rngs=rngs) if batchnorm else None
+        self.drop = nnx.Dropout(dropout, rngs=rngs)
+        self.l2 = nnx.Linear(hidden, classes, rngs=rngs)
+
+    def __call__(self, x):
+        h = jax.nn.relu(self.l1(x))
+        if self.bn is not None:
+            h = self.bn(h)
+        return self.l2(self.drop(h))
+
+
+def task(n=512, din=16, classes=4, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, din)).astype(np.float32)
+    w = rng.normal(size=(din, classes)).astype(np.float32)
+    return x, (x @ w).argmax(-1).astype(np.int32)
+
+
+def params_of(model):
+    return jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+
+
+def assert_same(a, b, rtol=1e-5, atol=1e-6):
+    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=rtol, atol=atol), a, b)
+
+
+X, Y = task()
+
+
+def test_eight_devices_are_used():
+    assert jax.device_count() == 8
+
+
+def test_loss_falls_and_accuracy_rises():
+    model = MLP(nnx.Rngs(0))
+    before = evaluate(model, (X, Y), batch_size=64)
+    history = fit(model, optax.adam(1e-2), (X, Y), epochs=4, batch_size=64, verbose=False)
+    after = evaluate(model, (X, Y), batch_size=64)
+    assert history["loss"][-1] < history["loss"][0] < before["loss"] + 0.5
+    assert after["accuracy"] > 0.85 > before["accuracy"]
+    assert len(history.epochs) == 4 and len(history.executions) == 4
+
+
+def test_matches_a_plain_scan_loop():
+    """fit over 8 devices == a hand-written single-device lax.scan with the same batches."""
+    batch, epochs, seed, opt = 64, 2, 3, optax.adam(1e-2)
+    reference = MLP(nnx.Rngs(1))
+    graphdef, params, rest = nnx.split(reference, nnx.Param, ...)
+    steps = len(X) // batch
+
+    def loss_fn(p, x, y):
+        logits = nnx.merge(graphdef, p, rest)(x)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
+
+    @jax.jit
+    def epoch(p, o, idx):
+        def body(carry, rows):
+            p, o = carry
+            g = jax.grad(loss_fn)(p, jnp.asarray(X)[rows], jnp.asarray(Y)[rows])
+            u, o = opt.update(g, o, p)
+            return (optax.apply_updates(p, u), o), None
+
+        return jax.lax.scan(body, (p, o), idx)[0]
+
+    o = opt.init(params)
+    for e in range(epochs):
+        order = jax.random.permutation(epoch_key(seed, e), len(X))
+        params, o = epoch(params, o, order[: steps * batch].reshape(steps, batch))
+
+    model = MLP(nnx.Rngs(1))
+    fit(model, opt, (X, Y), epochs=epochs, batch_size=batch, seed=seed, verbose=False)
+    assert_same(params_of(model), jax.tree.map(np.asarray, nnx.to_pure_dict(params)))
+
+
+def test_second_fit_continues_like_one_longer_fit():
+    opt = optax.adam(1e-2)
+    once = MLP(nnx.Rngs(2))
+    fit(once, opt, (X, Y), epochs=2, batch_size=64, verbose=False)
+    twice = MLP(nnx.Rngs(2))
+    fit(twice, opt, (X, Y), epochs=1, batch_size=64, verbose=False)
+    fit(twice, opt, (X, Y), epochs=1, batch_size=64, verbose=False)
+    assert_same(params_of(twice), params_of(once))
+
+
+def test_steps_per_execution_does_not_change_the_result():
+    a, b = MLP(nnx.Rngs(4)), MLP(nnx.Rngs(4))
+    ha = fit(a, optax.sgd(0.1), (X, Y), epochs=1, batch_size=64, verbose=False)
+    hb = fit(
+        b, optax.sgd(0.1), (X, Y), epochs=1, batch_size=64, steps_per_execution=3, verbose=False
+    )
+    assert_same(params_of(a), params_of(b))
+    assert [r["step"] for r in hb.executions] == [3, 6, 8]
+    assert ha["loss"][0] == pytest.approx(hb["loss"][0], rel=1e-5)
+
+
+def test_streamed_batches_match_in_memory_data():
+    batches = [(X[i : i + 64], Y[i : i + 64]) for i in range(0, len(X), 64)]
+    a, b = MLP(nnx.Rngs(5)), MLP(nnx.Rngs(5))
+    fit(a, optax.adam(1e-2), (X, Y), epochs=2, batch_size=64, shuffle=False, verbose=False)
+    h = fit(b, optax.adam(1e-2), batches, epochs=2, steps_per_execution=3, verbose=False)
+    assert_same(params_of(a), params_of(b))
+    assert h.epochs[0]["steps"] == 8
+    c = MLP(nnx.Rngs(5))
+    with pytest.raises(ValueError, match="one-shot iterator"):
+        fit(c, optax.adam(1e-2), iter(batches), epochs=2, steps_per_execution=3, verbose=False)
+    fit(c, optax.adam(1e-2), iter(batches), epochs=1, steps_per_execution=4, verbose=False)
+
+
+def test_batchnorm_and_dropout_train_and_eval_modes():
+    model = MLP(nnx.Rngs(0, dropout=7), dropout=0.3, batchnorm=True)
+    before_mean = np.asarray(model.bn.mean[...])
+    count = int(model.drop.rngs.count[...])
+    fit(model, optax.adam(1e-2), (X, Y), epochs=1, batch_size=64, verbose=False)
+    assert not np.allclose(model.bn.mean[...], before_mean)  # batch stats were updated
+    assert int(model.drop.rngs.count[...]) == count + 8  # one dropout draw per step
+    first = evaluate(model, (X, Y), batch_size=64)
+    assert evaluate(model, (X, Y), batch_size=64) == first  # eval mode: deterministic
+    assert int(model.drop.rngs.count[...]) == count + 8  # and state unchanged
+    assert model.drop.deterministic is False  # user's mode untouched
+
+
+def test_evaluate_counts_every_example_once():
+    model = MLP(nnx.Rngs(6))
+    n = 300  # 300 = 4 * 64 + 44: a remainder batch
+    logits = model(jnp.asarray(X[:n]))
+    expected_loss = float(optax.softmax_cross_entropy_with_integer_labels(logits, Y[:n]).mean())
+    expected_acc = float((logits.argmax(-1) == Y[:n]).mean())
+    top2 = float((jnp.argsort(-logits, axis=-1)[:, :2] == Y[:n, None]).any(-1).mean())
+    got = evaluate(model, (X[:n], Y[:n]), batch_size=64, metrics=["accuracy", "top2"])
+    assert got["loss"] == pytest.approx(expected_loss, rel=1e-5)
+    assert got["accuracy"] == pytest.approx(expected_acc)
+    assert got["top2_accuracy"] == pytest.approx(top2)
+
+
+def test_dict_data_with_a_model_loss():
+    def loss(model, batch):
+        logits = model(batch["image"])
+        ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
+        return ce, logits
+
+    model = MLP(nnx.Rngs(7))
+    data = {"image": X, "labels": Y}
+    history = fit(
+        model,
+        optax.adam(1e-2),
+        data,
+        epochs=2,
+        batch_size=64,
+        loss=loss,
+        metrics=["accuracy"],
+        eval_data=data,
+        verbose=False,
+    )
+    assert history["val_accuracy"][-1] > 0.7
+    with pytest.raises(ValueError, match="cannot tell inputs from labels"):
+        fit(model, optax.adam(1e-2), data, epochs=1, batch_size=64, verbose=False)
+
+
+def test_eval_data_and_history_outputs():
+    model = MLP(nnx.Rngs(8))
+    history = fit(
+        model,
+        optax.adam(1e-2),
+        (X, Y),
+        epochs=2,
+        batch_size=64,
+        eval_data=(X[:100], Y[:100]),
+        steps_per_execution=4,
+        verbose=False,
+    )
+    assert set(history.epochs[0]) >= {"loss", "accuracy", "val_loss", "val_accuracy"}
+    assert len(history.executions) == 4
+    fig = history.plot()
+    assert isinstance(fig, matplotlib.figure.Figure) and len(fig.axes) == 2
+    assert "val_accuracy" in repr(history) and "<table" in history._repr_html_()
+    assert isinstance(History.from_dict(history.to_dict()), History)
+
+
+def test_progress_bar_runs(capsys):
+    fit(MLP(nnx.Rngs(9)), optax.adam(1e-2), (X, Y), epochs=1, batch_size=64, verbose=True)
+    assert "epoch 1/1" in capsys.readouterr().err
+
+
+def test_nan_loss_stops_and_keeps_last_good_parameters():
+    x = X.copy()
+    x[2 * 64 + 5] = np.nan  # poisons step 3 of epoch 1 (no shuffle)
+    model = MLP(nnx.Rngs(10))
+    reference = MLP(nnx.Rngs(10))
+    fit(
+        reference,
+        optax.adam(1e-2),
+        (X[:128], Y[:128]),
+        epochs=1,
+        batch_size=64,
+        shuffle=False,
+        verbose=False,
+    )
+    with pytest.raises(NonFiniteLossError, match=r"epoch 1 of 2, step 3 of 8") as err:
+        fit(
+            model,
+            optax.adam(1e-2),
+            (x, Y),
+            epochs=2,
+            batch_size=64,
+            shuffle=False,
+            steps_per_execution=4,
+            verbose=False,
+        )
+    assert err.value.step == 3 and err.value.epoch == 1
+    assert err.value.history.stopped
+    assert_same(params_of(model), params_of(reference))
+    assert all(np.isfinite(v).all() for v in jax.tree.leaves(params_of(model)))
+
+
+def test_bad_inputs_fail_fast_and_leave_the_model_alone():
+    model = MLP(nnx.Rngs(11))
+    before = params_of(model)
+    opt = optax.adam(1e-2)
+
+    def fails(match, *args, exc=(ValueError, TypeError), **kw):
+        kw = {"epochs": 1, "batch_size": 64, "verbose": False, **kw}
+        with pytest.raises(exc, match=match):
+            fit(*args, **kw)
+
+    fails("different numbers of examples", model, opt, (X, Y[:-1]))
+    fails("larger than train_data, which has 512", model, opt, (X, Y), batch_size=1024)
+    fails(r"8 devices.*multiple of 8, e.g. 96 or 104", model, opt, (X, Y), batch_size=100)
+    fails(r"loss\(outputs, labels\)", model, opt, (X, Y), loss=lambda logits: logits.sum())
+    fails("failed when called", model, opt, (X, Y), loss=lambda a, b: a @ b)
+    fails("should return a scalar", model, opt, (X, Y), loss=lambda a, b: a)
+    fails("Flax NNX module", lambda x: x, opt, (X, Y))
+    fails(
+        "not an nnx.Optimizer|got an nnx.Optimizer",
+        model,
+        nnx.Optimizer(MLP(nnx.Rngs(0)), opt, wrt=nnx.Param),
+        (X, Y),
+    )
+    fails("integer class labels.*one-hot", model, opt, (X, np.eye(4, dtype=np.float32)[Y]))
+    fails(r"labels of shape \(64,\).*reshape", model, opt, (X, Y[:, None]))
+    fails(r"labels must lie in \[0, 3\]", model, opt, (X, Y + 1))
+    fails("input size", model, opt, (X[:, :10], Y))
+    fails("steps_per_execution", model, opt, (X, Y), steps_per_execution=0)
+    fails("resume=True needs checkpoint_dir", model, opt, (X, Y), resume=True)
+    fails("Unknown metric", model, opt, (X, Y), metrics=["f1"])
+    assert_same(params_of(model), before)

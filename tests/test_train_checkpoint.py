@@ -1,0 +1,127 @@
+"""tpukit.fit checkpoints: kill and resume, and clear errors for bad checkpoints."""
+
+import jax
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+from test_train import MLP, X, Y, assert_same, params_of
+
+from tpukit.train import CheckpointError, fit
+
+
+class Killed(Exception):
+    pass
+
+
+def kill_after(n):
+    seen = []
+
+    def callback(record):
+        seen.append(record)
+        if len(seen) == n:
+            raise Killed(f"killed after execution {n}")
+
+    return callback
+
+
+def model():
+    # BatchNorm and Dropout: batch stats and the dropout RNG must be restored too.
+    return MLP(nnx.Rngs(0, dropout=3), dropout=0.2, batchnorm=True)
+
+
+KW = {
+    "epochs": 2,
+    "batch_size": 64,
+    "steps_per_execution": 3,
+    "checkpoint_every": 1,
+    "verbose": False,
+}
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path):
+    full = model()
+    expected = fit(full, optax.adam(1e-2), (X, Y), **KW)
+
+    interrupted = model()
+    with pytest.raises(Killed):  # killed mid-epoch 1, after 2 of 3 executions
+        fit(
+            interrupted,
+            optax.adam(1e-2),
+            (X, Y),
+            checkpoint_dir=tmp_path,
+            callbacks=[kill_after(2)],
+            **KW,
+        )
+
+    resumed = MLP(nnx.Rngs(99, dropout=99), dropout=0.2, batchnorm=True)  # a fresh process
+    history = fit(resumed, optax.adam(1e-2), (X, Y), checkpoint_dir=tmp_path, resume=True, **KW)
+    assert_same(params_of(resumed), params_of(full))
+    assert_same(
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(resumed, nnx.BatchStat))),
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(full, nnx.BatchStat))),
+    )
+    assert int(resumed.drop.rngs.count[...]) == int(full.drop.rngs.count[...])
+    assert history["loss"] == pytest.approx(expected["loss"], rel=1e-5)
+    assert [r["step"] for r in history.executions] == [3, 6, 8, 3, 6, 8]
+
+
+def test_resume_of_a_finished_run_changes_nothing(tmp_path):
+    first = model()
+    fit(first, optax.adam(1e-2), (X, Y), checkpoint_dir=tmp_path, **KW)
+    again = model()
+    fit(again, optax.adam(1e-2), (X, Y), checkpoint_dir=tmp_path, resume=True, **KW)
+    assert_same(params_of(again), params_of(first))
+
+
+def test_bad_checkpoints_give_clear_errors(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        fit(model(), optax.adam(1e-2), (X, Y), checkpoint_dir=tmp_path / "none", resume=True, **KW)
+
+    run = tmp_path / "run"
+    fit(model(), optax.adam(1e-2), (X, Y), checkpoint_dir=run, **KW)
+    saved = sorted(p.name for p in run.iterdir())
+
+    other = MLP(nnx.Rngs(0), hidden=48, dropout=0.2, batchnorm=True)
+    with pytest.raises(CheckpointError, match=r"different model.*l1/kernel: checkpoint \(16, 32\)"):
+        fit(other, optax.adam(1e-2), (X, Y), checkpoint_dir=run, resume=True, **KW)
+    with pytest.raises(CheckpointError, match="different model.*not in this model .params/bn"):
+        fit(MLP(nnx.Rngs(0)), optax.adam(1e-2), (X, Y), checkpoint_dir=run, resume=True, **KW)
+    with pytest.raises(CheckpointError, match="different optimizer state"):
+        fit(model(), optax.sgd(0.1), (X, Y), checkpoint_dir=run, resume=True, **KW)
+    with pytest.raises(CheckpointError, match="batch_size=64 .this call: 128"):
+        fit(
+            model(),
+            optax.adam(1e-2),
+            (X, Y),
+            checkpoint_dir=run,
+            resume=True,
+            **{**KW, "batch_size": 128},
+        )
+    with pytest.raises(CheckpointError, match="already holds checkpoints.*resume=True"):
+        fit(model(), optax.adam(1e-2), (X, Y), checkpoint_dir=run, **KW)
+    assert sorted(p.name for p in run.iterdir()) == saved  # nothing overwritten
+
+    newest = max(int(p) for p in saved if p.isdigit())
+    for sub in (run / str(newest) / "state").iterdir():  # a half-written step
+        if sub.is_file():
+            sub.unlink()
+    with pytest.raises(CheckpointError, match=f"step {newest} .* incomplete"):
+        fit(model(), optax.adam(1e-2), (X, Y), checkpoint_dir=run, resume=True, **KW)
+
+    unfinished = tmp_path / "unfinished"
+    (unfinished / "3.orbax-checkpoint-tmp-123").mkdir(parents=True)
+    with pytest.raises(CheckpointError, match="only unfinished"):
+        fit(model(), optax.adam(1e-2), (X, Y), checkpoint_dir=unfinished, resume=True, **KW)
+
+
+def test_no_checkpoint_is_written_for_a_nan_step(tmp_path):
+    x = X.copy()
+    x[400] = np.nan  # step 7 of epoch 1 (no shuffle), in the 3rd execution
+    from tpukit.train import NonFiniteLossError
+
+    with pytest.raises(NonFiniteLossError):
+        fit(
+            MLP(nnx.Rngs(0)), optax.adam(1e-2), (x, Y), checkpoint_dir=tmp_path, shuffle=False, **KW
+        )
+    assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [3, 6]

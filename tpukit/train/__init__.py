@@ -1,0 +1,37 @@
+"""Training loops that run on the device: ``fit``, ``evaluate``, ``History``.
+
+The data lives on the device, many optax steps run inside one compiled call, and
+the host only hears about progress once per call.
+
+Example::
+
+    >>> import optax, tpukit
+    >>> history = tpukit.fit(model, optax.adam(1e-3), (x, y), epochs=3,
+    ...                      batch_size=128)                    # doctest: +SKIP
+    >>> tpukit.evaluate(model, (x_test, y_test), batch_size=1000)   # doctest: +SKIP
+    {'loss': 0.08, 'accuracy': 0.975}
+
+Modules: ``_fit`` (the loop), ``_steps`` (the compiled functions), ``_data``
+(device-resident and streamed data), ``_mesh`` (every sharding decision),
+``_losses``, ``_validate``, ``_history``, ``_progress``, ``_checkpoint``.
+"""
+
+from ._checkpoint import CheckpointError
+from ._evaluate import evaluate
+from ._fit import NonFiniteLossError, Trainer, fit
+from ._history import History
+from ._losses import accuracy, cross_entropy, top_k_accuracy
+from ._mesh import DataParallel
+
+__all__ = [
+    "CheckpointError",
+    "DataParallel",
+    "History",
+    "NonFiniteLossError",
+    "Trainer",
+    "accuracy",
+    "cross_entropy",
+    "evaluate",
+    "fit",
+    "top_k_accuracy",
+]

@@ -1,0 +1,267 @@
+"""Training data: device-resident arrays shuffled on the device, or streamed batches.
+
+Two sources feed the training loop, and both hand it *chunks* of
+``steps_per_execution`` batches:
+
+- :class:`ResidentData`: in-memory arrays (NumPy or JAX), an ``(inputs, labels)``
+  tuple or a dict. They are put on the device once, split along the example axis
+  over all local devices. Each epoch is shuffled on the device from
+  ``(seed, epoch)``; the compiled step gathers its batch from the resident arrays,
+  so no example crosses the host link after the first transfer.
+  **The remainder is dropped in training**: an epoch is ``len(data) // batch_size``
+  steps, and because every epoch is shuffled, a different handful of examples is
+  left out each time. :func:`tpukit.evaluate` instead covers every example once.
+- :class:`StreamedData`: an iterable of batches (each an ``(inputs, labels)`` tuple
+  or a dict of equal-sized arrays) for data that does not fit in device memory.
+  Batches are stacked into chunks on the host and the next chunk is transferred
+  while the current one runs. Batches are used in the order given; a final batch
+  of a different size is dropped (with a warning).
+
+Example::
+
+    >>> import numpy as np
+    >>> from tpukit.train._mesh import resolve_plan
+    >>> data = ResidentData((np.zeros((20, 3), np.float32), np.zeros(20, np.int32)),
+    ...                     resolve_plan("data"), name="train_data")
+    >>> data.n, data.kind
+    (20, 'pair')
+"""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Iterable, Iterator
+from functools import partial
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ._mesh import DataParallel
+
+
+def _kind_and_arrays(data: Any, name: str) -> tuple[str, Any]:
+    """``("pair", (x, y))`` or ``("dict", {...})``; raise for anything else."""
+    if isinstance(data, dict):
+        if not data:
+            raise ValueError(f"{name} is an empty dict; expected a dict of arrays.")
+        if {"inputs", "labels"} <= set(data) and len(data) == 2:
+            return "pair", (data["inputs"], data["labels"])
+        return "dict", dict(data)
+    if isinstance(data, (tuple, list)) and len(data) == 2:
+        return "pair", tuple(data)
+    raise TypeError(
+        f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or an "
+        f"iterable of such batches; got {type(data).__name__}."
+    )
+
+
+def is_array_dataset(data: Any) -> bool:
+    """Whether ``data`` is in-memory arrays (as opposed to an iterable of batches)."""
+    if isinstance(data, dict):
+        return True
+    return (
+        isinstance(data, (tuple, list))
+        and len(data) == 2
+        and all(hasattr(a, "shape") and hasattr(a, "dtype") for a in data)
+    )
+
+
+def _as_array(a: Any, name: str) -> Any:
+    if isinstance(a, jax.Array):
+        return a
+    arr = np.asarray(a)
+    if arr.dtype == object:
+        raise TypeError(f"{name} holds Python objects, not numbers; pass numeric arrays.")
+    if arr.dtype == np.float64:
+        arr = arr.astype(np.float32)
+    elif arr.dtype == np.int64:
+        arr = arr.astype(np.int32)
+    return arr
+
+
+def check_lengths(arrays: Any, name: str) -> int:
+    """The common length of every array's first axis, or a clear error."""
+    leaves = jax.tree_util.tree_leaves_with_path(arrays)
+    lengths = {}
+    for path, a in leaves:
+        if np.ndim(a) == 0:
+            raise ValueError(
+                f"{name}{jax.tree_util.keystr(path)} is a scalar; every array needs a "
+                "first axis of examples."
+            )
+        lengths[jax.tree_util.keystr(path)] = a.shape[0]
+    if len(set(lengths.values())) > 1:
+        shown = ", ".join(f"{name}{k}: {v}" for k, v in lengths.items())
+        raise ValueError(
+            f"{name} arrays have different numbers of examples ({shown}). Inputs and "
+            "labels must have the same first-axis length."
+        )
+    return next(iter(lengths.values()))
+
+
+def check_batch_size(batch_size: Any, n: int | None, n_devices: int, name: str) -> int:
+    """Validate ``batch_size`` against the dataset size and the device count."""
+    if (
+        not isinstance(batch_size, (int, np.integer))
+        or isinstance(batch_size, bool)
+        or batch_size < 1
+    ):
+        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+    batch_size = int(batch_size)
+    if n is not None and batch_size > n:
+        raise ValueError(
+            f"batch_size={batch_size} is larger than {name}, which has {n} examples. "
+            f"Pick batch_size <= {n - n % n_devices or n_devices}."
+        )
+    if batch_size % n_devices:
+        lower = batch_size - batch_size % n_devices
+        upper = lower + n_devices
+        choices = f"{lower} or {upper}" if lower else f"{upper}"
+        raise ValueError(
+            f"batch_size={batch_size} does not divide evenly over the {n_devices} devices "
+            f"the batch is split across. Pick a multiple of {n_devices}, e.g. {choices}."
+        )
+    return batch_size
+
+
+class ResidentData:
+    """In-memory arrays placed once on the devices, split along the example axis.
+
+    The arrays are padded (with zeros) to a multiple of the device count so they
+    split evenly; padding rows are never used: shuffles and slices only index
+    the first :attr:`n` rows.
+    """
+
+    def __init__(self, data: Any, plan: DataParallel, name: str):
+        self.kind, arrays = _kind_and_arrays(data, name)
+        arrays = jax.tree.map(lambda a: _as_array(a, name), arrays)
+        self.n = check_lengths(arrays, name)
+        self.host = arrays
+        pad = (-self.n) % plan.n_devices
+        if pad:
+            arrays = jax.tree.map(
+                lambda a: jnp.concatenate(
+                    [jnp.asarray(a), jnp.zeros((pad, *a.shape[1:]), a.dtype)]
+                ),
+                arrays,
+            )
+        self.arrays = plan.put_dataset(arrays)
+        self.plan = plan
+
+    def sample(self, batch_size: int) -> Any:
+        """Abstract shapes of one batch, for checking the model and loss without running."""
+        return jax.tree.map(
+            lambda a: jax.ShapeDtypeStruct((batch_size, *a.shape[1:]), a.dtype), self.arrays
+        )
+
+    def labels(self) -> Any:
+        """The labels array (pair data) or ``None``."""
+        return self.host[1] if self.kind == "pair" else self.host.get("labels")
+
+
+@partial(jax.jit, static_argnums=(1, 2, 3, 4))
+def epoch_indices(key: jax.Array, n: int, steps: int, batch_size: int, shuffle: bool) -> jax.Array:
+    """Example indices for one epoch, ``int32 [steps, batch_size]``; the remainder is dropped.
+
+    Example::
+
+        >>> epoch_indices(jax.random.key(0), 10, 2, 4, False).tolist()
+        [[0, 1, 2, 3], [4, 5, 6, 7]]
+    """
+    order = jax.random.permutation(key, n) if shuffle else jnp.arange(n)
+    return order[: steps * batch_size].reshape(steps, batch_size).astype(jnp.int32)
+
+
+def epoch_key(seed: int, epoch: int) -> jax.Array:
+    """The shuffle key of ``epoch`` (counted over the model's whole training)."""
+    return jax.random.fold_in(jax.random.key(seed), epoch)
+
+
+def _stack(batches: list[Any]) -> Any:
+    return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
+
+
+class StreamedData:
+    """An iterable of batches, delivered to the device in chunks of ``steps`` batches.
+
+    ``batch_size`` is taken from the first batch when not given. A one-shot
+    iterator (a generator) can feed a single epoch; pass a list or an object whose
+    ``__iter__`` starts over to train several.
+    """
+
+    def __init__(
+        self, data: Iterable, plan: DataParallel, batch_size: int | None, name: str, epochs: int
+    ):
+        if not isinstance(data, Iterable):
+            raise TypeError(
+                f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or "
+                f"an iterable of such batches; got {type(data).__name__}."
+            )
+        if iter(data) is data and epochs > 1:
+            raise ValueError(
+                f"{name} is a one-shot iterator ({type(data).__name__}), which runs out after "
+                f"one epoch, but epochs={epochs}. Pass a list of batches, or an object whose "
+                "__iter__ starts a fresh pass, or train one epoch per fit call."
+            )
+        self.data = data
+        self.plan = plan
+        self.name = name
+        self._first_iter: Iterator | None = iter(data)
+        try:
+            first = next(self._first_iter)
+        except StopIteration:
+            raise ValueError(f"{name} yielded no batches.") from None
+        self._first = first
+        self.kind, arrays = _kind_and_arrays(first, f"the first batch of {name}")
+        inferred = check_lengths(arrays, f"the first batch of {name}")
+        if batch_size is not None and batch_size != inferred:
+            raise ValueError(
+                f"batch_size={batch_size} but the batches of {name} hold {inferred} examples. "
+                "Leave batch_size=None for iterables, or re-batch the data."
+            )
+        self.batch_size = check_batch_size(inferred, None, plan.n_devices, f"{name} batches")
+        self._example = jax.tree.map(lambda a: _as_array(a, name), arrays)
+        self._warned = False
+
+    def sample(self, batch_size: int) -> Any:
+        return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self._example)
+
+    def labels(self) -> Any:
+        return self._example[1] if self.kind == "pair" else self._example.get("labels")
+
+    def _batches(self, skip: int) -> Iterator[Any]:
+        if self._first_iter is not None:
+            it = itertools.chain([self._first], self._first_iter)
+            self._first_iter = None
+        else:
+            it = iter(self.data)
+        for batch in itertools.islice(it, skip, None):
+            _, arrays = _kind_and_arrays(batch, f"a batch of {self.name}")
+            sizes = {np.shape(a)[0] for a in jax.tree.leaves(arrays)}
+            if sizes != {self.batch_size}:
+                if not self._warned:
+                    warnings.warn(
+                        f"Dropped a batch of {self.name} with {sorted(sizes)} examples; "
+                        f"training uses only full batches of {self.batch_size}.",
+                        stacklevel=4,
+                    )
+                    self._warned = True
+                continue
+            yield arrays
+
+    def chunks(self, steps: int, skip: int = 0) -> Iterator[tuple[Any, int]]:
+        """Yield ``(device chunk [k, batch, ...], k)`` with ``k <= steps``.
+
+        The next chunk is stacked and its transfer started only when asked for,
+        which the loop does right after dispatching the current one, so copying
+        overlaps computing.
+        """
+        batches = self._batches(skip)
+        while True:
+            group = list(itertools.islice(batches, steps))
+            if not group:
+                return
+            yield self.plan.put_batches(_stack(group)), len(group)

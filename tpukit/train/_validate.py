@@ -1,0 +1,188 @@
+"""Checks run before training starts, so that bad input fails fast and changes nothing.
+
+Everything here works on abstract shapes (:func:`jax.eval_shape`) or small host
+reads; no parameter is touched until every check has passed.
+
+Example::
+
+    >>> check_optimizer("adam")
+    Traceback (most recent call last):
+    ...
+    TypeError: optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got str.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from ._losses import Objective, pick_default_metrics
+
+
+def check_model(model: Any) -> None:
+    """The model must be an NNX module with trainable ``nnx.Param`` state."""
+    if not isinstance(model, nnx.Module):
+        kind = f"{type(model).__module__}.{type(model).__name__}"
+        hint = ""
+        if "linen" in kind:
+            hint = " Linen modules are stateless; port the model to flax.nnx (see nnx.bridge)."
+        elif "torch" in kind:
+            hint = " PyTorch models cannot be compiled by XLA here; rewrite the model in flax.nnx."
+        raise TypeError(f"model should be a Flax NNX module (flax.nnx.Module); got {kind}.{hint}")
+    if not jax.tree.leaves(nnx.state(model, nnx.Param)):
+        raise ValueError(
+            f"model {type(model).__name__} has no nnx.Param to train. Create layers such as "
+            "nnx.Linear(..., rngs=rngs) as attributes in __init__."
+        )
+
+
+def check_optimizer(optimizer: Any) -> None:
+    """The optimizer must be an optax ``GradientTransformation`` (not ``nnx.Optimizer``)."""
+    if isinstance(optimizer, nnx.Optimizer):
+        raise TypeError(
+            "optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got "
+            "an nnx.Optimizer. Pass the optax transformation itself: fit(model, optax.adam(1e-3), ...)."
+        )
+    if not (
+        callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))
+    ):
+        raise TypeError(
+            "optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); "
+            f"got {type(optimizer).__name__}."
+        )
+
+
+def objective_for(source: Any, loss: Any, metrics: Any) -> Objective:
+    """The :class:`Objective` for this data, with default metrics filled in."""
+    if source.kind == "dict" and loss is None:
+        raise ValueError(
+            "train_data is a dict of arrays, so tpukit cannot tell inputs from labels. Either "
+            "name them {'inputs': x, 'labels': y}, or pass loss=fn(model, batch) returning the "
+            "loss (or (loss, outputs) to get metrics against batch['labels'])."
+        )
+    if metrics is None:
+        metrics = pick_default_metrics(source.kind, loss, source.labels())
+    return Objective(source.kind, loss, metrics)
+
+
+def _merged(graphdef: Any, params: Any, rest: Any) -> nnx.Module:
+    model = nnx.merge(graphdef, params, rest)
+    model.train()
+    return model
+
+
+def _shape(x: Any) -> str:
+    return f"{tuple(x.shape)} {x.dtype}"
+
+
+def check_objective(
+    objective: Objective,
+    graphdef: Any,
+    params: Any,
+    rest: Any,
+    source: Any,
+    batch_size: int,
+    name: str,
+) -> None:
+    """Trace the model and loss on one abstract batch; turn failures into clear errors."""
+    batch = source.sample(batch_size)
+    if objective.kind == "pair":
+        x, y = batch
+        try:
+            out = jax.eval_shape(lambda p, r, x: _merged(graphdef, p, r)(x), params, rest, x)
+        except Exception as e:
+            raise ValueError(
+                f"The model failed on a batch of {name} inputs of shape {_shape(x)}: "
+                f"{type(e).__name__}: {e}\nCheck that the model's input size matches the data."
+            ) from e
+        if not hasattr(out, "shape"):
+            raise TypeError(
+                f"The model returned {type(out).__name__}; with (inputs, labels) data it should "
+                "return one array of outputs. For richer outputs use dict data and "
+                "loss=fn(model, batch)."
+            )
+        if objective.default_loss:
+            _check_class_labels(out, y, source.labels(), name)
+        try:
+            value = jax.eval_shape(objective.loss, out, y)
+        except Exception as e:
+            raise ValueError(
+                f"loss={getattr(objective.loss, '__name__', objective.loss)} failed when called "
+                f"as loss(outputs, labels) with outputs {_shape(out)} and labels {_shape(y)}: "
+                f"{type(e).__name__}: {e}"
+            ) from e
+        _check_loss_value(value, batch_size, "loss(outputs, labels)")
+        metric_out = out
+    else:
+        try:
+            result = jax.eval_shape(
+                lambda p, r, b: objective.loss(_merged(graphdef, p, r), b), params, rest, batch
+            )
+        except Exception as e:
+            shapes = {k: _shape(v) for k, v in batch.items()}
+            raise ValueError(
+                f"loss={getattr(objective.loss, '__name__', objective.loss)} failed when called "
+                f"as loss(model, batch) with batch {shapes}: {type(e).__name__}: {e}"
+            ) from e
+        value, metric_out = result if isinstance(result, tuple) else (result, None)
+        _check_loss_value(value, batch_size, "loss(model, batch)")
+        y = batch.get("labels")
+        if objective.metrics and (metric_out is None or y is None):
+            raise ValueError(
+                f"metrics={list(objective.metric_names)} need model outputs and batch['labels'], "
+                "but with dict data the loss returned only a scalar or the batch has no 'labels'. "
+                "Return (loss, outputs) from the loss and include 'labels', or pass metrics=()."
+            )
+    for metric_name, fn in objective.metrics:
+        try:
+            jax.eval_shape(fn, metric_out, y)
+        except Exception as e:
+            raise ValueError(
+                f"metric {metric_name!r} failed on outputs {_shape(metric_out)} and labels "
+                f"{_shape(y)}: {type(e).__name__}: {e}"
+            ) from e
+
+
+def _check_loss_value(value: Any, batch_size: int, call: str) -> None:
+    shape = getattr(value, "shape", None)
+    if shape is None or shape not in ((), (batch_size,)):
+        raise ValueError(
+            f"{call} should return a scalar (or one value per example, shape ({batch_size},)); "
+            f"it returned {type(value).__name__} with shape {shape}."
+        )
+
+
+def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
+    """The default loss wants integer class labels of shape ``outputs.shape[:-1]``."""
+    expected = tuple(out.shape[:-1])
+    if not jnp.issubdtype(y.dtype, jnp.integer):
+        hint = (
+            " They look one-hot: pass labels.argmax(-1)."
+            if tuple(y.shape) == tuple(out.shape)
+            else ""
+        )
+        raise TypeError(
+            f"The default loss (softmax cross-entropy) needs integer class labels, but the "
+            f"{name} labels are {y.dtype}.{hint} Or pass loss=... for other targets."
+        )
+    if tuple(y.shape) != expected:
+        raise ValueError(
+            f"The default loss needs labels of shape {expected} for model outputs of shape "
+            f"{tuple(out.shape)}; the {name} labels have shape {tuple(y.shape)} per batch."
+            + (
+                " Flatten them with labels.reshape(-1)."
+                if int(np.prod(y.shape)) == int(np.prod(expected))
+                else ""
+            )
+        )
+    classes = out.shape[-1]
+    lo, hi = int(jnp.min(labels)), int(jnp.max(labels))
+    if lo < 0 or hi >= classes:
+        raise ValueError(
+            f"The {name} labels range over [{lo}, {hi}], but the model has {classes} outputs, "
+            f"so labels must lie in [0, {classes - 1}]. Widen the model's last layer or fix the labels."
+        )
