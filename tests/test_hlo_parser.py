@@ -369,78 +369,20 @@ def test_cudnn_convolutions():
     assert module.computations["add"].kind == "applied"
 
 
-def vgg19_gpu_module(batch: int = 100) -> tuple[str, int]:
-    """A VGG-19 forward pass as XLA:GPU writes it, and its FLOPs counted by hand."""
-    lines, flops, channels, size, n = [], 0, 3, 224, 0
-    lines.append(f"  %x = f32[{batch},3,224,224]{{3,2,1,0}} parameter(0)")
-    prev = "x"
-    for layer in (
-        [64, 64, "M", 128, 128, "M", 256, 256, 256, 256, "M"]
-        + [512] * 4
-        + ["M"]
-        + [512] * 4
-        + ["M"]
-    ):
-        n += 1
+def test_vgg19_on_gpu_counts_the_cudnn_work():
+    module = parse_hlo((DATA / "gpu_vgg19_forward.hlo").read_text())
+    expected, channels, size = 0, 3, 224
+    for layer in [64, 64, "M", 128, 128, "M"] + [256] * 4 + ["M"] + ([512] * 4 + ["M"]) * 2:
         if layer == "M":
             size //= 2
-            lines.append(
-                f"  %pool{n} = f32[{batch},{channels},{size},{size}]{{3,2,1,0}} reduce-window("
-                f"%{prev}, %zero), window={{size=1x1x2x2 stride=1x1x2x2}}, to_apply=%max"
-            )
-            prev = f"pool{n}"
-            continue
-        lines.append(f"  %k{n} = f32[{layer},{channels},3,3]{{3,2,1,0}} parameter({n})")
-        lines.append(
-            f"  %conv{n} = (f32[{batch},{layer},{size},{size}]{{3,2,1,0}}, u8[0]{{0}}) custom-call("
-            f"%{prev}, %k{n}), window={{size=3x3 pad=1_1x1_1}}, dim_labels=bf01_oi01->bf01, "
-            'custom_call_target="__cudnn$convBiasActivationForward", '
-            'backend_config={"cudnn_conv_backend_config":{"activation_mode":"kRelu"}}'
-        )
-        lines.append(
-            f"  %act{n} = f32[{batch},{layer},{size},{size}]{{3,2,1,0}} "
-            f"get-tuple-element(%conv{n}), index=0"
-        )
-        flops += 2 * batch * layer * size * size * channels * 9
-        channels, prev = layer, f"act{n}"
-    lines.append(f"  %flat = f32[{batch},25088]{{1,0}} reshape(%{prev})")
-    prev, width = "flat", 25088
-    for out in (4096, 4096, 1000):
-        n += 1
-        dims = '"lhs_contracting_dimensions":["1"],"rhs_contracting_dimensions":["0"]'
-        lines.append(f"  %w{n} = f32[{width},{out}]{{1,0}} parameter({n})")
-        lines.append(
-            f"  %fc{n} = (f32[{batch},{out}]{{1,0}}, s8[0]{{0}}) custom-call(%{prev}, %w{n}), "
-            'custom_call_target="__cublas$lt$matmul", '
-            f'backend_config={{"gemm_backend_config":{{"dot_dimension_numbers":{{{dims}}}}}}}'
-        )
-        lines.append(f"  %h{n} = f32[{batch},{out}]{{1,0}} get-tuple-element(%fc{n}), index=0")
-        flops += 2 * batch * width * out
-        prev, width = f"h{n}", out
-    lines[-1] = "  ROOT" + lines[-1][1:]
-    text = "\n".join(
-        [
-            "HloModule vgg19",
-            "%max (a: f32[], b: f32[]) -> f32[] {",
-            "  %a = f32[] parameter(0)",
-            "  %b = f32[] parameter(1)",
-            "  ROOT %m = f32[] maximum(%a, %b)",
-            "}",
-            "ENTRY %main {",
-            "  %zero = f32[] constant(-inf)",
-            *lines,
-            "}",
-        ]
-    )
-    return text, flops
-
-
-def test_vgg19_on_gpu_counts_the_cudnn_work():
-    text, expected = vgg19_gpu_module()
-    module = parse_hlo(text)
+        else:
+            expected += 2 * (100 * layer * size * size) * channels * 9
+            channels = layer
+    expected += 2 * 100 * (25088 * 4096 + 4096 * 4096 + 4096 * 1000)
     assert dot_conv_flops(module) == expected
-    assert dot_conv_flops(module) == pytest.approx(3.9e12, rel=0.02)  # XLA's cost analysis: ~7e9
+    assert expected == pytest.approx(3.9e12, rel=0.02)  # XLA's cost analysis says ~7e9
     assert op_counts(module)["custom-call"] == 19
+    assert op_counts(module)["reduce-window"] == 5
 
 
 def test_cublas_gemms_triton_fusions_loops_and_branches():

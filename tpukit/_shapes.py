@@ -61,7 +61,10 @@ VALID_SHAPE_FORMS = (
 
 def hlo_dtype_name(dtype: Any) -> str:
     """Return the HLO spelling (``f32``, ``bf16`` ...) of a NumPy or JAX dtype."""
-    name = np.dtype(dtype).name
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:  # JAX's extended dtypes, such as PRNG keys (key<fry>)
+        return str(dtype)
     return _NUMPY_TO_HLO.get(name, name)
 
 

@@ -51,7 +51,7 @@ def abstractify(x: Any) -> jax.ShapeDtypeStruct:
         return jax.ShapeDtypeStruct((), jnp.result_type(x), weak_type=True)
     if isinstance(x, jax.Array) and getattr(x, "committed", False):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-    return jax.ShapeDtypeStruct(tuple(x.shape), jnp.dtype(x.dtype))
+    return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
 
 
 @dataclass(frozen=True)
@@ -81,13 +81,17 @@ def describe_tree(tree: Any, limit: int = 6) -> str:
     if not leaves_with_paths:
         return "(no arrays)"
     shown = [
-        f"{jax.tree_util.keystr(path, simple=True, separator='/')}: {_describe_leaf(leaf)}"
-        for path, leaf in leaves_with_paths[:limit]
+        f"{_path_text(path)}: {_describe_leaf(leaf)}" for path, leaf in leaves_with_paths[:limit]
     ]
     more = len(leaves_with_paths) - limit
     if more > 0:
         shown.append(f"... {more} more")
     return "{" + ", ".join(shown) + "}"
+
+
+def _path_text(path: tuple) -> str:
+    text = jax.tree_util.keystr(path, simple=True, separator="/")
+    return text.removesuffix("/value")  # NNX variables hold their array in .value
 
 
 def _describe_leaf(leaf: Any) -> str:
@@ -263,9 +267,7 @@ def _mismatch(parameter: Parameter, value: Any) -> str | None:
             continue
         if not is_array_like(received):
             return f"{parameter.name} should be an array {format_shape(expected)} but is a {type(received).__name__}"
-        if tuple(received.shape) != tuple(expected.shape) or jnp.dtype(received.dtype) != jnp.dtype(
-            expected.dtype
-        ):
+        if tuple(received.shape) != tuple(expected.shape) or received.dtype != expected.dtype:
             return (
                 f"{parameter.name} should be {describe_tree(parameter.value)} "
                 f"but is {describe_tree(value)}"

@@ -8,6 +8,7 @@
 [('parameter', 5), ('fusion', 2), ('dot', 1)]
 >>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution
 1024
+>>> graph(module)  # in a notebook: the interactive graph (see `tpukit.hlo._graph_view`)
 """
 
 from tpukit.hlo._cost import (
@@ -45,4 +46,15 @@ __all__ = [
     "op_counts",
     "parse_hlo",
     "parse_shape",
+    "graph",
+    "HloGraph",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # The graph viewer (and its bundled JavaScript) loads on first use only.
+    if name in ("graph", "HloGraph"):
+        from tpukit.hlo import _graph_view
+
+        return getattr(_graph_view, name)
+    raise AttributeError(f"module 'tpukit.hlo' has no attribute {name!r}")

@@ -346,6 +346,9 @@ class HloModule:
     entry_name: str = ""
     stack_frames: dict[int, HloSourceFrame] = field(default_factory=dict)
     unparsed: list[str] = field(default_factory=list)
+    _callers: dict[str, list[HloInstruction]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def __repr__(self) -> str:
         count = sum(len(c) for c in self.computations.values())
@@ -388,13 +391,19 @@ class HloModule:
             ) from None
 
     def callers(self, computation: str) -> list[HloInstruction]:
-        """The instructions that call ``computation`` (by name), in file order."""
-        name = computation.lstrip("%")
-        return [
-            instr
-            for instr in self.instructions()
-            if any(ref.name == name for ref in instr.called_computations)
-        ]
+        """The instructions that call ``computation`` (by name), in file order.
+
+        The index behind this is built on the first call; parse again after
+        editing a module's call structure.
+        """
+        if self._callers is None:
+            self._callers = {}
+            for instr in self.instructions():
+                for ref in instr.called_computations:
+                    users = self._callers.setdefault(ref.name, [])
+                    if not users or users[-1] is not instr:
+                        users.append(instr)
+        return list(self._callers.get(computation.lstrip("%"), ()))
 
     def called(self, instr: HloInstruction) -> list[HloComputation]:
         """The computations ``instr`` calls that exist in this module."""
