@@ -214,3 +214,18 @@ def test_persistent_cache_serves_the_second_compile(tmp_path):
     assert out.returncode == 0, out.stderr
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [False, True, True]
     assert any(tmp_path.iterdir())
+
+
+def apply_linear(model, x):
+    return model(x)  # the dot is made inside Flax, called from here
+
+
+def test_source_lines_point_at_user_code_not_library_internals():
+    from flax import nnx
+
+    model = nnx.Linear(16, 4, rngs=nnx.Rngs(0))
+    c = tpukit.compile(apply_linear, model, tpukit.shape("f32[8,16]"))
+    dots = [i for i in c.hlo_module("optimized").instructions() if i.opcode == "dot"]
+    line = inspect.getsourcelines(apply_linear)[1] + 1
+    assert dots and all(d.source_location == f"test_compile.py:{line}" for d in dots)
+    assert any("flax" in frame.file for frame in dots[0].metadata.stack)  # the full stack is kept

@@ -132,7 +132,10 @@ class HloMetadata:
     """The ``metadata={...}`` of an instruction: which JAX op and source line made it.
 
     ``source_file``/``source_line`` come from the metadata itself or, in newer
-    XLA, from the module's stack-frame tables via ``stack_frame_id``.
+    XLA, from the module's stack-frame tables via ``stack_frame_id``: then
+    ``stack`` is the whole call stack (innermost first) and the source is its
+    innermost frame outside installed libraries, i.e. the user's own line rather
+    than a line inside Flax or JAX.
     ``fields`` holds every key of the metadata as a raw (unquoted) string.
     """
 
@@ -142,6 +145,7 @@ class HloMetadata:
     source_line: int = 0
     stack_frame_id: int = 0
     fields: dict[str, str] = field(default_factory=dict)
+    stack: tuple[HloSourceFrame, ...] = ()
 
 
 class ComputationRef(NamedTuple):
@@ -336,7 +340,7 @@ class HloModule:
 
     ``attributes`` holds the header's ``key=value`` pairs as raw strings
     (``entry_computation_layout``, ``is_scheduled``, ...). ``stack_frames`` maps
-    a ``stack_frame_id`` to its innermost source frame. ``unparsed`` keeps the
+    a ``stack_frame_id`` to its call stack, innermost frame first. ``unparsed`` keeps the
     lines outside computations that the parser did not understand.
     """
 
@@ -344,7 +348,7 @@ class HloModule:
     computations: dict[str, HloComputation] = field(default_factory=dict)
     attributes: dict[str, str] = field(default_factory=dict)
     entry_name: str = ""
-    stack_frames: dict[int, HloSourceFrame] = field(default_factory=dict)
+    stack_frames: dict[int, tuple[HloSourceFrame, ...]] = field(default_factory=dict)
     unparsed: list[str] = field(default_factory=list)
     _callers: dict[str, list[HloInstruction]] | None = field(
         default=None, init=False, repr=False, compare=False

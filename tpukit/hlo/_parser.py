@@ -383,8 +383,13 @@ def _parse_metadata(value: str) -> HloMetadata:
     return meta
 
 
-def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, HloSourceFrame]:
-    """Map each ``StackFrames`` id to the source frame of its file location."""
+def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, tuple[HloSourceFrame, ...]]:
+    """Map each ``StackFrames`` id to its call stack, innermost frame first.
+
+    XLA prints ``parent_frame_id`` one higher than the frame ids it prints (the
+    proto's parent ids are 1-based with 0 for none, and the printer adds one), so
+    the parent of printed frame ``k`` is printed frame ``parent_frame_id - 1``.
+    """
     files = {k: _unquote(v) for k, v in tables["FileNames"].items()}
     functions = {k: _unquote(v) for k, v in tables["FunctionNames"].items()}
     locations = {}
@@ -396,13 +401,36 @@ def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, HloSourceFrame
             int(line) if line.isdigit() else 0,
             functions.get(int(fields.get("function_name_id", "0") or 0), ""),
         )
-    frames = {}
+    frames: dict[int, HloSourceFrame] = {}
+    parents: dict[int, int] = {}
     for key, value in tables["StackFrames"].items():
         fields = dict(_META_FIELD.findall(value))
         location = fields.get("file_location_id", "")
         if location.isdigit() and int(location) in locations:
             frames[key] = locations[int(location)]
-    return frames
+        parent = fields.get("parent_frame_id", "")
+        if parent.isdigit() and int(parent) > 1:
+            parents[key] = int(parent) - 1
+    stacks = {}
+    for key in frames:
+        stack, seen, current = [], set(), key
+        while current in frames and current not in seen:
+            seen.add(current)
+            stack.append(frames[current])
+            current = parents.get(current, 0)
+        stacks[key] = tuple(stack)
+    return stacks
+
+
+_LIBRARY_PATH = re.compile(r"[/\\](site-packages|dist-packages)[/\\]|[/\\](jax|jaxlib|flax|optax)[/\\]")
+
+
+def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
+    """The innermost frame outside installed libraries (JAX, Flax, site-packages), else the innermost."""
+    for frame in stack:
+        if frame.file and not _LIBRARY_PATH.search(frame.file):
+            return frame
+    return stack[0] if stack else None
 
 
 def _resolve_sources(module: HloModule) -> None:
@@ -411,7 +439,9 @@ def _resolve_sources(module: HloModule) -> None:
     for instr in module.instructions():
         meta = instr.metadata
         if meta.stack_frame_id and not meta.source_file:
-            frame = module.stack_frames.get(meta.stack_frame_id)
+            stack = module.stack_frames.get(meta.stack_frame_id, ())
+            meta.stack = stack
+            frame = user_frame(stack)
             if frame is not None:
                 meta.source_file, meta.source_line = frame.file, frame.line
 
