@@ -422,7 +422,9 @@ def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, tuple[HloSourc
     return stacks
 
 
-_LIBRARY_PATH = re.compile(r"[/\\](site-packages|dist-packages)[/\\]|[/\\](jax|jaxlib|flax|optax)[/\\]")
+_LIBRARY_PATH = re.compile(
+    r"[/\\](site-packages|dist-packages)[/\\]|[/\\](jax|jaxlib|flax|optax)[/\\]"
+)
 
 
 def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
