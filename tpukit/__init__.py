@@ -22,7 +22,7 @@ the private module that implements it. ``import tpukit`` does not import
 IPython; the magics live in ``tpukit.magics``.
 """
 
-from tpukit import datasets, hlo, train
+from tpukit import datasets, hlo, train, zoo
 from tpukit._analysis import Cost, Fusion, Memory
 from tpukit._compile_cache import enable_compile_cache
 from tpukit._compiled import Compiled, compile
@@ -102,4 +102,5 @@ __all__ = [
     "shape",
     "train",
     "unload_ipython_extension",
+    "zoo",
 ]

@@ -1,0 +1,50 @@
+"""tpukit.zoo: well-known models as Flax NNX modules, correct and documented.
+
+``create(name, **config)`` builds a model, ``list()`` shows the catalogue
+(name, parameters, FLOPs per example, input shape, reference), and
+``load_torch_state_dict`` brings in torchvision VGG or ResNet weights.
+
+    >>> import jax.numpy as jnp
+    >>> from tpukit import zoo
+    >>> zoo.list()
+    >>> model = zoo.create("vgg19", dtype="bfloat16")
+    >>> model.eval()
+    >>> logits = model(jnp.ones((100, *model.input_shape)))
+    >>> model.flops_per_example                     # 2 per multiply-accumulate
+    39264124928
+
+Conventions: images are NHWC, parameters float32 with a float32 or bfloat16
+compute ``dtype``, batch norm and dropout follow NNX's ``model.train()`` /
+``model.eval()``, and the same ``seed`` gives the same weights.
+"""
+
+from tpukit.zoo._base import ZooModel
+from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
+from tpukit.zoo._mlp import MLP
+from tpukit.zoo._registry import ModelInfo, ModelTable, count_params, create, list_models, names
+from tpukit.zoo._resnet import ResNet
+from tpukit.zoo._torch_weights import StateDictError, load_torch_state_dict
+from tpukit.zoo._transformer import GPT
+from tpukit.zoo._vgg import VGG
+
+# ``zoo.list()`` is the catalogue; it is left out of ``__all__`` so that
+# ``from tpukit.zoo import *`` cannot hide the builtin ``list``.
+list = list_models  # noqa: A001
+
+__all__ = [
+    "GPT",
+    "MLP",
+    "VGG",
+    "AllConvCIFAR10",
+    "LeNet5",
+    "ModelInfo",
+    "ModelTable",
+    "ResNet",
+    "StateDictError",
+    "ZooModel",
+    "count_params",
+    "create",
+    "list_models",
+    "load_torch_state_dict",
+    "names",
+]

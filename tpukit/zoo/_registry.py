@@ -1,0 +1,209 @@
+"""The zoo's catalogue: ``create`` builds a model by name, ``list_models`` shows them all.
+
+>>> from tpukit import zoo
+>>> model = zoo.create("resnet18", dtype="bfloat16", seed=1)
+>>> zoo.list()                                   # a table in a notebook
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import inspect
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+from flax import nnx
+
+from tpukit.zoo._base import ZooModel, as_dtype
+from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
+from tpukit.zoo._mlp import MLP
+from tpukit.zoo._resnet import DEPTHS, ResNet
+from tpukit.zoo._transformer import GPT
+from tpukit.zoo._vgg import CONFIGS, VGG
+
+
+@dataclass(frozen=True)
+class _Entry:
+    cls: type
+    fixed: dict[str, Any] = field(default_factory=dict)
+
+    def options(self) -> list[str]:
+        skip = {"self", "rngs", "dtype", "param_dtype", *self.fixed}
+        names = [p for p in inspect.signature(self.cls.__init__).parameters if p not in skip]
+        return [*names, "seed", "dtype", "param_dtype"]
+
+
+_REGISTRY: dict[str, _Entry] = {
+    "mlp": _Entry(MLP),
+    "lenet5": _Entry(LeNet5),
+    "allconv_cifar10": _Entry(AllConvCIFAR10),
+    **{name: _Entry(VGG, {"config": cfg}) for name, cfg in CONFIGS.items()},
+    **{
+        name: _Entry(ResNet, {"block": block, "depths": depths})
+        for name, (block, depths) in DEPTHS.items()
+    },
+    "gpt_small": _Entry(GPT),
+}
+
+
+def names() -> list[str]:
+    """The names ``create`` accepts, in catalogue order."""
+    return list(_REGISTRY)
+
+
+def create(
+    name: str,
+    *,
+    seed: int = 0,
+    dtype: Any = "float32",
+    param_dtype: Any = "float32",
+    **config: Any,
+) -> ZooModel:
+    """Build a zoo model by name, initialised deterministically from ``seed``.
+
+    Args:
+      name: one of ``zoo.names()``, e.g. ``"vgg19"``, ``"resnet50"``, ``"gpt_small"``.
+      seed: the same seed gives the same initial weights (and dropout stream).
+      dtype: compute dtype, ``"float32"`` or ``"bfloat16"``.
+      param_dtype: parameter dtype, normally ``"float32"``.
+      **config: the model's own options (see its class docstring), e.g.
+        ``batch_norm=True`` for VGG or ``depth=6`` for ``gpt_small``.
+
+    Returns:
+      A Flax NNX module in train mode; call ``model.eval()`` for inference.
+
+    Example:
+      >>> import jax.numpy as jnp
+      >>> model = create("vgg16", batch_norm=True, small_input=True, num_classes=10)
+      >>> model(jnp.ones((8, *model.input_shape))).shape
+      (8, 10)
+    """
+    if name not in _REGISTRY:
+        raise ValueError(f"zoo has no model named {name!r}. Valid names: {', '.join(_REGISTRY)}.")
+    entry = _REGISTRY[name]
+    options = entry.options()
+    unknown = sorted(set(config) - set(options))
+    if unknown:
+        raise TypeError(
+            f"zoo.create({name!r}) got unknown option(s) {', '.join(unknown)}. "
+            f"Valid options: {', '.join(options)}."
+        )
+    kwargs = {
+        **entry.fixed,
+        **config,
+        "dtype": as_dtype(dtype, "dtype"),
+        "param_dtype": as_dtype(param_dtype, "param_dtype"),
+    }
+    try:
+        return entry.cls(**kwargs, rngs=nnx.Rngs(int(seed)))
+    except ValueError as error:
+        raise ValueError(f"zoo.create({name!r}): {error}") from None
+
+
+def count_params(model: nnx.Module) -> int:
+    """Number of trainable parameters (``nnx.Param``), batch-norm statistics excluded.
+
+    >>> count_params(create("mlp"))
+    109386
+    """
+    leaves = jax.tree.leaves(nnx.state(model, nnx.Param))
+    return sum(math.prod(leaf.shape) for leaf in leaves)
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """One row of ``zoo.list()``: a model's default configuration, summarised."""
+
+    name: str
+    parameters: int
+    flops_per_example: int
+    input_shape: tuple[int, ...]
+    reference: str
+
+
+class ModelTable:
+    """The catalogue as a table: HTML in a notebook, aligned text in a terminal.
+
+    Iterate it for ``ModelInfo`` rows, or index it by name:
+    ``zoo.list()["vgg19"].parameters``.
+    """
+
+    def __init__(self, rows: list[ModelInfo]):
+        self.rows = rows
+
+    def __iter__(self) -> Iterator[ModelInfo]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> ModelInfo:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(f"no model named {name!r}; valid names: {', '.join(names())}")
+
+    def _cells(self) -> list[tuple[str, str, str, str, str]]:
+        return [
+            (
+                r.name,
+                f"{r.parameters:,}",
+                _gflops(r.flops_per_example),
+                "x".join(map(str, r.input_shape)),
+                r.reference,
+            )
+            for r in self.rows
+        ]
+
+    _HEADER = ("name", "parameters", "FLOPs/example", "input shape", "reference")
+
+    def __repr__(self) -> str:
+        rows = [self._HEADER, *self._cells()]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        lines = []
+        for row in rows:
+            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:4], widths[1:])]
+            lines.append("  ".join([*cells, row[4]]))
+        return "\n".join(lines)
+
+    __str__ = __repr__
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._HEADER)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
+            for cells in self._cells()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _gflops(flops: int) -> str:
+    if flops >= 10**9:
+        return f"{flops / 1e9:.2f} G"
+    if flops >= 10**6:
+        return f"{flops / 1e6:.2f} M"
+    return f"{flops / 1e3:.1f} k"
+
+
+@functools.cache
+def _info(name: str) -> ModelInfo:
+    model = nnx.eval_shape(lambda: create(name))
+    return ModelInfo(
+        name, count_params(model), model.flops_per_example, model.input_shape, model.reference
+    )
+
+
+def list_models() -> ModelTable:
+    """Every zoo model in its default configuration: parameters, FLOPs, input shape, source.
+
+    Shapes come from ``nnx.eval_shape``, so no weights are allocated.
+
+        >>> table = list_models()
+        >>> table["resnet50"].parameters
+        25557032
+    """
+    return ModelTable([_info(name) for name in _REGISTRY])
