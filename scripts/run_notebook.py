@@ -28,7 +28,9 @@ def inject_parameters(notebook: nbformat.NotebookNode, values: dict[str, object]
     for cell in notebook.cells:
         if "parameters" in cell.get("metadata", {}).get("tags", []):
             lines = [f"{name} = {value!r}" for name, value in values.items()]
-            cell.source = cell.source.rstrip() + "\n# injected by run_notebook.py\n" + "\n".join(lines)
+            cell.source = (
+                cell.source.rstrip() + "\n# injected by run_notebook.py\n" + "\n".join(lines)
+            )
             return
     raise SystemExit("error: the notebook has no cell tagged 'parameters' to take -p values.")
 
@@ -56,7 +58,9 @@ def echo_outputs(cell: nbformat.NotebookNode) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebook", type=Path)
-    parser.add_argument("-p", "--parameter", action="append", default=[], help="NAME=VALUE for the parameters cell")
+    parser.add_argument(
+        "-p", "--parameter", action="append", default=[], help="NAME=VALUE for the parameters cell"
+    )
     parser.add_argument("-o", "--output", type=Path, help="where to write the executed notebook")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per cell")
     args = parser.parse_args(argv)
@@ -64,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     notebook = nbformat.read(args.notebook, as_version=4)
     inject_parameters(notebook, dict(parse_parameter(p) for p in args.parameter))
     client = NotebookClient(
-        notebook, timeout=args.timeout, kernel_name="python3", resources={"metadata": {"path": str(args.notebook.parent)}}
+        notebook,
+        timeout=args.timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(args.notebook.parent)}},
     )
     start = time.perf_counter()
     failed = None

@@ -215,6 +215,26 @@ class Compiled:
         _check_stage(stage)
         return graph(self.hlo_module(stage), title=f"{self.name} ({stage})", stage=stage)
 
+    def plot_ops(self, *, top: int = 20, ax: Any = None):
+        """Per-opcode instruction counts, lowered vs optimized, as a matplotlib figure."""
+        from tpukit.hlo import plot_ops
+
+        return plot_ops(self, top=top, ax=ax)
+
+    def plot_fusions(self, *, top: int = 20, ax: Any = None):
+        """FLOPs and bytes of the largest fusions, as a matplotlib figure."""
+        from tpukit.hlo import plot_fusions
+
+        return plot_fusions(self, top=top, ax=ax)
+
+    def plot_roofline(
+        self, *, peak: Any = None, timing: TimingResult | None = None, ax: Any = None
+    ):
+        """The program on the device's roofline (pass ``timing=c.timeit(...)`` to place it)."""
+        from tpukit.hlo import plot_roofline
+
+        return plot_roofline(self, peak=peak, timing=timing, ax=ax)
+
     def timeit(
         self, *args: Any, number: int | None = None, repeat: int = 7, **kwargs: Any
     ) -> TimingResult:

@@ -18,6 +18,7 @@ from tpukit.hlo._cost import (
     op_category,
     op_counts,
 )
+from tpukit.hlo._diff import DiffRow, HloDiff, diff
 from tpukit.hlo._model import (
     ComputationRef,
     HloComputation,
@@ -29,9 +30,12 @@ from tpukit.hlo._model import (
     HloSourceFrame,
 )
 from tpukit.hlo._parser import parse_hlo, parse_shape
+from tpukit.hlo._plots import plot_fusions, plot_ops, plot_roofline
 
 __all__ = [
     "ComputationRef",
+    "DiffRow",
+    "HloDiff",
     "HloComputation",
     "HloEdge",
     "HloInstruction",
@@ -39,6 +43,7 @@ __all__ = [
     "HloModule",
     "HloShape",
     "HloSourceFrame",
+    "diff",
     "dot_conv_flops",
     "instruction_bytes",
     "instruction_flops",
@@ -46,6 +51,9 @@ __all__ = [
     "op_counts",
     "parse_hlo",
     "parse_shape",
+    "plot_fusions",
+    "plot_ops",
+    "plot_roofline",
     "graph",
     "HloGraph",
 ]

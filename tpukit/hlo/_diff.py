@@ -1,0 +1,429 @@
+"""Compare two compilations: what changed in the HLO, the cost and the memory.
+
+Compile the same function twice (f32 and bf16, before and after a code change,
+two batch sizes) and ``diff`` says what XLA did differently: op counts with
+fusions opened and closed, fusions by kind, FLOPs, bytes accessed, device memory,
+compile time and the signatures.
+
+    >>> a = tpukit.compile(mlp, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
+    >>> b = tpukit.compile(mlp, tpukit.shape("bf16[128,784]"), tpukit.shape("bf16[784,10]"))
+    >>> d = diff(a, b, labels=("f32", "bf16"))
+    >>> d.row("argument bytes").ratio  # bf16 arguments take half the bytes
+    0.5
+    >>> d          # the rows that differ, as text; a table in notebooks
+    >>> d.plot()   # ratios b/a of what differs, and the op counts that differ
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+from collections import Counter
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tpukit._devices import format_bytes
+from tpukit._timing import format_flops, format_seconds
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from tpukit._compiled import Compiled
+
+_STAGES = ("lowered", "optimized")
+#: Wall-clock rows count as changed only when b/a leaves this range: two compiles
+#: of one program never take exactly the same time.
+TIME_TOLERANCE = (0.8, 1.25)
+OPS_OPENED = "ops, fusions opened"
+OPS_CLOSED = "ops, fusions closed"
+
+Value = int | float | str | None
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    """One compared figure: ``a`` and ``b`` values, and how they differ.
+
+    ``unit`` says how to read the values: ``"count"``, ``"flops"``, ``"bytes"``,
+    ``"seconds"``, ``"flop/byte"`` or ``"text"``.
+    """
+
+    section: str
+    metric: str
+    a: Value
+    b: Value
+    unit: str
+
+    @property
+    def delta(self) -> float | None:
+        """``b - a``, or ``None`` for text or a missing value."""
+        if not _numeric(self.a) or not _numeric(self.b):
+            return None
+        return self.b - self.a
+
+    @property
+    def ratio(self) -> float | None:
+        """``b / a``, or ``None`` when ``a`` is zero, missing or text."""
+        if not _numeric(self.a) or not _numeric(self.b) or self.a == 0:
+            return None
+        return self.b / self.a
+
+    @property
+    def changed(self) -> bool:
+        """Whether the values differ (times: by more than `TIME_TOLERANCE`)."""
+        if self.unit == "seconds" and self.ratio is not None:
+            low, high = TIME_TOLERANCE
+            return not low <= self.ratio <= high
+        return self.a != self.b
+
+    def cells(self) -> tuple[str, str, str, str]:
+        """The row as text: a, b, delta (``+1.5 KiB``) and ratio (``x0.5``)."""
+        ratio = self.ratio
+        if ratio is not None:
+            ratio_text = f"x{ratio:.3g}"
+        elif self.a == 0 and _numeric(self.b) and self.b:
+            ratio_text = "new"
+        else:
+            ratio_text = ""
+        delta = self.delta
+        delta_text = "" if delta is None or delta == 0 else _signed(delta, self.unit)
+        return _format(self.a, self.unit), _format(self.b, self.unit), delta_text, ratio_text
+
+
+def _numeric(value: Value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _format(value: Value, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "text":
+        return str(value)
+    if unit == "flops":
+        return format_flops(value)
+    if unit == "bytes":
+        return format_bytes(value)
+    if unit == "seconds":
+        return format_seconds(value)
+    if unit == "flop/byte":
+        return f"{value:.3g}"
+    return f"{value:,}"
+
+
+def _signed(delta: float, unit: str) -> str:
+    sign = "+" if delta > 0 else "-"
+    if unit == "count":
+        return f"{sign}{abs(delta):,}"
+    return sign + _format(abs(delta), unit)
+
+
+def diff(
+    a: Compiled,
+    b: Compiled,
+    *,
+    stage: str = "optimized",
+    labels: tuple[str, str] | None = None,
+) -> HloDiff:
+    """Compare two compilations; returns an `HloDiff` (a table in notebooks).
+
+    ``stage`` picks the HLO whose op counts and fusions are compared
+    (``"optimized"``, after XLA's passes, or ``"lowered"``, as JAX emitted it);
+    cost and memory are always the optimized program's. ``labels`` name the two
+    sides in tables and plots (default: the function names, or ``"a"`` and
+    ``"b"`` when they are the same).
+
+        >>> d = diff(tpukit.compile(f, x32), tpukit.compile(f, x16), labels=("f32", "bf16"))
+        >>> [r.metric for r in d.changed]
+        ['instructions (fusions opened)', ..., 'argument bytes', ...]
+    """
+    from tpukit.hlo._plots import require_compiled
+
+    require_compiled(a, "diff")
+    require_compiled(b, "diff")
+    if stage not in _STAGES:
+        raise ValueError(
+            f"stage must be 'lowered' or 'optimized', got {stage!r}; "
+            "use diff(a, b, stage='lowered') for the HLO as JAX emitted it."
+        )
+    if labels is None:
+        labels = (a.name, b.name) if a.name != b.name else ("a", "b")
+    elif (
+        isinstance(labels, str)
+        or len(labels) != 2
+        or not all(isinstance(label, str) for label in labels)
+    ):
+        raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
+    rows = _rows(a, b, stage)
+    return HloDiff(rows, labels=(labels[0], labels[1]), names=(a.name, b.name), stage=stage)
+
+
+def _rows(a: Compiled, b: Compiled, stage: str) -> list[DiffRow]:
+    rows = []
+
+    def add(section: str, metric: str, unit: str, get: Any) -> None:
+        rows.append(DiffRow(section, metric, get(a), get(b), unit))
+
+    program = f"program ({stage} HLO)"
+    add(program, "instructions (fusions opened)", "count", lambda c: _total(c, stage, True))
+    add(program, "instructions outside fusions", "count", lambda c: _total(c, stage, False))
+    kinds_a, kinds_b = _fusion_kinds(a, stage), _fusion_kinds(b, stage)
+    rows.append(DiffRow(program, "fusions", sum(kinds_a.values()), sum(kinds_b.values()), "count"))
+    for kind in sorted(set(kinds_a) | set(kinds_b)):
+        rows.append(DiffRow(program, f"fusions {kind}", kinds_a[kind], kinds_b[kind], "count"))
+
+    add("cost", "FLOPs", "flops", lambda c: c.cost.flops)
+    add("cost", "FLOPs counted (dot/conv)", "flops", lambda c: c.cost.counted_flops)
+    add("cost", "FLOPs (XLA cost analysis)", "flops", lambda c: c.cost.backend_flops)
+    add("cost", "transcendentals", "count", lambda c: c.cost.transcendentals)
+    add("cost", "bytes accessed", "bytes", lambda c: c.cost.bytes_accessed)
+    add("cost", "arithmetic intensity", "flop/byte", lambda c: c.cost.arithmetic_intensity)
+
+    for metric, field in (
+        ("argument bytes", "argument_bytes"),
+        ("output bytes", "output_bytes"),
+        ("temporary bytes", "temp_bytes"),
+        ("generated code bytes", "generated_code_bytes"),
+        ("aliased bytes", "alias_bytes"),
+        ("total bytes", "total_bytes"),
+    ):
+        add("memory", metric, "bytes", lambda c, f=field: getattr(c.memory, f, None))
+
+    add("compile", "compile time", "seconds", lambda c: c.compile_seconds)
+
+    add("signature", "arguments", "text", _arguments_text)
+    add("signature", "output", "text", _output_text)
+
+    for section, opened in ((OPS_OPENED, True), (OPS_CLOSED, False)):
+        counts_a = a.op_counts(stage, open_fusions=opened)
+        counts_b = b.op_counts(stage, open_fusions=opened)
+        opcodes = sorted(
+            set(counts_a) | set(counts_b),
+            key=lambda op: (-max(counts_a[op], counts_b[op]), op),
+        )
+        rows += [DiffRow(section, op, counts_a[op], counts_b[op], "count") for op in opcodes]
+    return rows
+
+
+def _total(c: Compiled, stage: str, opened: bool) -> int:
+    return sum(c.op_counts(stage, open_fusions=opened).values())
+
+
+def _fusion_kinds(c: Compiled, stage: str) -> Counter[str]:
+    """Fusion instructions by kind (kLoop, kInput, ...), outside fusion bodies."""
+    module = c.hlo_module(stage)
+    return Counter(
+        instr.fusion_kind or "unknown"
+        for comp in module.computations.values()
+        if comp.kind != "fusion"
+        for instr in comp.instructions
+        if instr.opcode == "fusion"
+    )
+
+
+def _arguments_text(c: Compiled) -> str:
+    return ", ".join(p.describe() for p in c.signature.parameters)
+
+
+def _output_text(c: Compiled) -> str:
+    from tpukit._signature import describe_tree
+
+    output = c.signature.output
+    return "-" if output is None else describe_tree(output)
+
+
+class HloDiff:
+    """What differs between two compilations ``a`` and ``b``, row by row.
+
+    ``rows`` holds every compared figure as a `DiffRow` (section, metric, a, b,
+    unit, with ``delta``, ``ratio`` b/a and ``changed``); ``changed`` only those
+    that differ. ``row(metric)`` finds one. Shows as a table in notebooks (changed
+    rows highlighted) and as the changed rows in terminals; ``plot()`` draws them.
+    """
+
+    def __init__(
+        self,
+        rows: list[DiffRow],
+        *,
+        labels: tuple[str, str],
+        names: tuple[str, str],
+        stage: str,
+    ):
+        self.rows = rows
+        self.labels = labels
+        self.names = names
+        self.stage = stage
+
+    @property
+    def changed(self) -> list[DiffRow]:
+        return [r for r in self.rows if r.changed]
+
+    def row(self, metric: str, section: str | None = None) -> DiffRow:
+        """The row for ``metric`` (an opcode's row is in ``section`` `OPS_OPENED` by default)."""
+        if section is None and metric not in {r.metric for r in self.rows if not _is_ops(r)}:
+            section = OPS_OPENED
+        for r in self.rows:
+            if r.metric == metric and (section is None or r.section == section):
+                return r
+        known = ", ".join(dict.fromkeys(r.metric for r in self.rows if not _is_ops(r)))
+        raise KeyError(
+            f"no row {metric!r}{f' in section {section!r}' if section else ''}; "
+            f"rows are {known}, and one per opcode in {OPS_OPENED!r} and {OPS_CLOSED!r}."
+        )
+
+    def _title(self) -> str:
+        a, b = (
+            label if label == name else f"{label} ({name})"
+            for label, name in zip(self.labels, self.names)
+        )
+        return f"HLO diff: {a} vs {b}, {self.stage} HLO"
+
+    def __repr__(self) -> str:
+        changed = self.changed
+        title = f"{self._title()}: {len(changed)} of {len(self.rows)} rows differ"
+        if not changed:
+            return title + " (the programs match)"
+        header = ("", *self.labels, "delta", f"{self.labels[1]}/{self.labels[0]}")
+        table = [(r.metric, *r.cells()) for r in changed if r.unit != "text"]
+        widths = [max(len(cells[i]) for cells in [header, *table]) for i in range(5)]
+
+        def line(cells: tuple[str, ...]) -> str:
+            numbers = "".join(f"  {cell.rjust(w)}" for cell, w in zip(cells[1:], widths[1:]))
+            return f"    {cells[0].ljust(widths[0])}{numbers}".rstrip()
+
+        lines = [title, line(header)]
+        label_width = max(len(label) for label in self.labels)
+        for section, group in itertools.groupby(changed, key=lambda r: r.section):
+            lines.append(f"  {section}")
+            for r in group:
+                if r.unit != "text":
+                    lines.append(line((r.metric, *r.cells())))
+                    continue
+                lines.append(f"    {r.metric}")
+                for label, value in zip(self.labels, r.cells()[:2]):
+                    lines.append(f"      {label.ljust(label_width)}  {value}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        labels = [html.escape(label) for label in self.labels]
+        head = "".join(f"<th>{h}</th>" for h in ("", *labels, "delta", f"{labels[1]}/{labels[0]}"))
+        body = []
+        for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
+            body.append(f'<tr><th colspan="5" class="section">{html.escape(section)}</th></tr>')
+            for r in group:
+                mark = ' class="changed"' if r.changed else ""
+                cells = "".join(f'<td class="num">{html.escape(c)}</td>' for c in r.cells())
+                body.append(f"<tr{mark}><td>{html.escape(r.metric)}</td>{cells}</tr>")
+        changed = len(self.changed)
+        return (
+            f"<style>{_CSS}</style>"
+            '<div class="tpukit-diff">'
+            f"<div><b>{html.escape(self._title())}</b>: {changed} of {len(self.rows)} rows "
+            "differ (highlighted)</div>"
+            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+            "</div>"
+        )
+
+    def plot(self, *, top: int = 20) -> Figure:
+        """Two panels: the ratio b/a of every figure that differs (log axis), and
+        the op counts (fusions opened) that differ, ``a`` and ``b`` side by side."""
+        import matplotlib.pyplot as plt
+
+        metrics = [
+            r
+            for r in self.changed
+            if not _is_ops(r) and r.ratio is not None and r.ratio > 0 and r.unit != "text"
+        ][:top]
+        ops = [r for r in self.changed if r.section == OPS_OPENED][:top]
+        rows = max(len(metrics), len(ops), 1)
+        fig, (left, right) = plt.subplots(
+            1, 2, figsize=(12.0, 1.6 + 0.32 * rows), layout="constrained"
+        )
+        plt.close(fig)
+        fig.suptitle(self._title())
+        _plot_ratios(left, metrics, self.labels)
+        _plot_op_counts(right, ops, self.labels)
+        return fig
+
+
+def _is_ops(row: DiffRow) -> bool:
+    return row.section in (OPS_OPENED, OPS_CLOSED)
+
+
+def _plot_ratios(ax: Any, metrics: list[DiffRow], labels: tuple[str, str]) -> None:
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    ax.set_title(f"what differs: {labels[1]} / {labels[0]}", fontsize=10)
+    if not metrics:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "no figure differs", ha="center", va="center")
+        return
+    positions = list(range(len(metrics)))
+    ratios = [r.ratio for r in metrics]
+    ax.barh(
+        positions,
+        [ratio - 1 for ratio in ratios],
+        left=1,
+        color=["#e69138" if ratio > 1 else "#3d85c6" for ratio in ratios],
+        edgecolor="#333333",
+        linewidth=0.5,
+    )
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"x{value:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.axvline(1, color="#333333", linewidth=0.8)
+    ax.set_yticks(positions, [r.metric for r in metrics], fontsize=8)
+    ax.invert_yaxis()
+    for y, ratio in zip(positions, ratios):
+        ax.annotate(
+            f"x{ratio:.3g}",
+            (ratio, y),
+            textcoords="offset points",
+            xytext=(4 if ratio > 1 else -4, 0),
+            ha="left" if ratio > 1 else "right",
+            va="center",
+            fontsize=8,
+        )
+    low, high = min([*ratios, 1.0]), max([*ratios, 1.0])
+    ax.set_xlim(low / 2, high * 2)
+    ax.set_xlabel("ratio (log scale)")
+
+
+def _plot_op_counts(ax: Any, ops: list[DiffRow], labels: tuple[str, str]) -> None:
+    ax.set_title("op counts that differ (fusions opened)", fontsize=10)
+    if not ops:
+        ax.set_axis_off()
+        ax.text(0.5, 0.5, "same op counts", ha="center", va="center")
+        return
+    positions = list(range(len(ops)))
+    height = 0.4
+    for offset, label, values, color in (
+        (-height / 2, labels[0], [r.a for r in ops], "#999999"),
+        (height / 2, labels[1], [r.b for r in ops], "#45818e"),
+    ):
+        bars = ax.barh(
+            [p + offset for p in positions],
+            values,
+            height=height,
+            color=color,
+            label=label,
+            edgecolor="#333333",
+            linewidth=0.5,
+        )
+        ax.bar_label(bars, padding=2, fontsize=8)
+    ax.set_yticks(positions, [r.metric for r in ops], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("instructions")
+    ax.legend(fontsize=8, loc="lower right")
+    ax.margins(x=0.12)
+
+
+_CSS = (
+    ".tpukit-diff{font-family:var(--jp-code-font-family,monospace);font-size:12px;"
+    "line-height:1.4;max-width:980px}"
+    ".tpukit-diff table{border-collapse:collapse;margin:4px 0}"
+    ".tpukit-diff td,.tpukit-diff th{padding:1px 8px;text-align:left}"
+    ".tpukit-diff thead th{border-bottom:1px solid #ccc}"
+    ".tpukit-diff th.section{padding-top:6px;color:#555;font-weight:600}"
+    ".tpukit-diff .num{text-align:right}"
+    ".tpukit-diff tr.changed td{background:rgba(255,193,7,.25);font-weight:600}"
+)

@@ -1,0 +1,370 @@
+"""Static pictures of a compilation: op counts, fusions and the roofline, with matplotlib.
+
+Each function takes a ``tpukit.Compiled`` and returns a ``matplotlib.figure.Figure``
+(shown inline by Jupyter, saved with ``fig.savefig("ops.png")``). Pass ``ax=`` to
+draw into an axes of your own figure instead. Nothing calls ``plt.show()``, and a
+figure made here is closed in pyplot at once, so a notebook cell shows it once.
+
+    >>> c = tpukit.compile(f, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
+    >>> plot_ops(c)        # instructions per opcode, lowered vs optimized
+    >>> plot_fusions(c)    # FLOPs and bytes of the largest fusions
+    >>> plot_roofline(c, timing=c.timeit())  # where the program sits under the roofs
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tpukit._devices import format_bytes
+from tpukit._peaks import DevicePeak, peak_for
+from tpukit._timing import format_flops
+from tpukit.hlo._cost import op_category
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+    from tpukit._analysis import Fusion
+    from tpukit._compiled import Compiled
+    from tpukit._timing import TimingResult
+
+#: Bar colours per op category (the hues of the HLO graph's node colours, darker).
+CATEGORY_COLORS = {
+    "matmul": "#e69138",
+    "elementwise": "#6aa84f",
+    "reduction": "#3d85c6",
+    "data_movement": "#8e7cc3",
+    "control_flow": "#bf9000",
+    "collective": "#cc0000",
+    "fusion": "#45818e",
+    "parameter/constant": "#999999",
+    "other": "#666666",
+}
+# The category a fusion is coloured by: the most telling one among the ops it fuses.
+_FUSION_PRIORITY = ("matmul", "collective", "reduction", "elementwise", "data_movement")
+
+
+def require_compiled(obj: Any, function: str) -> None:
+    """Raise a ``TypeError`` that says how to get a ``Compiled`` when ``obj`` is not one."""
+    from tpukit._compiled import Compiled
+
+    if not isinstance(obj, Compiled):
+        raise TypeError(
+            f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
+            f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
+            f"then {function}(c)."
+        )
+
+
+def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]:
+    """``ax`` and its figure, or a new one-axes figure that pyplot does not keep open."""
+    if ax is not None:
+        return ax.figure, ax
+    import matplotlib.pyplot as plt
+
+    # pyplot (rather than a bare Figure) so that Jupyter's inline backend is set up
+    # to render the returned figure; closing it stops pyplot showing it a second time.
+    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
+    plt.close(fig)
+    return fig, ax
+
+
+def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
+    """Instructions per opcode before and after XLA's passes, as horizontal grouped bars.
+
+    The XLA.jl paper's instruction-count table as a picture: for the ``top``
+    opcodes (most optimized instructions first, fusions opened so the ops inside
+    count), a hatched bar for the lowered HLO and a solid one for the optimized
+    HLO, coloured by op category. The title gives the totals.
+
+        >>> fig = plot_ops(c, top=10)
+        >>> fig.axes[0].containers[1].datavalues  # optimized counts, top to bottom
+    """
+    require_compiled(compiled, "plot_ops")
+    _check_top(top)
+    lowered = compiled.op_counts("lowered")
+    optimized = compiled.op_counts("optimized")
+    opcodes = sorted(
+        set(lowered) | set(optimized),
+        key=lambda op: (-optimized.get(op, 0), -lowered.get(op, 0), op),
+    )
+    shown = opcodes[:top]
+    fig, ax = new_axes(ax, 8.0, 1.2 + 0.32 * max(len(shown), 1))
+    colors = [CATEGORY_COLORS.get(op_category(op), CATEGORY_COLORS["other"]) for op in shown]
+    positions = list(range(len(shown)))
+    height = 0.4
+    for offset, stage, counts, style in (
+        (-height / 2, "lowered", lowered, {"alpha": 0.45, "hatch": "//"}),
+        (height / 2, "optimized", optimized, {}),
+    ):
+        bars = ax.barh(
+            [p + offset for p in positions],
+            [counts.get(op, 0) for op in shown],
+            height=height,
+            color=colors,
+            edgecolor="#333333",
+            linewidth=0.5,
+            label=stage,
+            **style,
+        )
+        ax.bar_label(bars, padding=2, fontsize=8)
+    ax.set_yticks(positions, shown)
+    ax.invert_yaxis()
+    ax.set_xlabel("instructions (fusions opened)")
+    more = f"; top {len(shown)} of {len(opcodes)} opcodes" if len(opcodes) > len(shown) else ""
+    ax.set_title(
+        f"{compiled.name}: HLO instructions per opcode\n"
+        f"lowered {sum(lowered.values())} -> optimized {sum(optimized.values())}{more}"
+    )
+    ax.legend(handles=_ops_legend(shown), fontsize=8, loc="lower right")
+    ax.margins(x=0.12)
+    return fig
+
+
+def _ops_legend(opcodes: list[str]) -> list[Any]:
+    from matplotlib.patches import Patch
+
+    handles = [
+        Patch(facecolor="white", edgecolor="#333333", hatch="//", label="lowered"),
+        Patch(facecolor="white", edgecolor="#333333", label="optimized"),
+    ]
+    categories = dict.fromkeys(op_category(op) for op in opcodes)
+    for category in categories:
+        color = CATEGORY_COLORS.get(category, CATEGORY_COLORS["other"])
+        handles.append(Patch(facecolor=color, label=category.replace("_", " ")))
+    return handles
+
+
+def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
+    """FLOPs and bytes of the largest fusions of the optimized program, in two panels.
+
+    Fusions come largest FLOPs first, then largest bytes (the traffic at the
+    fusion's boundary, what fusing saved). Each row is labelled with the fusion's
+    name, kind (kLoop, kInput, kOutput, kCustom) and main ops, and coloured by
+    the most telling category of what it fuses (matmul before reduction before
+    elementwise). With ``ax``, the FLOPs panel is ``ax`` and the bytes panel is
+    added to its right.
+
+        >>> fig = plot_fusions(c, top=5)
+        >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
+        ['ynn_fusion.1 (kCustom): dot', ...]
+    """
+    require_compiled(compiled, "plot_fusions")
+    _check_top(top)
+    fusions = compiled.fusions()
+    shown = sorted(fusions, key=lambda f: (-f.flops, -f.bytes, f.name))[:top]
+    flops_ax, bytes_ax = _two_panels(ax, 11.0, 1.4 + 0.32 * max(len(shown), 1))
+    fig = flops_ax.figure
+    more = f" (largest {len(shown)} of {len(fusions)})" if len(fusions) > len(shown) else ""
+    noun = "fusion" if len(fusions) == 1 else "fusions"
+    fig.suptitle(f"{compiled.name}: {len(fusions)} {noun} in the optimized HLO{more}")
+    if not shown:
+        for panel in (flops_ax, bytes_ax):
+            panel.set_axis_off()
+        flops_ax.text(0.5, 0.5, "XLA made no fusions", ha="center", va="center")
+        return fig
+    from matplotlib.ticker import MaxNLocator
+
+    positions = list(range(len(shown)))
+    colors = [CATEGORY_COLORS[_fusion_category(f)] for f in shown]
+    for panel, values, formatter, label in (
+        (flops_ax, [f.flops for f in shown], format_flops, "FLOPs (dot/conv, counted)"),
+        (bytes_ax, [f.bytes for f in shown], format_bytes, "bytes at the fusion boundary"),
+    ):
+        bars = panel.barh(positions, values, color=colors, edgecolor="#333333", linewidth=0.5)
+        panel.bar_label(
+            bars, labels=[formatter(v) if v else "0" for v in values], padding=2, fontsize=8
+        )
+        panel.set_xlabel(label)
+        panel.xaxis.set_major_locator(MaxNLocator(nbins=3))
+        panel.xaxis.set_major_formatter(_tick_formatter(formatter))
+        panel.margins(x=0.2)
+    flops_ax.set_yticks(positions, [fusion_label(f) for f in shown], fontsize=8)
+    bytes_ax.tick_params(axis="y", labelleft=False)
+    flops_ax.invert_yaxis()
+    return fig
+
+
+def fusion_label(fusion: Fusion, most: int = 3) -> str:
+    """``'name (kind): dot, convert x4'``: a fusion's name, kind and main ops (matmuls first)."""
+    ops = sorted(
+        ((op, n) for op, n in fusion.ops.items() if op_category(op) != "parameter/constant"),
+        key=lambda kv: (op_category(kv[0]) != "matmul", -kv[1], kv[0]),
+    )
+    text = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in ops[:most])
+    if len(ops) > most:
+        text += f", +{len(ops) - most}"
+    return f"{fusion.name} ({fusion.kind}): {text or '-'}"
+
+
+def _fusion_category(fusion: Fusion) -> str:
+    inside = {op_category(op) for op in fusion.ops}
+    return next((c for c in _FUSION_PRIORITY if c in inside), "other")
+
+
+def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axes]:
+    if ax is None:
+        import matplotlib.pyplot as plt
+
+        fig, (left, right) = plt.subplots(
+            1, 2, sharey=True, figsize=(width, height), layout="constrained"
+        )
+        plt.close(fig)
+        return left, right
+    from mpl_toolkits.axes_grid1 import make_axes_locatable
+
+    right = make_axes_locatable(ax).append_axes("right", size="100%", pad=0.2, sharey=ax)
+    return ax, right
+
+
+def plot_roofline(
+    compiled: Compiled,
+    *,
+    peak: DevicePeak | None = None,
+    timing: TimingResult | None = None,
+    ax: Axes | None = None,
+) -> Figure:
+    """The roofline chart: where the program sits under the device's compute and bandwidth roofs.
+
+    Log-log axes of arithmetic intensity (``cost.flops / cost.bytes_accessed``,
+    FLOP per byte) against FLOP/s. The roofs are the memory roof ``bandwidth x
+    intensity`` and the flat compute roof (bf16 peak), from ``peak`` or else
+    ``tpukit.peak_for(compiled.device_kind)``; they meet at the ridge point.
+    With ``timing`` (from ``compiled.timeit()``) the program is a point at its
+    achieved FLOP/s; without, a vertical line at its intensity up to the
+    attainable FLOP/s. A device with no published peak (a CPU) gets no roofs:
+    tpukit never guesses one.
+
+        >>> fig = plot_roofline(c, peak=tpukit.peak_for("TPU v5 lite"))
+        >>> fig = plot_roofline(c, timing=c.timeit(x, w))
+    """
+    from matplotlib.ticker import NullFormatter
+
+    require_compiled(compiled, "plot_roofline")
+    if peak is not None and not isinstance(peak, DevicePeak):
+        raise TypeError(
+            f"peak must be a tpukit.DevicePeak, got {type(peak).__name__}; "
+            "use tpukit.peak_for('TPU v5 lite') or DevicePeak(name, bf16_tflops, hbm_gbps)."
+        )
+    if timing is not None and not hasattr(timing, "flops_per_second"):
+        raise TypeError(
+            f"timing must be a tpukit.TimingResult, got {type(timing).__name__}; "
+            "pass timing=compiled.timeit(...)."
+        )
+    if peak is None and timing is not None:
+        peak = getattr(timing, "peak", None)
+    if peak is None:
+        peak = peak_for(compiled.device_kind)
+    intensity = compiled.cost.arithmetic_intensity
+    achieved = timing.flops_per_second if timing is not None else None
+    fig, ax = new_axes(ax, 7.5, 5.0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP/byte)")
+    ax.set_ylabel("FLOP/s")
+    ax.yaxis.set_major_formatter(_tick_formatter(lambda v: format_flops(v) + "/s"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.grid(True, which="major", alpha=0.3)
+    notes = []
+    ys = [achieved] if achieved else []
+    if peak is not None:
+        ys += _draw_roofs(ax, peak, intensity)
+    else:
+        notes.append(f"no published peak for {compiled.device_kind}: no roofs drawn")
+    if intensity is None:
+        notes.append("XLA reported no bytes accessed: intensity unknown")
+    elif achieved:
+        share = 100 * achieved / peak.flops_per_second if peak is not None else None
+        mfu = f", {share:.2g}% of peak" if share is not None else ""
+        ax.plot(
+            [intensity],
+            [achieved],
+            "o",
+            color="#cc0000",
+            markersize=8,
+            label=f"{compiled.name}: {format_flops(achieved)}/s at {intensity:.3g} FLOP/byte{mfu}",
+            gid="achieved",
+        )
+    elif peak is not None:
+        attainable = min(peak.flops_per_second, peak.bytes_per_second * intensity)
+        bound = "memory" if attainable < peak.flops_per_second else "compute"
+        ax.plot(
+            [intensity, intensity],
+            [min(ys) / 3, attainable],
+            "-",
+            color="#cc0000",
+            linewidth=2,
+            marker="_",
+            markersize=12,
+            label=f"{compiled.name}: {intensity:.3g} FLOP/byte, attainable "
+            f"{format_flops(attainable)}/s ({bound}-bound)",
+            gid="attainable",
+        )
+    else:
+        from matplotlib.ticker import NullLocator
+
+        ax.yaxis.set_major_locator(NullLocator())
+        ax.yaxis.set_minor_locator(NullLocator())
+        ax.set_ylabel("FLOP/s (unknown until timed)")
+        ax.set_xlim(intensity / 10, intensity * 10)
+        ax.axvline(
+            intensity,
+            color="#cc0000",
+            linewidth=2,
+            label=f"{compiled.name}: {intensity:.3g} FLOP/byte (time it to place it)",
+            gid="intensity",
+        )
+    if ys:
+        ax.set_ylim(min(ys) / 3, max(ys) * 3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="lower right")
+    where = f" on {peak.name}" if peak is not None else ""
+    title = f"{compiled.name}: roofline{where}"
+    ax.set_title("\n".join([title, *notes]), fontsize=10)
+    return fig
+
+
+def _draw_roofs(ax: Axes, peak: DevicePeak, intensity: float | None) -> list[float]:
+    """The memory and compute roofs around the ridge point; returns their FLOP/s extent."""
+    compute, bandwidth = peak.flops_per_second, peak.bytes_per_second
+    ridge = compute / bandwidth
+    low = min(ridge / 100, intensity / 10) if intensity else ridge / 100
+    high = max(ridge * 100, intensity * 10) if intensity else ridge * 100
+    ax.plot(
+        [low, ridge],
+        [bandwidth * low, compute],
+        color="#3d85c6",
+        linewidth=2,
+        label=f"memory roof: {peak.hbm_gbps:g} GB/s",
+        gid="memory-roof",
+    )
+    ax.plot(
+        [ridge, high],
+        [compute, compute],
+        color="#e69138",
+        linewidth=2,
+        label=f"compute roof: {peak.bf16_tflops:g} TFLOP/s (bf16)",
+        gid="compute-roof",
+    )
+    ax.axvline(ridge, color="#999999", linestyle=":", linewidth=1, gid="ridge")
+    ax.annotate(
+        f"ridge {ridge:.3g} FLOP/byte",
+        (ridge, compute),
+        textcoords="offset points",
+        xytext=(4, -12),
+        fontsize=8,
+        color="#666666",
+    )
+    ax.set_xlim(low, high)
+    return [bandwidth * low, compute]
+
+
+def _tick_formatter(format_value: Any) -> Any:
+    from matplotlib.ticker import FuncFormatter
+
+    return FuncFormatter(lambda value, _: format_value(value) if value > 0 else "0")
+
+
+def _check_top(top: int) -> None:
+    if not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a positive int (how many rows to show), got {top!r}.")
