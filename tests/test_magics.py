@@ -182,8 +182,23 @@ def test_unload_removes_the_magics():
     assert ip.find_cell_magic("tpu_compile") is not None
 
 
-def test_import_tpukit_does_not_import_ipython():
-    code = "import sys, tpukit; print('IPython' in sys.modules)"
+def test_tpukit_works_where_ipython_is_not_installed():
+    # Accelerator images often lack IPython: only tpukit.magics may need it.
+    code = textwrap.dedent(
+        """
+        import sys
+
+        class NoIPython:
+            def find_spec(self, name, path=None, target=None):
+                if name == "IPython" or name.startswith("IPython."):
+                    raise ImportError("IPython is not installed here")
+
+        sys.meta_path.insert(0, NoIPython())
+        import tpukit
+        c = tpukit.compile(lambda x: x * 2, tpukit.shape("f32[4]"))
+        print(c.cost.flops >= 0, "IPython" in sys.modules)
+        """
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "False"
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.split() == ["True", "False"]
