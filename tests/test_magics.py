@@ -112,6 +112,41 @@ def test_help_is_real(shell):
     assert "--repeat" in shell.find_line_magic("tpu_timeit").__doc__
 
 
+def test_graph_magic_and_graph_option(shell, capsys):
+    result = run(shell, "%tpu_graph double(f32[16, 16])")
+    assert result.success, result.error_in_exec
+    graph = result.result
+    assert type(graph).__name__ == "HloGraph" and graph.stage == "optimized"
+    assert "<script" in graph._repr_html_()
+    result = run(shell, "%tpu_graph --stage lowered double(f32[16, 16])")
+    assert result.result.stage == "lowered"
+    result = run(shell, "%%tpu_compile --graph double(f32[4])\ndouble = double")
+    assert result.success, result.error_in_exec
+    assert "HloGraph" in capsys.readouterr().out  # shown after the summary
+
+
+def test_sharded_compile_shows_mesh_shardings_and_collectives(shell, capsys):
+    run(shell, "w = np.ones((784, 10), np.float32)")
+    result = run(
+        shell,
+        "%%tpu_compile --mesh data=4,model=2 --shard x=data --shard w=None,model predict_sharded(w, f32[1024,784])\n"
+        "def predict_sharded(w, x):\n    return jax.nn.softmax(x @ w)",
+    )
+    assert result.success, result.error_in_exec
+    out = capsys.readouterr().out
+    assert "mesh               data=4 x model=2 over 8 devices" in out
+    assert "w: P(None,model), x: P(data) -> P(data,model)" in out
+    assert "all-reduce x2" in out
+    compiled = shell.user_ns["predict_sharded_compiled"]
+    assert compiled.mesh == {"data": 4, "model": 2}
+    assert [c.opcode for c in compiled.collectives()] == ["all-reduce"]
+    y = compiled(
+        shell.user_ns["w"], np.ones((1024, 784), np.float32)
+    )  # host data is placed for the call
+    assert len(y.sharding.device_set) == 8
+    np.testing.assert_allclose(np.asarray(y).sum(axis=1), 1.0, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "cell, expected",
     [
@@ -129,6 +164,12 @@ def test_help_is_real(shell):
         ("%tpu_compile --colour double(data)", "Unknown option '--colour'"),
         ("%tpu_compile -o 1bad double(data)", "valid name"),
         ("%tpu_timeit -r 0 double(data)", "at least 1"),
+        ("%tpu_compile --shard x=data double(data)", "--shard needs --mesh"),
+        ("%tpu_compile --mesh data=16 double(data)", "needs 16 devices but 8 are here"),
+        ("%tpu_compile --mesh data double(data)", "AXIS=SIZE"),
+        ("%tpu_compile --mesh data=8 --shard x=data double(data)", "cannot be split 8 ways"),
+        ("%tpu_compile --mesh data=2 --shard y=data double(data)", "not an argument of this call"),
+        ("%tpu_compile --mesh data=2 --shard x=model double(data)", "no axis 'model'"),
     ],
 )
 def test_bad_input_is_a_usage_error_and_loses_nothing(shell, capsys, cell, expected):

@@ -170,3 +170,37 @@ def fusions_of(module: HloModule) -> list[Fusion]:
                 )
             )
     return sorted(found, key=lambda f: (-f.flops, -f.bytes, f.name))
+
+
+@dataclass(frozen=True)
+class Collective:
+    """Cross-device communication of one kind in a program: how often, how many bytes.
+
+    ``bytes`` sums the result sizes (per device) of every instruction of this
+    opcode; async pairs count once (the ``-start``), and collectives inside loop
+    bodies count once per appearance in the program text, not per iteration.
+    """
+
+    opcode: str
+    count: int
+    bytes: int
+
+
+def collectives_of(module: HloModule) -> list[Collective]:
+    """All-reduce, all-gather, reduce-scatter, all-to-all, collective-permute... largest first."""
+    from tpukit.hlo._cost import COLLECTIVE_OPS
+
+    found: dict[str, list[int]] = {}
+    for instr in module.instructions():
+        if instr.opcode not in COLLECTIVE_OPS or instr.opcode.endswith("-done"):
+            continue
+        opcode = instr.opcode.removesuffix("-start")
+        shape = instr.shape
+        result = shape.elements[-1] if shape.dtype == "tuple" and shape.elements else shape
+        entry = found.setdefault(opcode, [0, 0])
+        entry[0] += 1
+        entry[1] += result.nbytes
+    return sorted(
+        (Collective(op, count, nbytes) for op, (count, nbytes) in found.items()),
+        key=lambda c: (-c.bytes, c.opcode),
+    )

@@ -24,10 +24,20 @@ from typing import Any, Literal
 
 import jax
 
-from tpukit._analysis import Cost, Fusion, Memory, cost_of, fusions_of, memory_of
+from tpukit._analysis import (
+    Collective,
+    Cost,
+    Fusion,
+    Memory,
+    collectives_of,
+    cost_of,
+    fusions_of,
+    memory_of,
+)
 from tpukit._compile_cache import cache_hit_count
 from tpukit._errors import CompileError
 from tpukit._peaks import peak_for
+from tpukit._placement import mesh_of
 from tpukit._signature import Signature, bind_arguments
 from tpukit._timing import TimingResult, time_call
 from tpukit.hlo import HloModule, op_counts, parse_hlo
@@ -163,10 +173,34 @@ class Compiled:
     def device_kind(self) -> str:
         return self.devices[0].device_kind
 
+    @property
+    def input_shardings(self) -> dict[str, Any]:
+        """The sharding of each traced argument by name (a pytree of them for pytree arguments)."""
+        (positional, keywords), _ = self.jax_compiled.input_shardings
+        names = [p.name for p in self.signature.arrays if not p.keyword]
+        return {**dict(zip(names, positional)), **keywords}
+
+    @property
+    def output_shardings(self) -> Any:
+        """The sharding of the output (a pytree of them for pytree outputs)."""
+        return self.jax_compiled.output_shardings
+
+    @property
+    def mesh(self) -> dict[str, int] | None:
+        """Axis sizes of the device mesh the program is partitioned over, e.g. ``{"data": 8}``."""
+        return mesh_of((self.jax_compiled.input_shardings, self.output_shardings))
+
+    def collectives(self) -> list[Collective]:
+        """The cross-device collectives XLA put in the optimized program (count and bytes each)."""
+        return collectives_of(self.hlo_module("optimized"))
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
         traced_args, traced_kwargs = self.signature.check_call(args, kwargs)
-        return self.jax_compiled(traced_args, traced_kwargs)
+        traced = (traced_args, traced_kwargs)
+        if len(self.devices) > 1:
+            traced = _place_like(traced, self.jax_compiled.input_shardings[0])
+        return self.jax_compiled(*traced)
 
     def hlo_text(self, stage: Stage = "optimized") -> str:
         """The HLO text of the ``"lowered"`` program (as JAX emitted it, with source
@@ -270,6 +304,17 @@ class Compiled:
         from tpukit._summary import summary_html
 
         return summary_html(self)
+
+
+def _place_like(tree: Any, shardings: Any) -> Any:
+    """Move the leaves whose placement differs from the compiled one (host data, other layouts)."""
+
+    def place(leaf: Any, sharding: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.sharding == sharding:
+            return leaf
+        return jax.device_put(leaf, sharding)
+
+    return jax.tree_util.tree_map(place, tree, shardings)
 
 
 def _check_stage(stage: str) -> None:

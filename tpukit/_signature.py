@@ -135,7 +135,7 @@ def bind_arguments(
     function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> tuple[Parameter, ...]:
     """Name every argument of a call and decide whether it is traced or static."""
-    names = _positional_names(function, args, kwargs)
+    names = positional_names(function, args, kwargs)
     positional = [_parameter(name, value) for name, value in zip(names, args)]
     keywords = [_parameter(name, value, keyword=True) for name, value in kwargs.items()]
     return tuple(positional + keywords)
@@ -148,7 +148,7 @@ def _parameter(name: str, value: Any, keyword: bool = False) -> Parameter:
     return Parameter(name, kind, value, keyword)
 
 
-def _positional_names(
+def positional_names(
     function: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> list[str]:
     try:

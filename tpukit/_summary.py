@@ -10,6 +10,7 @@ import html
 from typing import TYPE_CHECKING
 
 from tpukit._devices import format_bytes
+from tpukit._placement import describe_tree_shardings
 from tpukit._timing import format_flops, format_seconds
 
 if TYPE_CHECKING:
@@ -40,7 +41,8 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
         "XLA cost analysis: "
         + (format_flops(cost.backend_flops) if cost.backend_flops is not None else "none")
     )
-    facts = [("FLOPs", f"{flops}  ({'; '.join(detail)})")]
+    per_device = " per device" if len(c.devices) > 1 else ""
+    facts = [(f"FLOPs{per_device}", f"{flops}  ({'; '.join(detail)})")]
     if cost.transcendentals is not None:
         facts.append(("transcendentals", f"{cost.transcendentals:,.0f}"))
     if cost.bytes_accessed is not None:
@@ -52,11 +54,14 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
                 + (f"  ({intensity:.3g} FLOP/byte)" if intensity is not None else ""),
             )
         )
+    devices = c.devices
+    if len(devices) > 1:
+        facts += _placement_facts(c)
     memory = c.memory
     if memory is not None:
         facts.append(
             (
-                "memory",
+                "memory per device" if len(devices) > 1 else "memory",
                 f"arguments {format_bytes(memory.argument_bytes)}, outputs {format_bytes(memory.output_bytes)}, "
                 f"temporaries {format_bytes(memory.temp_bytes)}, code {format_bytes(memory.generated_code_bytes)}"
                 + (f", aliased {format_bytes(memory.alias_bytes)}" if memory.alias_bytes else ""),
@@ -74,6 +79,24 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
         )
     )
     return facts
+
+
+def _placement_facts(c: Compiled) -> list[tuple[str, str]]:
+    mesh = c.mesh
+    mesh_text = " x ".join(f"{axis}={size}" for axis, size in mesh.items()) if mesh else "none"
+    inputs = ", ".join(
+        f"{name}: {describe_tree_shardings(s)}" for name, s in c.input_shardings.items()
+    )
+    collectives = c.collectives()
+    return [
+        ("mesh", f"{mesh_text} over {len(c.devices)} devices"),
+        ("shardings", f"{inputs or '-'} -> {describe_tree_shardings(c.output_shardings)}"),
+        (
+            "collectives",
+            ", ".join(f"{k.opcode} x{k.count} ({format_bytes(k.bytes)})" for k in collectives)
+            or "none",
+        ),
+    ]
 
 
 def _op_rows(c: Compiled) -> list[tuple[str, int, int]]:

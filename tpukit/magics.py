@@ -21,6 +21,7 @@ from tpukit._call_line import CallSpec, parse_call_line
 from tpukit._compiled import Compiled, compile
 from tpukit._devices import devices
 from tpukit._errors import TpukitError
+from tpukit._placement import parse_mesh, parse_partition_spec, place_arguments
 
 _CALL_HELP = (
     "The call to compile, as you would write it: f(data), model_fwd(params, x), or with "
@@ -69,12 +70,25 @@ class TpuMagics(Magics):
         except TpukitError as exc:
             raise UsageError(str(exc)) from None
 
-    def _compile(self, spec: CallSpec) -> Compiled:
+    def _compile(self, spec: CallSpec, mesh: str | None = None, shard: list[str] = ()) -> Compiled:
         function = spec.function
         if isinstance(function, Compiled):
             function = function.function
+        if shard and not mesh:
+            raise UsageError("--shard needs --mesh, e.g. --mesh data=8 --shard x=data.")
         try:
-            return compile(function, *spec.args, **spec.kwargs)
+            args, kwargs = spec.args, spec.kwargs
+            if mesh:
+                specs = {}
+                for item in shard:
+                    name, sep, text = item.partition("=")
+                    if not sep:
+                        raise UsageError(
+                            f"Cannot read --shard {item!r}: write NAME=SPEC, e.g. x=data."
+                        )
+                    specs[name] = parse_partition_spec(text)
+                args, kwargs = place_arguments(function, args, kwargs, parse_mesh(mesh), specs)
+            return compile(function, *args, **kwargs)
         except TpukitError as exc:
             raise UsageError(str(exc)) from None
 
@@ -91,6 +105,17 @@ class TpuMagics(Magics):
     )
     @argument(
         "--graph", action="store_true", help="Also show the interactive graph of the optimized HLO."
+    )
+    @argument(
+        "--mesh",
+        help="Partition over a device mesh, e.g. data=8 or data=4,model=2 (-1: the remaining devices).",
+    )
+    @argument(
+        "--shard",
+        action="append",
+        default=[],
+        help="NAME=SPEC: how argument NAME is split over the mesh, one entry per dimension, "
+        "e.g. x=data or w=None,model (repeatable; unnamed arguments are replicated).",
     )
     @argument("call", nargs="*", help=_CALL_HELP)
     @no_var_expand
@@ -112,6 +137,8 @@ class TpuMagics(Magics):
 
             %tpu_compile -o fwd predict(params, batch)
             fwd(params, batch)
+
+            %tpu_compile --mesh data=8 --shard x=data predict(params, f32[1024,784])
         """
         args, call_text = split_options(self.tpu_compile, line)
         if cell is not None and cell.strip():
@@ -119,7 +146,7 @@ class TpuMagics(Magics):
             if not result.success:
                 raise UsageError("The cell raised an error (shown above), so nothing was compiled.")
         spec = self._call(call_text)
-        compiled = self._compile(spec)
+        compiled = self._compile(spec, args.mesh, args.shard)
         name = (
             args.name
             or spec.function_name.replace(".", "_").replace("[", "_").strip("_]") + "_compiled"
