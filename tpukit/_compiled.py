@@ -196,11 +196,14 @@ class Compiled:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
-        traced_args, traced_kwargs = self.signature.check_call(args, kwargs)
-        traced = (traced_args, traced_kwargs)
+        return self.jax_compiled(*self._traced_arguments(args, kwargs))
+
+    def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+        __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
+        traced = self.signature.check_call(args, kwargs)
         if len(self.devices) > 1:
             traced = _place_like(traced, self.jax_compiled.input_shardings[0])
-        return self.jax_compiled(*traced)
+        return traced
 
     def hlo_text(self, stage: Stage = "optimized") -> str:
         """The HLO text of the ``"lowered"`` program (as JAX emitted it, with source
@@ -281,7 +284,7 @@ class Compiled:
         from tpukit._sample_data import concrete_arguments
 
         args, kwargs = concrete_arguments(self.signature, args, kwargs)
-        traced_args, traced_kwargs = self.signature.check_call(args, kwargs)
+        traced_args, traced_kwargs = self._traced_arguments(args, kwargs)
         executable = self.jax_compiled
         times, number = time_call(
             lambda: executable(traced_args, traced_kwargs), number=number, repeat=repeat
