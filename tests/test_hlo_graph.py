@@ -13,15 +13,8 @@ import jax.numpy as jnp
 import pytest
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._graph_view import (
-    INSTRUCTION,
-    MAX_CHILDREN,
-    OPEN_NODES,
-    PART,
-    SCOPE,
-    HloGraph,
-    graph,
-)
+from tpukit.hlo._graph_data import INSTRUCTION, MAX_CHILDREN, OPEN_NODES, PART, SCOPE
+from tpukit.hlo._graph_view import HloGraph, graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 

@@ -15,7 +15,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_view import _GraphData
+    from tpukit.hlo._graph_data import _GraphData
 
 #: Fill colours by op category, the same as the interactive view's.
 CATEGORY_COLORS = {
@@ -39,7 +39,7 @@ def quote(text: str) -> str:
 
 def graph_to_dot(data: _GraphData, title: str) -> str:
     """DOT text for the ENTRY computation of ``data`` (see the module docstring)."""
-    from tpukit.hlo._graph_view import INSTRUCTION, _category
+    from tpukit.hlo._graph_data import INSTRUCTION, _category
 
     lines = [
         f"digraph {quote(title)} {{",
