@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # The MNIST tutorial, end to end, on whatever device is here; the executed notebook
-# (with its plots and graphs) is written to out/.
+# (with its plots and graphs) and an HTML export are written to out/.
 demo: $(VENV)/.installed
 	$(BIN)/python scripts/run_notebook.py notebooks/01_mnist_mlp.ipynb -o out/01_mnist_mlp.ipynb
 

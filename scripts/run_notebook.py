@@ -5,7 +5,7 @@
 The cell tagged ``parameters`` is given the ``-p NAME=VALUE`` values (Python literals),
 the notebook runs in a fresh kernel on whatever device is here, the text each cell
 prints is echoed, and the executed notebook is written (with its plots and HTML) to
-``--output``. Exits non-zero at the first failing cell, naming it.
+``--output`` with an HTML export beside it. Exits non-zero at the first failing cell, naming it.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
+from nbconvert import HTMLExporter
 
 
 def inject_parameters(notebook: nbformat.NotebookNode, values: dict[str, object]) -> None:
@@ -89,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(notebook, args.output)
-        print(f"Executed notebook written to {args.output}")
+        page = args.output.with_suffix(".html")
+        page.write_text(HTMLExporter().from_notebook_node(notebook)[0], encoding="utf-8")
+        print(f"Executed notebook written to {args.output}, and as a web page to {page}")
     if failed:
         index, exc = failed
         print(f"error: cell {index} of {args.notebook} failed:\n{exc}", file=sys.stderr)

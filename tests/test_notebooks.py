@@ -4,7 +4,11 @@ Data comes from the MNIST sample bundled with tpukit (TPUKIT_MNIST=sample): no n
 """
 
 import importlib.util
+import json
 import os
+import subprocess
+import sys
+import sysconfig
 from pathlib import Path
 
 import nbformat
@@ -17,7 +21,9 @@ run_notebook = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_notebook)
 
 
-def execute(path: Path, tmp_path: Path, monkeypatch, **parameters) -> nbformat.NotebookNode:
+def execute(
+    path: Path, tmp_path: Path, monkeypatch, kernel_name="python3", **parameters
+) -> nbformat.NotebookNode:
     monkeypatch.setenv("TPUKIT_MNIST", "sample")
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
     monkeypatch.delenv("XLA_FLAGS", raising=False)  # the notebooks run on the machine's devices
@@ -26,7 +32,7 @@ def execute(path: Path, tmp_path: Path, monkeypatch, **parameters) -> nbformat.N
     NotebookClient(
         notebook,
         timeout=600,
-        kernel_name="python3",
+        kernel_name=kernel_name,
         resources={"metadata": {"path": str(tmp_path)}},
     ).execute()
     return notebook
@@ -56,6 +62,8 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     assert "was compiled for predict(model" in text  # the refused call explains itself
     assert "tpukit-graph" in text or "<script" in text  # the interactive HLO graph was rendered
     assert "restored model: test accuracy" in text
+    assert "test accuracy" in text and "training speed:" in text and "steps/s" in text
+    assert "Compiled predict for CPU" in text  # the compile summary
     assert "image/png" in str(
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
     )
@@ -71,17 +79,108 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     assert "while loop ops" in text
 
 
-def test_install_notebook_checks_without_installing(tmp_path, monkeypatch):
-    nb = execute(ROOT / "install" / "colab_install.ipynb", tmp_path, monkeypatch, INSTALL=False)
+@pytest.fixture()
+def fresh_venv(tmp_path):
+    """A new virtual environment without tpukit that borrows the test environment's other
+    packages (jax, ipykernel, pip, setuptools...) through a .pth file: installs into it
+    need no network. Also a Jupyter kernel spec that runs in it."""
+    venv = tmp_path / "fresh-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    Path(purelib, "borrowed.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    kernels = tmp_path / "jupyter" / "kernels" / "fresh"
+    kernels.mkdir(parents=True)
+    (kernels / "kernel.json").write_text(
+        json.dumps(
+            {
+                "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                "display_name": "fresh venv",
+                "language": "python",
+            }
+        )
+    )
+    check = subprocess.run(
+        [str(python), "-c", "import tpukit; print(tpukit.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert check.returncode != 0, (
+        f"the fresh environment must start without tpukit, found {check.stdout}"
+    )
+    return venv
+
+
+def test_install_notebook_installs_from_the_checkout_into_a_fresh_venv(
+    tmp_path, monkeypatch, fresh_venv
+):
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    nb = execute(
+        ROOT / "install" / "install_tpukit.ipynb",
+        tmp_path,
+        monkeypatch,
+        kernel_name="fresh",
+        TPUKIT_SOURCE=str(ROOT),
+        PIP_OPTIONS=["--no-index", "--no-build-isolation"],
+    )
     text = outputs_text(nb)
-    assert "JAX is already installed: keeping it." in text
+    assert "Keeping the preinstalled JAX: it already sees the accelerator." in text
     assert "tpukit installed" in text
-    assert "CPU device" in text
+    assert f"from {fresh_venv}" in text  # the kernel imports the freshly installed copy
+    assert "CPU device" in text and "Stored as check_compiled." in text
+    assert "tpukit works: compiled and ran a function" in text
+
+
+def test_install_script_installs_from_the_checkout_into_a_fresh_venv(fresh_venv, tmp_path):
+    env = {
+        **os.environ,
+        "PYTHON": str(fresh_venv / "bin" / "python"),
+        "TPUKIT_SOURCE": str(ROOT),
+        "PIP_OPTIONS": "--no-index --no-build-isolation",
+        "JAX_PLATFORMS": "cpu",
+    }
+    env.pop("XLA_FLAGS", None)
+    done = subprocess.run(
+        ["sh", str(ROOT / "install" / "install.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Keeping the installed JAX" in done.stdout
+    assert "tpukit works: compiled and ran a function on cpu" in done.stdout
+    assert "Compiled <lambda> for CPU" in done.stdout
+
+
+def test_install_script_says_what_to_do_when_the_source_is_wrong(fresh_venv, tmp_path):
+    env = {
+        **os.environ,
+        "PYTHON": str(fresh_venv / "bin" / "python"),
+        "TPUKIT_SOURCE": str(tmp_path / "nowhere"),
+        "PIP_OPTIONS": "--no-index --no-build-isolation",
+        "JAX_PLATFORMS": "cpu",
+    }
+    done = subprocess.run(
+        ["sh", str(ROOT / "install" / "install.sh")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 1
+    assert "error: pip could not install" in done.stderr and "next:" in done.stderr
 
 
 @pytest.mark.parametrize(
     "path",
-    sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "install" / "colab_install.ipynb"],
+    sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "install" / "install_tpukit.ipynb"],
 )
 def test_every_notebook_has_a_colab_badge_and_a_parameters_cell(path):
     notebook = nbformat.read(path, as_version=4)
