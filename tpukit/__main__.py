@@ -1,4 +1,4 @@
-"""Command line: ``python -m tpukit info``, ``compile`` and ``demo``.
+"""Command line: ``python -m tpukit info``, ``compile``, ``demo`` and ``launch``.
 
 ``info`` prints the device table; ``compile MODULE:FUNCTION SHAPE...`` prints the
 summary of a compile from a terminal, e.g.::
@@ -7,6 +7,8 @@ summary of a compile from a terminal, e.g.::
     python -m tpukit compile mypackage.layers:dense "bf16[8,512]" --kw "train=False"
 
 Arguments are shapes in HLO notation or Python literals (held static).
+``launch -n 2 --devices-per-process 4 train.py`` runs a script as two local
+processes of one ``jax.distributed`` run.
 """
 
 from __future__ import annotations
@@ -99,6 +101,17 @@ def _command_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _command_launch(args: argparse.Namespace) -> int:
+    from tpukit._launch import launch
+
+    return launch(
+        args.script,
+        args.script_args,
+        processes=args.processes,
+        devices_per_process=args.devices_per_process,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tpukit", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -119,6 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     comp.set_defaults(run=_command_compile)
     demo = commands.add_parser("demo", help="a short end-to-end tour on this machine's device")
     demo.set_defaults(run=_command_demo)
+    run = commands.add_parser(
+        "launch",
+        help="run SCRIPT as N local processes of one jax.distributed run (simulated CPU hosts)",
+        description="Start N processes of SCRIPT, each with K simulated CPU devices, joined "
+        "through a coordinator on 127.0.0.1; the script's tpukit.connect() joins the run.",
+    )
+    run.add_argument("-n", "--processes", type=int, required=True, help="how many processes")
+    run.add_argument(
+        "--devices-per-process", type=int, default=1, help="simulated CPU devices per process"
+    )
+    run.add_argument("script", help="the Python file each process runs")
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
+    run.set_defaults(run=_command_launch)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

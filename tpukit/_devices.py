@@ -189,7 +189,10 @@ def connect(
         be called before JAX starts; afterwards it raises with how to restart.
       coordinator, num_processes, process_id: join a multi-host run through
         ``jax.distributed.initialize`` (on Cloud TPU pods all three are detected
-        when omitted, which is what ``coordinator="auto"`` asks for).
+        when omitted, which is what ``coordinator="auto"`` asks for). When all
+        three are omitted, the environment variables ``TPUKIT_COORDINATOR``
+        (``HOST:PORT``), ``TPUKIT_NUM_PROCESSES`` and ``TPUKIT_PROCESS_ID`` are used
+        if set, as ``python -m tpukit launch -n 2 script.py`` sets them.
       initialization_timeout: seconds to wait for the coordinator.
 
     Returns:
@@ -206,12 +209,35 @@ def connect(
     env = detect_environment()
     if cpu_devices is not None:
         _simulate_cpu_devices(cpu_devices)
+    if coordinator is None and num_processes is None and process_id is None:
+        coordinator, num_processes, process_id = _distributed_from_environment()
     if coordinator is not None or num_processes is not None or process_id is not None:
         _join_distributed(coordinator, num_processes, process_id, initialization_timeout)
     found = _devices_for(platform, env)
     if platform != "auto":
         jax.config.update("jax_default_device", found[0])
     return DeviceTable(found, env)
+
+
+def _distributed_from_environment() -> tuple[str | None, int | None, int | None]:
+    """The run ``python -m tpukit launch`` describes in ``TPUKIT_*`` variables, if any."""
+    address = os.environ.get("TPUKIT_COORDINATOR")
+    if not address:
+        return None, None, None
+    try:
+        return (
+            address,
+            int(os.environ["TPUKIT_NUM_PROCESSES"]),
+            int(os.environ["TPUKIT_PROCESS_ID"]),
+        )
+    except (KeyError, ValueError):
+        raise DeviceSetupError(
+            f"TPUKIT_COORDINATOR={address!r} is set, so TPUKIT_NUM_PROCESSES and "
+            "TPUKIT_PROCESS_ID must be whole numbers too; got "
+            f"{os.environ.get('TPUKIT_NUM_PROCESSES')!r} and "
+            f"{os.environ.get('TPUKIT_PROCESS_ID')!r}. Start the script with "
+            "python -m tpukit launch, or unset TPUKIT_COORDINATOR."
+        ) from None
 
 
 def _devices_for(platform: str, env: Environment) -> list[Any]:

@@ -11,23 +11,34 @@ Example::
     >>> tpukit.evaluate(model, (x_test, y_test), batch_size=1000)   # doctest: +SKIP
     {'loss': 0.08, 'accuracy': 0.975}
 
+The same call scales out: ``sharding="data"`` (the default) splits each batch
+over every device of every process, ``sharding="fsdp"`` splits the parameters
+too, and ``sharding=MeshRules(mesh, rules)`` takes your own mesh and partition
+rules; with ``jax.distributed`` joined (``tpukit.connect``), every process runs
+the same ``fit``.
+
 Modules: ``_fit`` (the loop), ``_steps`` (the compiled functions), ``_data``
-(device-resident and streamed data), ``_mesh`` (every sharding decision),
-``_losses``, ``_validate``, ``_history``, ``_progress``, ``_checkpoint``.
+(device-resident and streamed data), ``_mesh`` (every sharding decision: the
+plans), ``_layout`` (array paths, multi-process placement, the sharding
+summary), ``_losses``, ``_validate``, ``_history``, ``_progress``, ``_checkpoint``.
 """
 
 from ._checkpoint import CheckpointError
 from ._evaluate import evaluate
 from ._fit import NonFiniteLossError, Trainer, fit
 from ._history import History
+from ._layout import ShardingSummary
 from ._losses import accuracy, cross_entropy, top_k_accuracy
-from ._mesh import DataParallel
+from ._mesh import FSDP, DataParallel, MeshRules
 
 __all__ = [
     "CheckpointError",
     "DataParallel",
+    "FSDP",
     "History",
+    "MeshRules",
     "NonFiniteLossError",
+    "ShardingSummary",
     "Trainer",
     "accuracy",
     "cross_entropy",

@@ -28,6 +28,9 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from ._layout import is_key as _is_key
+from ._layout import leaf_paths
+
 FORMAT = "tpukit.fit/1"
 _TMP_MARK = ".orbax-checkpoint-tmp"
 
@@ -36,27 +39,10 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, unfinished, or does not match the model being trained."""
 
 
-def _key_name(k: Any) -> str:
-    for attr in ("key", "name", "idx"):
-        if hasattr(k, attr):
-            return str(getattr(k, attr))
-    return str(k)
-
-
 def flatten(tree: dict[str, Any]) -> tuple[list[str], list[Any], Any]:
     """``(names, leaves, treedef)`` with readable names like ``params/l1/kernel``."""
-    flat, treedef = jax.tree_util.tree_flatten_with_path(tree)
-    names = []
-    for path, _ in flat:
-        parts = [_key_name(k) for k in path]
-        if parts and parts[-1] == "value":
-            parts = parts[:-1]
-        names.append("/".join(parts))
-    return names, [leaf for _, leaf in flat], treedef
-
-
-def _is_key(x: Any) -> bool:
-    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+    items = leaf_paths(tree)
+    return [n for n, _ in items], [leaf for _, leaf in items], jax.tree.structure(tree)
 
 
 def describe(leaves: list[Any]) -> tuple[list[list[int]], list[str]]:

@@ -39,7 +39,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ._mesh import DataParallel
+from ._mesh import Plan
 
 
 def _kind_and_arrays(data: Any, name: str) -> tuple[str, Any]:
@@ -102,8 +102,9 @@ def check_lengths(arrays: Any, name: str) -> int:
     return next(iter(lengths.values()))
 
 
-def check_batch_size(batch_size: Any, n: int | None, n_devices: int, name: str) -> int:
-    """Validate ``batch_size`` against the dataset size and the device count."""
+def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> int:
+    """Validate ``batch_size`` against the dataset size and how the plan splits batches."""
+    shards = plan.batch_shards
     if (
         not isinstance(batch_size, (int, np.integer))
         or isinstance(batch_size, bool)
@@ -114,15 +115,16 @@ def check_batch_size(batch_size: Any, n: int | None, n_devices: int, name: str) 
     if n is not None and batch_size > n:
         raise ValueError(
             f"batch_size={batch_size} is larger than {name}, which has {n} examples. "
-            f"Pick batch_size <= {n - n % n_devices or n_devices}."
+            f"Pick batch_size <= {n - n % shards or shards}."
         )
-    if batch_size % n_devices:
-        lower = batch_size - batch_size % n_devices
-        upper = lower + n_devices
+    if batch_size % shards:
+        lower = batch_size - batch_size % shards
+        upper = lower + shards
         choices = f"{lower} or {upper}" if lower else f"{upper}"
         raise ValueError(
-            f"batch_size={batch_size} does not divide evenly over the {n_devices} devices "
-            f"the batch is split across. Pick a multiple of {n_devices}, e.g. {choices}."
+            f"batch_size={batch_size} does not divide evenly over {plan.describe_batch_split()} "
+            f"the batch is split across (mesh {dict(plan.mesh.shape)}). Pick a multiple of "
+            f"{shards}, e.g. {choices}."
         )
     return batch_size
 
@@ -135,12 +137,12 @@ class ResidentData:
     the first :attr:`n` rows.
     """
 
-    def __init__(self, data: Any, plan: DataParallel, name: str):
+    def __init__(self, data: Any, plan: Plan, name: str):
         self.kind, arrays = _kind_and_arrays(data, name)
         arrays = jax.tree.map(lambda a: _as_array(a, name), arrays)
         self.n = check_lengths(arrays, name)
         self.host = arrays
-        pad = (-self.n) % plan.n_devices
+        pad = (-self.n) % plan.batch_shards
         if pad:
             arrays = jax.tree.map(
                 lambda a: jnp.concatenate(
@@ -192,9 +194,7 @@ class StreamedData:
     ``__iter__`` starts over to train several.
     """
 
-    def __init__(
-        self, data: Iterable, plan: DataParallel, batch_size: int | None, name: str, epochs: int
-    ):
+    def __init__(self, data: Iterable, plan: Plan, batch_size: int | None, name: str, epochs: int):
         if not isinstance(data, Iterable):
             raise TypeError(
                 f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or "
@@ -222,7 +222,7 @@ class StreamedData:
                 f"batch_size={batch_size} but the batches of {name} hold {inferred} examples. "
                 "Leave batch_size=None for iterables, or re-batch the data."
             )
-        self.batch_size = check_batch_size(inferred, None, plan.n_devices, f"{name} batches")
+        self.batch_size = check_batch_size(inferred, None, plan, f"{name} batches")
         self._example = jax.tree.map(lambda a: _as_array(a, name), arrays)
         self._warned = False
 

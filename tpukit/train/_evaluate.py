@@ -17,7 +17,7 @@ from flax import nnx
 from . import _steps
 from ._data import ResidentData, check_batch_size, is_array_dataset
 from ._losses import Metric
-from ._mesh import DataParallel, resolve_plan
+from ._mesh import Plan, resolve_plan
 from ._validate import check_model, check_objective, objective_for
 
 
@@ -28,7 +28,7 @@ def evaluate(
     batch_size: int | None = None,
     loss: Callable | None = None,
     metrics: Sequence[Metric] | None = None,
-    sharding: str | DataParallel = "data",
+    sharding: str | Plan = "data",
 ) -> dict[str, float]:
     """Mean loss and metrics of ``model`` over every example of ``data``.
 
@@ -45,6 +45,7 @@ def evaluate(
             1024 (rounded to the devices), capped at the dataset size.
         loss, metrics: as for :func:`fit`; default softmax cross-entropy and, for
             integer labels, accuracy.
+        sharding: as for :func:`fit`: ``"data"``, ``"fsdp"``, or a plan object.
 
     Returns:
         ``{"loss": float, "accuracy": float, ...}``.
@@ -58,12 +59,12 @@ def evaluate(
     plan = resolve_plan(sharding)
     source = ResidentData(data, plan, "data")
     if batch_size is None:
-        batch_size = max(plan.n_devices, 1024 - 1024 % plan.n_devices)
-    batch_size = check_batch_size(batch_size, None, plan.n_devices, "data")
+        batch_size = max(plan.batch_shards, 1024 - 1024 % plan.batch_shards)
+    batch_size = check_batch_size(batch_size, None, plan, "data")
     batch_size = min(batch_size, source.n)
     objective = objective_for(source, loss, metrics)
     graphdef, params, rest = _steps.split_model(model)
     check_objective(objective, graphdef, params, rest, source, batch_size, "data")
     fn = _steps.evaluation(graphdef, objective, plan, batch_size, source.n)
-    params, rest = plan.put_state(params), plan.put_state(rest)
+    params, rest, _ = plan.put_state(params, rest)
     return {k: float(v) for k, v in jax.device_get(fn(params, rest, source.arrays)).items()}

@@ -44,7 +44,7 @@ from ._data import (
 )
 from ._history import History
 from ._losses import Metric, Objective
-from ._mesh import DataParallel, resolve_plan
+from ._mesh import Plan, resolve_plan
 from ._progress import EpochBar
 from ._validate import check_model, check_objective, check_optimizer, objective_for
 
@@ -102,7 +102,7 @@ class Trainer:
         *,
         loss: Callable | None = None,
         metrics: Sequence[Metric] | None = None,
-        sharding: str | DataParallel = "data",
+        sharding: str | Plan = "data",
         stop_on_nan: bool = True,
     ):
         check_model(model)
@@ -122,7 +122,7 @@ class Trainer:
                     f"batch_size is required when {name} is arrays; e.g. batch_size=128."
                 )
             source = ResidentData(data, self.plan, name)
-            check_batch_size(batch_size, source.n, self.plan.n_devices, name)
+            check_batch_size(batch_size, source.n, self.plan, name)
             return source, int(batch_size)
         source = StreamedData(data, self.plan, batch_size, name, epochs)
         return source, source.batch_size
@@ -170,7 +170,7 @@ class Trainer:
                     f"{source.kind} data; give both in the same form."
                 )
             eb = eval_batch_size or batch_size
-            eb = min(check_batch_size(eb, None, self.plan.n_devices, "eval_data"), eval_source.n)
+            eb = min(check_batch_size(eb, None, self.plan, "eval_data"), eval_source.n)
             check_objective(objective, graphdef, params, rest, eval_source, eb, "eval_data")
             evaluator = (
                 _steps.evaluation(graphdef, objective, self.plan, eb, eval_source.n),
@@ -217,7 +217,10 @@ class Trainer:
                 ckpt.check_new_run()
         run.epoch_base = epoch_base
         run.ckpt = ckpt
-        params, rest, opt_state = (self.plan.put_state(t) for t in (params, rest, opt_state))
+        run.history.sharding = self.plan.summary(params, opt_state, batch_size)
+        if verbose and jax.process_index() == 0:
+            print(f"tpukit.fit: {run.history.sharding}", flush=True)
+        params, rest, opt_state = self.plan.put_state(params, rest, opt_state)
         return run.loop(params, rest, opt_state)
 
 
@@ -295,9 +298,9 @@ class _Run:
     def restore(self, ckpt: _checkpoint.RunCheckpoints, params, rest, opt_state):
         tree = {"params": params, "state": rest, "optimizer": opt_state}
         names, leaves, treedef = _checkpoint.flatten(tree)
-        placed = self.t.plan.put_state(leaves)
-        shardings = [x.sharding for x in placed]
-        restored, rec = ckpt.load(names, placed, shardings)
+        p_sh, r_sh, o_sh = self.t.plan.state_shardings(params, rest, opt_state)
+        shardings = jax.tree.leaves({"params": p_sh, "state": r_sh, "optimizer": o_sh})
+        restored, rec = ckpt.load(names, leaves, shardings)
         expect = {
             "batch_size": self.batch_size,
             "n_examples": getattr(self.source, "n", None),
@@ -367,7 +370,7 @@ class _Run:
                     self.epoch + 1,
                     self.epochs,
                     self.steps_per_epoch,
-                    self.verbose,
+                    self.verbose and jax.process_index() == 0,
                     initial=self.step,
                 )
                 t_epoch = time.perf_counter()
@@ -472,7 +475,7 @@ def fit(
     resume: bool = False,
     callbacks: Sequence[Callable[[dict], Any]] = (),
     stop_on_nan: bool = True,
-    sharding: str | DataParallel = "data",
+    sharding: str | Plan = "data",
     verbose: bool = True,
 ) -> History:
     """Train ``model`` in place with ``optimizer``, running many steps per compiled call.
@@ -508,9 +511,18 @@ def fit(
         callbacks: functions called with each execution's figures; raising stops.
         stop_on_nan: stop with :class:`NonFiniteLossError` at the first non-finite
             loss or gradient, keeping the last good parameters.
-        sharding: how to place data and parameters; ``"data"`` (batch split over all
-            local devices, parameters replicated) for now.
-        verbose: show a ``tqdm`` bar per epoch.
+        sharding: how to spread the work over every device of every process
+            (``jax.devices()``): ``"data"`` (each batch split over the devices,
+            parameters and optimizer state replicated), ``"fsdp"`` (batch split, and
+            every parameter and optimizer array of at least 1024 elements split on
+            its largest dimension divisible by the device count), or a plan object:
+            :class:`DataParallel`, :class:`FSDP`, or :class:`MeshRules` (your own
+            ``Mesh`` and ``(regex, PartitionSpec)`` rules). The choice is printed
+            when ``fit`` starts and kept in ``History.sharding``. With several
+            processes (``tpukit.connect`` joined a ``jax.distributed`` run), every
+            process calls ``fit`` with the same arguments and data; only process 0
+            prints.
+        verbose: print the sharding line and show a ``tqdm`` bar per epoch.
 
     Returns:
         A :class:`History` of per-execution and per-epoch figures.

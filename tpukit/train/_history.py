@@ -27,12 +27,16 @@ class History:
             reached within the epoch), ``global_step``, ``loss``, metrics and
             ``steps_per_s``.
         stopped: ``None``, or why training stopped early (e.g. a non-finite loss).
+        sharding: a :class:`~tpukit.train.ShardingSummary` of the run's layout (mesh
+            shape, per-device batch, per-device parameter and optimizer bytes);
+            ``None`` for a history built by hand. Not stored in checkpoints.
     """
 
     def __init__(self) -> None:
         self.epochs: list[dict[str, Any]] = []
         self.executions: list[dict[str, Any]] = []
         self.stopped: str | None = None
+        self.sharding: Any = None
 
     def add_execution(self, record: dict[str, Any]) -> None:
         self.executions.append(dict(record))

@@ -1,99 +1,408 @@
 """Where arrays live during training: the one module that decides shardings.
 
 Every placement decision of :func:`tpukit.fit` and :func:`tpukit.evaluate` is
-made here, so that other layouts (fully sharded parameters, a ``(Mesh, rules)``
-pair, several hosts) can be added as new plans without touching the loop.
+made here, by a *plan*. A plan is a :class:`~jax.sharding.Mesh` over the devices
+of every process (``jax.devices()``), the mesh axes the batch is split along, and
+a :class:`~jax.sharding.PartitionSpec` for each array of the model and optimizer
+state. The compiled step only states the shardings it wants; GSPMD (XLA's
+partitioner) inserts the collectives.
 
-Today there is one plan, :class:`DataParallel`: a 1-D :class:`~jax.sharding.Mesh`
-over all local devices with one axis, ``"data"``. Batches are split along that
-axis; parameters and optimizer state are replicated.
+Three plans, chosen with ``fit(..., sharding=...)``:
+
+- ``"data"`` / :class:`DataParallel`: a 1-D mesh ``("data",)`` over all devices;
+  batches split along it, parameters and optimizer state replicated.
+- ``"fsdp"`` / :class:`FSDP`: the same mesh and batch split, and every parameter
+  and optimizer array of at least ``min_size`` elements (default 1024, i.e. 4 KiB
+  of float32) sharded along ``"data"`` on its largest dimension divisible by the
+  device count; smaller or indivisible arrays are replicated.
+- :class:`MeshRules`: your own mesh and ``(regex, PartitionSpec)`` rules.
 
 Example::
 
-    >>> plan = resolve_plan("data")
-    >>> plan.n_devices >= 1
-    True
-    >>> plan.batch_sharding(leading_axes=1).spec   # [steps, batch, ...]
-    PartitionSpec(None, 'data')
+    >>> plan = resolve_plan("fsdp")
+    >>> plan.spec_for("l1/kernel", (784, 128))       # 784 = 98 * 8 on 8 devices
+    PartitionSpec('data',)
+    >>> plan.spec_for("l1/bias", (128,))             # too small: replicated
+    PartitionSpec()
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
 import jax
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from ._layout import ShardingSummary, is_key, leaf_paths, place
 
 
-class DataParallel:
-    """Split the batch over ``devices`` (default: all local devices); replicate the rest.
+class Plan:
+    """What every plan shares: the mesh, the batch axes, and placing pytrees on them.
 
-    Args:
-        devices: the devices to use; ``None`` means ``jax.local_devices()``.
-        axis: the name of the mesh axis the batch is split along.
+    Subclasses say how a model array is split (:meth:`spec_for`). Optimizer
+    arrays that mirror a parameter (Adam's ``mu`` and ``nu``, momentum) take that
+    parameter's sharding; other optimizer arrays use :meth:`optimizer_spec_for`.
     """
 
-    kind = "data"
-
-    def __init__(self, devices: Sequence[jax.Device] | None = None, axis: str = "data"):
-        devices = list(jax.local_devices() if devices is None else devices)
-        self.axis = axis
-        self.mesh = Mesh(np.array(devices), (axis,))
+    kind = "plan"
+    mesh: Mesh
+    batch_axes: tuple[str, ...]
 
     @property
     def n_devices(self) -> int:
-        """How many devices share each batch."""
+        """How many devices the mesh holds (over every process)."""
         return self.mesh.size
 
+    @property
+    def batch_shards(self) -> int:
+        """Into how many pieces each batch is split (the product of the batch axes)."""
+        return math.prod(self.mesh.shape[a] for a in self.batch_axes)
+
+    def describe_batch_split(self) -> str:
+        """Words for error messages: what the batch is split over."""
+        if self.batch_shards == self.n_devices:
+            return f"the {self.n_devices} devices"
+        return f"the {self.batch_shards} shards of mesh axes {self.batch_axes}"
+
+    # ------------------------------------------------------------ shardings
     def replicated(self) -> NamedSharding:
-        """A full copy on every device (parameters, optimizer state, scalars)."""
+        """A full copy on every device (scalars, small arrays)."""
         return NamedSharding(self.mesh, PartitionSpec())
 
     def batch_sharding(self, leading_axes: int = 0) -> NamedSharding:
         """Split the batch axis, which comes after ``leading_axes`` unsplit axes."""
-        return NamedSharding(self.mesh, PartitionSpec(*([None] * leading_axes), self.axis))
+        axes = self.batch_axes[0] if len(self.batch_axes) == 1 else self.batch_axes
+        return NamedSharding(self.mesh, PartitionSpec(*([None] * leading_axes), axes))
 
-    def state_shardings(self, state: Any) -> Any:
-        """Shardings for a model/optimizer state pytree: all replicated in this plan."""
-        rep = self.replicated()
-        return jax.tree.map(lambda _: rep, state)
+    def spec_for(self, path: str, shape: tuple[int, ...]) -> PartitionSpec:
+        """The split of one model array, named by its '/'-joined path."""
+        return PartitionSpec()
 
-    def put_state(self, state: Any) -> Any:
-        """Place a model/optimizer state pytree on the mesh."""
-        return jax.device_put(state, self.state_shardings(state))
+    def optimizer_spec_for(self, path: str, shape: tuple[int, ...]) -> PartitionSpec:
+        """The split of an optimizer array that mirrors no parameter (e.g. Adam's count)."""
+        return PartitionSpec()
+
+    def check_paths(self, paths: list[str]) -> None:
+        """Raise when the plan refers to arrays the model does not have (see MeshRules)."""
+
+    def _specs(self, tree: Any) -> list[PartitionSpec]:
+        return [
+            PartitionSpec() if is_key(x) else self.spec_for(p, tuple(np.shape(x)))
+            for p, x in leaf_paths(tree)
+        ]
+
+    def state_shardings(self, params: Any, rest: Any, opt_state: Any = None) -> tuple:
+        """Shardings for ``(params, rest, opt_state)``, each a pytree like its input."""
+        p_items, r_items = leaf_paths(params), leaf_paths(rest)
+        self.check_paths([p for p, _ in p_items + r_items])
+        p_specs, r_specs = self._specs(params), self._specs(rest)
+        by_path = {p: (tuple(np.shape(x)), s) for (p, x), s in zip(p_items, p_specs, strict=True)}
+        o_specs = []
+        for path, x in leaf_paths(opt_state):
+            shape = tuple(np.shape(x))
+            o_specs.append(
+                _mirrored(path, shape, by_path)
+                or (PartitionSpec() if is_key(x) else self.optimizer_spec_for(path, shape))
+            )
+
+        def as_tree(tree: Any, specs: list[PartitionSpec]) -> Any:
+            treedef = jax.tree.structure(tree)
+            return jax.tree.unflatten(treedef, [NamedSharding(self.mesh, s) for s in specs])
+
+        return as_tree(params, p_specs), as_tree(rest, r_specs), as_tree(opt_state, o_specs)
+
+    # ------------------------------------------------------------ placing
+    def put_state(self, params: Any, rest: Any, opt_state: Any = None) -> tuple:
+        """Place ``(params, rest, opt_state)`` on the mesh; returns the placed triple."""
+        shardings = self.state_shardings(params, rest, opt_state)
+        trees = (params, rest, opt_state)
+        return tuple(jax.tree.map(place, t, s) for t, s in zip(trees, shardings, strict=True))
+
+    def constrain_state(self, state: tuple) -> tuple:
+        """Inside a compiled function: ask for ``(params, rest, opt_state)`` as planned."""
+        return jax.lax.with_sharding_constraint(state, self.state_shardings(*state))
 
     def put_dataset(self, arrays: Any) -> Any:
         """Place whole in-memory arrays, split along their first (example) axis.
 
-        The first axis must be a multiple of :attr:`n_devices`; the caller pads.
+        Every process passes the same (global) arrays and keeps only the rows of
+        its own devices. The first axis must be a multiple of :attr:`batch_shards`;
+        the caller pads.
         """
-        return jax.device_put(arrays, self.batch_sharding(0))
+        sharding = self.batch_sharding(0)
+        return jax.tree.map(lambda a: place(a, sharding), arrays)
 
     def put_batches(self, arrays: Any) -> Any:
         """Place stacked host batches ``[steps, batch, ...]``, split along the batch axis."""
-        return jax.device_put(arrays, self.batch_sharding(1))
+        sharding = self.batch_sharding(1)
+        return jax.tree.map(lambda a: place(a, sharding), arrays)
+
+    def put_replicated(self, tree: Any) -> Any:
+        """Place a pytree with a full copy on every device."""
+        sharding = self.replicated()
+        return jax.tree.map(lambda a: place(a, sharding), tree)
 
     def constrain_batch(self, arrays: Any, leading_axes: int = 0) -> Any:
         """Inside a compiled function: ask for the batch axis to be split."""
         sharding = self.batch_sharding(leading_axes)
         return jax.tree.map(lambda a: jax.lax.with_sharding_constraint(a, sharding), arrays)
 
+    def summary(self, params: Any, opt_state: Any, batch_size: int) -> ShardingSummary:
+        """What this plan does to a model and batch: mesh, per-device batch and bytes."""
+        p_sh, _, o_sh = self.state_shardings(params, {}, opt_state)
+        return ShardingSummary.build(self, params, p_sh, opt_state, o_sh, batch_size)
+
+    # ------------------------------------------------------------ identity
+    def _key(self) -> tuple:
+        return (self.kind, self.mesh, self.batch_axes)
+
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, DataParallel) and (other.mesh, other.axis) == (
-            self.mesh,
-            self.axis,
-        )
+        return type(other) is type(self) and other._key() == self._key()
 
     def __hash__(self) -> int:
-        return hash((self.kind, self.mesh, self.axis))
+        return hash(self._key())
+
+
+def _mirrored(path: str, shape: tuple, by_path: dict) -> PartitionSpec | None:
+    """The spec of the parameter an optimizer array copies (its path ends with it)."""
+    parts = path.split("/")
+    for k in range(len(parts)):
+        found = by_path.get("/".join(parts[k:]))
+        if found is not None and found[0] == shape:
+            return found[1]
+    return None
+
+
+def _devices(devices: Sequence[jax.Device] | None) -> np.ndarray:
+    found = list(jax.devices() if devices is None else devices)
+    if not found:
+        raise ValueError("devices is empty; pass at least one device, or None for all.")
+    return np.array(found)
+
+
+class DataParallel(Plan):
+    """Split the batch over ``devices`` (default: every device of every process); replicate the rest.
+
+    Args:
+        devices: the devices to use; ``None`` means ``jax.devices()``.
+        axis: the name of the mesh axis the batch is split along.
+
+    Example::
+
+        >>> DataParallel(devices=jax.devices()[:1])   # a one-device reference run
+        DataParallel(devices=1, axis='data')
+    """
+
+    kind = "data"
+
+    def __init__(self, devices: Sequence[jax.Device] | None = None, axis: str = "data"):
+        self.axis = axis
+        self.batch_axes = (axis,)
+        self.mesh = Mesh(_devices(devices), (axis,))
 
     def __repr__(self) -> str:
         return f"DataParallel(devices={self.n_devices}, axis={self.axis!r})"
 
 
-def resolve_plan(sharding: str | DataParallel = "data") -> DataParallel:
+class FSDP(Plan):
+    """Fully sharded data parallel: split the batch *and* the parameters over the devices.
+
+    Each parameter and optimizer array with at least ``min_size`` elements is split
+    along ``axis`` on its largest dimension divisible by the device count (the
+    first such dimension on ties); smaller arrays, and arrays with no divisible
+    dimension, are replicated. Each device then holds about ``1/n`` of the model
+    and optimizer state; GSPMD all-gathers the parameters for the forward and
+    backward pass and reduce-scatters the gradients.
+
+    Args:
+        devices: the devices to use; ``None`` means ``jax.devices()``.
+        axis: the mesh axis name (batch and parameters are split along it).
+        min_size: arrays with fewer elements are replicated; default 1024
+            (4 KiB of float32), which keeps biases and norms whole.
+
+    Example::
+
+        >>> FSDP(min_size=0).spec_for("head/kernel", (10, 64))   # 8 devices
+        PartitionSpec(None, 'data')
+    """
+
+    kind = "fsdp"
+
+    def __init__(
+        self,
+        devices: Sequence[jax.Device] | None = None,
+        axis: str = "data",
+        min_size: int = 1024,
+    ):
+        self.axis = axis
+        self.batch_axes = (axis,)
+        self.min_size = int(min_size)
+        self.mesh = Mesh(_devices(devices), (axis,))
+
+    def spec_for(self, path: str, shape: tuple[int, ...]) -> PartitionSpec:
+        n = self.n_devices
+        if n == 1 or math.prod(shape) < self.min_size:
+            return PartitionSpec()
+        for dim in sorted(range(len(shape)), key=lambda d: (-shape[d], d)):
+            if shape[dim] % n == 0:
+                return PartitionSpec(*([None] * dim), self.axis)
+        return PartitionSpec()
+
+    optimizer_spec_for = spec_for
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.min_size)
+
+    def __repr__(self) -> str:
+        return f"FSDP(devices={self.n_devices}, axis={self.axis!r}, min_size={self.min_size})"
+
+
+class MeshRules(Plan):
+    """Your own mesh, and a PartitionSpec for each model array chosen by a regex.
+
+    Each rule is ``(pattern, spec)``: ``pattern`` is searched (:func:`re.search`) in
+    the '/'-joined path of each parameter and model-state array, e.g.
+    ``layers/0/kernel`` or ``l1/bias``; the first rule that matches gives the
+    array's ``PartitionSpec``; arrays no rule matches are replicated. Optimizer
+    arrays that mirror a parameter (Adam's moments) follow that parameter.
+    Batches are split along ``batch_axes``. The mesh's axes are used in Auto
+    mode (GSPMD chooses the collectives). A rule that matches no array, a mesh
+    axis that does not exist, or a split that does not divide an array's
+    dimension is an error that says which.
+
+    Args:
+        mesh: a :class:`jax.sharding.Mesh`, e.g. ``jax.make_mesh((4, 2), ("data", "model"))``.
+        rules: ``[(regex, PartitionSpec), ...]``.
+        batch_axes: the mesh axes the batch is split along.
+
+    Example::
+
+        >>> mesh = jax.make_mesh((4, 2), ("data", "model"))
+        >>> plan = MeshRules(mesh, [(r"l1/kernel", P(None, "model"))])
+        >>> plan.spec_for("l1/kernel", (784, 128))
+        PartitionSpec(None, 'model')
+    """
+
+    kind = "rules"
+
+    def __init__(
+        self,
+        mesh: Mesh,
+        rules: Sequence[tuple[str, PartitionSpec]] = (),
+        batch_axes: Sequence[str] = ("data",),
+    ):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(
+                f"MeshRules needs a jax.sharding.Mesh; got {type(mesh).__name__}. Build one "
+                "with jax.make_mesh((4, 2), ('data', 'model'))."
+            )
+        # GSPMD places the collectives: the plan states shardings with constraints,
+        # which needs Auto axes (jax.make_mesh gives Explicit ones by default).
+        self.mesh = Mesh(
+            mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
+        )
+        names = tuple(mesh.axis_names)
+        if isinstance(batch_axes, str):
+            batch_axes = (batch_axes,)
+        self.batch_axes = tuple(batch_axes)
+        unknown = [a for a in self.batch_axes if a not in names]
+        if unknown or not self.batch_axes:
+            raise ValueError(
+                f"batch_axes={self.batch_axes} names no axis or axes the mesh lacks "
+                f"({unknown}); the mesh has axes {names}. Pass e.g. batch_axes=({names[0]!r},)."
+            )
+        self.rules: tuple[tuple[str, PartitionSpec], ...] = ()
+        compiled = []
+        for item in rules:
+            if not (isinstance(item, (tuple, list)) and len(item) == 2):
+                raise TypeError(
+                    f"Each rule is a (regex, PartitionSpec) pair; got {item!r}. Write e.g. "
+                    "(r'layers/0/kernel', P(None, 'model'))."
+                )
+            pattern, spec = item
+            if not isinstance(spec, PartitionSpec):
+                raise TypeError(
+                    f"The rule for {pattern!r} gives {spec!r}; expected a "
+                    "jax.sharding.PartitionSpec such as P(None, 'model')."
+                )
+            for axis in _spec_axes(spec):
+                if axis not in names:
+                    raise ValueError(
+                        f"The rule {pattern!r} -> {spec} uses mesh axis {axis!r}, but the mesh "
+                        f"has axes {names}. Use one of those names."
+                    )
+            try:
+                compiled.append((re.compile(pattern), spec))
+            except re.error as e:
+                raise ValueError(
+                    f"The rule pattern {pattern!r} is not a valid regex: {e}."
+                ) from None
+            self.rules += ((pattern, spec),)
+        self._compiled = compiled
+
+    def _rule_for(self, path: str) -> tuple[str, PartitionSpec] | None:
+        for (regex, spec), (pattern, _) in zip(self._compiled, self.rules, strict=True):
+            if regex.search(path):
+                return pattern, spec
+        return None
+
+    def spec_for(self, path: str, shape: tuple[int, ...]) -> PartitionSpec:
+        found = self._rule_for(path)
+        if found is None:
+            return PartitionSpec()
+        pattern, spec = found
+        if len(spec) > len(shape):
+            raise ValueError(
+                f"The rule {pattern!r} -> {spec} splits {len(spec)} dimensions, but {path} has "
+                f"shape {shape}. Give at most {len(shape)} entries, or narrow the pattern."
+            )
+        for dim, entry in enumerate(spec):
+            size = math.prod(self.mesh.shape[a] for a in _spec_axes(PartitionSpec(entry)))
+            if shape[dim] % size:
+                raise ValueError(
+                    f"The rule {pattern!r} -> {spec} splits dimension {dim} of {path} (shape "
+                    f"{shape}) into {size} pieces, which does not divide {shape[dim]}. Pick a "
+                    "mesh axis whose size divides it, or leave that dimension None."
+                )
+        return spec
+
+    def check_paths(self, paths: list[str]) -> None:
+        for (regex, _), (pattern, spec) in zip(self._compiled, self.rules, strict=True):
+            if not any(regex.search(p) for p in paths):
+                shown = ", ".join(paths[:8]) + (
+                    f", ... ({len(paths)} in all)" if len(paths) > 8 else ""
+                )
+                raise ValueError(
+                    f"The MeshRules rule {pattern!r} -> {spec} matches no array of the model. "
+                    f"The model's paths are: {shown}. Fix the pattern (a regex searched in "
+                    "these '/'-joined paths) or remove the rule."
+                )
+
+    def _key(self) -> tuple:
+        return (*super()._key(), self.rules)
+
+    def __repr__(self) -> str:
+        shape = dict(self.mesh.shape)
+        return f"MeshRules(mesh={shape}, rules={len(self.rules)}, batch_axes={self.batch_axes})"
+
+
+def _spec_axes(spec: PartitionSpec) -> list[str]:
+    axes = []
+    for entry in spec:
+        if entry is None:
+            continue
+        axes += list(entry) if isinstance(entry, (tuple, list)) else [entry]
+    return axes
+
+
+STRATEGIES = {"data": DataParallel, "fsdp": FSDP}
+
+
+def resolve_plan(sharding: str | Plan = "data") -> Plan:
     """Turn the ``sharding=`` argument of :func:`tpukit.fit` into a placement plan.
 
     Example::
@@ -101,11 +410,19 @@ def resolve_plan(sharding: str | DataParallel = "data") -> DataParallel:
         >>> resolve_plan("data").kind
         'data'
     """
-    if isinstance(sharding, DataParallel):
+    if isinstance(sharding, Plan):
         return sharding
-    if sharding == "data":
-        return DataParallel()
+    if isinstance(sharding, str) and sharding in STRATEGIES:
+        return STRATEGIES[sharding]()
+    hint = ""
+    if isinstance(sharding, Mesh):
+        hint = (
+            " For your own mesh, wrap it with its partition rules: "
+            "sharding=tpukit.train.MeshRules(mesh, rules=[(r'kernel', P(None, 'model'))], "
+            "batch_axes=('data',))."
+        )
     raise ValueError(
-        f"sharding={sharding!r} is not supported yet; expected 'data' (split each batch "
-        "over all local devices, parameters replicated). Pass sharding='data'."
+        f"sharding={sharding!r} is not a strategy tpukit knows. Expected 'data' (batch split "
+        "over all devices, parameters replicated), 'fsdp' (batch and parameters split), or a "
+        f"DataParallel, FSDP or MeshRules object.{hint}"
     )

@@ -24,7 +24,7 @@ import optax
 from flax import nnx
 
 from ._losses import Objective
-from ._mesh import DataParallel
+from ._mesh import Plan
 
 
 def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
@@ -93,7 +93,7 @@ def resident_execution(
     graphdef: Any,
     objective: Objective,
     optimizer: optax.GradientTransformation,
-    plan: DataParallel,
+    plan: Plan,
     steps: int,
     guard: bool,
 ) -> Callable:
@@ -108,11 +108,12 @@ def resident_execution(
         def body(carry, i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
             batch = plan.constrain_batch(jax.tree.map(lambda a: jnp.take(a, rows, axis=0), arrays))
-            return step(carry, batch, i), None
+            state, stats = step(carry, batch, i)
+            return (plan.constrain_state(state), stats), None
 
         carry = ((params, rest, opt_state), _zero_stats(objective.metric_names))
         (state, stats), _ = jax.lax.scan(body, carry, jnp.arange(steps))
-        state = jax.lax.with_sharding_constraint(state, plan.state_shardings(state))
+        state = plan.constrain_state(state)
         return (*state, stats)
 
     return jax.jit(run, donate_argnums=(0, 1, 2))
@@ -123,7 +124,7 @@ def streamed_execution(
     graphdef: Any,
     objective: Objective,
     optimizer: optax.GradientTransformation,
-    plan: DataParallel,
+    plan: Plan,
     guard: bool,
 ) -> Callable:
     """``run(params, rest, opt_state, chunk) -> (params, rest, opt_state, stats)``.
@@ -137,11 +138,12 @@ def streamed_execution(
 
         def body(carry, xs):
             i, batch = xs
-            return step(carry, plan.constrain_batch(batch), i), None
+            state, stats = step(carry, plan.constrain_batch(batch), i)
+            return (plan.constrain_state(state), stats), None
 
         carry = ((params, rest, opt_state), _zero_stats(objective.metric_names))
         (state, stats), _ = jax.lax.scan(body, carry, (jnp.arange(steps), chunk))
-        state = jax.lax.with_sharding_constraint(state, plan.state_shardings(state))
+        state = plan.constrain_state(state)
         return (*state, stats)
 
     return jax.jit(run, donate_argnums=(0, 1, 2))
@@ -149,7 +151,7 @@ def streamed_execution(
 
 @functools.lru_cache(maxsize=32)
 def evaluation(
-    graphdef: Any, objective: Objective, plan: DataParallel, batch_size: int, n: int
+    graphdef: Any, objective: Objective, plan: Plan, batch_size: int, n: int
 ) -> Callable:
     """``run(params, rest, arrays) -> {"loss": mean, metric: mean}`` over the first ``n`` rows.
 

@@ -1,0 +1,146 @@
+"""Small tools the plans of ``_mesh`` build on: array paths, placing, and the summary.
+
+- :func:`leaf_paths` names each array of a pytree by its '/'-joined path, the
+  names that :class:`~tpukit.train.MeshRules` patterns and checkpoints use.
+- :func:`place` puts one array on a sharding, also when the sharding spans
+  devices of other processes (each process passes the same global value and
+  keeps its own pieces).
+- :class:`ShardingSummary` is the line ``fit`` prints when it starts.
+
+Example::
+
+    >>> import numpy as np
+    >>> [p for p, _ in leaf_paths({"l1": {"kernel": np.zeros(2)}})]
+    ['l1/kernel']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import jax
+import numpy as np
+from jax.sharding import Sharding
+
+
+def _key_name(k: Any) -> str:
+    for attr in ("key", "name", "idx"):
+        if hasattr(k, attr):
+            return str(getattr(k, attr))
+    return str(k)
+
+
+def leaf_paths(tree: Any) -> list[tuple[str, Any]]:
+    """``[(path, leaf), ...]`` with paths like ``layers/0/kernel`` (NNX's ``value`` dropped)."""
+    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
+    out = []
+    for path, leaf in flat:
+        parts = [_key_name(k) for k in path]
+        if parts and parts[-1] == "value":
+            parts = parts[:-1]
+        out.append(("/".join(parts), leaf))
+    return out
+
+
+def is_key(x: Any) -> bool:
+    """Whether ``x`` is a typed PRNG key array (``jax.random.key``)."""
+    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
+
+
+def place(x: Any, sharding: Sharding) -> jax.Array:
+    """Put ``x`` on ``sharding``; with several processes, from each process's copy of ``x``.
+
+    Within one process this is :func:`jax.device_put`. When ``sharding`` spans
+    devices of other processes, every process must pass the same value: each
+    builds its own shards from it (:func:`jax.make_array_from_callback`).
+    """
+    if sharding.is_fully_addressable or (isinstance(x, jax.Array) and not x.is_fully_addressable):
+        return jax.device_put(x, sharding)
+    if is_key(x):
+        data = place(jax.random.key_data(x), sharding)
+        return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
+    host = np.asarray(x)
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def _bytes(x: Any, sharding: Sharding | None = None) -> int:
+    if is_key(x):
+        x = jax.eval_shape(jax.random.key_data, x)
+    shape = tuple(np.shape(x))
+    if sharding is not None:
+        shape = sharding.shard_shape(shape)
+    return math.prod(shape) * np.dtype(x.dtype).itemsize
+
+
+def _fmt(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclass(frozen=True)
+class ShardingSummary:
+    """How one ``fit`` call lays out its work (``History.sharding``).
+
+    Attributes:
+        strategy: ``"data"``, ``"fsdp"`` or ``"rules"``.
+        mesh: mesh axis names and sizes, e.g. ``{"data": 8}``.
+        devices, processes: devices of the mesh, and how many processes run them.
+        batch_size, per_device_batch: the global batch, and the examples each
+            device computes on per step.
+        param_bytes, param_bytes_per_device: the parameters, whole and on each
+            device; the same for ``optimizer_bytes``.
+        sharded_params: how many parameter arrays are split (of ``param_arrays``).
+    """
+
+    strategy: str
+    mesh: dict[str, int]
+    devices: int
+    processes: int
+    batch_size: int
+    per_device_batch: int
+    param_bytes: int
+    param_bytes_per_device: int
+    optimizer_bytes: int
+    optimizer_bytes_per_device: int
+    sharded_params: int
+    param_arrays: int
+
+    @classmethod
+    def build(
+        cls, plan: Any, params: Any, p_sh: Any, opt_state: Any, o_sh: Any, batch_size: int
+    ) -> ShardingSummary:
+        p_leaves, s_leaves = jax.tree.leaves(params), jax.tree.leaves(p_sh)
+        o_leaves, os_leaves = jax.tree.leaves(opt_state), jax.tree.leaves(o_sh)
+        return cls(
+            strategy=plan.kind,
+            mesh={str(k): int(v) for k, v in plan.mesh.shape.items()},
+            devices=plan.n_devices,
+            processes=len({d.process_index for d in plan.mesh.devices.flat}),
+            batch_size=int(batch_size),
+            per_device_batch=int(batch_size) // plan.batch_shards,
+            param_bytes=sum(_bytes(x) for x in p_leaves),
+            param_bytes_per_device=sum(_bytes(x, s) for x, s in zip(p_leaves, s_leaves)),
+            optimizer_bytes=sum(_bytes(x) for x in o_leaves),
+            optimizer_bytes_per_device=sum(_bytes(x, s) for x, s in zip(o_leaves, os_leaves)),
+            sharded_params=sum(not s.is_fully_replicated for s in s_leaves),
+            param_arrays=len(p_leaves),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        mesh = " x ".join(f"{k}={v}" for k, v in self.mesh.items())
+        procs = f" in {self.processes} processes" if self.processes > 1 else ""
+        return (
+            f"sharding {self.strategy!r}: mesh {mesh} ({self.devices} devices{procs}); "
+            f"batch {self.batch_size} = {self.per_device_batch} per device; parameters "
+            f"{_fmt(self.param_bytes)}, {_fmt(self.param_bytes_per_device)} per device "
+            f"({self.sharded_params} of {self.param_arrays} arrays split); optimizer state "
+            f"{_fmt(self.optimizer_bytes)}, {_fmt(self.optimizer_bytes_per_device)} per device"
+        )
