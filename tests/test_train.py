@@ -11,6 +11,7 @@ import optax
 import pytest
 from flax import nnx
 
+import tpukit
 from tpukit.train import History, NonFiniteLossError, evaluate, fit
 from tpukit.train._data import epoch_key
 
@@ -263,3 +264,22 @@ def test_bad_inputs_fail_fast_and_leave_the_model_alone():
     fails("resume=True needs checkpoint_dir", model, opt, (X, Y), resume=True)
     fails("Unknown metric", model, opt, (X, Y), metrics=["f1"])
     assert_same(params_of(model), before)
+
+
+@pytest.mark.parametrize(
+    "name, config, image",
+    [
+        ("lenet5", {}, (28, 28, 1)),
+        ("allconv_cifar10", {}, (32, 32, 3)),
+        ("vgg11", {"small_input": True, "batch_norm": True, "num_classes": 10}, (32, 32, 3)),
+        ("resnet18", {"small_input": True, "num_classes": 10}, (32, 32, 3)),
+    ],
+)
+def test_fit_trains_zoo_convnets(name, config, image):
+    # Their static attributes (padding, ...) must be hashable for fit's compiled step.
+    model = tpukit.zoo.create(name, **config)
+    rng = np.random.default_rng(0)
+    x = rng.random((16, *image), dtype=np.float32)
+    y = np.arange(16) % 10
+    history = tpukit.fit(model, optax.sgd(0.01), (x, y), epochs=1, batch_size=8, verbose=False)
+    assert np.isfinite(history.epochs[0]["loss"])

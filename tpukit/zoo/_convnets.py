@@ -20,8 +20,9 @@ from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
 
 
-def _pad(p: int) -> list[tuple[int, int]]:
-    return [(p, p), (p, p)]
+def _pad(p: int) -> tuple[tuple[int, int], ...]:
+    # A tuple, not a list: NNX keeps it as a static attribute, which must be hashable.
+    return ((p, p), (p, p))
 
 
 class LeNet5(ZooModel):

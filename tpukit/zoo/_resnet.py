@@ -48,7 +48,7 @@ class _Layers:
             cout,
             (k, k),
             strides=(stride, stride),
-            padding=[(pad, pad), (pad, pad)],
+            padding=((pad, pad), (pad, pad)),
             use_bias=False,
             kernel_init=_conv_init,
             **self.kw,

@@ -113,7 +113,7 @@ class VGG(ZooModel):
                     cin,
                     item,
                     (3, 3),
-                    padding=[(1, 1), (1, 1)],
+                    padding=((1, 1), (1, 1)),
                     kernel_init=_conv_init,
                     rngs=rngs,
                     **kw,
