@@ -47,14 +47,21 @@ def fetch(tree: Any) -> Any:
     """Copy every array of ``tree`` back to the host as NumPy arrays.
 
     Arrays spread over several hosts are gathered first, so every process gets
-    the whole value.
+    the whole value (call it on every process then); other leaves are copied as
+    they are.
     """
-    leaves = jax.tree_util.tree_leaves(tree)
-    if any(isinstance(x, jax.Array) and not x.is_fully_addressable for x in leaves):
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    spread = [isinstance(x, jax.Array) and not x.is_fully_addressable for x in leaves]
+    if any(spread):
         from jax.experimental import multihost_utils
 
-        return multihost_utils.process_allgather(tree, tiled=True)
-    return jax.tree_util.tree_map(np.asarray, jax.device_get(tree))
+        gathered = multihost_utils.process_allgather(
+            [x for x, s in zip(leaves, spread) if s], tiled=True
+        )
+        it = iter(gathered)
+        leaves = [next(it) if s else x for x, s in zip(leaves, spread)]
+    host = jax.device_get(leaves)  # one batched transfer for everything else
+    return jax.tree_util.tree_unflatten(treedef, [np.asarray(x) for x in host])
 
 
 def _resolve_target(target: Any) -> Any:
