@@ -13,7 +13,8 @@ from flax import nnx
 
 import tpukit
 from tpukit.train import History, NonFiniteLossError, evaluate, fit
-from tpukit.train._data import epoch_key
+from tpukit.train._data import epoch_indices, epoch_key
+from tpukit.train._steps import resident_execution
 
 
 class MLP(nnx.Module):
@@ -85,8 +86,7 @@ def test_matches_a_plain_scan_loop():
 
     o = opt.init(params)
     for e in range(epochs):
-        order = jax.random.permutation(epoch_key(seed, e), len(X))
-        params, o = epoch(params, o, order[: steps * batch].reshape(steps, batch))
+        params, o = epoch(params, o, epoch_indices(epoch_key(seed, e), len(X), steps, batch, True))
 
     model = MLP(nnx.Rngs(1))
     fit(model, opt, (X, Y), epochs=epochs, batch_size=batch, seed=seed, verbose=False)
@@ -216,7 +216,11 @@ def test_nan_loss_stops_and_keeps_last_good_parameters():
         shuffle=False,
         verbose=False,
     )
-    with pytest.raises(NonFiniteLossError, match=r"epoch 1 of 2, step 3 of 8") as err:
+    with pytest.raises(
+        NonFiniteLossError,
+        match=r"the loss became NaN or infinite at epoch 1 of 2, step 3 of 8 "
+        r"\(global step 3, execution 1\)",
+    ) as err:
         fit(
             model,
             optax.adam(1e-2),
@@ -227,15 +231,131 @@ def test_nan_loss_stops_and_keeps_last_good_parameters():
             steps_per_execution=4,
             verbose=False,
         )
-    assert err.value.step == 3 and err.value.epoch == 1
+    assert err.value.step == 3 and err.value.epoch == 1 and err.value.execution == 1
+    assert err.value.quantity == "loss"
     assert err.value.history.stopped
     assert_same(params_of(model), params_of(reference))
     assert all(np.isfinite(v).all() for v in jax.tree.leaves(params_of(model)))
 
 
+class Gated(nnx.Module):
+    """The test MLP and one extra parameter, ``gate``, that the poisoned loss can break."""
+
+    def __init__(self, rngs):
+        self.mlp = MLP(rngs)
+        self.gate = nnx.Param(jnp.ones(()))
+
+
+def poisoned_loss(model, batch):
+    """Cross-entropy, except in a batch with a marked row: marker 1 makes the loss NaN
+    (gradients stay finite); marker 2 takes sqrt at 0 on the ``gate`` path, so the loss
+    stays finite and only the gradient of ``gate`` is infinite."""
+    logits = model.mlp(batch["x"])
+    ce = optax.softmax_cross_entropy_with_integer_labels(logits, batch["labels"]).mean()
+    marker = batch["marker"].max()
+    gate = model.gate[...]
+    root = jnp.sqrt(gate - jax.lax.stop_gradient(gate) * (marker == 2))
+    return jnp.where(marker == 1, jnp.nan, ce + 0.01 * root), logits
+
+
+@pytest.mark.parametrize(
+    "marker, quantity, message",
+    [
+        (1, "loss", "the loss became NaN or infinite"),
+        (2, "gradient of gate", r"the gradient of gate \(the loss was finite\) became NaN"),
+    ],
+)
+def test_non_finite_step_names_the_quantity_and_keeps_the_last_good_state(
+    tmp_path, marker, quantity, message
+):
+    from tpukit.train._checkpoint import RunCheckpoints, flatten
+    from tpukit.train._steps import split_model
+
+    marks = np.zeros(len(X), np.int32)
+    marks[6 * 64 + 10] = marker  # step 7 of epoch 1 (no shuffle): execution 2 of 4 steps
+    data = {"x": X, "labels": Y, "marker": marks}
+    kw = {"batch_size": 64, "loss": poisoned_loss, "shuffle": False, "verbose": False}
+    model = Gated(nnx.Rngs(12))
+    with pytest.raises(NonFiniteLossError, match=message) as err:
+        fit(
+            model,
+            optax.adam(1e-2),
+            data,
+            epochs=2,
+            steps_per_execution=4,
+            checkpoint_dir=tmp_path,
+            checkpoint_every=1,
+            **kw,
+        )
+    e = err.value
+    assert (e.epoch, e.step, e.execution, e.quantity) == (1, 7, 2, quantity)
+    assert "epoch 1 of 2, step 7 of 8 (global step 7, execution 2)" in str(e)
+    if marker == 2:
+        assert e.quantities == ("gradient of gate",)  # every other gradient was finite
+
+    reference = Gated(nnx.Rngs(12))  # the six good steps, and nothing else
+    fit(reference, optax.adam(1e-2), jax.tree.map(lambda a: a[: 6 * 64], data), epochs=1, **kw)
+    assert_same(params_of(model), params_of(reference))
+
+    # The newest checkpoint is that last good state (step 6), written when training stopped.
+    ckpt = RunCheckpoints(tmp_path, None)
+    assert ckpt.steps() == [4, 6]
+    _, params, rest = split_model(model)
+    names, leaves, treedef = flatten(
+        {"params": params, "state": rest, "optimizer": optax.adam(1e-2).init(params)}
+    )
+    device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    restored, record = ckpt.load(names, leaves, [device] * len(leaves))
+    saved = jax.tree.unflatten(treedef, restored)["params"]
+    assert record["global_step"] == 6
+    assert_same(jax.tree.map(np.asarray, nnx.to_pure_dict(saved)), params_of(reference))
+
+
+def test_shuffling_differs_per_epoch_and_follows_the_seed():
+    def loss(model, batch):  # the "outputs" are the example ids, so a metric can see them
+        ce = optax.softmax_cross_entropy_with_integer_labels(model(batch["x"]), batch["labels"])
+        return ce.mean(), batch["id"]
+
+    def batch_fingerprint(ids, labels):
+        return jnp.mean(ids.astype(jnp.float32) ** 2)
+
+    data = {"x": X, "labels": Y, "id": np.arange(len(X), dtype=np.int32)}
+
+    def run(seed):
+        model = MLP(nnx.Rngs(13))
+        history = fit(
+            model,
+            optax.sgd(0.1),
+            data,
+            epochs=2,
+            batch_size=64,
+            loss=loss,
+            metrics=[batch_fingerprint],
+            steps_per_execution=1,
+            seed=seed,
+            verbose=False,
+        )
+        order = [
+            [r["batch_fingerprint"] for r in history.executions if r["epoch"] == e] for e in (1, 2)
+        ]
+        return order, params_of(model)
+
+    (epoch1, epoch2), params = run(seed=0)
+    assert len(epoch1) == len(epoch2) == 8
+    assert epoch1 != epoch2  # each epoch has its own order
+    assert sorted(epoch1) != sorted(epoch2)  # ... and its own batches, not the same ones moved
+    again, same_params = run(seed=0)
+    assert again == [epoch1, epoch2]
+    jax.tree.map(np.testing.assert_array_equal, same_params, params)  # bit for bit
+    other, other_params = run(seed=1)
+    assert other[0] != epoch1 and other[1] != epoch2
+    assert not np.allclose(other_params["l1"]["kernel"], params["l1"]["kernel"])
+
+
 def test_bad_inputs_fail_fast_and_leave_the_model_alone():
     model = MLP(nnx.Rngs(11))
     before = params_of(model)
+    built = resident_execution.cache_info().misses
     opt = optax.adam(1e-2)
 
     def fails(match, *args, exc=(ValueError, TypeError), **kw):
@@ -258,12 +378,20 @@ def test_bad_inputs_fail_fast_and_leave_the_model_alone():
     )
     fails("integer class labels.*one-hot", model, opt, (X, np.eye(4, dtype=np.float32)[Y]))
     fails(r"labels of shape \(64,\).*reshape", model, opt, (X, Y[:, None]))
-    fails(r"labels must lie in \[0, 3\]", model, opt, (X, Y + 1))
+    fails(r"labels range over \[1, 4\].*4 outputs.*must lie in \[0, 3\]", model, opt, (X, Y + 1))
+    fails(r"labels range over \[-1, 2\].*must lie in \[0, 3\]", model, opt, (X, Y - 1))
+    fails(r"eval_data labels range over \[1, 4\]", model, opt, (X, Y), eval_data=(X, Y + 1))
+    fails(r"must lie in \[0, 3\]", model, opt, (X, Y + 1), loss=tpukit.train.cross_entropy)
+    fails("integer class labels", model, opt, (X, Y.astype(np.float32)))
+    ten = np.where(np.arange(len(Y)) == 100, 10, Y)  # one label 10 for a 10-class model
+    fails(r"\[0, 10\].*10 outputs.*\[0, 9\]", MLP(nnx.Rngs(0), classes=10), opt, (X, ten))
+    fails(r"failed when called.*outputs \(64, 4\)", model, opt, (X, Y), loss=optax.l2_loss)
     fails("input size", model, opt, (X[:, :10], Y))
     fails("steps_per_execution", model, opt, (X, Y), steps_per_execution=0)
     fails("resume=True needs checkpoint_dir", model, opt, (X, Y), resume=True)
     fails("Unknown metric", model, opt, (X, Y), metrics=["f1"])
     assert_same(params_of(model), before)
+    assert resident_execution.cache_info().misses == built  # no training step was compiled
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,12 @@
 """tpukit.fit checkpoints: kill and resume, and clear errors for bad checkpoints."""
 
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+
 import jax
 import numpy as np
 import optax
@@ -125,3 +132,112 @@ def test_no_checkpoint_is_written_for_a_nan_step(tmp_path):
             MLP(nnx.Rngs(0)), optax.adam(1e-2), (x, Y), checkpoint_dir=tmp_path, shuffle=False, **KW
         )
     assert sorted(int(p.name) for p in tmp_path.iterdir() if p.name.isdigit()) == [3, 6]
+
+
+# A training run as its own program: the test starts it, SIGKILLs it once a checkpoint
+# is on disk, and resumes it. The same file, imported, gives the uninterrupted run.
+TRAINING_SCRIPT = """
+import sys
+import time
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+
+import tpukit
+
+
+class MLP(nnx.Module):
+    def __init__(self, rngs):
+        self.l1 = nnx.Linear(16, 32, rngs=rngs)
+        self.bn = nnx.BatchNorm(32, rngs=rngs)
+        self.drop = nnx.Dropout(0.2, rngs=rngs)
+        self.l2 = nnx.Linear(32, 4, rngs=rngs)
+
+    def __call__(self, x):
+        return self.l2(self.drop(self.bn(jax.nn.relu(self.l1(x)))))
+
+
+def data():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 16)).astype(np.float32)
+    w = rng.normal(size=(16, 4)).astype(np.float32)
+    return x, (x @ w).argmax(-1).astype(np.int32)
+
+
+EPOCHS, STEPS_PER_EXECUTION = 6, 2  # 8 steps per epoch: 24 executions, 48 steps
+
+
+def train(checkpoint_dir=None, resume=False, callbacks=()):
+    model = MLP(nnx.Rngs(0, dropout=3))
+    history = tpukit.fit(
+        model, optax.adam(1e-2), data(), epochs=EPOCHS, batch_size=64,
+        steps_per_execution=STEPS_PER_EXECUTION, checkpoint_dir=checkpoint_dir,
+        checkpoint_every=1 if checkpoint_dir else None, resume=resume,
+        callbacks=callbacks, verbose=False,
+    )
+    return model, history
+
+
+if __name__ == "__main__":
+    # Slow enough to be killed mid-run: half a second per execution.
+    train(sys.argv[1], callbacks=[lambda record: time.sleep(0.5)])
+"""
+
+
+def finished_steps(directory):
+    """Checkpoint steps on disk. Orbax writes a step into a temporary folder and renames
+    it to the bare step number when complete, so a numbered folder is a finished one."""
+    if not directory.is_dir():
+        return []
+    return sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+
+
+def test_a_sigkilled_process_resumes_to_the_same_parameters(tmp_path):
+    script = tmp_path / "train_run.py"
+    script.write_text(TRAINING_SCRIPT)
+    run_dir, log = tmp_path / "run", tmp_path / "train_run.log"
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, str(script), str(run_dir)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=os.environ.copy(),  # conftest's 8 CPU devices, as in this process
+        )
+    try:
+        deadline = time.monotonic() + 300  # imports and compiling, on a busy machine
+        while not finished_steps(run_dir):
+            if proc.poll() is not None:
+                pytest.fail(
+                    f"the training process exited with {proc.returncode} before its first "
+                    f"checkpoint:\n{log.read_text()[-3000:]}"
+                )
+            if time.monotonic() > deadline:
+                pytest.fail(f"no checkpoint after 300 s:\n{log.read_text()[-3000:]}")
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == -signal.SIGKILL, log.read_text()[-3000:]
+    left = finished_steps(run_dir)
+    assert left and left[-1] < 48  # killed mid-run, with something to resume from
+
+    spec = importlib.util.spec_from_file_location("train_run", script)
+    train_run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(train_run)
+    resumed, history = train_run.train(run_dir, resume=True)
+    full, expected = train_run.train()
+
+    assert_same(params_of(resumed), params_of(full))
+    assert_same(
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(resumed, nnx.BatchStat))),
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(full, nnx.BatchStat))),
+    )
+    assert int(resumed.drop.rngs.count[...]) == int(full.drop.rngs.count[...])
+    assert history["loss"] == pytest.approx(expected["loss"], rel=1e-5)
+    assert len(history.executions) == 24
+    assert finished_steps(run_dir)[-1] == 48

@@ -43,8 +43,16 @@ class LaunchError(TpukitError, ValueError):
     """``launch`` was given something it cannot run (no script, a bad count)."""
 
 
-# Gloo announces every peer connection on stderr; it says nothing the user needs.
-_NOISE = re.compile(r"\[Gloo\] Rank \d+ is connected to \d+ peer ranks\. .*? is : \d+\n?")
+# Gloo announces every peer connection ("[Gloo] Rank 5 is connected to 7 peer ranks.
+# Expected number of connected peer ranks is : 7"); it says nothing the user needs. Its
+# threads write the message in pieces that can land anywhere, even inside a progress-bar
+# line, so in a line that shows a piece, every piece is removed; a line left empty is
+# dropped.
+_GLOO_MARK = re.compile(r"\[Gloo\]|is connected to \d+ peer ranks|Expected number of connected")
+_GLOO_PIECES = re.compile(
+    r"\[Gloo\]\s*|Rank\s*\d*\s*|\d*\s*is connected to \d+ peer ranks\.\s*"
+    r"|Expected number of connected peer ranks is : \d+\s*"
+)
 
 
 # Each process runs the script through this, not as ``python script.py``: an uncaught
@@ -127,9 +135,11 @@ class _Process:
 
     def _forward(self, out: TextIO, lock) -> None:
         for raw in self.popen.stdout:
-            line = _NOISE.sub("", raw).rstrip("\n")
-            if not line.strip() and raw.strip():
-                continue  # the line held only gloo's chatter
+            line = raw.rstrip("\n")
+            if _GLOO_MARK.search(line):
+                line = _GLOO_PIECES.sub("", line)
+                if not line.strip():
+                    continue  # the line held only gloo's chatter
             self.tail.append(line)
             with lock:
                 out.write(f"[p{self.index}] {line}\n")

@@ -52,16 +52,30 @@ from ._validate import check_model, check_objective, check_optimizer, objective_
 class NonFiniteLossError(FloatingPointError):
     """Training stopped because a step's loss or gradients were NaN or infinite.
 
-    The model holds the parameters from just before that step. ``epoch`` and
-    ``step`` (1-based, within the run) say where it happened; ``history`` holds the
-    figures up to there.
+    The model holds the parameters from just before that step, and so does the
+    newest checkpoint when ``checkpoint_dir`` was given. ``epoch`` and ``step``
+    (1-based, within the run) say where it happened, ``execution`` which compiled
+    call (1-based, counted over the run) ran that step; ``quantity`` names the first
+    bad quantity (``"loss"`` or ``"gradient of layers/0/kernel"``) and
+    ``quantities`` all of them; ``history`` holds the figures up to there.
     """
 
-    def __init__(self, message: str, epoch: int, step: int, history: History):
+    def __init__(
+        self,
+        message: str,
+        epoch: int,
+        step: int,
+        history: History,
+        execution: int | None = None,
+        quantities: Sequence[str] = (),
+    ):
         super().__init__(message)
         self.epoch = epoch
         self.step = step
         self.history = history
+        self.execution = execution
+        self.quantities = tuple(quantities)
+        self.quantity = self.quantities[0] if self.quantities else None
 
 
 @dataclass
@@ -217,6 +231,7 @@ class Trainer:
                 ckpt.check_new_run()
         run.epoch_base = epoch_base
         run.ckpt = ckpt
+        run.finite_names = _steps.finite_names(params)
         run.history.sharding = self.plan.summary(params, opt_state, batch_size)
         if verbose and jax.process_index() == 0:
             print(f"tpukit.fit: {run.history.sharding}", flush=True)
@@ -277,6 +292,7 @@ class _Run:
         self.epoch_sums: dict[str, float] = {}
         self.epoch_base = 0
         self.ckpt: _checkpoint.RunCheckpoints | None = None
+        self.finite_names: tuple[str, ...] = ("loss",)
 
     # ---------------------------------------------------------- checkpoints
     def _record(self) -> dict:
@@ -336,8 +352,10 @@ class _Run:
         t = self.t
         if isinstance(self.source, ResidentData):
             key = epoch_key(self.seed, self.epoch_base + self.epoch)
-            indices = epoch_indices(
-                key, self.source.n, self.steps_per_epoch, self.batch_size, self.shuffle
+            indices = t.plan.put_replicated(
+                epoch_indices(
+                    key, self.source.n, self.steps_per_epoch, self.batch_size, self.shuffle
+                )
             )
             start = self.step
             while start < self.steps_per_epoch:
@@ -399,7 +417,7 @@ class _Run:
                     }
                     self.history.add_execution(record)
                     if int(stats["bad_step"]) >= 0:
-                        self._stop_on_nan(bar)
+                        self._stop_on_nan(bar, stats["finite"], (params, rest, opt_state))
                     running = {
                         n: self.epoch_sums[n] / max(self.epoch_sums["steps"], 1) for n in names
                     }
@@ -440,20 +458,35 @@ class _Run:
                 self.ckpt.close()
         return self.history
 
-    def _stop_on_nan(self, bar: EpochBar) -> None:
+    def _stop_on_nan(self, bar: EpochBar, finite: Any, state: tuple) -> None:
+        """Raise :class:`NonFiniteLossError`; checkpoint the last good state first."""
         bar.close()
+        if self.ckpt:
+            self._save(*state)  # the last good step, unless it is saved already
+        bad = [n for n, ok in zip(self.finite_names, np.asarray(finite), strict=True) if not ok]
+        if not bad or bad[0] == "loss":
+            what = "the loss"
+        else:
+            paths = [n.removeprefix("gradient of ") for n in bad]
+            shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+            plural = "s" if len(paths) > 1 else ""
+            what = f"the gradient{plural} of {shown} (the loss was finite)"
         step = self.step + 1
         where = f"epoch {self.epoch + 1} of {self.epochs}, step {step}"
         if self.steps_per_epoch:
             where += f" of {self.steps_per_epoch}"
         message = (
-            f"Training stopped: the loss (or a gradient) became NaN or infinite at {where} "
-            f"(global step {self.global_step + 1}). The model keeps the parameters from before "
-            "that step and no checkpoint was written for it. Try a smaller learning rate, "
-            "gradient clipping (optax.clip_by_global_norm), or check the data for NaNs."
+            f"Training stopped: {what} became NaN or infinite at {where} (global step "
+            f"{self.global_step + 1}, execution {self.executions}). The model keeps the "
+            "parameters from before that step"
+            + (", and so does the newest checkpoint" if self.ckpt else "")
+            + ". Try a smaller learning rate, gradient clipping "
+            "(optax.clip_by_global_norm), or check the data for NaNs."
         )
         self.history.stopped = message
-        raise NonFiniteLossError(message, self.epoch + 1, step, self.history)
+        raise NonFiniteLossError(
+            message, self.epoch + 1, step, self.history, self.executions, bad or ["loss"]
+        )
 
 
 def fit(
@@ -488,8 +521,9 @@ def fit(
             same object again to continue with its state.
         train_data: an ``(inputs, labels)`` tuple of arrays (NumPy or JAX), a dict of
             arrays, or an iterable of such batches (streamed to the device in chunks).
-            Arrays are put on the devices once, split over all of them, and shuffled on
-            the device each epoch; the last ``len % batch_size`` examples of each
+            Arrays are put on the devices once, split over all of them, and each step
+            gathers its batch there in a fresh order every epoch (only the indices
+            come from the host); the last ``len % batch_size`` examples of each
             shuffled epoch are dropped.
         epochs: how many epochs to train. With ``resume=True``, the run's total: the
             run continues from its checkpoint up to this epoch.
@@ -504,7 +538,9 @@ def fit(
             figures appear in the history with a ``val_`` prefix.
         steps_per_execution: optimizer steps per compiled call: ``"epoch"`` or an int.
             The host hears about progress once per call.
-        shuffle, seed: shuffle each epoch on the device from ``(seed, epoch)``.
+        shuffle, seed: shuffle each epoch from ``(seed, epoch)``: a different order every
+            epoch, the same for the same seed (the epoch counts over the model's training,
+            so a second ``fit`` call continues the sequence).
         checkpoint_dir: save checkpoints there (orbax) every ``checkpoint_every``
             executions (default: each epoch) and at the end.
         resume: continue the run whose newest checkpoint is in ``checkpoint_dir``.

@@ -7,7 +7,10 @@ step, and the loop is a plain :func:`jax.lax.scan`.
 
 Each training step is guarded: a step whose loss or gradients are not finite is
 not applied, and every later step of the call is skipped too, so the state that
-comes back holds the last good parameters and ``bad_step`` says where it stopped.
+comes back holds the last good parameters, ``bad_step`` says where it stopped and
+``finite`` which quantity went bad: one flag for the loss, then one per inexact
+gradient leaf in :func:`finite_names` order. The flags are the per-leaf
+reductions the guard needs anyway, so naming the culprit costs nothing extra.
 
 Builders are cached, so calling :func:`tpukit.fit` again reuses the compiled code.
 """
@@ -23,6 +26,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from ._layout import leaf_paths
 from ._losses import Objective
 from ._mesh import Plan
 
@@ -32,18 +36,33 @@ def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
     return nnx.split(model, nnx.Param, ...)
 
 
-def _all_finite(loss: jax.Array, grads: Any) -> jax.Array:
-    ok = jnp.isfinite(loss)
-    for g in jax.tree.leaves(grads):
-        if jnp.issubdtype(g.dtype, jnp.inexact):
-            ok = ok & jnp.all(jnp.isfinite(g))
-    return ok
+def _inexact(x: Any) -> bool:
+    return jnp.issubdtype(x.dtype, jnp.inexact)
 
 
-def _zero_stats(names: tuple[str, ...]) -> dict[str, jax.Array]:
+def finite_names(params: Any) -> tuple[str, ...]:
+    """What each entry of a step's ``finite`` flags is about: ``loss``, then gradients.
+
+    Example::
+
+        >>> finite_names({"l1": {"kernel": jnp.zeros(2)}})
+        ('loss', 'gradient of l1/kernel')
+    """
+    return ("loss", *(f"gradient of {n}" for n, x in leaf_paths(params) if _inexact(x)))
+
+
+def _finite_flags(loss: jax.Array, grads: Any) -> jax.Array:
+    """``bool [1 + leaves]``: is the loss finite, is each inexact gradient leaf finite."""
+    flags = [jnp.isfinite(loss)]
+    flags += [jnp.all(jnp.isfinite(g)) for g in jax.tree.leaves(grads) if _inexact(g)]
+    return jnp.stack(flags)
+
+
+def _zero_stats(names: tuple[str, ...], params: Any) -> dict[str, jax.Array]:
     stats = {n: jnp.zeros((), jnp.float32) for n in ("loss", *names)}
     stats["steps"] = jnp.zeros((), jnp.int32)
     stats["bad_step"] = jnp.full((), -1, jnp.int32)
+    stats["finite"] = jnp.ones((len(finite_names(params)),), jnp.bool_)
     return stats
 
 
@@ -64,20 +83,29 @@ def _make_step(
             _, _, new_rest = split_model(model)
             return loss, (metrics, new_rest)
 
+        def update(grads: Any, params: Any, new_rest: Any, opt_state: Any) -> tuple:
+            updates, new_opt = optimizer.update(grads, opt_state, params)
+            return optax.apply_updates(params, updates), new_rest, new_opt
+
+        def skip(grads: Any, params: Any, new_rest: Any, opt_state: Any) -> tuple:
+            return params, rest, opt_state
+
         (loss, (metrics, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest)
-        updates, new_opt = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
-        new_state = (new_params, new_rest, new_opt)
         if guard:
             running = stats["bad_step"] < 0
-            finite = _all_finite(loss, grads)
+            flags = _finite_flags(loss, grads)
+            finite = jnp.all(flags)
             good = running & finite
-            state = jax.lax.cond(good, lambda: new_state, lambda: (params, rest, opt_state))
+            # The update runs inside the branch: a skipped step costs nothing, and the
+            # good path needs no select over the whole state (measurably faster on CPU).
+            state = jax.lax.cond(good, update, skip, grads, params, new_rest, opt_state)
             stats = dict(stats)
-            stats["bad_step"] = jnp.where(running & ~finite, index, stats["bad_step"])
+            first_bad = running & ~finite
+            stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
+            stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
         else:
             good = jnp.bool_(True)
-            state = new_state
+            state = update(grads, params, new_rest, opt_state)
         new_stats = dict(stats)
         new_stats["loss"] = stats["loss"] + jnp.where(good, loss, 0.0)
         for name, value in metrics.items():
@@ -86,6 +114,11 @@ def _make_step(
         return state, new_stats
 
     return step
+
+
+def _gather(a: jax.Array, rows: jax.Array) -> jax.Array:
+    """``a[rows]``; the rows come from a permutation of valid indices, so no bounds mask."""
+    return a.at[rows].get(mode="promise_in_bounds")
 
 
 @functools.lru_cache(maxsize=32)
@@ -107,11 +140,11 @@ def resident_execution(
     def run(params, rest, opt_state, arrays, indices, start):
         def body(carry, i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
-            batch = plan.constrain_batch(jax.tree.map(lambda a: jnp.take(a, rows, axis=0), arrays))
+            batch = plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
             state, stats = step(carry, batch, i)
             return (plan.constrain_state(state), stats), None
 
-        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names))
+        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params))
         (state, stats), _ = jax.lax.scan(body, carry, jnp.arange(steps))
         state = plan.constrain_state(state)
         return (*state, stats)
@@ -141,7 +174,7 @@ def streamed_execution(
             state, stats = step(carry, plan.constrain_batch(batch), i)
             return (plan.constrain_state(state), stats), None
 
-        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names))
+        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params))
         (state, stats), _ = jax.lax.scan(body, carry, (jnp.arange(steps), chunk))
         state = plan.constrain_state(state)
         return (*state, stats)

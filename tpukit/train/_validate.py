@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from ._losses import Objective, pick_default_metrics
+from ._losses import Objective, cross_entropy, pick_default_metrics
 
 
 def check_model(model: Any) -> None:
@@ -105,7 +105,7 @@ def check_objective(
                 "return one array of outputs. For richer outputs use dict data and "
                 "loss=fn(model, batch)."
             )
-        if objective.default_loss:
+        if objective.default_loss or objective.loss is cross_entropy:
             _check_class_labels(out, y, source.labels(), name)
         try:
             value = jax.eval_shape(objective.loss, out, y)
@@ -180,7 +180,8 @@ def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
             )
         )
     classes = out.shape[-1]
-    lo, hi = int(jnp.min(labels)), int(jnp.max(labels))
+    xp = np if isinstance(labels, np.ndarray) else jnp  # host labels stay on the host
+    lo, hi = int(xp.min(labels)), int(xp.max(labels))
     if lo < 0 or hi >= classes:
         raise ValueError(
             f"The {name} labels range over [{lo}, {hi}], but the model has {classes} outputs, "
