@@ -145,7 +145,9 @@ def test_sharded_compile_shows_mesh_shardings_and_collectives(shell, capsys):
     )  # host data is placed for the call
     assert len(y.sharding.device_set) == 8
     np.testing.assert_allclose(np.asarray(y).sum(axis=1), 1.0, rtol=1e-5)
-    result = run(shell, "%tpu_timeit -n 1 -r 2 predict_sharded_compiled(w, np.ones((1024, 784), np.float32))")
+    result = run(
+        shell, "%tpu_timeit -n 1 -r 2 predict_sharded_compiled(w, np.ones((1024, 784), np.float32))"
+    )
     assert result.success, result.error_in_exec
 
 
