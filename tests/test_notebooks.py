@@ -80,10 +80,11 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
 
 
 @pytest.fixture()
-def fresh_venv(tmp_path):
+def fresh_venv(tmp_path, monkeypatch):
     """A new virtual environment without tpukit that borrows the test environment's other
     packages (jax, ipykernel, pip, setuptools...) through a .pth file: installs into it
     need no network. Also a Jupyter kernel spec that runs in it."""
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # nothing may reach tpukit but the install
     venv = tmp_path / "fresh-venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"
