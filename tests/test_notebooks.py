@@ -138,22 +138,29 @@ def test_install_notebook_installs_from_the_checkout_into_a_fresh_venv(
     assert "tpukit works: compiled and ran a function" in text
 
 
-def test_install_script_installs_from_the_checkout_into_a_fresh_venv(fresh_venv, tmp_path):
+def run_install_script(fresh_venv: Path, source: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """install/install.sh into the fresh venv, run away from the checkout so Python
+    imports the installed copy, not the source tree."""
     env = {
         **os.environ,
         "PYTHON": str(fresh_venv / "bin" / "python"),
-        "TPUKIT_SOURCE": str(ROOT),
+        "TPUKIT_SOURCE": str(source),
         "PIP_OPTIONS": "--no-index --no-build-isolation",
         "JAX_PLATFORMS": "cpu",
     }
     env.pop("XLA_FLAGS", None)
-    done = subprocess.run(
+    return subprocess.run(
         ["sh", str(ROOT / "install" / "install.sh")],
         capture_output=True,
         text=True,
         env=env,
         timeout=600,
+        cwd=cwd,
     )
+
+
+def test_install_script_installs_from_the_checkout_into_a_fresh_venv(fresh_venv, tmp_path):
+    done = run_install_script(fresh_venv, ROOT, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Keeping the installed JAX" in done.stdout
     assert "tpukit works: compiled and ran a function on cpu" in done.stdout
@@ -161,20 +168,7 @@ def test_install_script_installs_from_the_checkout_into_a_fresh_venv(fresh_venv,
 
 
 def test_install_script_says_what_to_do_when_the_source_is_wrong(fresh_venv, tmp_path):
-    env = {
-        **os.environ,
-        "PYTHON": str(fresh_venv / "bin" / "python"),
-        "TPUKIT_SOURCE": str(tmp_path / "nowhere"),
-        "PIP_OPTIONS": "--no-index --no-build-isolation",
-        "JAX_PLATFORMS": "cpu",
-    }
-    done = subprocess.run(
-        ["sh", str(ROOT / "install" / "install.sh")],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
+    done = run_install_script(fresh_venv, tmp_path / "nowhere", tmp_path)
     assert done.returncode == 1
     assert "error: pip could not install" in done.stderr and "next:" in done.stderr
 
