@@ -24,6 +24,9 @@ from typing import Any
 from tpukit._errors import CallLineError, ShapeSpecError
 from tpukit._shapes import SHAPE_LITERAL, VALID_SHAPE_FORMS, parse_shape
 
+#: Magic options written after the call, as in ``f(x) -o y`` or ``f(x) --quiet``.
+_TRAILING_OPTIONS = re.compile(r"(?<=\))\s+(--?[A-Za-z][\w-]*)(\s.*)?$")
+
 _EXPECTED = (
     "Expected one call such as f(data), model_fwd(params, x) or f(f32[128,784]); "
     "arguments are names from the notebook, Python values, or shapes in HLO notation."
@@ -55,9 +58,11 @@ def parse_call_line(text: str, namespace: Mapping[str, Any]) -> CallSpec:
     try:
         tree = ast.parse(source, mode="eval")
     except SyntaxError as exc:
+        _refuse_trailing_options(line)
         raise CallLineError(f"Cannot read {line!r} as a call ({exc.msg}). {_EXPECTED}") from None
     call = tree.body
     if not isinstance(call, ast.Call):
+        _refuse_trailing_options(line)
         raise CallLineError(f"{line!r} is not a function call. {_EXPECTED}")
 
     def evaluate(node: ast.expr) -> Any:
@@ -72,16 +77,50 @@ def parse_call_line(text: str, namespace: Mapping[str, Any]) -> CallSpec:
     args: list[Any] = []
     for node in call.args:
         if isinstance(node, ast.Starred):
-            args.extend(evaluate(node.value))
+            args.extend(_unpack_positional(evaluate(node.value), node.value, line))
         else:
             args.append(evaluate(node))
     kwargs: dict[str, Any] = {}
     for keyword in call.keywords:
         if keyword.arg is None:
-            kwargs.update(evaluate(keyword.value))
+            kwargs.update(_unpack_keywords(evaluate(keyword.value), keyword.value, line))
         else:
             kwargs[keyword.arg] = evaluate(keyword.value)
     return CallSpec(function, function_name, tuple(args), kwargs, line)
+
+
+def _refuse_trailing_options(line: str) -> None:
+    trailing = _TRAILING_OPTIONS.search(line)
+    if trailing:
+        call_text, options = line[: trailing.start()].strip(), trailing.group(0).strip()
+        raise CallLineError(
+            f"Options go before the call: write {options} {call_text} "
+            f"instead of {call_text} {options}."
+        )
+
+
+def _unpack_positional(value: Any, node: ast.expr, line: str) -> list[Any]:
+    try:
+        return list(value)
+    except TypeError:
+        raise CallLineError(
+            f"*{ast.unparse(node)} in {line!r} unpacks {_short(value)} ({type(value).__name__}), "
+            "which is not a sequence; * takes a tuple or list of arguments, e.g. f(*batch)."
+        ) from None
+
+
+def _unpack_keywords(value: Any, node: ast.expr, line: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise CallLineError(
+            f"**{ast.unparse(node)} in {line!r} unpacks {_short(value)} ({type(value).__name__}); "
+            "** takes a dict whose keys are argument names, e.g. f(**options)."
+        )
+    return dict(value)
+
+
+def _short(value: Any, limit: int = 30) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _evaluate(node: ast.expr, globals_ns: dict, shapes: dict[str, Any], line: str) -> Any:

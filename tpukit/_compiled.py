@@ -17,12 +17,14 @@ the result is a callable object that also tells what XLA made of the function.
 from __future__ import annotations
 
 import functools
+import inspect
 import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Any, Literal
 
 import jax
+from flax import nnx
 
 from tpukit._analysis import (
     Collective,
@@ -35,7 +37,8 @@ from tpukit._analysis import (
     memory_of,
 )
 from tpukit._compile_cache import cache_hit_count
-from tpukit._errors import CompileError
+from tpukit._devices import available_bytes, format_bytes
+from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_facing
 from tpukit._peaks import peak_for
 from tpukit._placement import mesh_of
 from tpukit._signature import Signature, bind_arguments
@@ -46,6 +49,7 @@ Stage = Literal["lowered", "optimized"]
 _STAGES = ("lowered", "optimized")
 
 
+@user_facing
 def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled:  # noqa: A001
     """Compile ``function`` for the arguments' shapes and dtypes on JAX's default device.
 
@@ -54,10 +58,25 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
     weights, an NNX module). Any other hashable value (a number, a string, a tuple)
     is static: the program is specialised on it.
 
+    An NNX module may itself be the function (``tpukit.compile(model, x)``): its
+    weights are then traced as the call's first argument, ``self``, never baked into
+    the program, so the compiled object always runs on the module's current weights.
+
     Returns a ``Compiled`` object: call it on device data, read its ``cost``,
     ``memory``, ``op_counts()`` and ``hlo_text()``, or show it in a notebook.
     Raises ``CompileError`` pointing at the line of the user's function that failed.
     """
+    if not callable(function):
+        raise ArgumentError(
+            f"tpukit.compile takes the function to compile first, then its arguments; got "
+            f"{type(function).__name__} {str(function)[:40]!r}. Write tpukit.compile(f, x, ...)."
+        )
+    original = function
+    bound: tuple[Any, ...] = ()
+    if isinstance(function, nnx.Module):
+        bound = (function,)
+        function = _module_call(function)
+        args = (*bound, *args)
     name = getattr(function, "__name__", None) or type(function).__name__
     parameters = bind_arguments(function, args, kwargs)
     signature = Signature(name, parameters)
@@ -84,7 +103,8 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
     done = time.perf_counter()
     signature.output = _output_info(lowered, executable)
     return Compiled(
-        function=function,
+        function=original,
+        bound_arguments=bound,
         signature=signature,
         lowered=lowered,
         executable=executable,
@@ -92,6 +112,24 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
         xla_seconds=done - lowered_at,
         from_cache=cache_hit_count() > hits_before,
     )
+
+
+def _module_call(module: nnx.Module) -> Callable[..., Any]:
+    """A function of ``(self, *args)`` that calls ``module``'s class on traced weights."""
+
+    def call(self: nnx.Module, *args: Any, **kwargs: Any) -> Any:
+        return self(*args, **kwargs)
+
+    call.__name__ = call.__qualname__ = type(module).__name__
+    try:
+        method = inspect.signature(module.__call__)
+        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        call.__signature__ = method.replace(
+            parameters=[self_parameter, *method.parameters.values()]
+        )
+    except (TypeError, ValueError):
+        pass  # no introspectable signature: arguments are named arg0, arg1, ...
+    return call
 
 
 def _staged_function(function: Callable[..., Any], name: str, parameters) -> Callable[..., Any]:
@@ -135,6 +173,7 @@ class Compiled:
         *,
         function: Callable[..., Any],
         signature: Signature,
+        bound_arguments: tuple[Any, ...] = (),
         lowered: Any,
         executable: Any,
         lower_seconds: float,
@@ -142,6 +181,7 @@ class Compiled:
         from_cache: bool,
     ):
         self.function = function
+        self.bound_arguments = bound_arguments
         self.signature = signature
         self.lowered = lowered
         self.jax_compiled = executable
@@ -194,9 +234,10 @@ class Compiled:
         """The cross-device collectives XLA put in the optimized program (count and bytes each)."""
         return collectives_of(self.hlo_module("optimized"))
 
+    @user_facing
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
-        return self.jax_compiled(*self._traced_arguments(args, kwargs))
+        return self.jax_compiled(*self._traced_arguments((*self.bound_arguments, *args), kwargs))
 
     def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
@@ -272,6 +313,7 @@ class Compiled:
 
         return plot_roofline(self, peak=peak, timing=timing, ax=ax)
 
+    @user_facing
     def timeit(
         self, *args: Any, number: int | None = None, repeat: int = 7, **kwargs: Any
     ) -> TimingResult:
@@ -283,12 +325,28 @@ class Compiled:
         """
         from tpukit._sample_data import concrete_arguments
 
-        args, kwargs = concrete_arguments(self.signature, args, kwargs)
-        traced_args, traced_kwargs = self._traced_arguments(args, kwargs)
-        executable = self.jax_compiled
-        times, number = time_call(
-            lambda: executable(traced_args, traced_kwargs), number=number, repeat=repeat
-        )
+        self._check_fits_in_memory()
+        if self.bound_arguments:
+            if not args and not kwargs:  # the module's own weights, random data for the rest
+                parameters = self.signature.parameters
+                args = tuple(p.value for p in parameters if not p.keyword)[1:]
+                kwargs = {p.name: p.value for p in parameters if p.keyword}
+            args = (*self.bound_arguments, *args)
+        try:
+            args, kwargs = concrete_arguments(self.signature, args, kwargs)
+            traced_args, traced_kwargs = self._traced_arguments(args, kwargs)
+            executable = self.jax_compiled
+            times, number = time_call(
+                lambda: executable(traced_args, traced_kwargs), number=number, repeat=repeat
+            )
+        except jax.errors.JaxRuntimeError as exc:
+            if "RESOURCE_EXHAUSTED" not in str(exc):
+                raise
+            raise DeviceMemoryError(
+                f"{self.name} ran out of device memory on {self.device_kind}"
+                f"{self._memory_phrase()}. Use smaller shapes (a smaller batch), or free "
+                "device arrays you no longer need (del them)."
+            ) from None
         return TimingResult(
             name=self.name,
             times=times,
@@ -296,6 +354,22 @@ class Compiled:
             flops=self.cost.flops or None,
             device_kind=self.device_kind,
             peak=peak_for(self.device_kind),
+        )
+
+    def _memory_phrase(self) -> str:
+        memory = self.memory
+        return f" (it needs {format_bytes(memory.total_bytes)})" if memory else ""
+
+    def _check_fits_in_memory(self) -> None:
+        """Refuse to run a program that cannot fit, before it allocates anything."""
+        memory = self.memory
+        free = available_bytes(self.devices[0])
+        if memory is None or free is None or memory.total_bytes <= free:
+            return
+        raise DeviceMemoryError(
+            f"{self.name} needs {format_bytes(memory.total_bytes)} of memory per device but "
+            f"{self.device_kind} has {format_bytes(free)} free. Use smaller shapes (a smaller "
+            "batch), or more devices with --mesh to split the arrays."
         )
 
     def __repr__(self) -> str:

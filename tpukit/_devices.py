@@ -61,6 +61,29 @@ class DeviceInfo:
         )
 
 
+def available_bytes(device: Any) -> int | None:
+    """Free memory of ``device`` in bytes: the runtime's figure, or the host's for CPUs.
+
+    ``None`` when neither is known.
+    """
+    info = DeviceInfo.from_device(device)
+    if info.bytes_limit is not None:
+        return info.bytes_limit - (info.bytes_in_use or 0)
+    if device.platform != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def format_bytes(n: float | None) -> str:
     """``1536`` -> ``'1.5 KiB'``; ``None`` -> ``'-'``."""
     if n is None:

@@ -9,6 +9,12 @@ received, and what to do next.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 
 class TpukitError(Exception):
     """Base class of every error tpukit raises on purpose."""
@@ -40,3 +46,26 @@ class DeviceNotFoundError(TpukitError, RuntimeError):
 
 class DeviceSetupError(TpukitError, RuntimeError):
     """A device setting can no longer take effect (JAX is already initialised)."""
+
+
+class DeviceMemoryError(TpukitError, MemoryError):
+    """A program or its data does not fit in the device's free memory."""
+
+
+def user_facing(function: _F) -> _F:
+    """Make a public function's ``TpukitError`` start at the caller's line.
+
+    A mistake in the input is the user's to fix, so the traceback shows their own
+    line and tpukit's one-line message, not the tpukit internals that found it.
+    IPython (8 and later) and pytest also hide this wrapper's frame.
+    """
+
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
+        try:
+            return function(*args, **kwargs)
+        except TpukitError as exc:
+            raise exc.with_traceback(None) from exc.__cause__
+
+    return wrapper  # type: ignore[return-value]

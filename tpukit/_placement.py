@@ -11,6 +11,7 @@ PartitionSpec('data', None)
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import jax
@@ -34,16 +35,21 @@ def parse_mesh(text: str, devices: list[Any] | None = None) -> Mesh:
             raise ArgumentError(
                 f"Cannot read the mesh {text!r}: write AXIS=SIZE pairs, e.g. data=8 or data=4,model=2."
             )
+        if name.strip() in names:
+            raise ArgumentError(
+                f"The mesh {text!r} names the axis {name.strip()!r} twice; give each axis one "
+                "size, e.g. data=8 or data=4,model=2."
+            )
         names.append(name.strip())
         sizes.append(int(size))
     if not names:
         raise ArgumentError("The mesh is empty: write AXIS=SIZE pairs, e.g. data=8.")
     if sizes.count(-1) > 1:
         raise ArgumentError(f"Only one axis of {text!r} may have size -1.")
-    known = int(np.prod([s for s in sizes if s != -1]))
+    known = math.prod(s for s in sizes if s != -1)
     if -1 in sizes:
         sizes[sizes.index(-1)] = len(devices) // max(known, 1)
-    total = int(np.prod(sizes))
+    total = math.prod(sizes)
     if total < 1 or total > len(devices) or min(sizes) < 1:
         raise ArgumentError(
             f"The mesh {text!r} needs {total} devices but {len(devices)} are here. Pick sizes "
@@ -54,14 +60,26 @@ def parse_mesh(text: str, devices: list[Any] | None = None) -> Mesh:
 
 def parse_partition_spec(text: str) -> PartitionSpec:
     """``"data"`` -> ``P('data')``; ``"None,model"`` -> ``P(None, 'model')``; ``"data+model"`` splits one dim over two axes."""
-    parts = []
+    parts: list[Any] = []
+    used: list[str] = []
     for part in (p.strip() for p in text.split(",")):
         if part in ("None", ""):
             parts.append(None)
-        elif "+" in part:
-            parts.append(tuple(p.strip() for p in part.split("+")))
-        else:
-            parts.append(part)
+            continue
+        axes = [p.strip() for p in part.split("+")]
+        if not all(a.isidentifier() for a in axes):
+            raise ArgumentError(
+                f"Cannot read the partition spec {text!r}: write one mesh axis (or None) per "
+                "dimension, e.g. data or None,model; data+model splits one dimension over two axes."
+            )
+        repeated = [a for a in axes if a in used or axes.count(a) > 1]
+        if repeated:
+            raise ArgumentError(
+                f"The partition spec {text!r} uses the mesh axis {repeated[0]!r} twice; an axis "
+                "can split only one dimension of an array."
+            )
+        used.extend(axes)
+        parts.append(tuple(axes) if len(axes) > 1 else axes[0])
     return PartitionSpec(*parts)
 
 

@@ -12,6 +12,7 @@ ShapeDtypeStruct(shape=(8, 224, 224, 3), dtype=bfloat16)
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -20,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tpukit._errors import ShapeSpecError
+from tpukit._errors import ShapeSpecError, user_facing
 
 #: HLO dtype names and the NumPy/ml_dtypes names they stand for.
 HLO_DTYPES: dict[str, str] = {
@@ -74,6 +75,7 @@ def format_shape(x: Any) -> str:
     return f"{hlo_dtype_name(x.dtype)}[{dims}]"
 
 
+@user_facing
 def parse_shape(
     text: str, evaluate_dim: Callable[[str], Any] | None = None
 ) -> jax.ShapeDtypeStruct:
@@ -86,6 +88,11 @@ def parse_shape(
     >>> parse_shape("f32[128, 784]").shape
     (128, 784)
     """
+    if not isinstance(text, str):
+        raise ShapeSpecError(
+            f"A shape is written as a string such as 'f32[128,784]'; got {text!r} "
+            f"({type(text).__name__}). " + VALID_SHAPE_FORMS
+        )
     stripped = re.sub(r"\{[^{}]*\}$", "", text.strip())
     match = SHAPE_LITERAL.fullmatch(stripped)
     if match is None:
@@ -97,7 +104,37 @@ def parse_shape(
         raise ShapeSpecError(f"Cannot read {text!r} as a shape. {VALID_SHAPE_FORMS}")
     dtype_name, dims_text = match.groups()
     dims = tuple(_parse_dim(part, text, evaluate_dim) for part in _split_dims(dims_text))
-    return jax.ShapeDtypeStruct(dims, jnp.dtype(HLO_DTYPES[dtype_name]))
+    dtype = jnp.dtype(HLO_DTYPES[dtype_name])
+    check_extent(dims, dtype, text)
+    return jax.ShapeDtypeStruct(dims, dtype)
+
+
+#: The largest array XLA can describe: its element count and byte size must fit in a
+#: signed 64-bit integer, or XLA aborts the whole process ("overflow in static extent
+#: product") instead of raising. Kept a factor of four below that for its byte arithmetic.
+MAX_ARRAY_BYTES = 2**61
+
+
+def check_extent(dims: tuple[int, ...], dtype: Any, what: str) -> None:
+    """Refuse a shape whose element count or byte size no device could ever hold.
+
+    Such a shape would otherwise reach XLA, which aborts the process on the overflow.
+
+    >>> check_extent((1024, 1024), np.float32, "f32[1024,1024]")  # fine: no error
+    >>> parse_shape("f32[1099511627776,1099511627776]")  # 2**40 x 2**40
+    Traceback (most recent call last):
+    tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776] has 1.2e+24 elements (4.8e+24 bytes); no device holds an array over 2.3e+18 bytes. Check the dimensions.
+    """
+    elements = math.prod(int(d) for d in dims)
+    try:
+        itemsize = max(np.dtype(dtype).itemsize, 1)
+    except TypeError:
+        itemsize = 1
+    if elements * itemsize > MAX_ARRAY_BYTES:
+        raise ShapeSpecError(
+            f"{what} has {elements:.2g} elements ({elements * itemsize:.2g} bytes); "
+            f"no device holds an array over {MAX_ARRAY_BYTES:.2g} bytes. Check the dimensions."
+        )
 
 
 def _split_dims(dims_text: str) -> list[str]:

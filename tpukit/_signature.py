@@ -17,6 +17,7 @@ Which arguments are traced and which are static:
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tpukit._errors import ArgumentError, SignatureMismatchError
-from tpukit._shapes import format_shape
+from tpukit._shapes import SHAPE_LITERAL, check_extent, format_shape
 
 ArgumentKind = Literal["array", "static"]
 
@@ -44,14 +45,28 @@ def _is_python_number(x: Any) -> bool:
 
 
 def abstractify(x: Any) -> jax.ShapeDtypeStruct:
-    """The abstract value of one traced leaf; committed JAX arrays keep their sharding."""
-    if isinstance(x, jax.ShapeDtypeStruct):
-        return x
+    """The abstract value of one traced leaf; committed JAX arrays keep their sharding.
+
+    Host data takes the dtype JAX will give it on the device: with 64-bit types off
+    (JAX's default), NumPy ``float64``/``int64`` data is compiled as ``f32``/``s32``,
+    as ``tpukit.put`` and ``jax.device_put`` would store it.
+    """
     if _is_python_number(x):
         return jax.ShapeDtypeStruct((), jnp.result_type(x), weak_type=True)
+    check_extent(tuple(x.shape), x.dtype, f"An array of shape {tuple(x.shape)}")
+    if isinstance(x, jax.ShapeDtypeStruct):
+        return x
     if isinstance(x, jax.Array) and getattr(x, "committed", False):
         return jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding)
-    return jax.ShapeDtypeStruct(tuple(x.shape), x.dtype)
+    return jax.ShapeDtypeStruct(tuple(x.shape), device_dtype(x.dtype))
+
+
+def device_dtype(dtype: Any) -> Any:
+    """The dtype an array of ``dtype`` has once on the device (64-bit types need ``jax_enable_x64``)."""
+    try:
+        return jax.dtypes.canonicalize_dtype(dtype)
+    except (TypeError, ValueError):  # JAX's extended dtypes (PRNG keys) are already canonical
+        return dtype
 
 
 @dataclass(frozen=True)
@@ -118,6 +133,21 @@ def classify(name: str, value: Any) -> ArgumentKind:
                 "other values as separate arguments; non-array values are then held static."
             )
         return "array"
+    if isinstance(value, str) and SHAPE_LITERAL.fullmatch(value.strip()):
+        raise ArgumentError(
+            f"Argument {name!r} is the string {value!r}. In Python, an abstract shape is "
+            f"written tpukit.shape({value!r}); a bare {value.strip()} works only in a "
+            "%tpu_compile line."
+        )
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = [getattr(value, f.name, None) for f in dataclasses.fields(value)]
+        if any(is_array_like(leaf) for f in fields for leaf in jax.tree_util.tree_leaves(f)):
+            raise ArgumentError(
+                f"Argument {name!r} is a {type(value).__name__} dataclass holding arrays, but "
+                "JAX does not look inside it. Register it as a pytree "
+                "(decorate the class with @jax.tree_util.register_dataclass or "
+                "@flax.struct.dataclass), or pass its arrays as arguments."
+            )
     try:
         hash(value)
     except TypeError:
@@ -267,7 +297,9 @@ def _mismatch(parameter: Parameter, value: Any) -> str | None:
             continue
         if not is_array_like(received):
             return f"{parameter.name} should be an array {format_shape(expected)} but is a {type(received).__name__}"
-        if tuple(received.shape) != tuple(expected.shape) or received.dtype != expected.dtype:
+        if tuple(received.shape) != tuple(expected.shape) or device_dtype(
+            received.dtype
+        ) != device_dtype(expected.dtype):
             return (
                 f"{parameter.name} should be {describe_tree(parameter.value)} "
                 f"but is {describe_tree(value)}"

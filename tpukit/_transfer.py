@@ -17,9 +17,10 @@ from typing import Any
 import jax
 import numpy as np
 
-from tpukit._errors import DeviceNotFoundError
+from tpukit._errors import ArgumentError, DeviceNotFoundError, user_facing
 
 
+@user_facing
 def put(tree: Any, device_or_sharding: Any = None) -> Any:
     """Place every array of ``tree`` on a device or with a sharding.
 
@@ -33,23 +34,26 @@ def put(tree: Any, device_or_sharding: Any = None) -> Any:
     Returns:
       The same pytree with ``jax.Array`` leaves.
     """
+    _require_arrays(tree, "put")
     target = _resolve_target(device_or_sharding)
     try:
         return jax.device_put(tree, target)
     except ValueError as exc:
-        raise ValueError(
-            f"Cannot place the tree with {target!r}: {exc}. A sharding must divide each "
+        raise ArgumentError(
+            f"Cannot place the tree with {target!r}: {str(exc).splitlines()[0]}. A sharding must divide each "
             "array's dimensions it splits; use a device or a replicated sharding otherwise."
         ) from None
 
 
+@user_facing
 def fetch(tree: Any) -> Any:
     """Copy every array of ``tree`` back to the host as NumPy arrays.
 
     Arrays spread over several hosts are gathered first, so every process gets
-    the whole value (call it on every process then); other leaves are copied as
-    they are.
+    the whole value (call it on every process then). Python numbers become 0-d
+    arrays; any other leaf (a string, an object) is refused.
     """
+    _require_arrays(tree, "fetch")
     leaves, treedef = jax.tree_util.tree_flatten(tree)
     spread = [isinstance(x, jax.Array) and not x.is_fully_addressable for x in leaves]
     if any(spread):
@@ -64,12 +68,25 @@ def fetch(tree: Any) -> Any:
     return jax.tree_util.tree_unflatten(treedef, [np.asarray(x) for x in host])
 
 
+def _require_arrays(tree: Any, verb: str) -> None:
+    """Refuse a tree with a leaf that is neither an array nor a number, naming where it is."""
+    for path, leaf in jax.tree_util.tree_leaves_with_path(tree):
+        if isinstance(leaf, (jax.Array, np.ndarray, np.generic, bool, int, float, complex)):
+            continue
+        where = f" at {jax.tree_util.keystr(path)}" if path else ""
+        raise ArgumentError(
+            f"{verb}() moves arrays, but found a {type(leaf).__name__}{where}. Pass an array, "
+            "a number, or a pytree (dict, list, tuple, NNX module) of them; turn a generator "
+            "into a list or array first."
+        )
+
+
 def _resolve_target(target: Any) -> Any:
     if not isinstance(target, str):
         return target
     platform, _, index = target.partition(":")
     if platform not in ("cpu", "gpu", "tpu") or (index and not index.isdigit()):
-        raise ValueError(
+        raise ArgumentError(
             f"Cannot read the device {target!r}: write a platform, optionally with an index, "
             "such as 'gpu', 'tpu:0' or 'cpu:3'."
         )

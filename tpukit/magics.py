@@ -10,6 +10,7 @@ Load with ``%load_ext tpukit``; ``%tpu_compile?`` shows the help.
 
 from __future__ import annotations
 
+import keyword
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -22,6 +23,8 @@ from tpukit._compiled import Compiled, compile
 from tpukit._devices import devices
 from tpukit._errors import TpukitError
 from tpukit._placement import parse_mesh, parse_partition_spec, place_arguments
+
+_MISSING = object()
 
 _CALL_HELP = (
     "The call to compile, as you would write it: f(data), model_fwd(params, x), or with "
@@ -151,17 +154,25 @@ class TpuMagics(Magics):
             args.name
             or spec.function_name.replace(".", "_").replace("[", "_").strip("_]") + "_compiled"
         )
-        if not name.isidentifier():
+        if not name.isidentifier() or keyword.iskeyword(name):
             raise UsageError(
-                f"Cannot store the compiled object as {name!r}: pass -o NAME with a valid name."
+                f"Cannot store the compiled object as {name!r}: pass -o NAME with a valid "
+                "Python variable name (not a keyword such as class or def)."
             )
+        previous = self.shell.user_ns.get(name, _MISSING)
         self.shell.user_ns[name] = compiled
-        if args.quiet:
-            return None
-        display(compiled)
-        if args.graph:
-            display(compiled.graph())
-        print(f"Stored as {name}.")
+        replaced = previous is not _MISSING and not isinstance(previous, Compiled)
+        if not args.quiet:
+            display(compiled)
+            if args.graph:
+                display(compiled.graph())
+        if replaced:
+            print(
+                f"Stored as {name}, replacing the {type(previous).__name__} that {name} held "
+                "(pass -o NAME to choose another name)."
+            )
+        elif not args.quiet:
+            print(f"Stored as {name}.")
         return None
 
     @magic_arguments()
