@@ -229,3 +229,26 @@ def test_source_lines_point_at_user_code_not_library_internals():
     line = inspect.getsourcelines(apply_linear)[1] + 1
     assert dots and all(d.source_location == f"test_compile.py:{line}" for d in dots)
     assert any("flax" in frame.file for frame in dots[0].metadata.stack)  # the full stack is kept
+
+
+def test_an_nnx_module_compiled_as_the_callee_runs_on_its_current_weights():
+    from flax import nnx
+
+    lin = nnx.Linear(3, 4, rngs=nnx.Rngs(0))
+    compiled = tpukit.compile(lin, tpukit.shape("f32[5,3]"))
+    assert "self: {bias: f32[4], kernel: f32[3,4]}" in str(compiled.signature)
+    assert compiled.memory.argument_bytes >= (3 * 4 + 4 + 5 * 3) * 4  # weights are arguments
+    x = jnp.ones((5, 3))
+    assert np.abs(np.asarray(compiled(x))).max() > 0
+    lin.kernel.value = jnp.zeros((3, 4))
+    lin.bias.value = jnp.full((4,), 2.0)
+    np.testing.assert_array_equal(np.asarray(compiled(x)), np.full((5, 4), 2.0, np.float32))
+    assert compiled.timeit(number=1, repeat=1).median > 0
+
+
+def test_64_bit_host_data_compiles_as_the_device_will_hold_it():
+    data = np.arange(6, dtype=np.float64).reshape(2, 3)
+    compiled = tpukit.compile(lambda a: a * 2, data)
+    assert "a: f32[2,3]" in str(compiled.signature)  # x64 is off: f64 data lives as f32
+    np.testing.assert_array_equal(np.asarray(compiled(tpukit.put(data))), data * 2)
+    np.testing.assert_array_equal(np.asarray(compiled(data)), data * 2)
