@@ -1,11 +1,14 @@
 # The two set-up commands of the README: `make demo` (the main job) and `make test`.
 # Each creates .venv with tpukit and its development tools when it is missing.
+# `make test-oldest` runs the same suite in .venv-oldest, on the oldest supported versions
+# (pyproject.toml's lower bounds, pinned by scripts/oldest_constraints.py).
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+OLDEST := .venv-oldest
 
-.PHONY: demo test lint
+.PHONY: demo test test-oldest lint
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -24,3 +27,18 @@ lint: $(VENV)/.installed
 test: $(VENV)/.installed lint
 	sh scripts/ensure_chromium.sh
 	$(BIN)/python -m pytest -q
+
+# The dev tools come at their newest; every runtime dependency at its lower bound. The
+# check fails the lane if pip installed anything else than the pins.
+$(OLDEST)/.installed: pyproject.toml scripts/oldest_constraints.py
+	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
+	$(OLDEST)/bin/python -m pip install -q -U pip
+	$(OLDEST)/bin/python scripts/oldest_constraints.py > $(OLDEST)/constraints.txt
+	$(OLDEST)/bin/python -m pip install -q -c $(OLDEST)/constraints.txt -e '.[dev]'
+	$(OLDEST)/bin/python scripts/oldest_constraints.py --check
+	touch $@
+
+test-oldest: $(OLDEST)/.installed
+	sh scripts/ensure_chromium.sh
+	$(OLDEST)/bin/python scripts/oldest_constraints.py --check
+	$(OLDEST)/bin/python -m pytest -q

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Install tpukit from a terminal, with the same checks as install/install_tpukit.ipynb:
-# keep a JAX that already sees the accelerator, install the matching JAX build only when
-# it does not, install tpukit without touching anything else, then verify.
+# Install tpukit from a terminal, with the same steps as install/install_tpukit.ipynb:
+# tpukit itself from the project's source without touching anything else, then
+# tpukit/_install.py (the one place that decides): keep a JAX that already sees the
+# accelerator, install only the requirements that are missing or too old (read from the
+# installed tpukit's metadata), then `python -m tpukit doctor`, which prints
+# "tpukit works" only when a zoo model, a short fit, a checkpoint and a graph all work.
 #
-#   sh install/install.sh                                   # from the published location
+#   sh install/install.sh                                   # from the project's repository
 #   TPUKIT_SOURCE=. sh install/install.sh                   # from a checkout
 #   PYTHON=.venv/bin/python sh install/install.sh           # into another environment
 #   PIP_OPTIONS="--no-index" TPUKIT_SOURCE=. sh install/install.sh   # offline
@@ -18,54 +21,18 @@ fail() {
     exit 1
 }
 
-pip_install() {
-    echo "\$ pip install $*"
-    # shellcheck disable=SC2086
-    "$PYTHON" -m pip install -q $PIP_OPTIONS "$@" || fail "pip could not install $*" \
-        "check the source and the network (or PIP_OPTIONS), then run this script again"
-}
+"$PYTHON" -c "import sys; assert sys.version_info >= (3, 11)" 2>/dev/null \
+    || fail "$PYTHON is not Python 3.11 or newer (JAX needs 3.11)" "set PYTHON=/path/to/python3.12 and run again"
 
-"$PYTHON" -c "import sys; assert sys.version_info >= (3, 10)" 2>/dev/null \
-    || fail "$PYTHON is not Python 3.10 or newer" "set PYTHON=/path/to/python3.11 and run again"
+echo "\$ pip install --no-deps $PIP_OPTIONS $SOURCE"
+# shellcheck disable=SC2086
+"$PYTHON" -m pip install -q --no-deps $PIP_OPTIONS "$SOURCE" || fail "pip could not install $SOURCE" \
+    "check TPUKIT_SOURCE (a git URL or a checkout's path) and the network (or PIP_OPTIONS), then run this script again"
 
-hardware=cpu
-if [ -e /dev/nvidia0 ]; then hardware=gpu; fi
-if grep -qs 0x1ae0 /sys/bus/pci/devices/*/vendor || ls /dev/accel* >/dev/null 2>&1; then hardware=tpu; fi
-echo "Accelerator hardware: $hardware"
-
-backend=$("$PYTHON" -c "import jax; print(jax.default_backend())" 2>/dev/null || echo none)
-echo "Installed JAX uses: $backend"
-if [ "$backend" != "$hardware" ]; then
-    case $hardware in
-        tpu) extra="[tpu]" ;;
-        gpu) if nvidia-smi 2>/dev/null | grep -Eq "CUDA Version: 1[3-9]"; then extra="[cuda13]"; else extra="[cuda12]"; fi ;;
-        *) extra="" ;;
-    esac
-    echo "JAX does not see the $hardware: installing jax$extra"
-    pip_install -U "jax$extra"
-    backend=$("$PYTHON" -c "import jax; print(jax.default_backend())" 2>/dev/null || echo none)
-    [ "$backend" = "$hardware" ] || fail "JAX still uses '$backend', not the $hardware" \
-        "check the driver (nvidia-smi) or TPU runtime, then run: $PYTHON -m pip install -U \"jax$extra\""
-else
-    echo "Keeping the installed JAX: it already sees the accelerator."
-fi
-
-pip_install --no-deps "$SOURCE"
-missing=$("$PYTHON" -c "
-import importlib.util as u
-needed = [('flax', 'flax'), ('optax', 'optax'), ('orbax.checkpoint', 'orbax-checkpoint'), ('tqdm', 'tqdm'),
-          ('matplotlib', 'matplotlib'), ('IPython', 'ipython')]
-print(' '.join(p for m, p in needed if u.find_spec(m) is None))")
-if [ -n "$missing" ]; then
-    # shellcheck disable=SC2086
-    pip_install $missing
-fi
-
-"$PYTHON" -m tpukit info || fail "tpukit is installed but cannot list the devices" "read the message above"
-"$PYTHON" -c "
-import jax, tpukit
-compiled = tpukit.compile(lambda x: jax.numpy.tanh(x @ x.T).sum(), tpukit.shape('f32[256,256]'))
-print(compiled)
-print('tpukit works: compiled and ran a function on', jax.devices()[0].device_kind, '->', float(compiled(jax.numpy.ones((256, 256)))))
-" || fail "the verification compile failed" "run $PYTHON -m tpukit info and report the error"
-echo "Done. Next: jupyter notebook notebooks/01_mnist_mlp.ipynb"
+# The installed tpukit's folder, found without importing it (its dependencies may be missing).
+folder=$("$PYTHON" -c "import importlib.util as u; print(u.find_spec('tpukit').submodule_search_locations[0])") \
+    || fail "tpukit was installed but $PYTHON cannot find it" "run: $PYTHON -m pip show tpukit"
+set --
+for option in $PIP_OPTIONS; do set -- "$@" "--pip-option=$option"; done
+"$PYTHON" "$folder/_install.py" "$@" || exit 1
+echo "Next: jupyter lab notebooks/01_mnist_mlp.ipynb"

@@ -11,9 +11,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _numerics import assert_close_across_processors
 
 import tpukit
 from tpukit import ArgumentError, CompileError, SignatureMismatchError
+from tpukit.hlo import instruction_flops
 
 
 def mlp(params, x):
@@ -50,7 +52,7 @@ def test_compiled_runs_on_device_data_and_matches_jax(mlp_compiled):
     x = tpukit.put(np.random.default_rng(1).random((128, 784), dtype=np.float32))
     out = mlp_compiled(params, x)
     assert isinstance(out, jax.Array)
-    np.testing.assert_allclose(tpukit.fetch(out), mlp(params, x), rtol=1e-5, atol=1e-5)
+    assert_close_across_processors(tpukit.fetch(out), mlp(params, x))
 
 
 def test_mlp_flops_are_counted_from_the_dots(mlp_compiled):
@@ -70,7 +72,7 @@ def test_op_counts_open_fusions_and_compare_stages(mlp_compiled):
     closed = mlp_compiled.op_counts("optimized", open_fusions=False)
     assert lowered["dot"] == 3 and optimized["dot"] == 3
     assert lowered["fusion"] == 0 and optimized["fusion"] >= 1
-    assert closed["dot"] < 3 or closed["fusion"] == 0  # dots live inside fusions once opened
+    # opened, the ops inside fusions count too
     assert sum(optimized.values()) > sum(closed.values())
     assert "HloModule" in mlp_compiled.hlo_text("lowered")
     assert "fusion" in mlp_compiled.hlo_text("optimized")
@@ -81,7 +83,13 @@ def test_op_counts_open_fusions_and_compare_stages(mlp_compiled):
 def test_fusions_list_ops_inside_and_source_lines(mlp_compiled):
     fusions = mlp_compiled.fusions()
     assert fusions, "XLA fuses the MLP's bias adds and ReLUs"
-    assert sum(f.flops for f in fusions) == mlp_compiled.cost.counted_flops
+    # every dot's FLOPs are counted once: in its fusion, or on its own where XLA left it
+    # outside (XLA's CPU backend fuses dots from JAX 0.8 on, not in JAX 0.7)
+    module = mlp_compiled.hlo_module("optimized")
+    unfused = sum(
+        instruction_flops(i, module) for i in module.entry.instructions if i.opcode == "dot"
+    )
+    assert sum(f.flops for f in fusions) + unfused == mlp_compiled.cost.counted_flops
     lines = {f.source_location for f in fusions}
     line_of_dot = inspect.getsourcelines(mlp)[1] + 2
     assert f"test_compile.py:{line_of_dot}" in lines
@@ -120,7 +128,7 @@ def test_static_and_keyword_arguments():
     assert kinds == {"x": "array", "times": "static", "activation": "static"}
     assert c.op_counts("lowered")["tanh"] == 1
     x = jnp.arange(8, dtype=jnp.float32) - 4
-    np.testing.assert_allclose(c(x, times=3, activation="tanh"), jnp.tanh(3 * x), rtol=1e-6)
+    assert_close_across_processors(c(x, times=3, activation="tanh"), jnp.tanh(3 * x))
     with pytest.raises(SignatureMismatchError, match="static value 3"):
         c(x, times=4, activation="tanh")
 
@@ -131,7 +139,7 @@ def test_pytrees_and_nnx_modules_are_traced():
     model = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
     c = tpukit.compile(lambda m, x: m(x), model, tpukit.shape("f32[3,4]"))
     x = jnp.ones((3, 4))
-    np.testing.assert_allclose(c(model, x), model(x), rtol=1e-6)
+    assert_close_across_processors(c(model, x), model(x))
 
 
 def test_arguments_that_can_be_neither_traced_nor_static():
@@ -228,7 +236,8 @@ def test_source_lines_point_at_user_code_not_library_internals():
     dots = [i for i in c.hlo_module("optimized").instructions() if i.opcode == "dot"]
     line = inspect.getsourcelines(apply_linear)[1] + 1
     assert dots and all(d.source_location == f"test_compile.py:{line}" for d in dots)
-    assert any("flax" in frame.file for frame in dots[0].metadata.stack)  # the full stack is kept
+    if "stack_frame_id" in c.hlo_text("optimized"):  # JAX 0.8+: the full stack is kept
+        assert any("flax" in frame.file for frame in dots[0].metadata.stack)
 
 
 def test_an_nnx_module_compiled_as_the_callee_runs_on_its_current_weights():
@@ -240,8 +249,8 @@ def test_an_nnx_module_compiled_as_the_callee_runs_on_its_current_weights():
     assert compiled.memory.argument_bytes >= (3 * 4 + 4 + 5 * 3) * 4  # weights are arguments
     x = jnp.ones((5, 3))
     assert np.abs(np.asarray(compiled(x))).max() > 0
-    lin.kernel.value = jnp.zeros((3, 4))
-    lin.bias.value = jnp.full((4,), 2.0)
+    lin.kernel[...] = jnp.zeros((3, 4))
+    lin.bias[...] = jnp.full((4,), 2.0)
     np.testing.assert_array_equal(np.asarray(compiled(x)), np.full((5, 4), 2.0, np.float32))
     assert compiled.timeit(number=1, repeat=1).median > 0
 

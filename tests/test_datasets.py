@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import os
 import pickle
 import socket
+import subprocess
+import sys
 import threading
 import warnings
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -228,8 +231,11 @@ def test_interrupted_download_leaves_no_file_and_tries_the_next_mirror(tmp_path,
 
 
 def test_offline_falls_back_to_the_bundled_sample_with_a_warning(tmp_path):
-    with pytest.warns(SampleDataWarning, match="bundled sample of real MNIST: 10,000 training"):
+    with pytest.warns(
+        SampleDataWarning, match="bundled sample of real MNIST: 10,000 training"
+    ) as w:
         train = mnist("train", cache_dir=tmp_path, mirrors=[_closed_port_url()], progress=False)
+    assert "unreachable" in w[0].message.download_errors  # why, for whoever asks
     assert train.sample and train.images.shape == (10_000, 784)
     assert "bundled MNIST sample" in repr(train)
     assert set(np.unique(train.labels)) == set(range(10))
@@ -237,6 +243,24 @@ def test_offline_falls_back_to_the_bundled_sample_with_a_warning(tmp_path):
 
     with pytest.raises(DownloadError, match="unreachable"):
         mnist("test", cache_dir=tmp_path, mirrors=[_closed_port_url()], fallback=False)
+
+
+def test_offline_warning_is_two_sentences_shown_once_per_session(tmp_path):
+    script = (
+        "import tpukit.datasets as d\n"
+        f"kw = dict(cache_dir={str(tmp_path)!r}, mirrors=[{_closed_port_url()!r}], progress=False)\n"
+        "d.mnist('train', **kw)\n"
+        "d.mnist('test', **kw)\n"
+        "d.mnist(('train', 'test'), **kw)\n"
+    )
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("SampleDataWarning") == 1, done.stderr
+    message = done.stderr.split("SampleDataWarning: ", 1)[1].splitlines()[0]
+    assert len(message) < 300 and message.count(". ") <= 1 and "Could not download" not in message
 
 
 def test_default_cache_follows_TPUKIT_CACHE(tmp_path, server, digits):

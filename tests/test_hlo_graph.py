@@ -12,8 +12,17 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+import tpukit
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._graph_data import INSTRUCTION, MAX_CHILDREN, OPEN_NODES, PART, SCOPE
+from tpukit.hlo._graph_data import (
+    CATEGORIES,
+    CATEGORY_LABELS,
+    INSTRUCTION,
+    MAX_CHILDREN,
+    OPEN_NODES,
+    PART,
+    SCOPE,
+)
 from tpukit.hlo._graph_view import HloGraph, graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -125,6 +134,10 @@ def test_strings_from_user_code_cannot_break_out_of_the_page():
     assert "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;" in page  # the title, escaped
     payload = payload_of(page)
     assert f"/tmp/{EVIL}.py:2" in payload["strings"]  # the data itself is kept literally
+    fusion = next(i for i, ins in enumerate(g._data.instr) if ins and ins.opcode == "fusion")
+    label = payload["strings"][payload["location"][fusion]]
+    assert label == g._data.instr[fusion].source_location  # the short label, path apart
+    assert payload["strings"][payload["source"][fusion]] == f"/tmp/{EVIL}.py:2"
     assert EVIL in g.to_dot()  # DOT strings are quoted, not HTML
 
 
@@ -148,7 +161,9 @@ def test_dot_export_quotes_labels_and_keeps_every_entry_instruction(mlp_hlo):
 def test_text_summary_for_terminals(mlp_hlo):
     text = repr(graph(mlp_hlo, title="mlp", stage="optimized"))
     assert text.startswith("HloGraph 'mlp' (optimized): module 'jit_mlp_loss'")
-    assert "instructions in" in text and "opens with" in text and "top ENTRY ops: fusion" in text
+    assert "instructions in" in text and "opens with" in text
+    top = re.search(r"top ENTRY ops: (\S+) ", text).group(1)  # fusion, or dot before XLA fuses it
+    assert top in {instr.opcode for instr in parse_hlo(mlp_hlo).entry}
 
 
 def test_lowered_hlo_with_calls_and_loops():
@@ -171,3 +186,35 @@ def test_lowered_hlo_with_calls_and_loops():
     assert whiles and len(data.children[whiles[0]]) == 2  # body and condition
     assert {data.label[k].split(":")[0] for k in data.children[whiles[0]]} == {"body", "condition"}
     assert payload_of(g._repr_html_())["stage"] == "lowered"
+
+
+def test_the_outputs_stay_out_of_the_scopes_that_compute_them(mlp_hlo):
+    """The ROOT has no op_name; in the forward pass's scope it would read from the backward."""
+    data = graph(mlp_hlo)._data
+    root = next(i for i, ins in enumerate(data.instr) if ins is data.module.entry.root)
+    ancestors = []
+    node = data.parent[root]
+    while node >= 0:
+        ancestors.append(node)
+        node = data.parent[node]
+    assert all(data.kind[a] != SCOPE for a in ancestors), [data.label[a] for a in ancestors]
+    assert any("dense_1" in data.label[i] for i, k in enumerate(data.kind) if k == SCOPE)
+
+
+def test_the_legend_comes_with_the_payload(mlp_hlo):
+    payload = payload_of(graph(mlp_hlo)._repr_html_())
+    assert payload["legend"] == [list(item) for item in CATEGORY_LABELS.items()]
+    assert all(name in CATEGORIES for name in CATEGORY_LABELS)
+
+
+def test_a_compiled_functions_graph_names_its_stage_once():
+    def f(x):
+        return jnp.sin(x) * 2
+
+    compiled = tpukit.compile(f, tpukit.shape("f32[8]"))
+    for stage in ("optimized", "lowered"):
+        g = compiled.graph(stage)
+        assert g.title == "f" and g.stage == stage
+        assert repr(g).count(stage) == 1
+        payload = payload_of(g._repr_html_())
+        assert (payload["title"], payload["stage"]) == ("f", stage)

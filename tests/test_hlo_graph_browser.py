@@ -2,18 +2,25 @@
 
 Each test loads the HTML twice over: as the page `HloGraph.save` writes, and as a
 fragment put into a page the way JupyterLab does it (``innerHTML``, then every
-``<script>`` re-created so that it runs). Without Chromium these tests skip,
-except under CI=true, where they fail.
+``<script>`` re-created so that it runs). The second half looks at the graph as a
+notebook user meets it: in a scrolling notebook, narrow or hidden when drawn, resized,
+in dark themes, and in the sandboxed iframe Colab puts outputs in; each of those checks
+writes a screenshot to ``out/screenshots/graph_*.png``. Without Chromium these tests
+skip, except under CI=true, where they fail.
 """
 
+import html
 import os
 import pathlib
 import re
 
 import jax
 import jax.numpy as jnp
+import optax
 import pytest
+from flax import nnx
 
+import tpukit
 from tpukit.hlo import parse_hlo
 from tpukit.hlo._graph_view import graph
 
@@ -83,8 +90,8 @@ def mlp_graph():
 class Page:
     """A Playwright page served from a fake origin, recording requests, errors and dialogs."""
 
-    def __init__(self, browser, pages: dict[str, str]):
-        self.page = browser.new_page(viewport={"width": 1200, "height": 800})
+    def __init__(self, browser, pages: dict[str, str], **options):
+        self.page = browser.new_page(viewport={"width": 1200, "height": 800}, **options)
         self.requests, self.errors, self.dialogs = [], [], []
         self.page.on("request", lambda r: self.requests.append(r.url))
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
@@ -265,9 +272,400 @@ def test_names_and_paths_from_user_code_show_as_text_and_never_run(browser, mode
     fusion = next(i.name for i in parse_hlo(hlo).entry if i.opcode == "fusion")
     node(page, fusion).click(position={"x": 60, "y": 18})
     assert page.page.locator(".tkg-title").inner_text().startswith(EVIL)
+    path = page.page.locator('.tkg-panel [data-field="file"]').inner_text()
+    assert path == f"/tmp/{EVIL}.py:2"  # the full path beside the short label
     source = page.page.locator('.tkg-panel [data-field="source"]').inner_text()
-    assert source == f"/tmp/{EVIL}.py:2"
+    assert source == parse_hlo(hlo).instruction(fusion).source_location
     assert EVIL in page.page.locator('.tkg-panel [data-field="op_name"]').inner_text()
     assert page.page.locator("img").count() == 0
     assert page.dialogs == [] and page.errors == []
     assert all(url.startswith(ORIGIN) for url in page.requests) and len(page.requests) == 1
+
+
+# ---------------------------------------------------------------- as a notebook user meets it
+
+SCREENSHOTS = pathlib.Path(__file__).resolve().parents[1] / "out" / "screenshots"
+JUPYTERLAB_THEMES = {  # the variables JupyterLab 4's light and dark themes set on :root
+    "light": "--jp-layout-color0:#ffffff;--jp-layout-color1:#ffffff;--jp-layout-color2:#eeeeee;"
+    "--jp-ui-font-color0:rgba(0,0,0,1);--jp-ui-font-color1:rgba(0,0,0,0.87);"
+    "--jp-ui-font-color2:rgba(0,0,0,0.54);--jp-border-color1:#bdbdbd;",
+    "dark": "--jp-layout-color0:#111111;--jp-layout-color1:#212121;--jp-layout-color2:#424242;"
+    "--jp-ui-font-color0:rgba(255,255,255,1);--jp-ui-font-color1:rgba(255,255,255,0.87);"
+    "--jp-ui-font-color2:rgba(255,255,255,0.54);--jp-border-color1:#616161;",
+}
+LAB_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+:root {%(variables)s --jp-ui-font-size0:0.83333em; --jp-ui-font-size1:13px;
+  --jp-content-font-family:system-ui, sans-serif;}
+html, body {margin: 0; height: 100%%;}
+body {background: var(--jp-layout-color0, #fff); color: var(--jp-ui-font-color1, #000);
+  font-family: var(--jp-content-font-family, sans-serif);}
+#panel {height: 100vh; overflow-y: auto;}
+.jp-Cell {padding: 8px 16px 8px 80px;}
+.jp-InputArea {height: 90px; background: var(--jp-layout-color2, #eee);}
+#out {width: 1000px;}
+</style></head><body %(body)s><div id="panel">
+<div class="jp-Cell"><div class="jp-InputArea"></div><div class="jp-OutputArea-output" id="out"></div></div>
+<div class="jp-Cell"><div class="jp-InputArea" style="height: 1500px"></div></div>
+</div><script>
+// JupyterLab's HTML renderer: innerHTML, then every <script> re-created so that it runs.
+window.showOutput = function (html) {
+  var out = document.getElementById("out");
+  out.innerHTML = html;
+  out.querySelectorAll("script").forEach(function (old) {
+    var script = document.createElement("script");
+    script.textContent = old.textContent;
+    old.parentNode.replaceChild(script, old);
+  });
+};
+</script></body></html>"""
+LABEL_PX = """() => Math.min(...Array.from(document.querySelectorAll('.tkg-node text'), t =>
+  parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"""
+SCALE = "() => +document.querySelector('.tkg-root').dataset.scale"
+TRANSFORM = "() => document.querySelector('.tkg-scene').getAttribute('transform')"
+SCROLL = "() => document.getElementById('panel').scrollTop"
+EDGE_DIRECTIONS = """() => {
+  let down = 0, up = 0;
+  for (const p of document.querySelectorAll('.tkg-root path.tkg-edge')) {
+    const a = p.getPointAtLength(0), b = p.getPointAtLength(p.getTotalLength());
+    if (b.y > a.y) down++; else up++;
+  }
+  return [down, up];
+}"""
+LEGEND_OVERLAPS = """() => {
+  const legend = document.querySelector('.tkg-legend').getBoundingClientRect();
+  const view = document.querySelector('.tkg-viewport').getBoundingClientRect();
+  let shown = 0, overlaps = 0;
+  for (const rect of document.querySelectorAll('.tkg-node rect.tkg-box')) {
+    const b = rect.getBoundingClientRect();  // the part of the box inside the drawing's clip
+    const x0 = Math.max(b.left, view.left), x1 = Math.min(b.right, view.right);
+    const y0 = Math.max(b.top, view.top), y1 = Math.min(b.bottom, view.bottom);
+    if (x1 <= x0 || y1 <= y0) continue;
+    shown++;
+    if (x0 < legend.right && x1 > legend.left && y0 < legend.bottom && y1 > legend.top) overlaps++;
+  }
+  return {shown, overlaps, below: legend.top >= view.bottom - 0.5};
+}"""
+COLOURS = """() => {
+  const root = document.querySelector('.tkg-root'), input = root.querySelector('.tkg-search');
+  const nodes = Array.from(root.querySelectorAll('.tkg-node'), n => [
+    getComputedStyle(n.querySelector('rect.tkg-box')).fill,
+    getComputedStyle(n.querySelector('text')).fill,
+    getComputedStyle(n.querySelector('text.tkg-sub')).fill]);
+  return {paper: getComputedStyle(root).backgroundColor,
+          canvas: getComputedStyle(root.querySelector('.tkg-viewport')).backgroundColor,
+          ink: getComputedStyle(root.querySelector('.tkg-title')).color,
+          field: getComputedStyle(input).backgroundColor,
+          placeholder: getComputedStyle(input, '::placeholder').color, nodes};
+}"""
+
+
+class Mlp(nnx.Module):
+    """The MNIST MLP of notebook 01 (784-128-64-10, ReLU), here so that no zoo change can
+    move this test's target."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.dense_1 = nnx.Linear(784, 128, rngs=rngs)
+        self.dense_2 = nnx.Linear(128, 64, rngs=rngs)
+        self.dense_3 = nnx.Linear(64, 10, rngs=rngs)
+
+    def __call__(self, x):
+        x = jax.nn.relu(self.dense_1(x))
+        return self.dense_3(jax.nn.relu(self.dense_2(x)))
+
+
+def mlp_train_step():
+    """The training step of notebook 01: an MLP, optax Adam, compiled by tpukit."""
+    model = Mlp(nnx.Rngs(0))
+    optimizer = optax.adam(1e-3)
+
+    def train_step(model, opt_state, x, y):
+        def loss(model):
+            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+        value, grads = nnx.value_and_grad(loss)(model)
+        params = nnx.state(model, nnx.Param)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        nnx.update(model, optax.apply_updates(params, updates))
+        return value, model, opt_state
+
+    opt_state = optimizer.init(nnx.state(model, nnx.Param))
+    x, y = tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
+    return tpukit.compile(train_step, model, opt_state, x, y)
+
+
+@pytest.fixture(scope="module")
+def step_graph():
+    return mlp_train_step().graph()
+
+
+def open_in_lab(browser, g, *, theme="light", scheme="light", body=None, hidden=False, width=1000):
+    """The graph as the output of a cell in a JupyterLab-like page that scrolls in a panel."""
+    if body is None:
+        body = f'data-jp-theme-light="{"true" if theme == "light" else "false"}"'
+    variables = JUPYTERLAB_THEMES.get(theme, "")
+    page = Page(
+        browser,
+        {"/lab.html": LAB_PAGE % {"variables": variables, "body": body}},
+        color_scheme=scheme,
+    )
+    page.page.goto(f"{ORIGIN}/lab.html")
+    page.page.evaluate(
+        "([w, hidden]) => { const out = document.getElementById('out');"
+        " out.style.width = w + 'px'; out.style.display = hidden ? 'none' : 'block'; }",
+        [width, hidden],
+    )
+    page.page.evaluate("html => window.showOutput(html)", g._repr_html_())
+    return page.ready()
+
+
+def set_output(page: Page, **style):
+    page.page.evaluate(
+        "style => Object.assign(document.getElementById('out').style, style)",
+        {k: str(v) for k, v in style.items()},
+    )
+
+
+def settle(page: Page):
+    """Wait two frames: ResizeObserver callbacks and scrolling run before the second."""
+    page.page.evaluate(
+        "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+    )
+
+
+def screenshot(page: Page, name: str):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.page.screenshot(path=str(SCREENSHOTS / f"graph_{name}.png"))
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two CSS colours written as rgb()/rgba() (alpha ignored)."""
+
+    def luminance(colour: str) -> float:
+        channels = [float(c) / 255 for c in re.findall(r"[\d.]+", colour)[:3]]
+        linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+def drawn_as(g, node: int) -> int:
+    """The node that stands for ``node`` in the first view: itself or its closed ancestor."""
+    data = g._data
+    shown, _ = data.visible(set(data.initial_open()))
+    while node not in shown:
+        node = data.parent[node]
+    return node
+
+
+def test_the_wheel_scrolls_the_notebook_until_ctrl_or_a_click(browser, mlp_graph):
+    page = open_in_lab(browser, mlp_graph)
+    p = page.page
+    hint = p.locator(".tkg-hint")
+    assert hint.is_visible() and "Ctrl+scroll or click to zoom" in hint.inner_text()
+
+    def corner():
+        """Scroll the notebook back to the top; the canvas's empty top-left corner."""
+        p.evaluate("() => { document.getElementById('panel').scrollTop = 0; }")
+        settle(page)
+        view = p.locator(".tkg-viewport").bounding_box()
+        return view["x"] + 8, view["y"] + 8
+
+    def wheel_scrolls_the_page():
+        scale, before = p.evaluate(SCALE), p.evaluate(SCROLL)
+        p.mouse.wheel(0, 100)
+        p.wait_for_function(f"({SCROLL})() > {before}")
+        return p.evaluate(SCALE) == scale
+
+    def wheel_zooms():
+        scale, before = p.evaluate(SCALE), p.evaluate(SCROLL)
+        p.mouse.wheel(0, -100)
+        settle(page)
+        return p.evaluate(SCALE) > scale and p.evaluate(SCROLL) == before
+
+    p.mouse.move(*corner())
+    assert wheel_scrolls_the_page()  # a plain wheel: the notebook scrolls, the zoom stays
+
+    p.mouse.move(*corner())
+    p.keyboard.down("Control")  # Ctrl + wheel zooms, the notebook stays
+    assert wheel_zooms()
+    p.keyboard.up("Control")
+
+    pinched = p.evaluate(  # a touchpad pinch: small wheel steps with ctrlKey
+        """() => { const vp = document.querySelector('.tkg-viewport'), r = vp.getBoundingClientRect();
+          const before = +document.querySelector('.tkg-root').dataset.scale;
+          const event = new WheelEvent('wheel', {deltaY: -6, ctrlKey: true, bubbles: true,
+            cancelable: true, clientX: r.left + 50, clientY: r.top + 50});
+          vp.dispatchEvent(event);
+          return [event.defaultPrevented, +document.querySelector('.tkg-root').dataset.scale / before]; }"""
+    )
+    assert pinched[0] and 1.03 < pinched[1] < 1.1
+
+    p.mouse.click(*corner())  # a click inside: now a plain wheel zooms
+    assert "Esc" in hint.inner_text()
+    assert wheel_zooms()
+    screenshot(page, "wheel_zoom_after_click")
+    p.keyboard.press("Escape")  # Escape gives the wheel back to the notebook
+    assert "Ctrl+scroll or click to zoom" in hint.inner_text()
+    assert wheel_scrolls_the_page()
+
+    x, y = corner()
+    p.mouse.click(x, y)
+    p.mouse.move(x, y - 30)  # leaving the drawing ends it too
+    p.mouse.move(x, y)
+    assert wheel_scrolls_the_page()
+
+    p.mouse.click(*corner())
+    p.mouse.click(x, y - 30)  # and so does a click elsewhere
+    p.mouse.move(x, y)
+    assert wheel_scrolls_the_page()
+    assert page.errors == []
+
+
+def test_first_view_of_a_training_step_is_readable_flows_down_and_keeps_the_legend_aside(
+    browser, step_graph
+):
+    page = open_in_lab(browser, step_graph)
+    p = page.page
+    screenshot(page, "first_view_light")
+    assert p.evaluate(LABEL_PX) >= 11
+    legend = p.evaluate(LEGEND_OVERLAPS)
+    assert legend["shown"] >= 5 and legend["overlaps"] == 0 and legend["below"]
+
+    down, up = p.evaluate(EDGE_DIRECTIONS)
+    assert down >= 0.9 * (down + up), (down, up)
+    data, entry = step_graph._data, step_graph.module.entry
+    ids = {instr.name: i for i, instr in enumerate(data.instr) if instr is not None}
+    batch = next(x for x in entry.parameters if str(x.shape).startswith("f32[128,784]"))
+    loss = entry.get(entry.root.operands[0])
+
+    def box(name):
+        node = drawn_as(step_graph, ids[name])
+        return p.locator(f'.tkg-root [data-node="{node}"] rect').first.bounding_box()
+
+    assert box(batch.name)["y"] + box(batch.name)["height"] <= box(loss.name)["y"]
+    assert page.errors == []
+
+
+def test_title_names_the_program_and_its_stage_once(browser, step_graph):
+    page = open_in_lab(browser, step_graph)
+    assert page.page.locator(".tkg-title").inner_text() == "train_step"
+    toolbar = page.page.locator(".tkg-toolbar").inner_text()
+    assert toolbar.count("optimized") == 1, toolbar
+
+
+def test_narrow_or_hidden_when_drawn_refits_when_resized_until_the_user_zooms(browser, mlp_graph):
+    page = open_in_lab(browser, mlp_graph, width=320)  # drawn narrow: readable, not shrunk
+    p = page.page
+    assert p.evaluate(LABEL_PX) >= 11
+    screenshot(page, "narrow_when_drawn")
+    narrow = p.evaluate(TRANSFORM)
+    set_output(page, width="1000px")  # widened: the ResizeObserver refits
+    p.wait_for_function(f"({TRANSFORM})() !== {narrow!r}")
+    settle(page)
+    assert p.evaluate(LABEL_PX) >= 11
+    frame = p.locator('.tkg-group[data-node="0"] rect.tkg-frame').bounding_box()
+    view = p.locator(".tkg-viewport").bounding_box()
+    assert view["x"] <= frame["x"] and frame["x"] + frame["width"] <= view["x"] + view["width"]
+    assert view["y"] <= frame["y"] <= view["y"] + 20  # too tall for the view: its top shows
+    screenshot(page, "refit_after_widening")
+
+    p.keyboard.down("Control")  # once the user zooms, a resize leaves the view alone
+    p.mouse.move(view["x"] + 40, view["y"] + 40)
+    p.mouse.wheel(0, -100)
+    p.keyboard.up("Control")
+    zoomed = p.evaluate(TRANSFORM)
+    set_output(page, width="700px")
+    settle(page)
+    assert p.evaluate(TRANSFORM) == zoomed
+    p.locator(".tkg-fit").click()  # Fit shows the whole graph, and resizes refit again
+    fitted = p.evaluate(TRANSFORM)
+    assert fitted != zoomed
+    set_output(page, width="1000px")
+    p.wait_for_function(f"({TRANSFORM})() !== {fitted!r}")
+    settle(page)
+    frame = p.locator('.tkg-group[data-node="0"] rect.tkg-frame').bounding_box()
+    view = p.locator(".tkg-viewport").bounding_box()
+    assert view["x"] <= frame["x"] and frame["x"] + frame["width"] <= view["x"] + view["width"]
+    assert frame["y"] + frame["height"] <= view["y"] + view["height"]
+    p.locator(".tkg-reset").click()  # Collapse: the first view again
+    assert p.evaluate(LABEL_PX) >= 11
+
+    hidden = open_in_lab(browser, mlp_graph, hidden=True)  # drawn while hidden
+    set_output(hidden, display="block")
+    hidden.page.wait_for_function(f"({SCALE})() > 0")
+    settle(hidden)
+    assert hidden.page.evaluate(LABEL_PX) >= 11
+    assert hidden.page.evaluate(TRANSFORM) == p.evaluate(TRANSFORM)  # as if drawn at this size
+    screenshot(hidden, "hidden_when_drawn")
+    assert page.errors == [] and hidden.errors == []
+
+
+THEMES = {  # name: (page, prefers-color-scheme, dark expected)
+    "dark_system": ("plain", "dark", True),
+    "dark_jupyterlab": ("dark", "light", True),
+    "dark_jupyterlab_without_theme_attribute": ("dark-no-attribute", "light", True),
+    "light_jupyterlab_on_a_dark_system": ("light", "dark", False),
+    "dark_vscode": ("vscode-dark", "light", True),
+}
+
+
+@pytest.mark.parametrize("name", THEMES)
+def test_colours_follow_the_frontends_theme(browser, step_graph, name):
+    kind, scheme, dark = THEMES[name]
+    if kind == "plain":  # a page that says nothing, as Colab's transparent sandboxed outputs
+        page = Page(browser, {"/notebook.html": NOTEBOOK_PAGE}, color_scheme=scheme)
+        page.page.goto(f"{ORIGIN}/notebook.html")
+        page.page.evaluate("html => window.showOutput(html)", step_graph._repr_html_())
+        page.ready()
+    elif kind == "vscode-dark":
+        body = 'class="vscode-dark" style="--vscode-editor-background:#1e1e1e;--vscode-editor-foreground:#d4d4d4"'
+        page = open_in_lab(browser, step_graph, theme="none", scheme=scheme, body=body)
+    elif kind == "dark-no-attribute":
+        page = open_in_lab(browser, step_graph, theme="dark", scheme=scheme, body="")
+    else:
+        page = open_in_lab(browser, step_graph, theme=kind, scheme=scheme)
+    colours = page.page.evaluate(COLOURS)
+    screenshot(page, name)
+    white = "rgb(255, 255, 255)"
+    assert (contrast(colours["paper"], white) > 10) is dark, colours["paper"]
+    assert (contrast(colours["canvas"], white) > 10) is dark, colours["canvas"]
+    if kind == "dark":
+        assert colours["paper"] == "rgb(17, 17, 17)"  # --jp-layout-color0
+    if kind == "vscode-dark":
+        assert colours["paper"] == "rgb(30, 30, 30)"  # --vscode-editor-background
+    assert contrast(colours["ink"], colours["paper"]) >= 7
+    assert contrast(colours["placeholder"], colours["field"]) >= 3, colours
+    assert colours["nodes"]
+    for fill, text, sub in colours["nodes"]:
+        assert contrast(text, fill) >= 4.5 and contrast(sub, fill) >= 4.5, (fill, text, sub)
+    assert page.errors == []
+
+
+def test_in_a_sandboxed_iframe_as_colab_shows_outputs(browser, mlp_graph):
+    document = (
+        '<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>'
+        f"{mlp_graph._repr_html_()}</body></html>"
+    )
+    outer = (
+        '<!DOCTYPE html><html><body style="margin:0"><iframe sandbox="allow-scripts" '
+        f'style="width:1100px;height:760px;border:0" srcdoc="{html.escape(document)}"></iframe>'
+        "</body></html>"
+    )
+    page = Page(browser, {"/colab.html": outer})
+    page.page.goto(f"{ORIGIN}/colab.html")
+    frame = page.page.frame_locator("iframe")
+    frame.locator(".tkg-root[data-state=ready]").wait_for(timeout=15000)
+    data = mlp_graph._data
+    fusion = next(
+        i
+        for i in mlp_graph._data.visible(set(data.initial_open()))[0]
+        if data.instr[i] is not None and data.instr[i].opcode == "fusion"
+    )
+    frame.locator(f'.tkg-node[data-node="{fusion}"]').click(position={"x": 60, "y": 18})
+    panel = frame.locator(".tkg-panel")
+    assert panel.is_visible()
+    assert panel.locator("pre.tkg-hlo").inner_text().startswith(f"%{data.label[fusion]} = ")
+    assert frame.locator(".tkg-root").evaluate("r => r.getAttribute('data-scale')") is not None
+    screenshot(page, "sandboxed_iframe")
+    assert page.errors == [] and page.requests == [f"{ORIGIN}/colab.html"]

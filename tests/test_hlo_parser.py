@@ -242,7 +242,9 @@ def test_metadata_points_at_this_file(compiled_programs):
         assert first_dot.source_location == f"test_hlo_parser.py:{line_of('first dot')}"
         assert first_dot.metadata.op_name.endswith("dot_general")
         assert first_dot.name_scope == first_dot.metadata.op_name.rsplit("/", 1)[0]
-        assert module.stack_frames, "the stack-frame tables were not read"
+        # JAX 0.8+ writes the whole stack as tables (JAX 0.7: only the innermost frame)
+        has_tables = "stack_frame_id" in text
+        assert bool(module.stack_frames) == has_tables, "the stack-frame tables were not read"
 
 
 def test_op_counts_match_an_independent_count(compiled_programs):

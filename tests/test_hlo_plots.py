@@ -142,15 +142,16 @@ def test_plot_fusions_panels_are_flops_and_bytes_of_each_fusion(mlp16):
     assert [bar.get_width() for bar in bytes_ax.patches] == [f.bytes for f in fusions]
     labels = _labels(flops_ax)
     assert labels == [fusion_label(f) for f in fusions]
-    assert labels[0].startswith(fusions[0].name + " (kCustom): dot")
+    assert labels[0].startswith(f"{fusions[0].name} ({fusions[0].kind}): ")
     assert f"{len(fusions)} fusions" in fig.get_suptitle()
 
 
 def test_plot_fusions_top_keeps_the_largest(mlp16):
     fusions = mlp16.fusions()
-    fig = plot_fusions(mlp16, top=2)
-    assert [bar.get_width() for bar in fig.axes[0].patches] == [f.flops for f in fusions[:2]]
-    assert f"largest 2 of {len(fusions)}" in fig.get_suptitle()
+    top = len(fusions) - 1  # XLA versions fuse differently; there are always several
+    fig = plot_fusions(mlp16, top=top)
+    assert [bar.get_width() for bar in fig.axes[0].patches] == [f.flops for f in fusions[:top]]
+    assert f"largest {top} of {len(fusions)}" in fig.get_suptitle()
 
 
 def test_conv_plots_colour_the_convolution_as_matmul(convolution):
@@ -260,7 +261,10 @@ def test_diff_f32_vs_bf16(mlp32, mlp16):
     dot = d.row("dot")
     assert (dot.a, dot.b, dot.changed) == (2, 2, False)
     closed = {r.metric for r in d.rows if r.section == "ops, fusions closed"}
-    assert "fusion" in closed and "dot" not in closed  # the dots sit inside fusions
+    assert "fusion" in closed
+    assert closed == set(mlp32.op_counts(open_fusions=False)) | set(
+        mlp16.op_counts(open_fusions=False)
+    )
     flops = d.row("FLOPs counted (dot/conv)")
     assert flops.a == flops.b == 2 * 128 * 784 * 256 + 2 * 128 * 256 * 10
     assert (d.row("convert").a, d.row("convert").b) == (0, mlp16.op_counts()["convert"])
@@ -307,7 +311,7 @@ def test_diff_repr_and_html(mlp32, mlp16):
     assert "  dot " not in text  # unchanged rows stay out of the text
     page = d._repr_html_()
     assert page.count('class="changed"') == len(d.changed)
-    assert "<th>bf16/f32</th>" in page and "x0.5" in page
+    assert '<th class="num">bf16/f32</th>' in page and "x0.5" in page
     assert page.count("<tr") == len(d.rows) + len({r.section for r in d.rows}) + 1
 
 
@@ -325,3 +329,85 @@ def test_diff_plot_shows_ratios_and_op_counts_that_differ(mlp32, mlp16):
     f32_bars, bf16_bars = ops_ax.containers
     assert list(f32_bars.datavalues) == [d.row(op).a for op in opcodes]
     assert list(bf16_bars.datavalues) == [d.row(op).b for op in opcodes]
+
+
+# shown once in a notebook, whatever the line ends with
+
+
+@pytest.fixture()
+def inline_shell(monkeypatch, mlp32, mlp16):
+    """IPython's shell with matplotlib's inline backend, as in a Jupyter kernel. Every
+    output a cell publishes (its displays and its value) is recorded in ``outputs``."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.core.pylabtools import activate_matplotlib
+    from matplotlib.figure import Figure
+    from matplotlib_inline.backend_inline import configure_inline_support
+
+    from tpukit.train import History
+
+    shell = InteractiveShell.instance()
+    backend = "module://matplotlib_inline.backend_inline"  # what ipykernel sets up
+    activate_matplotlib(backend)
+    configure_inline_support(shell, backend)
+    outputs = []
+    monkeypatch.setattr(
+        shell.display_pub, "publish", lambda data, metadata=None, **_: outputs.append(data)
+    )
+    monkeypatch.setattr(
+        shell.displayhook, "write_format_data", lambda data, metadata=None: outputs.append(data)
+    )
+    history = History()
+    for epoch, loss in enumerate((1.0, 0.5), start=1):
+        history.add_execution({"epoch": epoch, "step": 4, "loss": loss})
+        history.add_epoch({"epoch": epoch, "loss": loss, "steps": 4})
+    shell.user_ns.update(c=mlp32, d=diff(mlp32, mlp16), history=history)
+    # IPython reads a trailing ";" from the input history, so cells here are stored;
+    # the history is put back after, for the shell's next users.
+    inputs = shell.history_manager
+    stored = len(inputs.input_hist_parsed), len(inputs.input_hist_raw), shell.execution_count
+    yield shell, outputs
+    del inputs.input_hist_parsed[stored[0] :], inputs.input_hist_raw[stored[1] :]
+    shell.execution_count = stored[2]
+    configure_inline_support(shell, "agg")
+    shell.display_formatter.formatters["image/png"].pop(Figure, None)
+    plt.switch_backend("Agg")
+
+
+PLOT_CALLS = [
+    "c.plot_ops()",
+    "c.plot_fusions()",
+    "c.plot_roofline()",
+    "tpukit.hlo.plot_roofline(c, peak=tpukit.peak_for('TPU v5 lite'))",
+    "d.plot()",
+    "history.plot()",
+]
+
+
+@pytest.mark.parametrize(
+    "ending", ["{}", "{};", "fig = {}"], ids=["value", "semicolon", "assigned"]
+)
+@pytest.mark.parametrize("call", PLOT_CALLS)
+def test_a_plot_shows_once_in_a_notebook_cell_whatever_the_line_ends_with(
+    inline_shell, call, ending
+):
+    shell, outputs = inline_shell
+    shell.user_ns.pop("fig", None)
+    result = shell.run_cell(f"import tpukit\n{ending.format(call)}", store_history=True)
+    assert result.success, result.error_in_exec
+    images = [o for o in outputs if "image/png" in o]
+    assert len(images) == 1, f"{ending.format(call)!r} showed {len(images)} images"
+    if ending.startswith("fig"):
+        assert isinstance(shell.user_ns["fig"], matplotlib.figure.Figure)
+
+
+def test_a_figure_displayed_by_hand_and_one_drawn_into_user_axes_show_once(inline_shell):
+    shell, outputs = inline_shell
+    cell = "fig = c.plot_ops()\ndisplay(fig)\nother = plt.figure()\nc.plot_fusions(ax=other.add_subplot());"
+    shell.run_cell("import matplotlib.pyplot as plt\n" + cell, store_history=True)
+    assert sum("image/png" in o for o in outputs) == 2  # plot_ops once, the user's figure once
+
+
+def test_a_plot_in_a_script_stays_out_of_pyplot(mlp32):
+    fig = mlp32.plot_ops()
+    assert isinstance(fig, matplotlib.figure.Figure) and plt.get_fignums() == []
+    plt.show()  # nothing of tpukit's to show (Agg), and nothing left behind

@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 import pytest
+from _numerics import assert_close_across_processors
 
 from tpukit.__main__ import main
 from tpukit._launch import free_port, process_environment
@@ -126,12 +127,12 @@ def test_two_processes_train_like_one_with_eight_devices_and_resume_in_one(tmp_p
         names = [k for k in two if k.startswith(strategy + "[")]
         assert len(names) == 4
         for k in names:
-            np.testing.assert_allclose(two[k], one[k], rtol=1e-5, atol=1e-6, err_msg=k)
+            assert_close_across_processors(two[k], one[k], err_msg=k)
     # The pair's checkpoint (epoch 2) resumed in one process equals three epochs straight.
     for k in one:
         if k.startswith("resumed"):
             twin = "three_epochs" + k.removeprefix("resumed")
-            np.testing.assert_allclose(one[k], one[twin], rtol=1e-5, atol=1e-6, err_msg=k)
+            assert_close_across_processors(one[k], one[twin], err_msg=k)
 
 
 def test_a_crashing_process_stops_the_other_and_reports_its_error(tmp_path):

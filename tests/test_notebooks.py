@@ -6,6 +6,7 @@ Data comes from the MNIST sample bundled with tpukit (TPUKIT_MNIST=sample): no n
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -47,6 +48,24 @@ def outputs_text(notebook: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
+def stderr_text(notebook: nbformat.NotebookNode) -> str:
+    return "".join(
+        output.get("text", "")
+        for cell in notebook.cells
+        for output in cell.get("outputs", [])
+        if output.get("name") == "stderr" or output.get("output_type") == "error"
+    )
+
+
+def images_per_plot_cell(notebook: nbformat.NotebookNode) -> dict[str, int]:
+    """How many images each cell that calls a plot (``.plot(``, ``.plot_ops(``...) shows."""
+    return {
+        cell.source: sum("image/png" in o.get("data", {}) for o in cell.get("outputs", []))
+        for cell in notebook.cells
+        if cell.cell_type == "code" and re.search(r"\.plot(_\w+)?\(", cell.source)
+    }
+
+
 def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     nb = execute(
         ROOT / "notebooks" / "01_mnist_mlp.ipynb",
@@ -68,6 +87,18 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
     )
     assert any((tmp_path / "ckpt").iterdir())
+    assert stderr_text(nb) == ""  # progress, restore and warnings: nothing in red
+    assert images_per_plot_cell(nb) == {"history.plot();": 1}
+    # one line per epoch (EPOCHS=2), each updated in place: tpukit's HTML line, or tqdm's
+    # widget where ipywidgets is installed (as on Colab)
+    progress = [
+        o
+        for c in nb.cells
+        for o in c.get("outputs", [])
+        if "tpukit-progress" in str(o) or "widget-view+json" in str(o.get("data", {}))
+    ]
+    assert len(progress) == 2, progress
+    assert all(str(o["data"]["text/plain"]).count("steps/s") <= 1 for o in progress)
 
 
 def test_hlo_tour_runs(tmp_path, monkeypatch):
@@ -77,6 +108,14 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     text = outputs_text(nb)
     assert "Stored as selu_layer_compiled." in text and "Stored as rnn_compiled." in text
     assert "while loop ops" in text
+    assert stderr_text(nb) == ""
+    # source locations name the cell as the user sees it, not ipykernel's file for it
+    selu = next(c for c in nb.cells if c.source.startswith("%%tpu_compile selu_layer"))
+    summary = str(selu.outputs[0]["data"]["text/html"])
+    assert re.search(rf"In \[{selu.execution_count}\], line [45]<", summary), summary[-1500:]
+    assert "ipykernel_" not in summary  # (the graph keeps the full path, in its side panel)
+    plots = images_per_plot_cell(nb)
+    assert len(plots) == 2 and set(plots.values()) == {1}, plots  # plot_ops(); and plot();
 
 
 @pytest.fixture()
@@ -118,9 +157,10 @@ def fresh_venv(tmp_path, monkeypatch):
     return venv
 
 
-def test_install_notebook_installs_from_the_checkout_into_a_fresh_venv(
-    tmp_path, monkeypatch, fresh_venv
-):
+def test_install_notebook_then_the_tutorial_in_a_fresh_venv(tmp_path, monkeypatch, fresh_venv):
+    """What a Colab user does: the install notebook, then the tutorial, in the same runtime.
+    The fresh venv borrows the test environment's packages, so in the oldest lane
+    (``make test-oldest``) this is Colab's own stack."""
     monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     nb = execute(
         ROOT / "install" / "install_tpukit.ipynb",
@@ -131,11 +171,25 @@ def test_install_notebook_installs_from_the_checkout_into_a_fresh_venv(
         PIP_OPTIONS=["--no-index", "--no-build-isolation"],
     )
     text = outputs_text(nb)
-    assert "Keeping the preinstalled JAX: it already sees the accelerator." in text
-    assert "tpukit installed" in text
+    assert "Keeping the installed JAX: it already uses the CPU." in text
+    assert "All of tpukit's requirements are met: nothing was installed." in text
+    for step in ("requirements", "zoo", "compile", "fit", "checkpoint", "graph"):
+        assert re.search(rf"^  {step} +ok ", text, re.M), f"doctor step {step}: {text[-3000:]}"
+    assert "tpukit works: a zoo model compiled, trained, checkpointed and drawn" in text
     assert f"from {fresh_venv}" in text  # the kernel imports the freshly installed copy
     assert "CPU device" in text and "Stored as check_compiled." in text
-    assert "tpukit works: compiled and ran a function" in text
+    assert "tpukit works in this notebook too" in text
+    tutorial = execute(
+        ROOT / "notebooks" / "01_mnist_mlp.ipynb",
+        tmp_path,
+        monkeypatch,
+        kernel_name="fresh",
+        EPOCHS=1,
+        TRAIN_EXAMPLES=1024,
+        CHECKPOINT_DIR=str(tmp_path / "ckpt"),
+    )
+    assert "restored model: test accuracy" in outputs_text(tutorial)
+    assert stderr_text(tutorial) == ""
 
 
 def run_install_script(fresh_venv: Path, source: Path, cwd: Path) -> subprocess.CompletedProcess:
@@ -162,9 +216,9 @@ def run_install_script(fresh_venv: Path, source: Path, cwd: Path) -> subprocess.
 def test_install_script_installs_from_the_checkout_into_a_fresh_venv(fresh_venv, tmp_path):
     done = run_install_script(fresh_venv, ROOT, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "Keeping the installed JAX" in done.stdout
-    assert "tpukit works: compiled and ran a function on cpu" in done.stdout
-    assert "Compiled <lambda> for CPU" in done.stdout
+    assert "Keeping the installed JAX: it already uses the CPU." in done.stdout
+    assert "tpukit's requirements (from its installed metadata):" in done.stdout
+    assert "tpukit works: a zoo model compiled, trained, checkpointed and drawn" in done.stdout
 
 
 def test_install_script_says_what_to_do_when_the_source_is_wrong(fresh_venv, tmp_path):
@@ -198,3 +252,28 @@ def test_vgg19_notebook_runs_small(tmp_path, monkeypatch):
     assert "Stored as vgg_forward_compiled." in text
     assert "images/s" in text
     assert "Compiled vgg_grad for" in text
+    assert stderr_text(nb) == ""
+    assert images_per_plot_cell(nb) == {"vgg_forward_compiled.plot_ops();": 1}
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted((ROOT / "notebooks").glob("*.ipynb")) + [ROOT / "install" / "install_tpukit.ipynb"],
+)
+def test_install_instructions_name_the_projects_own_source(path):
+    """tpukit is not on the package index: a bare ``pip install tpukit`` installs whatever
+    someone else published under that name. Every link into the repository must exist."""
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    repository = re.search(r'^Repository = "https://github.com/([^"]+)"', pyproject, re.M)[1]
+    text = "\n".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    for target in re.findall(r"pip install\s+(?:-[-\w]+\s+)*([^\s`]+(?: @ [^\s`\"']+)?)", text):
+        assert (
+            target.startswith(("-e", ".", "$", "{"))
+            or f"git+https://github.com/{repository}" in target
+        ), f"{path.name}: 'pip install {target}' does not name {repository}"
+    for linked in re.findall(rf"github/{re.escape(repository)}/blob/main/([^)\s]+)", text):
+        assert (ROOT / linked).exists(), (
+            f"{path.name} links {linked}, which is not in the repository"
+        )
+    for named in re.findall(r"\b((?:install|notebooks)/[\w.-]+\.(?:ipynb|sh))", text):
+        assert (ROOT / named).exists(), f"{path.name} names {named}, which is not in the repository"

@@ -4,6 +4,7 @@ import jax
 import numpy as np
 import optax
 import pytest
+from _numerics import approx_across_processors, assert_close_across_processors
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
@@ -54,15 +55,14 @@ def one_device():
     return params_of(model), history
 
 
-def assert_close(a, b):
-    jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-4, atol=2e-5), a, b)
+assert_close = assert_close_across_processors
 
 
 @pytest.mark.parametrize("sharding", ["data", "fsdp"])
 def test_eight_devices_give_the_one_device_parameters(one_device, sharding):
     model, history = train(sharding)
     assert_close(params_of(model), one_device[0])
-    np.testing.assert_allclose(history["loss"], one_device[1]["loss"], rtol=1e-5)
+    assert_close_across_processors(history["loss"], one_device[1]["loss"])
     assert history.sharding.devices == 8 and history.sharding.per_device_batch == 8
 
 
@@ -119,7 +119,9 @@ def test_mesh_rules_split_parameters_as_asked(one_device):
     assert history.sharding.mesh == {"data": 4, "model": 2}
     assert_close(params_of(model), one_device[0])
     fsdp_eval = evaluate(model, (X, Y), batch_size=64, sharding="fsdp")
-    assert fsdp_eval["loss"] == pytest.approx(evaluate(model, (X, Y), batch_size=64)["loss"])
+    assert fsdp_eval["loss"] == approx_across_processors(
+        evaluate(model, (X, Y), batch_size=64)["loss"]
+    )
 
 
 def test_a_rule_that_matches_nothing_names_itself_and_the_real_paths():

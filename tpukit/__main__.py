@@ -1,4 +1,4 @@
-"""Command line: ``python -m tpukit info``, ``compile``, ``demo`` and ``launch``.
+"""Command line: ``python -m tpukit info``, ``compile``, ``demo``, ``launch`` and ``doctor``.
 
 ``info`` prints the device table; ``compile MODULE:FUNCTION SHAPE...`` prints the
 summary of a compile from a terminal, e.g.::
@@ -8,7 +8,8 @@ summary of a compile from a terminal, e.g.::
 
 Arguments are shapes in HLO notation or Python literals (held static).
 ``launch -n 2 --devices-per-process 4 train.py`` runs a script as two local
-processes of one ``jax.distributed`` run.
+processes of one ``jax.distributed`` run. ``doctor`` checks that tpukit works here as
+the tutorial uses it (requirements, a zoo model, a short ``fit``, a graph).
 """
 
 from __future__ import annotations
@@ -112,6 +113,12 @@ def _command_launch(args: argparse.Namespace) -> int:
     )
 
 
+def _command_doctor(args: argparse.Namespace) -> int:
+    from tpukit._doctor import doctor
+
+    return 0 if doctor() else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tpukit", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -145,6 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("script", help="the Python file each process runs")
     run.add_argument("script_args", nargs=argparse.REMAINDER, help="arguments for the script")
     run.set_defaults(run=_command_launch)
+    check = commands.add_parser(
+        "doctor",
+        help="check that tpukit works here: requirements, a zoo model, fit, checkpoint, graph",
+    )
+    check.set_defaults(run=_command_doctor)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -36,6 +36,7 @@ from tpukit._analysis import (
     fusions_of,
     memory_of,
 )
+from tpukit._compat import attribute_library_frames_to_callers
 from tpukit._compile_cache import cache_hit_count
 from tpukit._devices import available_bytes, format_bytes
 from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_facing
@@ -44,6 +45,8 @@ from tpukit._placement import mesh_of
 from tpukit._signature import Signature, bind_arguments
 from tpukit._timing import TimingResult, time_call
 from tpukit.hlo import HloModule, op_counts, parse_hlo
+
+attribute_library_frames_to_callers()
 
 Stage = Literal["lowered", "optimized"]
 _STAGES = ("lowered", "optimized")
@@ -291,7 +294,7 @@ class Compiled:
         from tpukit.hlo import graph
 
         _check_stage(stage)
-        return graph(self.hlo_module(stage), title=f"{self.name} ({stage})", stage=stage)
+        return graph(self.hlo_module(stage), title=self.name, stage=stage)
 
     def plot_ops(self, *, top: int = 20, ax: Any = None):
         """Per-opcode instruction counts, lowered vs optimized, as a matplotlib figure."""

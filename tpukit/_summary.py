@@ -10,6 +10,7 @@ import html
 from typing import TYPE_CHECKING
 
 from tpukit._devices import format_bytes
+from tpukit._html_style import BORDER_COLOR, root_classes, table_style
 from tpukit._placement import describe_tree_shardings
 from tpukit._timing import format_flops, format_seconds
 
@@ -150,25 +151,24 @@ def summary_text(c: Compiled) -> str:
     return "\n".join(lines)
 
 
-_CSS = (
-    ".tpukit-summary{font-family:var(--jp-code-font-family,monospace);font-size:12px;"
-    "line-height:1.4;border:1px solid #ccc;border-radius:4px;padding:6px 10px;max-width:980px}"
-    ".tpukit-summary table{border-collapse:collapse;margin:2px 0}"
-    ".tpukit-summary td,.tpukit-summary th{padding:1px 8px;text-align:left;vertical-align:top}"
-    ".tpukit-summary th{font-weight:600;border-bottom:1px solid #ccc}"
-    ".tpukit-summary .num{text-align:right}"
-    ".tpukit-summary summary{cursor:pointer;margin-top:4px}"
-)
+_KIND = "tpukit-summary"
+_RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
-def _table(header: tuple[str, ...], rows: list[tuple], numeric: set[int] = frozenset()) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+def _table(
+    header: tuple[str, ...],
+    rows: list[tuple],
+    numeric: set[int] = frozenset(),
+    nowrap: set[int] = frozenset(),
+) -> str:
+    def cls(i: int) -> str:
+        names = ["num"] * (i in numeric) + ["nowrap"] * (i in nowrap)
+        return f' class="{" ".join(names)}"' if names else ""
+
+    head = "".join(f"<th{cls(i)}>{html.escape(h)}</th>" for i, h in enumerate(header))
     body = "".join(
         "<tr>"
-        + "".join(
-            f"<td{' class=num' if i in numeric else ''}>{html.escape(str(cell))}</td>"
-            for i, cell in enumerate(row)
-        )
+        + "".join(f"<td{cls(i)}>{html.escape(str(cell))}</td>" for i, cell in enumerate(row))
         + "</tr>"
         for row in rows
     )
@@ -183,8 +183,8 @@ def summary_html(c: Compiled) -> str:
     rows = _op_rows(c)
     ops_table = _table(("opcode", "lowered", "optimized"), rows, numeric={1, 2})
     parts = [
-        f"<style>{_CSS}</style>",
-        '<div class="tpukit-summary">',
+        table_style(_KIND, _RULES),
+        f'<div class="{root_classes(_KIND)}">',
         f"<div><b>{html.escape(_headline(c))}</b></div>",
         f"<div><code>{html.escape(str(c.signature))}</code></div>",
         f"<table>{facts}</table>",
@@ -195,7 +195,12 @@ def summary_html(c: Compiled) -> str:
         total = len(c.fusions())
         parts.append(
             f"<details><summary>fusions ({total}; largest {len(fusions)} shown)</summary>"
-            + _table(("fusion", "kind", "ops inside", "FLOPs", "bytes", "source"), fusions)
+            + _table(
+                ("fusion", "kind", "ops inside", "FLOPs", "bytes", "source"),
+                fusions,
+                numeric={3, 4},
+                nowrap={0, 3, 4, 5},
+            )
             + "</details>"
         )
     parts.append("</div>")

@@ -107,7 +107,8 @@ class TimingResult:
 
     def _repr_html_(self) -> str:
         body = "<br>".join(html.escape(line) for line in self.lines())
-        return f'<div class="tpukit-timeit" style="font-family:monospace">{body}</div>'
+        style = "font-family:var(--jp-code-font-family,monospace);color:var(--jp-ui-font-color1,inherit)"
+        return f'<div class="tpukit-out tpukit-timeit" style="{style}">{body}</div>'
 
 
 def format_seconds(seconds: float) -> str:

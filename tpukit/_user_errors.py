@@ -2,17 +2,18 @@
 
 JAX errors raised during tracing carry long tracebacks through JAX's internals.
 The user needs three things: what went wrong (the first lines of the message),
-where in *their* code (file or notebook cell, line, and the source text), and
-what was being compiled.
+where in *their* code (the file and line, or the cell as the user sees it:
+``In [7], line 3``, and the source text), and what was being compiled.
 """
 
 from __future__ import annotations
 
 import linecache
 import os
-import re
 import sys
 import traceback
+
+from tpukit._cells import cell_line
 
 _LIBRARY_ROOTS = tuple(
     os.path.dirname(os.path.abspath(module.__file__))
@@ -32,10 +33,12 @@ def _is_user_frame(filename: str) -> bool:
     )
 
 
-def _describe_file(filename: str) -> str:
-    if filename.startswith("<ipython-input-") or re.search(r"ipykernel_\d+[/\\]\d+\.py$", filename):
-        return "notebook cell"
-    return os.path.basename(filename)
+def _describe_line(filename: str, lineno: int) -> str:
+    """``In [7], line 3`` for a notebook cell (the magic line counted), else ``model.py, line 12``."""
+    cell = cell_line(filename, lineno)
+    if cell is not None:
+        return str(cell)
+    return f"{os.path.basename(filename)}, line {lineno}"
 
 
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
@@ -56,7 +59,7 @@ def describe_compile_error(exc: BaseException, call: str) -> str:
     frame = user_frame(exc)
     if frame is not None:
         source = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
-        text += f"\n  at {_describe_file(frame.filename)}, line {frame.lineno}, in {frame.name}" + (
+        text += f"\n  at {_describe_line(frame.filename, frame.lineno)}, in {frame.name}" + (
             f": {source}" if source else ""
         )
     return text

@@ -71,7 +71,20 @@ _Parts = dict[str, tuple[np.ndarray, np.ndarray]]
 
 
 class SampleDataWarning(UserWarning):
-    """MNIST could not be downloaded, so the small bundled sample is used instead."""
+    """MNIST could not be downloaded, so the small bundled sample is used instead.
+
+    Shown once per session (its text is the same for every split); ``download_errors``
+    says what each mirror answered.
+    """
+
+    def __init__(self, message: str, download_errors: str = ""):
+        super().__init__(message)
+        self.download_errors = download_errors
+
+
+# One sample-data warning per session, from whichever cell or split first meets it.
+# Appended, so a filter of the user's own ("ignore", "error") still comes first.
+warnings.filterwarnings("once", category=SampleDataWarning, append=True)
 
 
 @dataclass(frozen=True, eq=False, repr=False)
@@ -267,13 +280,12 @@ def _warn_sample(exc: DownloadError) -> None:
     with np.load(SAMPLE_PATH) as f:
         n_train, n_test = len(f["y_train"]), len(f["y_test"])
     warnings.warn(
-        f"MNIST could not be downloaded, so tpukit is using its bundled sample of real "
-        f"MNIST: {n_train:,} training and {n_test:,} test images (the full set has 60,000 "
-        f"and 10,000), so accuracy will be a little lower. To get the full set, connect to "
-        f"the internet and call mnist() again, or pass source='path/to/mnist' (or set "
-        f"TPUKIT_MNIST). Pass source='sample' to use the sample without this warning.\n"
-        f"Download errors:\n{exc}",
-        SampleDataWarning,
+        SampleDataWarning(
+            f"MNIST could not be downloaded, so tpukit uses its bundled sample of real MNIST: "
+            f"{n_train:,} training and {n_test:,} test images. For the full set, connect to the "
+            "internet or pass source='path/to/mnist'; source='sample' skips this warning.",
+            download_errors=str(exc),
+        ),
         stacklevel=3,
     )
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tpukit._devices import format_bytes
+from tpukit._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit._timing import format_flops, format_seconds
 
 if TYPE_CHECKING:
@@ -107,13 +108,15 @@ def _format(value: Value, unit: str) -> str:
         return format_seconds(value)
     if unit == "flop/byte":
         return f"{value:.3g}"
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # XLA reports some counts (transcendentals) as floats
     return f"{value:,}"
 
 
 def _signed(delta: float, unit: str) -> str:
     sign = "+" if delta > 0 else "-"
     if unit == "count":
-        return f"{sign}{abs(delta):,}"
+        return sign + _format(abs(delta), unit)
     return sign + _format(abs(delta), unit)
 
 
@@ -305,18 +308,21 @@ class HloDiff:
 
     def _repr_html_(self) -> str:
         labels = [html.escape(label) for label in self.labels]
-        head = "".join(f"<th>{h}</th>" for h in ("", *labels, "delta", f"{labels[1]}/{labels[0]}"))
+        head = "<th></th>" + "".join(
+            f'<th class="num">{h}</th>' for h in (*labels, "delta", f"{labels[1]}/{labels[0]}")
+        )
         body = []
         for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
             body.append(f'<tr><th colspan="5" class="section">{html.escape(section)}</th></tr>')
             for r in group:
                 mark = ' class="changed"' if r.changed else ""
-                cells = "".join(f'<td class="num">{html.escape(c)}</td>' for c in r.cells())
+                align = "" if r.unit == "text" else ' class="num"'
+                cells = "".join(f"<td{align}>{html.escape(c)}</td>" for c in r.cells())
                 body.append(f"<tr{mark}><td>{html.escape(r.metric)}</td>{cells}</tr>")
         changed = len(self.changed)
         return (
-            f"<style>{_CSS}</style>"
-            '<div class="tpukit-diff">'
+            f"{table_style(_KIND, _RULES)}"
+            f'<div class="{root_classes(_KIND)}">'
             f"<div><b>{html.escape(self._title())}</b>: {changed} of {len(self.rows)} rows "
             "differ (highlighted)</div>"
             f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
@@ -326,7 +332,7 @@ class HloDiff:
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and
         the op counts (fusions opened) that differ, ``a`` and ``b`` side by side."""
-        import matplotlib.pyplot as plt
+        from tpukit._figures import new_figure
 
         metrics = [
             r
@@ -335,10 +341,9 @@ class HloDiff:
         ][:top]
         ops = [r for r in self.changed if r.section == OPS_OPENED][:top]
         rows = max(len(metrics), len(ops), 1)
-        fig, (left, right) = plt.subplots(
-            1, 2, figsize=(12.0, 1.6 + 0.32 * rows), layout="constrained"
+        fig, (left, right) = new_figure(
+            ncols=2, figsize=(12.0, 1.6 + 0.32 * rows), layout="constrained"
         )
-        plt.close(fig)
         fig.suptitle(self._title())
         _plot_ratios(left, metrics, self.labels)
         _plot_op_counts(right, ops, self.labels)
@@ -417,13 +422,9 @@ def _plot_op_counts(ax: Any, ops: list[DiffRow], labels: tuple[str, str]) -> Non
     ax.margins(x=0.12)
 
 
-_CSS = (
-    ".tpukit-diff{font-family:var(--jp-code-font-family,monospace);font-size:12px;"
-    "line-height:1.4;max-width:980px}"
-    ".tpukit-diff table{border-collapse:collapse;margin:4px 0}"
-    ".tpukit-diff td,.tpukit-diff th{padding:1px 8px;text-align:left}"
-    ".tpukit-diff thead th{border-bottom:1px solid #ccc}"
-    ".tpukit-diff th.section{padding-top:6px;color:#555;font-weight:600}"
-    ".tpukit-diff .num{text-align:right}"
-    ".tpukit-diff tr.changed td{background:rgba(255,193,7,.25);font-weight:600}"
+_KIND = "tpukit-diff"
+_RULES = (
+    "&{max-width:980px}"
+    f"& th.section{{padding-top:6px;color:{MUTED_COLOR}}}"
+    "& tbody tr.changed td{background:rgba(255,193,7,.25);font-weight:600}"
 )

@@ -33,6 +33,16 @@ CATEGORIES = (
     "other",
     "group",
 )
+#: What the legend calls each category that it shows (in the order above).
+CATEGORY_LABELS = {
+    "matmul": "matmul / conv",
+    "elementwise": "elementwise",
+    "reduction": "reduction",
+    "data_movement": "data movement",
+    "control_flow": "control flow",
+    "collective": "collective",
+    "parameter/constant": "parameter / constant",
+}
 # Node kinds in the payload.
 INSTRUCTION, SCOPE, PART, COMPUTATION = 0, 1, 2, 3
 # The roles of a called computation that run as program (not a scalar reducer).
@@ -145,8 +155,11 @@ class _GraphData:
             for part in path[keep:]:
                 node = node["/"].setdefault(part, {"": [], "/": {}})
             node[""].append(ids[instr.name])
+        outputs = [ids[i.name] for i in comp.instructions if i.is_root and not paths[i.name]]
+        trie[""] = [node for node in trie[""] if node not in outputs]
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
+        trie = {"": trie[""] + outputs, "/": trie["/"]}
         self.children[owner] = []
         self._neighbours: dict[int, list[int]] = defaultdict(list)
         for source, target, _, _ in edges:
@@ -346,11 +359,12 @@ class _GraphData:
 
         n = len(self.kind)
         flops, nbytes, count = [0] * n, [0] * n, [0] * n
-        cat, op, shape, text, scope, source = (
+        cat, op, shape, text, scope, location, source = (
             [8] * n,
             [""] * n,
             [""] * n,
             [""] * n,
+            [0] * n,
             [0] * n,
             [0] * n,
         )
@@ -364,10 +378,10 @@ class _GraphData:
                 shape[node] = _clip(str(instr.shape), 400)
                 text[node] = _clip(_display_text(instr), 4000)
                 scope[node] = intern(instr.metadata.op_name)
-                if instr.metadata.source_file:
+                if instr.metadata.source_file:  # the short label on show, the full path beside it
                     line = instr.metadata.source_line
-                    location = instr.metadata.source_file + (f":{line}" if line else "")
-                    source[node] = intern(location)
+                    location[node] = intern(instr.source_location)
+                    source[node] = intern(instr.metadata.source_file + (f":{line}" if line else ""))
             else:
                 flops[node] = sum(flops[k] for k in self.children[node])
                 nbytes[node] = sum(nbytes[k] for k in self.children[node])
@@ -385,6 +399,7 @@ class _GraphData:
             "stage": stage or "",
             "module": module.name,
             "categories": list(CATEGORIES),
+            "legend": list(CATEGORY_LABELS.items()),
             "strings": list(strings),
             "kind": self.kind,
             "parent": self.parent,
@@ -396,6 +411,7 @@ class _GraphData:
             "bytes": nbytes,
             "count": count,
             "scope": scope,
+            "location": location,
             "source": source,
             "text": text,
             "params": {str(k): v for k, v in self.params.items()},
@@ -481,7 +497,10 @@ def _scope_paths(comp: HloComputation, module: HloModule) -> dict[str, list[str]
 
     An instruction without metadata takes the scope of its fused computation's
     ops, else of its first user, else of its first operand: parameters and
-    constants then sit beside the ops that read them.
+    constants then sit beside the ops that read them. The ROOT (the outputs)
+    keeps its own scope, often none: had it taken an operand's scope, the group
+    of the forward pass would also hold what the backward pass and the optimizer
+    return, and read their results, so the layout could not draw it first.
     """
     paths: dict[str, list[str]] = {}
     for instr in comp.instructions:
@@ -497,11 +516,11 @@ def _scope_paths(comp: HloComputation, module: HloModule) -> dict[str, list[str]
         for operand in instr.operands:
             users[operand].append(instr.name)
     for instr in reversed(comp.instructions):
-        if not paths[instr.name]:
+        if not paths[instr.name] and not instr.is_root:
             found = next((paths[u] for u in users[instr.name] if paths.get(u)), [])
             paths[instr.name] = found
     for instr in comp.instructions:
-        if not paths[instr.name]:
+        if not paths[instr.name] and not instr.is_root:
             found = next((paths[o] for o in instr.operands if paths.get(o)), [])
             paths[instr.name] = found
     return paths

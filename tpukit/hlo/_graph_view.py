@@ -2,9 +2,12 @@
 
 `graph` turns an `HloModule` (or HLO text) into an `HloGraph`, whose
 ``_repr_html_`` is one self-contained HTML fragment: the graph as compressed
-JSON, a small viewer script and the bundled layout library (dagre), with no
-request to any server, so the same output works in Jupyter, JupyterLab,
-VS Code, Colab and a saved file.
+JSON, the viewer's scripts and styles and the bundled layout library (dagre),
+with no request to any server and nothing that a sandboxed iframe forbids, so
+the same output works in Jupyter, JupyterLab, VS Code, Colab and a saved file,
+in the frontend's light or dark theme. A plain mouse wheel over the graph
+scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel after a
+click inside the graph zooms.
 
     >>> from tpukit.hlo import graph
     >>> g = graph(jax.jit(f).lower(x).compile().as_text(), title="f")
@@ -40,6 +43,8 @@ from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
+#: The viewer's scripts, in the order they are joined into one <script>.
+_VIEWER_SCRIPTS = ("graph_view.js", "graph_layout.js", "graph_camera.js")
 _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
@@ -95,12 +100,12 @@ class HloGraph:
         element_id = f"tkg-{uuid.uuid4().hex}"
         css = _read_asset("graph_view.css")
         dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
-        viewer = _read_asset("graph_view.js")
+        viewer = "\n".join(_script_safe(_read_asset(name), name) for name in _VIEWER_SCRIPTS)
         script = (
             "(function(){var dagre=(function(){"
             + _script_safe(dagre, "dagre.min.js")
             + "\nreturn dagre;})();\n"
-            + _script_safe(viewer, "graph_view.js")
+            + viewer
             + f'\ntpukitGraphView(document.getElementById("{element_id}"),"{self._payload()}",dagre);'
             + "})();"
         )

@@ -32,6 +32,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from tpukit._cells import describe_location
+
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {
     "pred": 8,
@@ -207,12 +209,17 @@ class HloInstruction:
 
     @property
     def source_location(self) -> str:
-        """``"file.py:12"`` (base name of the file) or ``""`` when the HLO has no source info."""
+        """Where the op came from, short: ``"file.py:12"`` (the file's base name), or
+        ``"In [7], line 3"`` for a notebook cell; ``""`` when the HLO has no source info."""
+        return describe_location(self.metadata.source_file, self.metadata.source_line)
+
+    @property
+    def source_path(self) -> str:
+        """The full ``"/path/to/file.py:12"`` behind `source_location` (``""`` when none)."""
         meta = self.metadata
         if not meta.source_file:
             return ""
-        base = meta.source_file.replace("\\", "/").rsplit("/", 1)[-1]
-        return f"{base}:{meta.source_line}" if meta.source_line else base
+        return f"{meta.source_file}:{meta.source_line}" if meta.source_line else meta.source_file
 
     @property
     def name_scope(self) -> str:

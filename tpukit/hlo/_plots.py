@@ -1,9 +1,9 @@
 """Static pictures of a compilation: op counts, fusions and the roofline, with matplotlib.
 
 Each function takes a ``tpukit.Compiled`` and returns a ``matplotlib.figure.Figure``
-(shown inline by Jupyter, saved with ``fig.savefig("ops.png")``). Pass ``ax=`` to
-draw into an axes of your own figure instead. Nothing calls ``plt.show()``, and a
-figure made here is closed in pyplot at once, so a notebook cell shows it once.
+(saved with ``fig.savefig("ops.png")``). In a notebook it shows once, whether it is
+the cell's value, assigned, or the line ends with ``;`` (see ``tpukit._figures``).
+Pass ``ax=`` to draw into an axes of your own figure instead.
 
     >>> c = tpukit.compile(f, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
     >>> plot_ops(c)        # instructions per opcode, lowered vs optimized
@@ -57,16 +57,12 @@ def require_compiled(obj: Any, function: str) -> None:
 
 
 def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]:
-    """``ax`` and its figure, or a new one-axes figure that pyplot does not keep open."""
+    """``ax`` and its figure, or a new one-axes figure (shown once in a notebook)."""
     if ax is not None:
         return ax.figure, ax
-    import matplotlib.pyplot as plt
+    from tpukit._figures import new_figure
 
-    # pyplot (rather than a bare Figure) so that Jupyter's inline backend is set up
-    # to render the returned figure; closing it stops pyplot showing it a second time.
-    fig, ax = plt.subplots(figsize=(width, height), layout="constrained")
-    plt.close(fig)
-    return fig, ax
+    return new_figure(figsize=(width, height), layout="constrained")
 
 
 def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
@@ -204,12 +200,11 @@ def _fusion_category(fusion: Fusion) -> str:
 
 def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axes]:
     if ax is None:
-        import matplotlib.pyplot as plt
+        from tpukit._figures import new_figure
 
-        fig, (left, right) = plt.subplots(
-            1, 2, sharey=True, figsize=(width, height), layout="constrained"
+        _, (left, right) = new_figure(
+            ncols=2, sharey=True, figsize=(width, height), layout="constrained"
         )
-        plt.close(fig)
         return left, right
     from mpl_toolkits.axes_grid1 import make_axes_locatable
 

@@ -20,7 +20,10 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +40,24 @@ _TMP_MARK = ".orbax-checkpoint-tmp"
 
 class CheckpointError(ValueError):
     """A checkpoint is missing, unfinished, or does not match the model being trained."""
+
+
+@contextlib.contextmanager
+def quiet_orbax() -> Iterator[None]:
+    """Hide orbax's warnings about tpukit's own calls (``WARNING:absl: ... read only``).
+
+    Orbax logs through absl's ``logging`` logger whatever a manager is asked, e.g.
+    four warnings each time tpukit opens a checkpoint read-only to restore it. Those
+    are about how tpukit uses orbax, not news for the user, so the ``absl`` logger
+    shows only errors while tpukit's orbax calls run, and is restored after.
+    """
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def flatten(tree: dict[str, Any]) -> tuple[list[str], list[Any], Any]:
@@ -79,7 +100,8 @@ class RunCheckpoints:
         """Finished checkpoint steps, oldest first (empty when the folder does not exist)."""
         if not self.directory.is_dir():
             return []
-        return sorted(self._reader().all_steps())
+        with quiet_orbax():
+            return sorted(self._reader().all_steps())
 
     def unfinished(self) -> list[str]:
         """Names of temporary folders left by a save that never completed."""
@@ -114,9 +136,13 @@ class RunCheckpoints:
                 "to start a new run there, or point checkpoint_dir at the run to continue."
             )
         step = steps[-1]
-        reader = self._reader()
+        with quiet_orbax():
+            reader = self._reader()
         try:
-            record = reader.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())).meta
+            with quiet_orbax():
+                record = reader.restore(
+                    step, args=ocp.args.Composite(meta=ocp.args.JsonRestore())
+                ).meta
         except Exception as e:  # noqa: BLE001 - orbax raises many kinds; all mean "unreadable"
             raise CheckpointError(
                 f"Checkpoint step {step} in {self.directory} is incomplete or unreadable: its run "
@@ -137,9 +163,10 @@ class RunCheckpoints:
             else:
                 targets.append(jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=sharding))
         try:
-            restored = reader.restore(
-                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
-            ).state
+            with quiet_orbax():
+                restored = reader.restore(
+                    step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
+                ).state
         except Exception as e:  # noqa: BLE001
             raise CheckpointError(
                 f"Checkpoint step {step} in {self.directory} is incomplete: its arrays ('state') "
@@ -190,6 +217,10 @@ class RunCheckpoints:
 
     def save(self, step: int, names: list[str], leaves: list[Any], record: dict) -> None:
         """Write ``leaves`` and ``record`` as checkpoint ``step`` (skipped if it exists)."""
+        with quiet_orbax():
+            self._save(step, names, leaves, record)
+
+    def _save(self, step: int, names: list[str], leaves: list[Any], record: dict) -> None:
         if self._manager is None:
             opts = ocp.CheckpointManagerOptions(
                 max_to_keep=self.keep, create=True, enable_async_checkpointing=False
@@ -212,7 +243,8 @@ class RunCheckpoints:
 
     def close(self) -> None:
         if self._manager is not None:
-            self._manager.close()
+            with quiet_orbax():
+                self._manager.close()
             self._manager = None
 
 

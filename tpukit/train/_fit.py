@@ -33,6 +33,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from tpukit._peaks import peak_for
+
 from . import _checkpoint, _steps
 from ._data import (
     ResidentData,
@@ -45,7 +47,7 @@ from ._data import (
 from ._history import History
 from ._losses import Metric, Objective
 from ._mesh import Plan, resolve_plan
-from ._progress import EpochBar
+from ._progress import EpochBar, Speed, compile_count
 from ._validate import check_model, check_objective, check_optimizer, objective_for
 
 
@@ -382,24 +384,34 @@ class _Run:
 
     def loop(self, params, rest, opt_state) -> History:
         names = ("loss", *self.objective.metric_names)
+        show = self.verbose and jax.process_index() == 0
+        speed = Speed(
+            self.batch_size,
+            peak_for(jax.devices()[0].device_kind) if show else None,
+            jax.device_count(),
+        )
         try:
             while self.epoch < self.epochs:
                 bar = EpochBar(
                     self.epoch + 1,
                     self.epochs,
                     self.steps_per_epoch,
-                    self.verbose and jax.process_index() == 0,
+                    show,
                     initial=self.step,
+                    speed=speed,
                 )
                 t_epoch = time.perf_counter()
                 pending = next(executions := self._executions(), None)
                 while pending is not None:
                     k, fn, args = pending
+                    speed.count_flops(fn, (params, rest, opt_state, *args))
+                    compiled = compile_count(fn)
                     t0 = time.perf_counter()
                     params, rest, opt_state, stats = fn(params, rest, opt_state, *args)
                     pending = next(executions, None)
                     stats = jax.device_get(stats)
-                    rate = k / max(time.perf_counter() - t0, 1e-9)
+                    seconds = time.perf_counter() - t0
+                    rate = k / max(seconds, 1e-9)
                     done = int(stats["steps"])
                     self.step += done
                     self.global_step += done
@@ -421,7 +433,7 @@ class _Run:
                     running = {
                         n: self.epoch_sums[n] / max(self.epoch_sums["steps"], 1) for n in names
                     }
-                    bar.advance(k, running, rate)
+                    bar.advance(k, running, seconds, compiled=compile_count(fn) != compiled)
                     if self.callbacks:
                         self._write_back(params, rest, opt_state)
                         for cb in self.callbacks:
@@ -558,7 +570,9 @@ def fit(
             processes (``tpukit.connect`` joined a ``jax.distributed`` run), every
             process calls ``fit`` with the same arguments and data; only process 0
             prints.
-        verbose: print the sharding line and show a ``tqdm`` bar per epoch.
+        verbose: print the sharding line and show one line per epoch, updated in place
+            (a widget, an HTML line in notebooks, text in terminals): running loss and
+            metrics, steps/s and examples/s, and MFU where the device's peak is known.
 
     Returns:
         A :class:`History` of per-execution and per-epoch figures.

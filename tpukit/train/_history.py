@@ -79,20 +79,24 @@ class History:
         """Draw loss and each metric (train and ``val_``) against epochs; return the figure.
 
         Per-execution values are drawn faintly behind the per-epoch means, so a run of
-        one or two epochs still shows a curve.
+        one or two epochs still shows a curve. In a notebook the figure shows once,
+        whether it is the cell's value, assigned, or the line ends with ``;``.
 
         Example::
 
             >>> fig = history.plot()          # doctest: +SKIP
             >>> fig.savefig("curves.png")     # doctest: +SKIP
         """
-        import matplotlib.pyplot as plt
+        from tpukit._figures import new_figure
 
         bases = [n for n in self.metric_names if not n.startswith("val_")]
         bases += [n[4:] for n in self.metric_names if n.startswith("val_") and n[4:] not in bases]
         bases = bases or ["loss"]
-        fig, axes = plt.subplots(
-            1, len(bases), figsize=figsize or (4.5 * len(bases), 3.4), squeeze=False
+        fig, axes = new_figure(
+            ncols=len(bases),
+            figsize=figsize or (4.5 * len(bases), 3.4),
+            squeeze=False,
+            layout="constrained",
         )
         total_steps = {}
         for rec in self.epochs:
@@ -120,7 +124,6 @@ class History:
             ax.set_title(base)
             ax.grid(alpha=0.3)
             ax.legend(fontsize="small")
-        fig.tight_layout()
         return fig
 
     def _columns(self) -> list[str]:

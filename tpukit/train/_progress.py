@@ -1,51 +1,290 @@
-"""The progress bar: one ``tqdm.auto`` bar per epoch, advanced once per execution.
+"""How ``fit`` shows its progress: one line per epoch, updated in place, nothing on stderr.
 
-``tqdm.auto`` draws a widget in Jupyter and Colab and a text bar in terminals.
-The postfix shows steps per second and the running loss and metrics of the epoch.
+Where the line goes depends on where ``fit`` runs:
+
+* an IPython kernel (JupyterLab, Notebook, VS Code, Colab) with ipywidgets: a
+  ``tqdm.notebook`` widget bar per epoch;
+* any other IPython kernel: an HTML line per epoch, redrawn in place through
+  ``display(..., display_id=True)`` and ``update``;
+* a terminal or a log: a text line per epoch on stdout, redrawn with ``\\r`` on a
+  terminal, written once when the epoch ends otherwise.
+
+Each line holds the epoch, how far it got, the running loss and metrics, and one
+speed figure: steps/s and examples/s over the epoch's compiled calls so far (a
+call that compiled is left out, and said so when it is the only one), plus MFU
+where the device's peak is known (``tpukit.peak_for``) from the FLOPs of one step.
 
 Example::
 
     >>> bar = EpochBar(epoch=1, epochs=3, total=100, enabled=False)
-    >>> bar.advance(50, {"loss": 0.7}, steps_per_s=1200.0)
+    >>> bar.advance(50, {"loss": 0.7}, seconds=0.05)
     >>> bar.close()
 """
 
 from __future__ import annotations
 
+import html
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
+
+from tpukit._peaks import DevicePeak
+from tpukit._timing import format_seconds
+
+#: Least seconds between two redraws of a line (the last one is always drawn).
+REDRAW_SECONDS = 0.1
+_BAR_WIDTH = 20
+
+
+@dataclass
+class Speed:
+    """What turns steps and seconds into the speed figure: examples per step, FLOPs, peak."""
+
+    batch_size: int
+    peak: DevicePeak | None = None
+    devices: int = 1
+    flops_per_step: float | None = None
+
+    def count_flops(self, fn: Any, args: tuple) -> None:
+        """Count one optimizer step's FLOPs from ``fn``'s lowered HLO (once; only for MFU).
+
+        ``fn`` is a jitted multi-step call; in the lowered HLO its ``scan`` is a while
+        loop whose body XLA has not yet annotated with a trip count, so tpukit's
+        dot/convolution count (`tpukit.hlo`) gives the FLOPs of one step. Lowering
+        reuses the trace the call itself makes; nothing is compiled.
+        """
+        if self.peak is None or self.flops_per_step is not None:
+            return
+        from tpukit.hlo import parse_hlo
+        from tpukit.hlo._cost import dot_conv_flops
+
+        try:
+            text = fn.lower(*args).as_text(dialect="hlo")
+            self.flops_per_step = float(dot_conv_flops(parse_hlo(text)))
+        except Exception:  # noqa: BLE001 - MFU is a nicety; the call itself reports real errors
+            self.flops_per_step = 0.0  # counted once: no MFU for this run
+
+    def describe(self, steps: int, seconds: float) -> str:
+        """``'1,989 steps/s, 254,592 examples/s, MFU 12.3%'`` for ``steps`` in ``seconds``."""
+        rate = steps / max(seconds, 1e-9)
+        text = f"{rate:,.0f} steps/s, {rate * self.batch_size:,.0f} examples/s"
+        if self.peak is not None and self.flops_per_step:
+            mfu = self.flops_per_step * rate / (self.peak.flops_per_second * self.devices)
+            text += f", MFU {mfu:.1%}"
+        return text
+
+
+def compile_count(fn: Any) -> int | None:
+    """How many programs a jitted ``fn`` has compiled (``None`` when JAX does not say)."""
+    size = getattr(fn, "_cache_size", None)
+    return size() if callable(size) else None
 
 
 class EpochBar:
-    """A bar for one epoch of ``total`` steps (``None`` when the length is unknown)."""
+    """The line for one epoch of ``total`` steps (``None`` when the length is unknown)."""
 
-    def __init__(self, epoch: int, epochs: int, total: int | None, enabled: bool, initial: int = 0):
-        self._bar = None
-        self._post: dict[str, Any] = {}
-        if enabled:
-            from tqdm.auto import tqdm
+    def __init__(
+        self,
+        epoch: int,
+        epochs: int,
+        total: int | None,
+        enabled: bool,
+        initial: int = 0,
+        speed: Speed | None = None,
+    ):
+        self.title = f"epoch {epoch}/{epochs}"
+        self.total = total
+        self.done = initial
+        self.speed = speed or Speed(batch_size=1)
+        self.figures: dict[str, float] = {}
+        self._timed_steps = 0
+        self._timed_seconds = 0.0
+        self._compile_seconds = 0.0
+        self._started = time.perf_counter()
+        self._line = _open_line(self) if enabled else None
 
-            self._bar = tqdm(
-                total=total,
-                initial=initial,
-                desc=f"epoch {epoch}/{epochs}",
-                unit="step",
-                leave=True,
-                dynamic_ncols=True,
-            )
-
-    def advance(self, steps: int, figures: dict[str, float], steps_per_s: float) -> None:
-        """Move by ``steps`` and show ``figures`` (already averaged) and the rate."""
-        if self._bar is None:
-            return
-        self._post = {"steps/s": f"{steps_per_s:,.0f}"}
-        self._post.update({k: f"{v:.4g}" for k, v in figures.items()})
-        self._bar.set_postfix(self._post, refresh=False)
-        self._bar.update(steps)
+    def advance(
+        self, steps: int, figures: dict[str, float], seconds: float, compiled: bool = False
+    ) -> None:
+        """Add ``steps`` done in ``seconds`` (``compiled``: the call compiled first)."""
+        self.done += steps
+        self.figures = dict(figures)
+        if compiled:
+            self._compile_seconds += seconds
+        else:
+            self._timed_steps += steps
+            self._timed_seconds += seconds
+        if self._line is not None:
+            self._line.draw(final=False)
 
     def close(self, figures: dict[str, float] | None = None) -> None:
-        if self._bar is None:
-            return
+        """Draw the line a last time, with the epoch's final ``figures`` (validation included)."""
         if figures:
-            self._post.update({k: f"{v:.4g}" for k, v in figures.items()})
-            self._bar.set_postfix(self._post, refresh=True)
-        self._bar.close()
+            self.figures.update(figures)
+        if self._line is not None:
+            self._line.draw(final=True)
+            self._line = None
+
+    # ------------------------------------------------------------- the line
+    def parts(self) -> tuple[str, list[str], str]:
+        """``(progress, figures, speed)`` as text: ``'32/32'``, ``['loss 0.4778', ...]``, speed."""
+        progress = f"{self.done}/{self.total}" if self.total else f"{self.done} steps"
+        train = [n for n in self.figures if not n.startswith("val_")]
+        names = train + [n for n in (f"val_{t}" for t in train) if n in self.figures]
+        names += [n for n in self.figures if n not in names]
+        figures = [f"{name} {self.figures[name]:.4g}" for name in names]
+        if self._timed_steps:
+            speed = self.speed.describe(self._timed_steps, self._timed_seconds)
+        elif self._compile_seconds:
+            speed = f"compiled and ran in {format_seconds(self._compile_seconds)}"
+        else:
+            speed = ""
+        return progress, figures, speed
+
+    def fraction(self) -> float | None:
+        return min(self.done / self.total, 1.0) if self.total else None
+
+    def text(self) -> str:
+        progress, figures, speed = self.parts()
+        fraction = self.fraction()
+        bar = ""
+        if fraction is not None:
+            filled = round(fraction * _BAR_WIDTH)
+            bar = "█" * filled + "░" * (_BAR_WIDTH - filled) + " "
+        elapsed = format_seconds(time.perf_counter() - self._started)
+        return "  ".join(filter(None, [self.title, bar + progress, *figures, speed, elapsed]))
+
+    def html(self) -> str:
+        progress, figures, speed = self.parts()
+        fraction = self.fraction()
+        bar = ""
+        if fraction is not None:
+            bar = (
+                '<span style="display:inline-block;vertical-align:middle;width:8em;height:.7em;'
+                "border-radius:.35em;background:rgba(128,128,128,.25);overflow:hidden;"
+                'margin:0 .6em">'
+                f'<span style="display:block;height:100%;width:{fraction:.1%};'
+                'background:var(--jp-brand-color1,var(--vscode-progressBar-background,#1976d2))">'
+                "</span></span>"
+            )
+        elapsed = format_seconds(time.perf_counter() - self._started)
+        cells = "".join(
+            f'<span style="margin-right:.9em;white-space:nowrap">{html.escape(part)}</span>'
+            for part in (*figures, speed, elapsed)
+            if part
+        )
+        return (
+            '<div class="tpukit-out tpukit-progress" style="font-family:var(--jp-code-font-family,'
+            "ui-monospace,Menlo,Consolas,monospace);font-size:var(--jp-code-font-size,12px);"
+            'line-height:1.6;color:var(--jp-ui-font-color1,inherit)">'
+            f'<b style="white-space:nowrap">{html.escape(self.title)}</b>{bar}'
+            f'<span style="margin:0 .9em 0 {"0" if bar else ".6em"}">{html.escape(progress)}'
+            f"</span>{cells}</div>"
+        )
+
+
+# ------------------------------------------------------------------ where it goes
+def _open_line(bar: EpochBar) -> Any:
+    shell = _kernel_shell()
+    if shell is None:
+        return _TextLine(bar)
+    if _widgets_work():
+        return _WidgetLine(bar)
+    return _HtmlLine(bar)
+
+
+def _kernel_shell() -> Any:
+    """The running IPython shell when it is a kernel's (outputs rendered by a frontend)."""
+    ipython = sys.modules.get("IPython")
+    get = getattr(ipython, "get_ipython", None)
+    shell = get() if get is not None else None
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
+def _widgets_work() -> bool:
+    """Whether ipywidgets can draw tqdm's bar here (importable, version 7 or later)."""
+    try:
+        import ipywidgets
+    except ImportError:
+        return False
+    major = str(getattr(ipywidgets, "__version__", "0")).split(".")[0]
+    return major.isdigit() and int(major) >= 7
+
+
+class _Throttled:
+    def __init__(self, bar: EpochBar):
+        self.bar = bar
+        self._last = 0.0
+
+    def due(self, final: bool) -> bool:
+        now = time.perf_counter()
+        if final or now - self._last >= REDRAW_SECONDS:
+            self._last = now
+            return True
+        return False
+
+
+class _TextLine(_Throttled):
+    """A line of text on stdout: redrawn with ``\\r`` on a terminal, else written at the end."""
+
+    def __init__(self, bar: EpochBar, stream: Any = None):
+        super().__init__(bar)
+        self.stream = stream or sys.stdout
+        isatty: Callable[[], bool] | None = getattr(self.stream, "isatty", None)
+        self.in_place = bool(isatty and isatty())
+        self.draw(final=False)
+
+    def draw(self, final: bool) -> None:
+        if not (self.in_place or final) or not self.due(final):
+            return
+        line = self.bar.text()
+        if self.in_place:
+            self.stream.write("\r" + line + ("\n" if final else ""))
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+
+class _HtmlLine(_Throttled):
+    """An HTML output updated in place (``display_id``), with the text line as plain text."""
+
+    def __init__(self, bar: EpochBar):
+        from IPython.display import display
+
+        super().__init__(bar)
+        self.handle = display(self._bundle(), raw=True, display_id=True)
+
+    def _bundle(self) -> dict[str, str]:
+        return {"text/html": self.bar.html(), "text/plain": self.bar.text()}
+
+    def draw(self, final: bool) -> None:
+        if self.due(final):
+            self.handle.update(self._bundle(), raw=True)
+
+
+class _WidgetLine(_Throttled):
+    """tqdm's notebook widget, its own rate left out: the speed figure is in the postfix."""
+
+    def __init__(self, bar: EpochBar):
+        from tqdm.notebook import tqdm
+
+        super().__init__(bar)
+        self.tqdm = tqdm(
+            total=bar.total,
+            initial=bar.done,
+            desc=bar.title,
+            unit="step",
+            leave=True,
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+        )
+
+    def draw(self, final: bool) -> None:
+        if not self.due(final):
+            return
+        _, figures, speed = self.bar.parts()
+        self.tqdm.set_postfix_str(", ".join([*figures, speed] if speed else figures), refresh=False)
+        self.tqdm.update(self.bar.done - self.tqdm.n)
+        if final:
+            self.tqdm.close()

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._compat import module_list
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
 
@@ -122,7 +123,7 @@ class AllConvCIFAR10(ZooModel):
             flops, cin = flops + f, cout
         convs.append(nnx.Conv(cin, num_classes, (1, 1), padding="VALID", **kw))
         flops += _flops.conv2d(size, size, cin, num_classes, kernel=1)[0]
-        self.convs = nnx.List(convs)
+        self.convs = module_list(convs)
         self.input_shape = (32, 32, 3)
         self.flops_per_example = flops
 

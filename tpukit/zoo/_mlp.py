@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._compat import module_list
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
 
@@ -52,7 +53,7 @@ class MLP(ZooModel):
             )
         self.activation = activation
         self._act = as_activation(activation)
-        self.layers = nnx.List(
+        self.layers = module_list(
             [
                 nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
                 for a, b in zip(widths[:-1], widths[1:])

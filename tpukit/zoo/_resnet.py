@@ -15,10 +15,13 @@ convolution. Attribute names follow torchvision's (``layer3[1].conv2``,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._compat import module_list
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel
 
@@ -100,14 +103,16 @@ class Bottleneck(nnx.Module):
         return jax.nn.relu(y + _shortcut(self.downsample, x))
 
 
-def _downsample(cin: int, cout: int, stride: int, size: int, layers: _Layers) -> nnx.List | None:
+def _downsample(
+    cin: int, cout: int, stride: int, size: int, layers: _Layers
+) -> Sequence[nnx.Module] | None:
     if stride == 1 and cin == cout:
         return None
     conv, _ = layers.conv(cin, cout, 1, stride, size)
-    return nnx.List([conv, layers.norm(cout)])
+    return module_list([conv, layers.norm(cout)])
 
 
-def _shortcut(downsample: nnx.List | None, x: jax.Array) -> jax.Array:
+def _shortcut(downsample: Sequence[nnx.Module] | None, x: jax.Array) -> jax.Array:
     if downsample is None:
         return x
     return downsample[1](downsample[0](x))
@@ -165,7 +170,7 @@ class ResNet(ZooModel):
                 stride = 2 if stage > 0 and i == 0 else 1
                 stage_blocks.append(cls(cin, planes, stride, size, layers))
                 size, cin = stage_blocks[-1].out_size, planes * cls.expansion
-            setattr(self, f"layer{stage + 1}", nnx.List(stage_blocks))
+            setattr(self, f"layer{stage + 1}", module_list(stage_blocks))
         self.fc = nnx.Linear(cin, num_classes, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
         self.input_shape = (image_size, image_size, 3)
         self.flops_per_example = layers.flops + _flops.dense(cin, num_classes)

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from tpukit._compat import iter_modules
 from tpukit.zoo._resnet import ResNet
 from tpukit.zoo._vgg import VGG
 
@@ -95,7 +96,7 @@ def _vgg_slots(model: VGG) -> Iterator[tuple[str, _Slot]]:
 
 
 def _resnet_slots(model: ResNet) -> Iterator[tuple[str, _Slot]]:
-    for path, module in nnx.iter_modules(model):
+    for path, module in iter_modules(model):
         yield from _module_slots(".".join(map(str, path)), module)
 
 

@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._compat import module_list
 from tpukit.zoo._base import ZooModel
 
 _init = jax.nn.initializers.normal(0.02)
@@ -104,7 +105,7 @@ class GPT(ZooModel):
         self.wte = nnx.Embed(vocab_size, width, embedding_init=_init, rngs=rngs, **kw)
         self.wpe = nnx.Embed(context_length, width, embedding_init=_init, rngs=rngs, **kw)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
-        self.blocks = nnx.List(
+        self.blocks = module_list(
             [Block(width, num_heads, depth, dropout, kw=kw, rngs=rngs) for _ in range(depth)]
         )
         self.ln_f = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **kw)

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._compat import module_list
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel
 
@@ -123,7 +124,7 @@ class VGG(ZooModel):
                 norms.append(nnx.BatchNorm(item, momentum=0.9, epsilon=1e-5, rngs=rngs, **kw))
             flops += _flops.conv2d(size, size, cin, item, kernel=3, padding=1)[0]
             cin = item
-        self.convs, self.norms = nnx.List(convs), nnx.List(norms)
+        self.convs, self.norms = module_list(convs), module_list(norms)
         self.feature_size = 1 if small_input else 7
         hidden = int(head_width or (512 if small_input else 4096))
         flat = cin * self.feature_size**2

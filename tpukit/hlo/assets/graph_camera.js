@@ -1,0 +1,189 @@
+// tpukit HLO graph viewer, camera: which part of the drawing shows, at what scale.
+//
+// The page's scroll belongs to the page. A plain wheel over the graph scrolls the notebook;
+// Ctrl/Cmd + wheel zooms, and so does a touchpad pinch (browsers send it as a wheel event
+// with ctrlKey set); a click inside the graph lets a plain wheel zoom too, until the pointer
+// leaves the drawing, Escape is pressed or the page is clicked elsewhere.
+//
+// The first view fits the drawing, but never below the notebook's small text: a graph too
+// big for that shows its start (the top) at a readable size, to pan from. The Fit button
+// shows the whole drawing however small. The view refits whenever the output changes size
+// -- so an output that was hidden or narrow when it was drawn gets its fit when it shows --
+// until the user zooms, pans, searches or opens a group.
+
+var LABEL_PX = 11;        // node labels' font size in drawing units (graph_view.css)
+var MIN_LABEL_PX = 11;    // the smallest a label may be on screen, unless the page's small text is bigger
+var MAX_SCALE = 1.25, MARGIN = 16, MIN_HEIGHT = 220;
+var HINT = "Ctrl+scroll or click to zoom \u00b7 drag to pan";
+var HINT_ACTIVE = "scroll zooms \u00b7 Esc or click outside to scroll the page";
+
+GraphView.prototype.bindCamera = function () {
+  var self = this, vp = this.viewport, drag = null;
+  this.active = false;
+  this.touched = false;    // the user moved the view: stop refitting it
+  this.fitted = false;     // the first fit happened (it waits while the output has no size)
+  this.whole = false;      // fit the whole drawing (the Fit button), not just a readable start
+  this.fittedSize = "";
+  this.onKey = function (event) { if (event.key === "Escape") self.activate(false); };
+  this.onOutside = function (event) { if (!vp.contains(event.target)) self.activate(false); };
+
+  vp.addEventListener("pointerdown", function (event) {
+    if (event.button !== 0) return;
+    self.activate(true);
+    drag = {x: event.clientX, y: event.clientY, tx: self.view.tx, ty: self.view.ty, moved: false,
+      target: event.target, id: event.pointerId};
+  });
+  vp.addEventListener("pointermove", function (event) {
+    if (!drag) return;
+    var dx = event.clientX - drag.x, dy = event.clientY - drag.y;
+    if (!drag.moved && dx * dx + dy * dy < 16) return;
+    if (!drag.moved) { drag.moved = true; vp.classList.add("tkg-panning"); vp.setPointerCapture(drag.id); }
+    self.view.tx = drag.tx + dx; self.view.ty = drag.ty + dy;
+    self.touched = true;
+    self.applyView();
+  });
+  function finish(event) {
+    if (!drag) return;
+    var was = drag;
+    drag = null;
+    vp.classList.remove("tkg-panning");
+    if (was.moved || event.type === "pointercancel") return;
+    self.click(was.target);
+  }
+  vp.addEventListener("pointerup", finish);
+  vp.addEventListener("pointercancel", finish);
+  vp.addEventListener("pointerleave", function () { if (!drag) self.activate(false); });
+  vp.addEventListener("dblclick", function (event) {
+    var hitNode = event.target.closest && event.target.closest("[data-node]");
+    if (hitNode && !event.target.closest(".tkg-toggle")) self.toggle(+hitNode.getAttribute("data-node"));
+  });
+  vp.addEventListener("wheel", function (event) {
+    if (!(event.ctrlKey || event.metaKey || self.active)) return;  // the page scrolls
+    event.preventDefault();
+    var dy = event.deltaY * (event.deltaMode === 1 ? 16 : event.deltaMode === 2 ? 400 : 1);
+    var pinch = event.ctrlKey && Math.abs(dy) < 50;  // touchpad pinch: many small steps
+    var step = Math.max(-0.5, Math.min(0.5, -dy * (pinch ? 0.01 : 0.002)));
+    var rect = vp.getBoundingClientRect();
+    self.zoomAt(event.clientX - rect.left, event.clientY - rect.top, Math.exp(step));
+  }, {passive: false});
+
+  if (typeof ResizeObserver !== "undefined") {
+    new ResizeObserver(function () { self.resized(); }).observe(vp);
+  }
+};
+
+// While active, a plain wheel zooms; the page listeners that end it exist only meanwhile.
+GraphView.prototype.activate = function (on) {
+  if (this.active === on) return;
+  this.active = on;
+  this.viewport.classList.toggle("tkg-active", on);
+  this.hint.textContent = on ? HINT_ACTIVE : HINT;
+  var doc = this.root.ownerDocument;
+  if (on) {
+    doc.addEventListener("keydown", this.onKey, true);
+    doc.addEventListener("pointerdown", this.onOutside, true);
+  } else {
+    doc.removeEventListener("keydown", this.onKey, true);
+    doc.removeEventListener("pointerdown", this.onOutside, true);
+  }
+};
+
+GraphView.prototype.zoomAt = function (mx, my, factor) {
+  var v = this.view, k = Math.min(4, Math.max(0.03, v.k * factor));
+  v.tx = mx - (mx - v.tx) * k / v.k;
+  v.ty = my - (my - v.ty) * k / v.k;
+  v.k = k;
+  this.touched = true;
+  this.applyView();
+};
+
+GraphView.prototype.applyView = function () {
+  var v = this.view;
+  this.scene.setAttribute("transform", "translate(" + v.tx + "," + v.ty + ") scale(" + v.k + ")");
+  this.root.setAttribute("data-scale", v.k.toFixed(3));
+};
+
+GraphView.prototype.resized = function () {
+  var vp = this.viewport, size = vp.clientWidth + "x" + vp.clientHeight;
+  if (size === this.fittedSize) return;
+  if (!this.fitted || !this.touched) this.fit();
+};
+
+// The smallest scale at which labels are as big as the page's small text (at least 11 px).
+GraphView.prototype.minScale = function () {
+  var small = parseFloat(getComputedStyle(this.legend).fontSize) || 0;
+  return Math.max(MIN_LABEL_PX, Math.min(small, 14)) / LABEL_PX;
+};
+
+// Fit the drawing to the view, never below a readable scale (then the start shows) unless
+// `whole` (then the whole drawing shows). Later refits, on resizes, keep the choice. The
+// first fit also sets the height of the view to the drawing's, up to its default height.
+GraphView.prototype.fit = function (whole) {
+  if (whole !== undefined) this.whole = whole;
+  this.touched = false;
+  var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
+  if (!vw || !vh) return;  // hidden, or not in the page yet: the ResizeObserver calls again
+  var gw = this.w[0], gh = this.h[0], minK = this.whole ? 0.03 : this.minScale();
+  var k = Math.min(MAX_SCALE, (vw - 2 * MARGIN) / gw, (vh - 2 * MARGIN) / gh);
+  if (k < minK) k = minK;
+  if (!this.fitted) {
+    this.fitted = true;
+    var want = Math.max(MIN_HEIGHT, Math.ceil(gh * k + 2 * MARGIN));
+    if (want < vh) {
+      this.autoHeight = want + "px";
+      vp.style.height = this.autoHeight;
+      vh = vp.clientHeight;
+    }
+  }
+  var tx;
+  if (gw * k <= vw - 2 * MARGIN) {
+    tx = (vw - gw * k) / 2;
+  } else {
+    tx = MARGIN - this.busiestColumn((vw - 2 * MARGIN) / k, (vh - MARGIN) / k) * k;
+    tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, tx));
+  }
+  this.view = {k: k, tx: tx, ty: MARGIN};
+  this.fittedSize = vw + "x" + vh;
+  this.applyView();
+};
+
+// The left edge of the strip, `width` wide, that holds the most boxes whose top is above
+// `bottom`: where a drawing too wide for the view shows its start. The strip then moves
+// left to the edge of a group it cuts through, if the boxes still fit, so that the group's
+// title shows.
+GraphView.prototype.busiestColumn = function (width, bottom) {
+  var boxes = [], best = 0, most = -1, right = 0, self = this;
+  for (var s = 0; s < this.shown.length; s++) {
+    var i = this.shown[s];
+    if (this.y[i] < bottom) boxes.push([this.x[i], this.x[i] + Math.min(this.w[i], width)]);
+  }
+  boxes.forEach(function (start) {
+    var count = 0, end = start[0];
+    boxes.forEach(function (box) {
+      if (box[0] >= start[0] && box[1] <= start[0] + width) { count++; end = Math.max(end, box[1]); }
+    });
+    if (count > most || (count === most && start[0] < best)) { most = count; best = start[0]; right = end; }
+  });
+  this.geom.forEach(function (geom, g) {
+    var left = self.x[g];
+    if (self.y[g] < bottom && left < best && best < left + self.w[g] && right - left <= width) best = left;
+  });
+  return best;
+};
+
+// After a group opens, a view that the first fit made short goes back to its full height
+// if the drawing needs it (a height the user dragged stays).
+GraphView.prototype.grow = function () {
+  var vp = this.viewport;
+  if (this.autoHeight && vp.style.height === this.autoHeight &&
+      this.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
+};
+
+GraphView.prototype.centerOn = function (i) {
+  var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600;
+  this.view.k = Math.max(this.view.k, this.minScale());
+  this.view.tx = vw / 2 - (this.x[i] + this.w[i] / 2) * this.view.k;
+  this.view.ty = vh / 2 - (this.y[i] + this.h[i] / 2) * this.view.k;
+  this.touched = true;
+  this.applyView();
+};
