@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import tpukit
-from tpukit._call_line import parse_call_line
 from tpukit._errors import CallLineError, ShapeSpecError
+from tpukit.compilation._call_line import parse_call_line
 
 
 def f(*args, **kwargs):

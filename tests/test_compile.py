@@ -261,3 +261,28 @@ def test_64_bit_host_data_compiles_as_the_device_will_hold_it():
     assert "a: f32[2,3]" in str(compiled.signature)  # x64 is off: f64 data lives as f32
     np.testing.assert_array_equal(np.asarray(compiled(tpukit.put(data))), data * 2)
     np.testing.assert_array_equal(np.asarray(compiled(data)), data * 2)
+
+
+def test_a_sharded_compile_has_a_python_spelling_with_the_magics_vocabulary():
+    def mm(x, w):
+        return x @ w
+
+    c = tpukit.compile(
+        mm,
+        tpukit.shape("f32[16,8]"),
+        tpukit.shape("f32[8,4]"),
+        mesh="data=4,model=2",
+        shard={"x": "data", "w": "None,model"},
+    )
+    assert c.mesh == {"data": 4, "model": 2}
+    assert "data" in str(c.input_shardings) and "model" in str(c.input_shardings)
+    with pytest.raises(ArgumentError, match="shard= needs mesh="):
+        tpukit.compile(mm, tpukit.shape("f32[16,8]"), tpukit.shape("f32[8,4]"), shard={"x": "data"})
+    with pytest.raises(ArgumentError, match="not an argument of this call"):
+        tpukit.compile(
+            mm,
+            tpukit.shape("f32[16,8]"),
+            tpukit.shape("f32[8,4]"),
+            mesh="data=2",
+            shard={"y": "data"},
+        )

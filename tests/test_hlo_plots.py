@@ -10,17 +10,17 @@ import matplotlib.pyplot as plt
 import pytest
 
 import tpukit
-from tpukit._analysis import Fusion
-from tpukit._devices import format_bytes
-from tpukit._timing import TimingResult
-from tpukit.hlo._diff import DiffRow, diff
-from tpukit.hlo._plots import (
+from tpukit.compilation._diff import DiffRow, diff
+from tpukit.compilation._plots import (
     CATEGORY_COLORS,
     fusion_label,
     plot_fusions,
     plot_ops,
     plot_roofline,
 )
+from tpukit.compilation._timing import TimingResult
+from tpukit.display._units import format_bytes
+from tpukit.hlo import Fusion
 
 TPU = tpukit.peak_for("TPU v5 lite")
 
@@ -377,7 +377,7 @@ PLOT_CALLS = [
     "c.plot_ops()",
     "c.plot_fusions()",
     "c.plot_roofline()",
-    "tpukit.hlo.plot_roofline(c, peak=tpukit.peak_for('TPU v5 lite'))",
+    "c.plot_roofline(peak=tpukit.peak_for('TPU v5 lite'))",
     "d.plot()",
     "history.plot()",
 ]

@@ -243,7 +243,7 @@ def test_hlo_source_locations_name_the_cell_as_the_user_sees_it(shell, capsys):
     ],
 )
 def test_describe_location_without_a_shell_that_knows_the_file(filename, line, shown):
-    from tpukit._cells import describe_location
+    from tpukit.display._cells import describe_location
 
     assert describe_location(filename, line) == shown
 
@@ -290,7 +290,7 @@ def test_tpukit_works_where_ipython_is_not_installed():
 
         sys.meta_path.insert(0, NoIPython())
         import tpukit
-        from tpukit._cells import describe_location
+        from tpukit.display._cells import describe_location
         c = tpukit.compile(lambda x: x * 2, tpukit.shape("f32[4]"))
         repr(c)  # the summary names source locations
         print(c.cost.flops >= 0, describe_location("<ipython-input-7-1a2b3c4d5e6f>", 3))
@@ -300,3 +300,17 @@ def test_tpukit_works_where_ipython_is_not_installed():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.splitlines() == ["True In [7], line 3", "False"]
+
+
+def test_options_are_read_as_ipython_reads_them_and_the_call_is_left_verbatim(shell):
+    run(shell, "def spaced(x, s='a b'):\n    return x * len(s)")
+    result = run(
+        shell,
+        "%tpu_compile --name=spaced_c --quiet --mesh=data=2 --shard=x=data spaced(jnp.ones(4), s='x  y')",
+    )
+    assert result.success, result.error_in_exec
+    compiled = shell.user_ns["spaced_c"]
+    assert compiled.mesh == {"data": 2}
+    assert "'x  y'" in str(compiled.signature)  # the static string kept its two spaces
+    help_text = shell.find_line_magic("tpu_timeit").__doc__
+    assert "-n NUMBER, --number NUMBER" in help_text and "-r REPEAT, --repeat REPEAT" in help_text

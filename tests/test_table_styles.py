@@ -102,7 +102,7 @@ def outputs():
 
     f32 = tpukit.compile(layer, tpukit.shape("f32[32,64]"), tpukit.shape("f32[64,64]"))
     bf16 = tpukit.compile(layer, tpukit.shape("bf16[32,64]"), tpukit.shape("bf16[64,64]"))
-    return [f32._repr_html_(), tpukit.hlo.diff(f32, bf16, labels=("f32", "bf16"))._repr_html_()]
+    return [f32._repr_html_(), tpukit.diff(f32, bf16, labels=("f32", "bf16"))._repr_html_()]
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,6 @@ IPython; the magics live in ``tpukit.magics``.
 """
 
 from tpukit import datasets, hlo, train, zoo
-from tpukit._analysis import Cost, Fusion, Memory
-from tpukit._compile_cache import enable_compile_cache
-from tpukit._compiled import Compiled, compile
-from tpukit._devices import DeviceInfo, DeviceTable, connect, devices
 from tpukit._errors import (
     ArgumentError,
     CallLineError,
@@ -37,11 +33,17 @@ from tpukit._errors import (
     SignatureMismatchError,
     TpukitError,
 )
-from tpukit._peaks import DevicePeak, peak_for
-from tpukit._shapes import format_shape, parse_shape
-from tpukit._signature import Signature
-from tpukit._timing import TimingResult
-from tpukit._transfer import fetch, put
+from tpukit.compilation._analysis import Cost, Memory
+from tpukit.compilation._compile_cache import enable_compile_cache
+from tpukit.compilation._compiled import Compiled, compile
+from tpukit.compilation._diff import DiffRow, HloDiff, diff
+from tpukit.compilation._peaks import DevicePeak, peak_for
+from tpukit.compilation._shapes import format_shape, parse_shape
+from tpukit.compilation._signature import Signature
+from tpukit.compilation._timing import TimingResult
+from tpukit.hlo import Fusion
+from tpukit.runtime._devices import DeviceInfo, DeviceTable, connect, devices
+from tpukit.runtime._transfer import fetch, put
 from tpukit.train import CheckpointError, History, NonFiniteLossError, Trainer, evaluate, fit
 
 __version__ = "0.1.0"
@@ -75,8 +77,10 @@ __all__ = [
     "DevicePeak",
     "DeviceSetupError",
     "DeviceTable",
+    "DiffRow",
     "Fusion",
     "History",
+    "HloDiff",
     "Memory",
     "NonFiniteLossError",
     "ShapeSpecError",
@@ -89,6 +93,7 @@ __all__ = [
     "connect",
     "datasets",
     "devices",
+    "diff",
     "enable_compile_cache",
     "evaluate",
     "fetch",

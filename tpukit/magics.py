@@ -10,7 +10,12 @@ Load with ``%load_ext tpukit``; ``%tpu_compile?`` shows the help.
 
 from __future__ import annotations
 
+import functools
 import keyword
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -18,11 +23,10 @@ from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
 
-from tpukit._call_line import CallSpec, parse_call_line
-from tpukit._compiled import Compiled, compile
-from tpukit._devices import devices
 from tpukit._errors import TpukitError
-from tpukit._placement import parse_mesh, parse_partition_spec, place_arguments
+from tpukit.compilation._call_line import CallSpec, parse_call_line
+from tpukit.compilation._compiled import Compiled, compile
+from tpukit.runtime._devices import devices
 
 _MISSING = object()
 
@@ -33,32 +37,142 @@ _CALL_HELP = (
 )
 
 
-def split_options(magic: Any, line: str) -> tuple[Any, str]:
+@dataclass(frozen=True)
+class Option:
+    """One ``-option`` of a magic, written once: it makes the ``%magic?`` help (through
+    IPython's ``magic_arguments``) and the getopt spelling that splits a line into its
+    options and the call (through IPython's ``parse_options``, as ``%timeit`` does)."""
+
+    flags: tuple[str, ...]
+    help: str
+    takes_value: bool = True
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def decorate(self, function: Callable) -> Callable:
+        extra = dict(self.settings)
+        if not self.takes_value:
+            extra["action"] = "store_true"
+        return argument(*self.flags, help=self.help, **extra)(function)
+
+
+def with_options(*options: Option) -> Callable[[Callable], Callable]:
+    """``magic_arguments`` for ``options`` and a trailing CALL, kept on the function."""
+
+    def decorate(function: Callable) -> Callable:
+        function = argument("call", nargs="*", help=_CALL_HELP)(function)
+        for option in reversed(options):
+            function = option.decorate(function)
+        function = magic_arguments()(function)
+        function.tpukit_options = options
+        return function
+
+    return decorate
+
+
+def _unknown_option_message(options: tuple[Option, ...], message: str) -> str:
+    """getopt's words, said the way tpukit says things."""
+    known = ", ".join(sorted(f for o in options for f in o.flags if f.startswith("--")))
+    if match := re.search(r"option (\S+) not recognized", message):
+        return f"Unknown option {match[1]!r}. Options: {known}."
+    if match := re.search(r"option (\S+) requires argument", message):
+        return f"Option {match[1]} needs a value."
+    return f"{message.split(' (allowed')[0]}. Options: {known}."
+
+
+def split_options(magics: Magics, magic: Callable, line: str) -> tuple[Any, str]:
     """Split ``line`` into the magic's leading ``-options`` (parsed) and the call text.
 
     The call itself is left untouched: quotes, spaces and brackets inside it are
-    Python, not shell words.
+    Python, not shell words. Option values are then read by the magic's own argparse
+    parser, so types, choices and defaults are those ``%magic?`` shows.
     """
-    parser = magic.parser
-    takes_value = {
-        option: action.nargs != 0 for action in parser._actions for option in action.option_strings
-    }
-    options: list[str] = []
-    rest = line.strip()
-    while rest.startswith("-"):
-        token, _, after = rest.partition(" ")
-        name = token.split("=", 1)[0]
-        if name not in takes_value:
-            known = ", ".join(sorted(o for o in takes_value if o.startswith("--")))
-            raise UsageError(f"Unknown option {name!r}. Options: {known}.")
-        options.append(token)
-        if takes_value[name] and "=" not in token:
-            value, _, after = after.strip().partition(" ")
-            if not value:
-                raise UsageError(f"Option {name} needs a value.")
-            options.append(value)
-        rest = after.strip()
-    return parse_argstring(magic, " ".join(options)), rest
+    options: tuple[Option, ...] = magic.tpukit_options
+    short = "".join(
+        f[1] + (":" if o.takes_value else "") for o in options for f in o.flags if len(f) == 2
+    )
+    long = [
+        f[2:] + ("=" if o.takes_value else "") for o in options for f in o.flags if f[:2] == "--"
+    ]
+    # IPython 8+ loses the call's first word after a leading `--option=value`: write
+    # each of those as `--option value` first.
+    leading_equals = re.compile(r"^((?:\s*-{1,2}[\w-]+(?:\s+[^-\s]\S*)?)*?\s*--[\w-]+)=")
+    while (spaced := leading_equals.sub(r"\1 ", line, count=1)) != line:
+        line = spaced
+    try:
+        found, call = magics.parse_options(
+            line, short, *long, posix=False, strict=False, preserve_non_opts=True, list_all=True
+        )
+    except UsageError as exc:
+        raise UsageError(_unknown_option_message(options, str(exc))) from None
+    words = []
+    for name, values in found.items():
+        flag = f"-{name}" if len(name) == 1 else f"--{name}"
+        for value in values:
+            words += [flag, shlex.quote(value)] if value != "" else [flag]
+    return parse_argstring(magic, " ".join(words)), call.strip()
+
+
+def usage_errors(method: Callable) -> Callable:
+    """Show a ``TpukitError`` from the public API as IPython shows a misused magic: one
+    red line, no traceback (an error from the user's own code is left as it is)."""
+
+    @functools.wraps(method)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(*args, **kwargs)
+        except TpukitError as exc:
+            raise UsageError(str(exc)) from None
+
+    return run
+
+
+_NAME = Option(
+    ("-o", "--name"), "Variable to store the compiled object in (default: <function>_compiled)."
+)
+_QUIET = Option(
+    ("--quiet",), "Store the compiled object without showing its summary.", takes_value=False
+)
+_GRAPH = Option(
+    ("--graph",), "Also show the interactive graph of the optimized HLO.", takes_value=False
+)
+_MESH = Option(
+    ("--mesh",),
+    "Partition over a device mesh, e.g. data=8 or data=4,model=2 (-1: the remaining devices).",
+)
+_SHARD = Option(
+    ("--shard",),
+    "NAME=SPEC: how argument NAME is split over the mesh, one entry per dimension, e.g. "
+    "x=data or w=None,model (repeatable; unnamed arguments are replicated).",
+    settings=(("action", "append"), ("default", [])),
+)
+_NUMBER = Option(
+    ("-n", "--number"),
+    "Calls per timing run (default: chosen so a run lasts 0.2 s).",
+    settings=(("type", int), ("default", None)),
+)
+_REPEAT = Option(
+    ("-r", "--repeat"), "Timing runs (default 7).", settings=(("type", int), ("default", 7))
+)
+_STAGE = Option(
+    ("--stage",),
+    "Which HLO to draw.",
+    settings=(("default", "optimized"), ("choices", ["optimized", "lowered"])),
+)
+_PLATFORM = Option(
+    ("--platform",),
+    "Which platform to list.",
+    settings=(("default", "auto"), ("choices", ["auto", "tpu", "gpu", "cpu"])),
+)
+
+
+def _shard_specs(items: list[str]) -> dict[str, str]:
+    specs = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise UsageError(f"Cannot read --shard {item!r}: write NAME=SPEC, e.g. x=data.")
+        specs[name] = text
+    return specs
 
 
 @magics_class
@@ -68,10 +182,7 @@ class TpuMagics(Magics):
     def _call(self, text: str) -> CallSpec:
         if not text:
             raise UsageError(f"No call given. {_CALL_HELP}")
-        try:
-            return parse_call_line(text, self.shell.user_ns)
-        except TpukitError as exc:
-            raise UsageError(str(exc)) from None
+        return parse_call_line(text, self.shell.user_ns)
 
     def _compile(self, spec: CallSpec, mesh: str | None = None, shard: list[str] = ()) -> Compiled:
         function = spec.function
@@ -79,50 +190,12 @@ class TpuMagics(Magics):
             function = function.function
         if shard and not mesh:
             raise UsageError("--shard needs --mesh, e.g. --mesh data=8 --shard x=data.")
-        try:
-            args, kwargs = spec.args, spec.kwargs
-            if mesh:
-                specs = {}
-                for item in shard:
-                    name, sep, text = item.partition("=")
-                    if not sep:
-                        raise UsageError(
-                            f"Cannot read --shard {item!r}: write NAME=SPEC, e.g. x=data."
-                        )
-                    specs[name] = parse_partition_spec(text)
-                args, kwargs = place_arguments(function, args, kwargs, parse_mesh(mesh), specs)
-            return compile(function, *args, **kwargs)
-        except TpukitError as exc:
-            raise UsageError(str(exc)) from None
+        return compile(function, *spec.args, mesh=mesh, shard=_shard_specs(shard), **spec.kwargs)
 
-    @magic_arguments()
-    @argument(
-        "-o",
-        "--name",
-        help="Variable to store the compiled object in (default: <function>_compiled).",
-    )
-    @argument(
-        "--quiet",
-        action="store_true",
-        help="Store the compiled object without showing its summary.",
-    )
-    @argument(
-        "--graph", action="store_true", help="Also show the interactive graph of the optimized HLO."
-    )
-    @argument(
-        "--mesh",
-        help="Partition over a device mesh, e.g. data=8 or data=4,model=2 (-1: the remaining devices).",
-    )
-    @argument(
-        "--shard",
-        action="append",
-        default=[],
-        help="NAME=SPEC: how argument NAME is split over the mesh, one entry per dimension, "
-        "e.g. x=data or w=None,model (repeatable; unnamed arguments are replicated).",
-    )
-    @argument("call", nargs="*", help=_CALL_HELP)
+    @with_options(_NAME, _QUIET, _GRAPH, _MESH, _SHARD)
     @no_var_expand
     @line_cell_magic
+    @usage_errors
     def tpu_compile(self, line: str, cell: str | None = None) -> Compiled | None:
         """Compile a call for the current device, like XLA.jl's ``@tpu_compile f(data)``.
 
@@ -130,7 +203,8 @@ class TpuMagics(Magics):
         then CALL is compiled; only the arguments' shapes and dtypes are used. The
         compiled object is stored in the notebook and its summary shown: compile
         time, signature, FLOPs, bytes, memory, HLO op counts and fusions. Call it
-        on device data like the function itself.
+        on device data like the function itself. The same from Python:
+        ``tpukit.compile(f, *args, mesh=..., shard=...)``.
 
         Examples::
 
@@ -143,7 +217,7 @@ class TpuMagics(Magics):
 
             %tpu_compile --mesh data=8 --shard x=data predict(params, f32[1024,784])
         """
-        args, call_text = split_options(self.tpu_compile, line)
+        args, call_text = split_options(self, self.tpu_compile, line)
         if cell is not None and cell.strip():
             result = self.shell.run_cell(cell, store_history=False)
             if not result.success:
@@ -176,33 +250,17 @@ class TpuMagics(Magics):
         return None
 
     @magic_arguments()
-    @argument(
-        "--platform",
-        default="auto",
-        choices=["auto", "tpu", "gpu", "cpu"],
-        help="Which platform to list.",
-    )
+    @_PLATFORM.decorate
     @line_magic
+    @usage_errors
     def tpu_devices(self, line: str) -> Any:
         """Show the devices JAX computes on: id, platform, kind, process, coordinates, memory."""
-        args = parse_argstring(self.tpu_devices, line)
-        try:
-            return devices(args.platform)
-        except TpukitError as exc:
-            raise UsageError(str(exc)) from None
+        return devices(parse_argstring(self.tpu_devices, line).platform)
 
-    @magic_arguments()
-    @argument(
-        "-n",
-        "--number",
-        type=int,
-        default=None,
-        help="Calls per timing run (default: chosen so a run lasts 0.2 s).",
-    )
-    @argument("-r", "--repeat", type=int, default=7, help="Timing runs (default 7).")
-    @argument("call", nargs="*", help=_CALL_HELP + " A compiled object may be called directly.")
+    @with_options(_NUMBER, _REPEAT)
     @no_var_expand
     @line_magic
+    @usage_errors
     def tpu_timeit(self, line: str) -> Any:
         """Time a compiled call on the device: median and min per call, FLOP/s and MFU.
 
@@ -215,25 +273,17 @@ class TpuMagics(Magics):
             %tpu_timeit f(f32[1024,1024])
             %tpu_timeit -n 100 f_compiled(x)
         """
-        args, call_text = split_options(self.tpu_timeit, line)
+        args, call_text = split_options(self, self.tpu_timeit, line)
         if (args.number is not None and args.number < 1) or args.repeat < 1:
             raise UsageError("-n and -r must be at least 1.")
         spec = self._call(call_text)
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
-        try:
-            return compiled.timeit(
-                *spec.args, number=args.number, repeat=args.repeat, **spec.kwargs
-            )
-        except TpukitError as exc:
-            raise UsageError(str(exc)) from None
+        return compiled.timeit(*spec.args, number=args.number, repeat=args.repeat, **spec.kwargs)
 
-    @magic_arguments()
-    @argument(
-        "--stage", default="optimized", choices=["optimized", "lowered"], help="Which HLO to draw."
-    )
-    @argument("call", nargs="*", help=_CALL_HELP + " A compiled object may be named directly.")
+    @with_options(_STAGE)
     @no_var_expand
     @line_magic
+    @usage_errors
     def tpu_graph(self, line: str) -> Any:
         """Show the interactive graph of a call's HLO: fusions, name scopes, source lines, cost.
 
@@ -241,7 +291,7 @@ class TpuMagics(Magics):
 
             %tpu_graph train_step(state, batch)
         """
-        args, call_text = split_options(self.tpu_graph, line)
+        args, call_text = split_options(self, self.tpu_graph, line)
         spec = self._call(call_text)
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
         return compiled.graph(args.stage)

@@ -26,15 +26,17 @@ import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
+from tpukit._errors import TpukitError
+
 _CHUNK = 1 << 16
 _USER_AGENT = "tpukit-datasets (+https://github.com/tpukit)"
 
 
-class DownloadError(OSError):
+class DownloadError(TpukitError, OSError):
     """No mirror could deliver a file: offline, not found, or the transfer broke off."""
 
 
-class ChecksumError(ValueError):
+class ChecksumError(TpukitError, ValueError):
     """A file arrived whole but its SHA-256 is not the published one."""
 
 

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tpukit._errors import TpukitError
+
 _DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"),
     0x09: np.dtype("i1"),
@@ -41,7 +43,7 @@ _DTYPES: dict[int, np.dtype] = {
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
-class IDXFormatError(ValueError):
+class IDXFormatError(TpukitError, ValueError):
     """A file is not a valid IDX file (bad magic number, truncated, corrupt gzip)."""
 
 

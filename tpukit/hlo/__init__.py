@@ -1,14 +1,27 @@
-"""Read the HLO that XLA produces: a small graph model, op counts and FLOP/byte estimates.
+"""The pure HLO layer: read HLO text and answer questions about it, without JAX.
 
->>> from tpukit.hlo import parse_hlo, op_counts, dot_conv_flops
->>> f = lambda x, w: jnp.tanh(x @ w)
->>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
->>> module = parse_hlo(jax.jit(f).lower(x, w).compile().as_text())
->>> op_counts(module).most_common(3)
-[('parameter', 5), ('fusion', 2), ('dot', 1)]
->>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution
-1024
->>> graph(module)  # in a notebook: the interactive graph (see `tpukit.hlo._graph_view`)
+Parse a module, walk its computations and instructions, count ops, estimate FLOPs
+and bytes, list its fusions and collectives, and draw it as an interactive graph.
+Nothing here imports JAX or knows how the text was made, so it works as well on a
+dump from another machine (``--xla_dump_to``) as on a program compiled here::
+
+    >>> from tpukit.hlo import parse_hlo, op_counts, dot_conv_flops
+    >>> module = parse_hlo('''
+    ... HloModule f
+    ... ENTRY main {
+    ...   x = f32[8,16]{1,0} parameter(0)
+    ...   w = f32[16,4]{1,0} parameter(1)
+    ...   ROOT d = f32[8,4]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    ... }
+    ... ''')
+    >>> op_counts(module)
+    Counter({'parameter': 2, 'dot': 1})
+    >>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution
+    1024
+    >>> view = graph(module)  # in a notebook: the interactive graph  # doctest: +SKIP
+
+Reports about a whole compilation (``tpukit.diff``, the plots) live beside
+``tpukit.Compiled``, which uses this layer.
 """
 
 from tpukit.hlo._cost import (
@@ -18,7 +31,7 @@ from tpukit.hlo._cost import (
     op_category,
     op_counts,
 )
-from tpukit.hlo._diff import DiffRow, HloDiff, diff
+from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._model import (
     ComputationRef,
     HloComputation,
@@ -30,12 +43,11 @@ from tpukit.hlo._model import (
     HloSourceFrame,
 )
 from tpukit.hlo._parser import parse_hlo, parse_shape
-from tpukit.hlo._plots import plot_fusions, plot_ops, plot_roofline
 
 __all__ = [
+    "Collective",
     "ComputationRef",
-    "DiffRow",
-    "HloDiff",
+    "Fusion",
     "HloComputation",
     "HloEdge",
     "HloInstruction",
@@ -43,17 +55,15 @@ __all__ = [
     "HloModule",
     "HloShape",
     "HloSourceFrame",
-    "diff",
+    "collectives_of",
     "dot_conv_flops",
+    "fusions_of",
     "instruction_bytes",
     "instruction_flops",
     "op_category",
     "op_counts",
     "parse_hlo",
     "parse_shape",
-    "plot_fusions",
-    "plot_ops",
-    "plot_roofline",
     "graph",
     "HloGraph",
 ]
@@ -66,3 +76,7 @@ def __getattr__(name: str) -> object:
 
         return getattr(_graph_view, name)
     raise AttributeError(f"module 'tpukit.hlo' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from tpukit._cells import describe_location
+from tpukit.display._cells import describe_location
 
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {

@@ -32,6 +32,7 @@ from tpukit.hlo._model import (
     HloShape,
     HloSourceFrame,
 )
+from tpukit.hlo._sources import is_user_file
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _COMMENT = re.compile(r"/\*.*?\*/")
@@ -422,15 +423,10 @@ def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, tuple[HloSourc
     return stacks
 
 
-_LIBRARY_PATH = re.compile(
-    r"[/\\](site-packages|dist-packages)[/\\]|[/\\](jax|jaxlib|flax|optax)[/\\]"
-)
-
-
 def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
-    """The innermost frame outside installed libraries (JAX, Flax, site-packages), else the innermost."""
+    """The innermost frame of the user's code (see `is_user_file`), else the innermost."""
     for frame in stack:
-        if frame.file and not _LIBRARY_PATH.search(frame.file):
+        if is_user_file(frame.file):
             return frame
     return stack[0] if stack else None
 

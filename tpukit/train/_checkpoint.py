@@ -31,6 +31,8 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from tpukit._errors import TpukitError
+
 from ._layout import is_key as _is_key
 from ._layout import leaf_paths
 
@@ -38,7 +40,7 @@ FORMAT = "tpukit.fit/1"
 _TMP_MARK = ".orbax-checkpoint-tmp"
 
 
-class CheckpointError(ValueError):
+class CheckpointError(TpukitError, ValueError):
     """A checkpoint is missing, unfinished, or does not match the model being trained."""
 
 

@@ -33,7 +33,8 @@ import numpy as np
 import optax
 from flax import nnx
 
-from tpukit._peaks import peak_for
+from tpukit._errors import TpukitError
+from tpukit.compilation._peaks import peak_for
 
 from . import _checkpoint, _steps
 from ._data import (
@@ -51,7 +52,7 @@ from ._progress import EpochBar, Speed, compile_count
 from ._validate import check_model, check_objective, check_optimizer, objective_for
 
 
-class NonFiniteLossError(FloatingPointError):
+class NonFiniteLossError(TpukitError, FloatingPointError):
     """Training stopped because a step's loss or gradients were NaN or infinite.
 
     The model holds the parameters from just before that step, and so does the

@@ -24,6 +24,8 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from tpukit.display._units import format_bytes
+
 
 def _key_name(k: Any) -> str:
     for attr in ("key", "name", "idx"):
@@ -72,14 +74,6 @@ def _bytes(x: Any, sharding: Sharding | None = None) -> int:
     if sharding is not None:
         shape = sharding.shard_shape(shape)
     return math.prod(shape) * np.dtype(x.dtype).itemsize
-
-
-def _fmt(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 @dataclass(frozen=True)
@@ -140,7 +134,7 @@ class ShardingSummary:
         return (
             f"sharding {self.strategy!r}: mesh {mesh} ({self.devices} devices{procs}); "
             f"batch {self.batch_size} = {self.per_device_batch} per device; parameters "
-            f"{_fmt(self.param_bytes)}, {_fmt(self.param_bytes_per_device)} per device "
+            f"{format_bytes(self.param_bytes)}, {format_bytes(self.param_bytes_per_device)} per device "
             f"({self.sharded_params} of {self.param_arrays} arrays split); optimizer state "
-            f"{_fmt(self.optimizer_bytes)}, {_fmt(self.optimizer_bytes_per_device)} per device"
+            f"{format_bytes(self.optimizer_bytes)}, {format_bytes(self.optimizer_bytes_per_device)} per device"
         )

@@ -30,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpukit._peaks import DevicePeak
-from tpukit._timing import format_seconds
+from tpukit.compilation._peaks import DevicePeak
+from tpukit.display._units import format_seconds
+from tpukit.hlo import dot_conv_flops, parse_hlo
 
 #: Least seconds between two redraws of a line (the last one is always drawn).
 REDRAW_SECONDS = 0.1
@@ -57,9 +58,6 @@ class Speed:
         """
         if self.peak is None or self.flops_per_step is not None:
             return
-        from tpukit.hlo import parse_hlo
-        from tpukit.hlo._cost import dot_conv_flops
-
         try:
             text = fn.lower(*args).as_text(dialect="hlo")
             self.flops_per_step = float(dot_conv_flops(parse_hlo(text)))

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from tpukit._errors import ArgumentError, SignatureMismatchError
-from tpukit._shapes import SHAPE_LITERAL, check_extent, format_shape
+from tpukit.compilation._shapes import SHAPE_LITERAL, check_extent, format_shape
 
 ArgumentKind = Literal["array", "static"]
 

@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from tpukit._signature import Signature
+from tpukit.compilation._signature import Signature
 
 
 def random_like(abstract: jax.ShapeDtypeStruct, key: jax.Array) -> jax.Array:

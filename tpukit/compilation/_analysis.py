@@ -1,4 +1,4 @@
-"""What a compile costs and needs: FLOPs, bytes, memory and fusions.
+"""What a compile costs and needs: FLOPs, bytes and memory.
 
 XLA's own ``cost_analysis`` is best effort: on GPU it leaves out convolutions
 that become cuDNN calls (VGG19 on 100 images: about 6.8e9 FLOPs reported where
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tpukit.hlo import HloModule, dot_conv_flops, instruction_bytes, instruction_flops
+from tpukit.hlo import HloModule, dot_conv_flops
 
 
 @dataclass(frozen=True)
@@ -123,84 +123,4 @@ def memory_of(executable: Any) -> Memory | None:
         temp_bytes=field("temp_size_in_bytes"),
         generated_code_bytes=field("generated_code_size_in_bytes"),
         alias_bytes=field("alias_size_in_bytes"),
-    )
-
-
-@dataclass(frozen=True)
-class Fusion:
-    """One fusion XLA made: a kernel that runs several HLO ops without writing temporaries.
-
-    ``ops`` counts the instructions inside by opcode (parameters left out).
-    """
-
-    name: str
-    kind: str
-    ops: dict[str, int]
-    flops: int
-    bytes: int
-    source_location: str
-
-    @property
-    def op_count(self) -> int:
-        return sum(self.ops.values())
-
-
-def fusions_of(module: HloModule) -> list[Fusion]:
-    """Every fusion instruction outside fusion bodies, largest FLOPs first."""
-    found = []
-    for computation in module.computations.values():
-        if computation.kind == "fusion":
-            continue
-        for instr in computation.instructions:
-            if instr.opcode != "fusion":
-                continue
-            ops: dict[str, int] = {}
-            for body in module.called(instr):
-                for inner in body.instructions:
-                    if inner.opcode != "parameter":
-                        ops[inner.opcode] = ops.get(inner.opcode, 0) + 1
-            found.append(
-                Fusion(
-                    name=instr.name,
-                    kind=instr.fusion_kind,
-                    ops=ops,
-                    flops=instruction_flops(instr, module),
-                    bytes=instruction_bytes(instr, module),
-                    source_location=instr.source_location,
-                )
-            )
-    return sorted(found, key=lambda f: (-f.flops, -f.bytes, f.name))
-
-
-@dataclass(frozen=True)
-class Collective:
-    """Cross-device communication of one kind in a program: how often, how many bytes.
-
-    ``bytes`` sums the result sizes (per device) of every instruction of this
-    opcode; async pairs count once (the ``-start``), and collectives inside loop
-    bodies count once per appearance in the program text, not per iteration.
-    """
-
-    opcode: str
-    count: int
-    bytes: int
-
-
-def collectives_of(module: HloModule) -> list[Collective]:
-    """All-reduce, all-gather, reduce-scatter, all-to-all, collective-permute... largest first."""
-    from tpukit.hlo._cost import COLLECTIVE_OPS
-
-    found: dict[str, list[int]] = {}
-    for instr in module.instructions():
-        if instr.opcode not in COLLECTIVE_OPS or instr.opcode.endswith("-done"):
-            continue
-        opcode = instr.opcode.removesuffix("-start")
-        shape = instr.shape
-        result = shape.elements[-1] if shape.dtype == "tuple" and shape.elements else shape
-        entry = found.setdefault(opcode, [0, 0])
-        entry[0] += 1
-        entry[1] += result.nbytes
-    return sorted(
-        (Collective(op, count, nbytes) for op, (count, nbytes) in found.items()),
-        key=lambda c: (-c.bytes, c.opcode),
     )

@@ -19,8 +19,9 @@ from typing import Any, Literal
 
 import jax
 
-from tpukit._environment import Environment, detect_environment, missing_platform_advice
 from tpukit._errors import DeviceNotFoundError, DeviceSetupError
+from tpukit.display._units import format_bytes
+from tpukit.runtime._environment import Environment, detect_environment, missing_platform_advice
 
 Platform = Literal["auto", "tpu", "gpu", "cpu"]
 _PLATFORMS = ("auto", "tpu", "gpu", "cpu")
@@ -82,17 +83,6 @@ def available_bytes(device: Any) -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def format_bytes(n: float | None) -> str:
-    """``1536`` -> ``'1.5 KiB'``; ``None`` -> ``'-'``."""
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
 
 
 class DeviceTable:

@@ -22,16 +22,18 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tpukit._devices import format_bytes
-from tpukit._html_style import MUTED_COLOR, root_classes, table_style
-from tpukit._timing import format_flops, format_seconds
+from tpukit.compilation._compiled import check_stage
+from tpukit.compilation._plots import require_compiled
+from tpukit.compilation._signature import describe_tree
+from tpukit.display._figures import new_figure
+from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
+from tpukit.display._units import format_bytes, format_flops, format_seconds
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from tpukit._compiled import Compiled
+    from tpukit.compilation._compiled import Compiled
 
-_STAGES = ("lowered", "optimized")
 #: Wall-clock rows count as changed only when b/a leaves this range: two compiles
 #: of one program never take exactly the same time.
 TIME_TOLERANCE = (0.8, 1.25)
@@ -139,15 +141,9 @@ def diff(
         >>> [r.metric for r in d.changed]
         ['instructions (fusions opened)', ..., 'argument bytes', ...]
     """
-    from tpukit.hlo._plots import require_compiled
-
     require_compiled(a, "diff")
     require_compiled(b, "diff")
-    if stage not in _STAGES:
-        raise ValueError(
-            f"stage must be 'lowered' or 'optimized', got {stage!r}; "
-            "use diff(a, b, stage='lowered') for the HLO as JAX emitted it."
-        )
+    check_stage(stage)
     if labels is None:
         labels = (a.name, b.name) if a.name != b.name else ("a", "b")
     elif (
@@ -228,8 +224,6 @@ def _arguments_text(c: Compiled) -> str:
 
 
 def _output_text(c: Compiled) -> str:
-    from tpukit._signature import describe_tree
-
     output = c.signature.output
     return "-" if output is None else describe_tree(output)
 
@@ -332,8 +326,6 @@ class HloDiff:
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and
         the op counts (fusions opened) that differ, ``a`` and ``b`` side by side."""
-        from tpukit._figures import new_figure
-
         metrics = [
             r
             for r in self.changed

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpukit._errors import CallLineError, ShapeSpecError
-from tpukit._shapes import SHAPE_LITERAL, VALID_SHAPE_FORMS, parse_shape
+from tpukit.compilation._shapes import SHAPE_LITERAL, VALID_SHAPE_FORMS, parse_shape
 
 #: Magic options written after the call, as in ``f(x) -o y`` or ``f(x) --quiet``.
 _TRAILING_OPTIONS = re.compile(r"(?<=\))\s+(--?[A-Za-z][\w-]*)(\s.*)?$")

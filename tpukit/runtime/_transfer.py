@@ -18,6 +18,7 @@ import jax
 import numpy as np
 
 from tpukit._errors import ArgumentError, DeviceNotFoundError, user_facing
+from tpukit.runtime._environment import detect_environment, missing_platform_advice
 
 
 @user_facing
@@ -93,8 +94,6 @@ def _resolve_target(target: Any) -> Any:
     try:
         found = jax.devices(platform)
     except RuntimeError:
-        from tpukit._environment import detect_environment, missing_platform_advice
-
         available = sorted({d.platform for d in jax.devices()})
         raise DeviceNotFoundError(
             missing_platform_advice(platform, available, detect_environment())

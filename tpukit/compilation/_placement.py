@@ -12,6 +12,7 @@ PartitionSpec('data', None)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -19,7 +20,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tpukit._errors import ArgumentError
-from tpukit._signature import is_array_like
+from tpukit.compilation._signature import classify, is_array_like, positional_names
 
 
 def parse_mesh(text: str, devices: list[Any] | None = None) -> Mesh:
@@ -91,7 +92,7 @@ def shard_abstract(value: Any, mesh: Mesh, spec: PartitionSpec, name: str) -> An
             return leaf
         if len(spec) > len(leaf.shape):
             raise ArgumentError(
-                f"--shard {name}={_spec_text(spec)} has {len(spec)} dimensions but {name} has an "
+                f"shard {name}={_spec_text(spec)} has {len(spec)} dimensions but {name} has an "
                 f"array of rank {len(leaf.shape)}; give at most one entry per dimension."
             )
         for dim, axes in zip(leaf.shape, spec):
@@ -99,12 +100,12 @@ def shard_abstract(value: Any, mesh: Mesh, spec: PartitionSpec, name: str) -> An
             unknown = [a for a in axes if a not in mesh.shape]
             if unknown:
                 raise ArgumentError(
-                    f"--shard {name}: the mesh has no axis {unknown[0]!r}; its axes are {list(mesh.shape)}."
+                    f"shard {name}: the mesh has no axis {unknown[0]!r}; its axes are {list(mesh.shape)}."
                 )
             ways = int(np.prod([mesh.shape[a] for a in axes])) if axes else 1
             if dim % ways:
                 raise ArgumentError(
-                    f"--shard {name}={_spec_text(spec)}: a dimension of size {dim} cannot be split "
+                    f"shard {name}={_spec_text(spec)}: a dimension of size {dim} cannot be split "
                     f"{ways} ways. Use a size divisible by {ways} or a smaller mesh axis."
                 )
         return jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=NamedSharding(mesh, spec))
@@ -160,17 +161,30 @@ def mesh_of(shardings: Any) -> dict[str, int] | None:
 
 
 def place_arguments(
-    function: Any, args: tuple, kwargs: dict, mesh: Mesh, specs: dict[str, PartitionSpec]
+    function: Any,
+    args: tuple,
+    kwargs: dict,
+    mesh: str | Mesh,
+    specs: Mapping[str, str | PartitionSpec],
 ) -> tuple[tuple, dict]:
     """Give every traced argument of a call a sharding on ``mesh``: its spec from ``specs``
-    (by parameter name), replicated when it has none. Static arguments are left alone."""
-    from tpukit._signature import classify, positional_names
+    (by parameter name), replicated when it has none. Static arguments are left alone.
 
+    ``mesh`` and the specs may be written as text (``"data=4,model=2"``, ``"None,model"``),
+    the one vocabulary of ``tpukit.compile(..., mesh=, shard=)`` and ``%%tpu_compile
+    --mesh --shard``.
+    """
+    if isinstance(mesh, str):
+        mesh = parse_mesh(mesh)
+    specs = {
+        name: parse_partition_spec(spec) if isinstance(spec, str) else spec
+        for name, spec in specs.items()
+    }
     names = positional_names(function, args, kwargs)
     unknown = sorted(set(specs) - set(names) - set(kwargs))
     if unknown:
         raise ArgumentError(
-            f"--shard names {unknown[0]!r}, which is not an argument of this call; "
+            f"shard names {unknown[0]!r}, which is not an argument of this call; "
             f"its arguments are {names + list(kwargs)}."
         )
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
-from tpukit._devices import format_bytes
-from tpukit._html_style import BORDER_COLOR, root_classes, table_style
-from tpukit._placement import describe_tree_shardings
-from tpukit._timing import format_flops, format_seconds
+from tpukit.compilation._placement import describe_tree_shardings
+from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
+from tpukit.display._units import format_bytes, format_flops, format_seconds
 
 if TYPE_CHECKING:
-    from tpukit._compiled import Compiled
+    from tpukit.compilation._compiled import Compiled
 
 _TOP_OPS = 12
 _TOP_FUSIONS = 8

@@ -20,41 +20,52 @@ import functools
 import inspect
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 import jax
 from flax import nnx
+from jax.sharding import Mesh, PartitionSpec
 
-from tpukit._analysis import (
-    Collective,
-    Cost,
-    Fusion,
-    Memory,
-    collectives_of,
-    cost_of,
-    fusions_of,
-    memory_of,
-)
 from tpukit._compat import attribute_library_frames_to_callers
-from tpukit._compile_cache import cache_hit_count
-from tpukit._devices import available_bytes, format_bytes
 from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_facing
-from tpukit._peaks import peak_for
-from tpukit._placement import mesh_of
-from tpukit._signature import Signature, bind_arguments
-from tpukit._timing import TimingResult, time_call
-from tpukit.hlo import HloModule, op_counts, parse_hlo
+from tpukit.compilation import _plots
+from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
+from tpukit.compilation._compile_cache import cache_hit_count
+from tpukit.compilation._peaks import peak_for
+from tpukit.compilation._placement import mesh_of, place_arguments
+from tpukit.compilation._sample_data import concrete_arguments
+from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.compilation._summary import summary_html, summary_text
+from tpukit.compilation._timing import TimingResult, time_call
+from tpukit.compilation._user_errors import describe_compile_error
+from tpukit.display._units import format_bytes
+from tpukit.hlo import (
+    Collective,
+    Fusion,
+    HloModule,
+    collectives_of,
+    fusions_of,
+    op_counts,
+    parse_hlo,
+)
+from tpukit.runtime._devices import available_bytes
 
 attribute_library_frames_to_callers()
 
 Stage = Literal["lowered", "optimized"]
-_STAGES = ("lowered", "optimized")
+STAGES = ("lowered", "optimized")
 
 
 @user_facing
-def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled:  # noqa: A001
-    """Compile ``function`` for the arguments' shapes and dtypes on JAX's default device.
+def compile(  # noqa: A001
+    function: Callable[..., Any],
+    *args: Any,
+    mesh: str | Mesh | None = None,
+    shard: Mapping[str, str | PartitionSpec] | None = None,
+    **kwargs: Any,
+) -> Compiled:
+    r"""Compile ``function`` for the arguments' shapes and dtypes on JAX's default device.
 
     Arguments may be real arrays (on the host or a device), ``jax.ShapeDtypeStruct``,
     shapes from ``tpukit.shape("f32[128,784]")``, or pytrees of these (a dict of
@@ -65,9 +76,21 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
     weights are then traced as the call's first argument, ``self``, never baked into
     the program, so the compiled object always runs on the module's current weights.
 
+    ``mesh`` partitions the program over a device mesh (``"data=4,model=2"``, ``-1`` for
+    the remaining devices, or a ``jax.sharding.Mesh``) and ``shard`` says how each named
+    argument is split over it, one entry per dimension (``{"x": "data", "w": "None,model"}``
+    or ``PartitionSpec``\ s); arguments it does not name are replicated. The summary then
+    shows the layout and the collectives XLA inserted. (The function's own arguments
+    cannot be called ``mesh`` or ``shard``.)
+
     Returns a ``Compiled`` object: call it on device data, read its ``cost``,
     ``memory``, ``op_counts()`` and ``hlo_text()``, or show it in a notebook.
     Raises ``CompileError`` pointing at the line of the user's function that failed.
+
+    Example::
+
+        >>> c = tpukit.compile(lambda x, w: x @ w, tpukit.shape("f32[8,4]"), w)  # doctest: +SKIP
+        >>> c = tpukit.compile(f, x, w, mesh="data=8", shard={"x": "data"})  # doctest: +SKIP
     """
     if not callable(function):
         raise ArgumentError(
@@ -80,6 +103,12 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
         bound = (function,)
         function = _module_call(function)
         args = (*bound, *args)
+    if shard and mesh is None:
+        raise ArgumentError(
+            'shard= needs mesh=, e.g. tpukit.compile(f, x, mesh="data=8", shard={"x": "data"}).'
+        )
+    if mesh is not None:
+        args, kwargs = place_arguments(function, args, kwargs, mesh, shard or {})
     name = getattr(function, "__name__", None) or type(function).__name__
     parameters = bind_arguments(function, args, kwargs)
     signature = Signature(name, parameters)
@@ -93,15 +122,11 @@ def compile(function: Callable[..., Any], *args: Any, **kwargs: Any) -> Compiled
     try:
         lowered = jax.jit(staged).lower(traced_args, traced_kwargs)
     except Exception as exc:
-        from tpukit._user_errors import describe_compile_error
-
         raise CompileError(describe_compile_error(exc, str(signature))) from exc
     lowered_at = time.perf_counter()
     try:
         executable = lowered.compile()
     except Exception as exc:
-        from tpukit._user_errors import describe_compile_error
-
         raise CompileError(describe_compile_error(exc, str(signature))) from exc
     done = time.perf_counter()
     signature.output = _output_info(lowered, executable)
@@ -252,7 +277,7 @@ class Compiled:
     def hlo_text(self, stage: Stage = "optimized") -> str:
         """The HLO text of the ``"lowered"`` program (as JAX emitted it, with source
         metadata) or the ``"optimized"`` one (after XLA's passes: fusions, layouts)."""
-        _check_stage(stage)
+        check_stage(stage)
         if stage not in self._texts:
             if stage == "lowered":
                 self._texts[stage] = self.lowered.as_text(dialect="hlo", debug_info=True)
@@ -262,7 +287,7 @@ class Compiled:
 
     def hlo_module(self, stage: Stage = "optimized") -> HloModule:
         """The HLO of one stage parsed into tpukit's graph model (see ``tpukit.hlo``)."""
-        _check_stage(stage)
+        check_stage(stage)
         if stage not in self._modules:
             self._modules[stage] = parse_hlo(self.hlo_text(stage))
         return self._modules[stage]
@@ -291,30 +316,24 @@ class Compiled:
 
     def graph(self, stage: Stage = "optimized"):
         """An interactive graph of the program's HLO, shown inline in notebooks."""
-        from tpukit.hlo import graph
+        from tpukit.hlo import graph  # the viewer and its JavaScript load on first use
 
-        _check_stage(stage)
+        check_stage(stage)
         return graph(self.hlo_module(stage), title=self.name, stage=stage)
 
     def plot_ops(self, *, top: int = 20, ax: Any = None):
         """Per-opcode instruction counts, lowered vs optimized, as a matplotlib figure."""
-        from tpukit.hlo import plot_ops
-
-        return plot_ops(self, top=top, ax=ax)
+        return _plots.plot_ops(self, top=top, ax=ax)
 
     def plot_fusions(self, *, top: int = 20, ax: Any = None):
         """FLOPs and bytes of the largest fusions, as a matplotlib figure."""
-        from tpukit.hlo import plot_fusions
-
-        return plot_fusions(self, top=top, ax=ax)
+        return _plots.plot_fusions(self, top=top, ax=ax)
 
     def plot_roofline(
         self, *, peak: Any = None, timing: TimingResult | None = None, ax: Any = None
     ):
         """The program on the device's roofline (pass ``timing=c.timeit(...)`` to place it)."""
-        from tpukit.hlo import plot_roofline
-
-        return plot_roofline(self, peak=peak, timing=timing, ax=ax)
+        return _plots.plot_roofline(self, peak=peak, timing=timing, ax=ax)
 
     @user_facing
     def timeit(
@@ -326,7 +345,6 @@ class Compiled:
         on the device first. Returns median and best seconds per call and, from
         ``cost.flops``, the achieved FLOP/s and the share of the device's peak.
         """
-        from tpukit._sample_data import concrete_arguments
 
         self._check_fits_in_memory()
         if self.bound_arguments:
@@ -376,12 +394,10 @@ class Compiled:
         )
 
     def __repr__(self) -> str:
-        from tpukit._summary import summary_text
 
         return summary_text(self)
 
     def _repr_html_(self) -> str:
-        from tpukit._summary import summary_html
 
         return summary_html(self)
 
@@ -397,6 +413,10 @@ def _place_like(tree: Any, shardings: Any) -> Any:
     return jax.tree_util.tree_map(place, tree, shardings)
 
 
-def _check_stage(stage: str) -> None:
-    if stage not in _STAGES:
-        raise ValueError(f"stage must be 'lowered' or 'optimized', not {stage!r}.")
+def check_stage(stage: str) -> None:
+    """Refuse a stage name other than ``"lowered"`` and ``"optimized"``, saying which exist."""
+    if stage not in STAGES:
+        raise ValueError(
+            f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO as "
+            "JAX emitted it, 'optimized' the program after XLA's passes."
+        )

@@ -10,27 +10,12 @@ from __future__ import annotations
 
 import linecache
 import os
-import sys
 import traceback
 
-from tpukit._cells import cell_line
-
-_LIBRARY_ROOTS = tuple(
-    os.path.dirname(os.path.abspath(module.__file__))
-    for name in ("jax", "jaxlib", "flax", "optax", "numpy", "tpukit")
-    if (module := sys.modules.get(name)) is not None and getattr(module, "__file__", None)
-)
+from tpukit.display._cells import cell_line
+from tpukit.hlo._sources import is_user_file
 
 _MAX_MESSAGE_LINES = 8
-
-
-def _is_user_frame(filename: str) -> bool:
-    if filename.startswith("<frozen") or filename == "<tpu_compile call>":
-        return False
-    path = os.path.abspath(filename) if not filename.startswith("<") else filename
-    return not any(path.startswith(root + os.sep) for root in _LIBRARY_ROOTS) and (
-        "site-packages" not in path or "ipykernel" in path
-    )
 
 
 def _describe_line(filename: str, lineno: int) -> str:
@@ -43,7 +28,7 @@ def _describe_line(filename: str, lineno: int) -> str:
 
 def user_frame(exc: BaseException) -> traceback.FrameSummary | None:
     """The innermost traceback frame in the user's code (not JAX, Flax or tpukit)."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__) if _is_user_frame(f.filename)]
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
     return frames[-1] if frames else None
 
 

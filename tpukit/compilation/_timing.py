@@ -16,7 +16,8 @@ from typing import Any
 
 import jax
 
-from tpukit._peaks import DevicePeak
+from tpukit.compilation._peaks import DevicePeak
+from tpukit.display._units import format_flops, format_seconds
 
 
 def time_call(
@@ -109,25 +110,3 @@ class TimingResult:
         body = "<br>".join(html.escape(line) for line in self.lines())
         style = "font-family:var(--jp-code-font-family,monospace);color:var(--jp-ui-font-color1,inherit)"
         return f'<div class="tpukit-out tpukit-timeit" style="{style}">{body}</div>'
-
-
-def format_seconds(seconds: float) -> str:
-    """``0.00123`` -> ``'1.23 ms'``."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6), ("ns", 1e-9)):
-        if seconds >= scale or unit == "ns":
-            return f"{seconds / scale:.3g} {unit}"
-    raise AssertionError("unreachable")
-
-
-def format_flops(flops: float) -> str:
-    """``3.9e12`` -> ``'3.9 TFLOP'``."""
-    for unit, scale in (
-        ("PFLOP", 1e15),
-        ("TFLOP", 1e12),
-        ("GFLOP", 1e9),
-        ("MFLOP", 1e6),
-        ("kFLOP", 1e3),
-    ):
-        if flops >= scale:
-            return f"{flops / scale:.3g} {unit}"
-    return f"{flops:.0f} FLOP"

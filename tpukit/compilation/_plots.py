@@ -2,7 +2,7 @@
 
 Each function takes a ``tpukit.Compiled`` and returns a ``matplotlib.figure.Figure``
 (saved with ``fig.savefig("ops.png")``). In a notebook it shows once, whether it is
-the cell's value, assigned, or the line ends with ``;`` (see ``tpukit._figures``).
+the cell's value, assigned, or the line ends with ``;`` (see ``tpukit.display._figures``).
 Pass ``ax=`` to draw into an axes of your own figure instead.
 
     >>> c = tpukit.compile(f, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
@@ -15,18 +15,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpukit._devices import format_bytes
-from tpukit._peaks import DevicePeak, peak_for
-from tpukit._timing import format_flops
-from tpukit.hlo._cost import op_category
+from tpukit.compilation._peaks import DevicePeak, peak_for
+from tpukit.display._figures import new_figure
+from tpukit.display._units import format_bytes, format_flops
+from tpukit.hlo import Fusion, op_category
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from tpukit._analysis import Fusion
-    from tpukit._compiled import Compiled
-    from tpukit._timing import TimingResult
+    from tpukit.compilation._compiled import Compiled
+    from tpukit.compilation._timing import TimingResult
 
 #: Bar colours per op category (the hues of the HLO graph's node colours, darker).
 CATEGORY_COLORS = {
@@ -45,10 +44,12 @@ _FUSION_PRIORITY = ("matmul", "collective", "reduction", "elementwise", "data_mo
 
 
 def require_compiled(obj: Any, function: str) -> None:
-    """Raise a ``TypeError`` that says how to get a ``Compiled`` when ``obj`` is not one."""
-    from tpukit._compiled import Compiled
+    """Raise a ``TypeError`` that says how to get a ``Compiled`` when ``obj`` is not one.
 
-    if not isinstance(obj, Compiled):
+    Checked by what a ``Compiled`` offers (its HLO stages), so this module needs no
+    import of the class that calls it.
+    """
+    if not callable(getattr(obj, "hlo_module", None)):
         raise TypeError(
             f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
             f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
@@ -60,8 +61,6 @@ def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes
     """``ax`` and its figure, or a new one-axes figure (shown once in a notebook)."""
     if ax is not None:
         return ax.figure, ax
-    from tpukit._figures import new_figure
-
     return new_figure(figsize=(width, height), layout="constrained")
 
 
@@ -200,8 +199,6 @@ def _fusion_category(fusion: Fusion) -> str:
 
 def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axes]:
     if ax is None:
-        from tpukit._figures import new_figure
-
         _, (left, right) = new_figure(
             ncols=2, sharey=True, figsize=(width, height), layout="constrained"
         )

@@ -1,0 +1,430 @@
+"""tpukit's notebook outputs in a real JupyterLab 4, run and looked at in headless Chromium.
+
+One JupyterLab server (``_jupyterlab.lab_server``: 127.0.0.1, its own folders, a
+kernel on this venv's Python) and one browser serve the whole module. The notebook
+is the tutorial in small: ``%load_ext tpukit``, a ``%%tpu_compile`` summary, plots
+ending in ``;``, assigned and returned, two graphs (a layer's, and the MLP training
+step's through ``%tpu_graph``), and a short ``fit`` with a checkpoint, verbose and
+quiet. Its cells run through JupyterLab's own "run all cells" command, then each
+test checks what a user sees: computed styles, images, where the graph's nodes are
+on screen, where the mouse wheel goes, the progress line, the dark theme. Every
+check writes a screenshot to ``out/screenshots/jupyterlab_*.png``. Without Chromium
+or JupyterLab these tests skip, except under CI=true, where they fail.
+"""
+
+import os
+import pathlib
+import re
+
+import nbformat
+import pytest
+
+import _jupyterlab
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+SHOTS = ROOT / "out" / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+NOTEBOOK = "tpukit_in_jupyterlab.ipynb"
+
+# The notebook, cell by cell (names for the tests, sources for the kernel).
+CELLS = {
+    "setup": """\
+import jax.numpy as jnp
+import optax
+from flax import nnx
+
+import tpukit
+
+%load_ext tpukit
+x_train, y_train = tpukit.datasets.mnist("train", source="sample")
+x_train, y_train = x_train[:1024], y_train[:1024]
+CHECKPOINT_DIR = {checkpoint_dir!r}""",
+    "summary": """\
+%%tpu_compile layer(f32[32,64], f32[64,64])
+def layer(x, w):
+    return jnp.tanh(x @ w)""",
+    "plot ending in ;": "layer_compiled.plot_ops();",
+    "plot assigned": "ops = layer_compiled.plot_ops()",
+    "plot returned": "layer_compiled.plot_ops()",
+    "layer graph": "layer_compiled.graph()",
+    "train step": """\
+model = tpukit.zoo.create("mlp", seed=0)
+optimizer = optax.adam(1e-3)
+
+def train_step(model, opt_state, x, y):
+    def loss(model):
+        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+    value, grads = nnx.value_and_grad(loss)(model)
+    params = nnx.state(model, nnx.Param)
+    updates, opt_state = optimizer.update(grads, opt_state, params)
+    nnx.update(model, optax.apply_updates(params, updates))
+    return value, model, opt_state
+
+opt_state = optimizer.init(nnx.state(model, nnx.Param))""",
+    "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
+    "fit": """\
+history = tpukit.fit(model, optax.adam(1e-3), (x_train, y_train), epochs=1, batch_size=128,
+                     checkpoint_dir=CHECKPOINT_DIR)""",
+    "history plot": "history.plot();",
+    "quiet fit": """\
+restored = tpukit.zoo.create("mlp", seed=1)
+tpukit.fit(restored, optax.adam(1e-3), (x_train, y_train), epochs=1, batch_size=128,
+           checkpoint_dir=CHECKPOINT_DIR, resume=True, verbose=False);""",
+}
+PLOT_CELLS = ["plot ending in ;", "plot assigned", "plot returned", "history plot"]
+STDERR = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
+
+NOTEBOOK_WIDGET = "window.jupyterapp.shell.currentWidget"
+KERNEL_IDLE = f"""() => {{
+  const panel = window.jupyterapp && {NOTEBOOK_WIDGET};
+  const kernel = panel && panel.sessionContext && panel.sessionContext.session
+    && panel.sessionContext.session.kernel;
+  return !!kernel && kernel.status === 'idle';
+}}"""
+RUN_FINISHED = f"""() => {{
+  const panel = {NOTEBOOK_WIDGET}, cells = panel.content.widgets;
+  const prompts = cells.map(c => (c.node.querySelector('.jp-InputPrompt') || {{}}).textContent || '');
+  return cells[0].model.executionCount !== null && !prompts.some(p => p.includes('*'))
+    && panel.sessionContext.session.kernel.status === 'idle';
+}}"""
+LABEL_PX = """root => Math.min(...Array.from(root.querySelectorAll('.tkg-node text'), t =>
+  parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"""
+NODE_BOXES = """root => {
+  const view = root.querySelector('.tkg-viewport').getBoundingClientRect();
+  const boxes = Array.from(root.querySelectorAll('.tkg-node rect.tkg-box'), r => {
+    const b = r.getBoundingClientRect();
+    return {left: b.left, right: b.right, top: b.top, bottom: b.bottom};
+  });
+  return {view: {left: view.left, right: view.right, top: view.top, bottom: view.bottom}, boxes};
+}"""
+SCROLLER = "document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer')"
+SCROLL_TOP = f"() => {SCROLLER}.scrollTop"
+CELL_STYLES = """root => Array.from(root.querySelectorAll('.tpukit-summary td, .tpukit-summary th'), c => ({
+  text: c.textContent.trim(), numeric: c.classList.contains('num'),
+  align: getComputedStyle(c).textAlign}))"""
+# A plain table cell in the same output: what JupyterLab's own rules make of it.
+FRONTEND_ALIGN = """root => {
+  const output = root.closest('.jp-RenderedHTMLCommon'), table = document.createElement('table');
+  table.innerHTML = '<tbody><tr><td>probe</td></tr></tbody>';
+  output.appendChild(table);
+  const align = getComputedStyle(table.querySelector('td')).textAlign;
+  table.remove();
+  return align;
+}"""
+# The colour a JupyterLab theme variable stands for, as the page computes it.
+THEME_COLOUR = """function themeColour(name) {
+  const probe = document.createElement('div');
+  probe.style.background = 'var(' + name + ')';
+  document.body.appendChild(probe);
+  const colour = getComputedStyle(probe).backgroundColor;
+  probe.remove();
+  return colour;
+}"""
+DARK_THEME_LOADED = f"""() => {{ {THEME_COLOUR}
+  if (document.body.dataset.jpThemeLight !== 'false') return false;
+  const v = themeColour('--jp-layout-color0').match(/[\\d.]+/g).map(Number);
+  return v.length >= 3 && v[0] + v[1] + v[2] < 150; }}"""
+GRAPH_COLOURS = f"""root => {{ {THEME_COLOUR}
+  const search = root.querySelector('.tkg-search');
+  return {{paper: getComputedStyle(root).backgroundColor,
+          canvas: getComputedStyle(root.querySelector('.tkg-viewport')).backgroundColor,
+          ink: getComputedStyle(root.querySelector('.tkg-title')).color,
+          field: getComputedStyle(search).backgroundColor,
+          placeholder: getComputedStyle(search, '::placeholder').color,
+          notebook: themeColour('--jp-layout-color0')}};
+}}"""
+
+
+def unavailable(message: str) -> None:
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not pathlib.Path(CHROMIUM).exists():
+        unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        unavailable("Playwright is not installed (pip install playwright)")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    reason = _jupyterlab.missing()
+    if reason:
+        unavailable(reason)
+    root = tmp_path_factory.mktemp("lab")
+    cells = dict(CELLS, setup=CELLS["setup"].format(checkpoint_dir=str(root / "checkpoints")))
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in cells.values()]
+    )
+    notebook.metadata["kernelspec"] = {
+        "name": _jupyterlab.KERNEL_NAME,
+        "display_name": "Python (tpukit test)",
+        "language": "python",
+    }
+    nbformat.write(notebook, root / NOTEBOOK)
+    with _jupyterlab.lab_server(root) as server:
+        yield server
+
+
+class Notebook:
+    """The test notebook open in JupyterLab, its cells run; errors the page reported."""
+
+    def __init__(self, page):
+        self.page = page
+        self.errors: list[str] = []
+        page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        page.on(
+            "console",
+            lambda m: self.errors.append(f"console {m.type}: {m.text}")
+            if m.type == "error" or (m.type == "warning" and re.search("tpukit|tkg", m.text))
+            else None,
+        )
+
+    def cell(self, name: str):
+        """The cell called ``name`` in `CELLS`, scrolled to the top of the notebook."""
+        index = list(CELLS).index(name)
+        self.page.evaluate(
+            f"i => {NOTEBOOK_WIDGET}.content.widgets[i].node.scrollIntoView({{block: 'start'}})",
+            index,
+        )
+        self.settle()
+        return self.page.locator(f'.jp-Notebook .jp-Cell[data-test-cell="{index}"]')
+
+    def graph(self, name: str):
+        """The graph in cell ``name``, drawn, its toolbar at the top of the notebook."""
+        root = self.cell(name).locator(".tkg-root[data-state=ready]")
+        root.wait_for(timeout=30000)
+        root.evaluate("r => r.scrollIntoView({block: 'start'})")
+        self.page.wait_for_function("r => +r.dataset.scale > 0", arg=root.element_handle())
+        self.settle()
+        return root
+
+    def settle(self):
+        """Wait two frames: resize observers, layout and scrolling are done by then."""
+        self.page.evaluate(
+            "() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))"
+        )
+        self.page.wait_for_timeout(100)
+
+    def screenshot(self, name: str):
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SHOTS / f"jupyterlab_{name}.png"))
+
+
+@pytest.fixture(scope="module")
+def notebook(browser, lab):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    nb = Notebook(page)
+    page.goto(lab.url(f"lab/tree/{NOTEBOOK}?reset"))
+    page.wait_for_function(KERNEL_IDLE, timeout=90000)
+    page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+    page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
+    page.wait_for_function(RUN_FINISHED, timeout=180000, polling=250)
+    page.evaluate(
+        f"() => {NOTEBOOK_WIDGET}.content.widgets.forEach((c, i) => c.node.dataset.testCell = i)"
+    )
+    counts = page.evaluate(
+        f"() => {NOTEBOOK_WIDGET}.content.widgets.map(c => c.model.executionCount)"
+    )
+    if None in counts:
+        failed = list(CELLS)[counts.index(None) - 1] if counts.index(None) else "setup"
+        nb.cell(failed)
+        nb.screenshot("run_all_failed")
+        pytest.fail(
+            f"Run All stopped after cell {failed!r} (execution counts {counts}); see "
+            f"out/screenshots/jupyterlab_run_all_failed.png and:\n"
+            + page.locator(STDERR).all_inner_texts().__str__()[:3000]
+        )
+    yield nb
+    page.close()
+
+
+def test_every_cell_runs_with_nothing_on_stderr(notebook):
+    p = notebook.page
+    counts = p.evaluate(f"() => {NOTEBOOK_WIDGET}.content.widgets.map(c => c.model.executionCount)")
+    assert counts == list(range(1, len(CELLS) + 1))
+    red = p.locator(STDERR)
+    assert red.count() == 0, red.all_inner_texts()
+    notebook.cell("fit")
+    notebook.screenshot("progress")
+    fit = notebook.cell("fit").locator(".jp-OutputArea")
+    text = fit.inner_text()
+    # One line for the one epoch, updated in place to its end; one speed figure at most.
+    assert len(re.findall(r"epoch 1/1", text)) == 1, text
+    assert re.search(r"(?<!\d)8/8(?!\d)", text), text  # all 8 steps of 1,024 / 128
+    assert text.count("steps/s") <= 1, text
+    quiet = notebook.cell("quiet fit").locator(".jp-OutputArea")
+    assert quiet.inner_text().strip() == "", quiet.inner_text()
+
+
+def test_summary_table_aligns_text_left_and_numbers_right(notebook):
+    cell = notebook.cell("summary")
+    cell.locator("details").evaluate_all("ds => ds.forEach(d => d.open = true)")
+    root = cell.locator(".tpukit-out.tpukit-summary").first
+    notebook.screenshot("summary_light")
+    assert root.evaluate(FRONTEND_ALIGN) == "right"  # JupyterLab's rule for any other table
+    cells = root.evaluate(CELL_STYLES)
+    assert sum(c["numeric"] for c in cells) >= 4 and sum(not c["numeric"] for c in cells) >= 4
+    wrong = [c for c in cells if c["align"] != ("right" if c["numeric"] else "left")]
+    assert wrong == []
+    assert any(re.fullmatch(r"In \[2\], line 3", c["text"]) for c in cells), cells
+
+
+@pytest.mark.parametrize("name", PLOT_CELLS)
+def test_each_plot_cell_shows_its_figure_once(notebook, name):
+    cell = notebook.cell(name)
+    images = cell.locator(".jp-OutputArea-output img")
+    images.first.wait_for()
+    assert images.count() == 1
+    assert images.first.evaluate("img => img.complete && img.naturalWidth") > 200
+    assert "<Figure" not in cell.locator(".jp-OutputArea").inner_text()
+    if name == "plot ending in ;":
+        notebook.screenshot("plots")
+
+
+def test_graph_first_view_is_fitted_and_readable(notebook):
+    layer = notebook.graph("layer graph")
+    notebook.screenshot("graph_layer")
+    assert layer.evaluate(LABEL_PX) >= 10
+    placed = layer.evaluate(NODE_BOXES)
+    view = placed["view"]
+    assert view["right"] - view["left"] > 300 and view["bottom"] - view["top"] > 150, view
+    outside = [
+        b
+        for b in placed["boxes"]
+        if b["left"] < view["left"] - 1
+        or b["right"] > view["right"] + 1
+        or b["top"] < view["top"] - 1
+        or b["bottom"] > view["bottom"] + 1
+    ]
+    assert len(placed["boxes"]) >= 3 and outside == [], (view, outside)
+
+    step = notebook.graph("step graph")  # the tutorial's training step: too tall to fit whole
+    notebook.screenshot("graph_step")
+    assert step.evaluate(LABEL_PX) >= 10
+    placed = step.evaluate(NODE_BOXES)
+    view = placed["view"]
+    shown = [b for b in placed["boxes"] if view["top"] <= b["top"] and b["bottom"] <= view["bottom"]]
+    assert len(shown) >= 5, placed
+    wide = [b for b in placed["boxes"] if b["left"] < view["left"] - 1 or b["right"] > view["right"] + 1]
+    assert wide == [], (view, wide)
+    assert min(b["top"] for b in placed["boxes"]) >= view["top"] - 1  # its top shows
+
+
+def test_wheel_scrolls_the_notebook_until_a_click_in_the_graph(notebook):
+    p = notebook.page
+    root = notebook.graph("step graph")
+    scale = lambda: float(root.get_attribute("data-scale"))  # noqa: E731
+
+    def corner():
+        """Put the graph's toolbar at the top again; the drawing's empty top-left corner."""
+        root.evaluate("r => r.scrollIntoView({block: 'start'})")
+        notebook.settle()
+        box = root.locator(".tkg-viewport").bounding_box()
+        return box["x"] + 8, box["y"] + 8
+
+    p.mouse.move(*corner())
+    before, zoom = p.evaluate(SCROLL_TOP), scale()
+    p.mouse.wheel(0, 200)
+    p.wait_for_function(f"() => {SCROLLER}.scrollTop > {before}", timeout=5000)
+    notebook.settle()
+    assert scale() == zoom  # a plain wheel scrolls the notebook and leaves the graph alone
+    notebook.screenshot("graph_after_plain_wheel")
+
+    x, y = corner()
+    p.mouse.click(x, y)  # a click inside the drawing: now the wheel zooms it
+    before, zoom = p.evaluate(SCROLL_TOP), scale()
+    p.mouse.wheel(0, -200)
+    notebook.settle()
+    assert scale() > zoom and p.evaluate(SCROLL_TOP) == before
+    notebook.screenshot("graph_zoomed_after_click")
+    p.keyboard.press("Escape")  # and Escape gives the wheel back to the notebook
+    p.mouse.wheel(0, 200)
+    p.wait_for_function(f"() => {SCROLLER}.scrollTop > {before}", timeout=5000)
+
+    x, y = corner()
+    p.mouse.move(x, y)
+    before, zoom = p.evaluate(SCROLL_TOP), scale()
+    p.keyboard.down("Control")  # Ctrl + wheel zooms without a click
+    p.mouse.wheel(0, -200)
+    p.keyboard.up("Control")
+    notebook.settle()
+    assert scale() > zoom and p.evaluate(SCROLL_TOP) == before
+
+
+def test_clicking_a_node_shows_its_source_as_the_cell(notebook):
+    root = notebook.graph("step graph")
+    root.locator(".tkg-fit").click()
+    nodes = root.locator(".tkg-node")
+    sources = []
+    for i in range(nodes.count()):
+        nodes.nth(i).click(position={"x": 40, "y": 12})
+        panel = root.locator(".tkg-panel")
+        assert panel.is_visible()
+        source = panel.locator('[data-field="source"]')
+        if source.count():
+            sources.append(source.inner_text())
+            break
+    notebook.screenshot("graph_side_panel")
+    step_count = list(CELLS).index("train step") + 1
+    assert sources and re.fullmatch(rf"In \[{step_count}\], line \d+", sources[0]), sources
+    root.locator(".tkg-panel .tkg-close").click()
+
+
+def test_dark_theme_darkens_the_graph_and_keeps_its_text_readable(notebook):
+    p = notebook.page
+    p.evaluate(
+        "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+        " {theme: 'JupyterLab Dark'})"
+    )
+    p.wait_for_function(DARK_THEME_LOADED, timeout=20000)
+    root = notebook.graph("step graph")
+    root.locator(".tkg-fit").click()
+    notebook.settle()
+    notebook.screenshot("graph_dark")
+    colours = root.evaluate(GRAPH_COLOURS)
+    assert luminance(colours["paper"]) < 0.05 and luminance(colours["canvas"]) < 0.05, colours
+    assert contrast(colours["ink"], colours["paper"]) >= 7, colours
+    assert contrast(colours["placeholder"], colours["field"]) >= 3, colours
+
+    summary = notebook.cell("summary")
+    notebook.screenshot("summary_dark")
+    text = summary.locator(".tpukit-summary td").first.evaluate("c => getComputedStyle(c).color")
+    assert contrast(text, colours["notebook"]) >= 7, (text, colours["notebook"])
+    notebook.cell("fit")
+    notebook.screenshot("progress_dark")
+
+
+def test_the_page_reported_no_errors(notebook):
+    assert notebook.errors == []
+
+
+def luminance(colour: str) -> float:
+    """WCAG relative luminance of a CSS ``rgb()``/``rgba()`` colour (alpha ignored)."""
+    channels = [float(c) / 255 for c in re.findall(r"[\d.]+", colour)[:3]]
+    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(first: str, second: str) -> float:
+    """WCAG contrast ratio of two CSS colours."""
+    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)

@@ -1,0 +1,95 @@
+"""The fusions and the collectives of an HLO module: what XLA merged, what it communicates.
+
+Both read only the module, so they work on a program compiled here or on a dump from
+anywhere::
+
+    >>> from tpukit.hlo import parse_hlo, fusions_of
+    >>> module = parse_hlo(open("module_0001.after_optimizations.txt").read())  # doctest: +SKIP
+    >>> [(f.name, f.op_count) for f in fusions_of(module)][:2]                  # doctest: +SKIP
+    [('fusion.3', 7), ('loop_fusion', 4)]
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tpukit.hlo._cost import COLLECTIVE_OPS, instruction_bytes, instruction_flops
+from tpukit.hlo._model import HloModule
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """One fusion XLA made: a kernel that runs several HLO ops without writing temporaries.
+
+    ``ops`` counts the instructions inside by opcode (parameters left out).
+    """
+
+    name: str
+    kind: str
+    ops: dict[str, int]
+    flops: int
+    bytes: int
+    source_location: str
+
+    @property
+    def op_count(self) -> int:
+        return sum(self.ops.values())
+
+
+def fusions_of(module: HloModule) -> list[Fusion]:
+    """Every fusion instruction outside fusion bodies, largest FLOPs first."""
+    found = []
+    for computation in module.computations.values():
+        if computation.kind == "fusion":
+            continue
+        for instr in computation.instructions:
+            if instr.opcode != "fusion":
+                continue
+            ops: dict[str, int] = {}
+            for body in module.called(instr):
+                for inner in body.instructions:
+                    if inner.opcode != "parameter":
+                        ops[inner.opcode] = ops.get(inner.opcode, 0) + 1
+            found.append(
+                Fusion(
+                    name=instr.name,
+                    kind=instr.fusion_kind,
+                    ops=ops,
+                    flops=instruction_flops(instr, module),
+                    bytes=instruction_bytes(instr, module),
+                    source_location=instr.source_location,
+                )
+            )
+    return sorted(found, key=lambda f: (-f.flops, -f.bytes, f.name))
+
+
+@dataclass(frozen=True)
+class Collective:
+    """Cross-device communication of one kind in a program: how often, how many bytes.
+
+    ``bytes`` sums the result sizes (per device) of every instruction of this
+    opcode; async pairs count once (the ``-start``), and collectives inside loop
+    bodies count once per appearance in the program text, not per iteration.
+    """
+
+    opcode: str
+    count: int
+    bytes: int
+
+
+def collectives_of(module: HloModule) -> list[Collective]:
+    """All-reduce, all-gather, reduce-scatter, all-to-all, collective-permute... largest first."""
+    found: dict[str, list[int]] = {}
+    for instr in module.instructions():
+        if instr.opcode not in COLLECTIVE_OPS or instr.opcode.endswith("-done"):
+            continue
+        opcode = instr.opcode.removesuffix("-start")
+        shape = instr.shape
+        result = shape.elements[-1] if shape.dtype == "tuple" and shape.elements else shape
+        entry = found.setdefault(opcode, [0, 0])
+        entry[0] += 1
+        entry[1] += result.nbytes
+    return sorted(
+        (Collective(op, count, nbytes) for op, (count, nbytes) in found.items()),
+        key=lambda c: (-c.bytes, c.opcode),
+    )
