@@ -13,6 +13,9 @@ command-line tools, never to get around an import circle.
 import ast
 import doctest
 import importlib
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -34,7 +37,11 @@ ALLOWED = {
     "_compat": set(),
     "_install": set(),  # runs as a plain script before tpukit's requirements exist
 }
-FORBIDDEN_LIBRARIES = {"hlo": {"jax", "jaxlib", "flax", "IPython"}, "display": {"jax", "flax"}}
+FORBIDDEN_LIBRARIES = {
+    "hlo": {"jax", "jaxlib", "flax", "IPython"},
+    "display": {"jax", "flax"},
+    "datasets": {"jax", "flax"},
+}
 # (module, imported module) pairs that load lazily on purpose
 LAZY = {
     ("compilation/_compiled.py", "tpukit.hlo"),  # the graph viewer and its JavaScript
@@ -119,9 +126,43 @@ def test_every_error_tpukit_raises_on_purpose_is_a_tpukit_error():
                 assert issubclass(cls, tpukit.TpukitError), f"{module}.{node.name}"
 
 
-@pytest.mark.parametrize("module", ["tpukit.hlo", "tpukit.display._units", "tpukit._compat"])
+@pytest.mark.parametrize(
+    "module",
+    [
+        "tpukit.hlo",
+        "tpukit.hlo._sources",
+        "tpukit.display._units",
+        "tpukit._compat",
+        "tpukit.compilation._call_line",
+    ],
+)
 def test_docstring_examples_run(module):
     results = doctest.testmod(
         importlib.import_module(module), optionflags=doctest.ELLIPSIS, raise_on_error=False
     )
     assert results.attempted > 0 and results.failed == 0
+
+
+def test_magics_use_only_the_public_api():
+    for name, _ in imports(PACKAGE / "magics.py"):
+        if name.split(".")[0] == "tpukit":
+            assert name.removeprefix("tpukit.") in tpukit.__all__, name
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    """No import circle: each module, imported first, brings in what it needs."""
+    names = [
+        ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+        for p in SOURCES
+        if p.name != "__main__.py"
+    ]
+
+    def alone(name: str) -> tuple[str, int, str]:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], capture_output=True, text=True
+        )
+        return name, done.returncode, done.stderr[-800:]
+
+    with ThreadPoolExecutor(4) as pool:
+        failed = [r for r in pool.map(alone, names) if r[1]]
+    assert len(names) > 50 and not failed, failed

@@ -34,6 +34,7 @@ from tpukit._errors import (
     TpukitError,
 )
 from tpukit.compilation._analysis import Cost, Memory
+from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compiled import Compiled, compile
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
@@ -67,6 +68,7 @@ def unload_ipython_extension(ipython) -> None:
 
 __all__ = [
     "ArgumentError",
+    "CallSpec",
     "CallLineError",
     "CheckpointError",
     "Compiled",
@@ -101,6 +103,7 @@ __all__ = [
     "format_shape",
     "hlo",
     "load_ipython_extension",
+    "parse_call_line",
     "parse_shape",
     "peak_for",
     "put",

@@ -11,8 +11,9 @@ Load with ``%load_ext tpukit``; ``%tpu_compile?`` shows the help.
 from __future__ import annotations
 
 import functools
+import getopt
+import io
 import keyword
-import re
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,11 +23,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
+from IPython.utils.process import arg_split
 
-from tpukit._errors import TpukitError
-from tpukit.compilation._call_line import CallSpec, parse_call_line
-from tpukit.compilation._compiled import Compiled, compile
-from tpukit.runtime._devices import devices
+from tpukit import CallSpec, Compiled, TpukitError, compile, devices, parse_call_line
 
 _MISSING = object()
 
@@ -69,22 +68,24 @@ def with_options(*options: Option) -> Callable[[Callable], Callable]:
     return decorate
 
 
-def _unknown_option_message(options: tuple[Option, ...], message: str) -> str:
-    """getopt's words, said the way tpukit says things."""
+def _option_error(options: tuple[Option, ...], exc: getopt.GetoptError) -> str:
+    """getopt's complaint, said the way tpukit says things."""
     known = ", ".join(sorted(f for o in options for f in o.flags if f.startswith("--")))
-    if match := re.search(r"option (\S+) not recognized", message):
-        return f"Unknown option {match[1]!r}. Options: {known}."
-    if match := re.search(r"option (\S+) requires argument", message):
-        return f"Option {match[1]} needs a value."
-    return f"{message.split(' (allowed')[0]}. Options: {known}."
+    flag = ("-" if len(exc.opt) == 1 else "--") + exc.opt
+    if "requires argument" in exc.msg:
+        return f"Option {flag} needs a value."
+    return f"Unknown option {flag!r}. Options: {known}."
 
 
-def split_options(magics: Magics, magic: Callable, line: str) -> tuple[Any, str]:
+def split_options(magic: Callable, line: str) -> tuple[Any, str]:
     """Split ``line`` into the magic's leading ``-options`` (parsed) and the call text.
 
-    The call itself is left untouched: quotes, spaces and brackets inside it are
-    Python, not shell words. Option values are then read by the magic's own argparse
-    parser, so types, choices and defaults are those ``%magic?`` shows.
+    Options are split as IPython's ``parse_options`` (and so ``%timeit``) splits them:
+    ``arg_split(line, posix=False, strict=False)``, then ``getopt``, which stops at the
+    first word that is not an option. The call is then cut from the original line, not
+    rejoined from words (IPython 7 rejoins them, so ``f(s='a  b')`` lost a space), and
+    option values are read by the magic's own argparse parser, so types, choices and
+    defaults are those ``%magic?`` shows.
     """
     options: tuple[Option, ...] = magic.tpukit_options
     short = "".join(
@@ -93,23 +94,18 @@ def split_options(magics: Magics, magic: Callable, line: str) -> tuple[Any, str]
     long = [
         f[2:] + ("=" if o.takes_value else "") for o in options for f in o.flags if f[:2] == "--"
     ]
-    # IPython 8+ loses the call's first word after a leading `--option=value`: write
-    # each of those as `--option value` first.
-    leading_equals = re.compile(r"^((?:\s*-{1,2}[\w-]+(?:\s+[^-\s]\S*)?)*?\s*--[\w-]+)=")
-    while (spaced := leading_equals.sub(r"\1 ", line, count=1)) != line:
-        line = spaced
+    words = arg_split(line, posix=False, strict=False)
     try:
-        found, call = magics.parse_options(
-            line, short, *long, posix=False, strict=False, preserve_non_opts=True, list_all=True
-        )
-    except UsageError as exc:
-        raise UsageError(_unknown_option_message(options, str(exc))) from None
-    words = []
-    for name, values in found.items():
-        flag = f"-{name}" if len(name) == 1 else f"--{name}"
-        for value in values:
-            words += [flag, shlex.quote(value)] if value != "" else [flag]
-    return parse_argstring(magic, " ".join(words)), call.strip()
+        _, rest = getopt.getopt(words, short, long)
+    except getopt.GetoptError as exc:
+        raise UsageError(_option_error(options, exc)) from None
+    option_words = words[: len(words) - len(rest)]
+    lexer = shlex.shlex(io.StringIO(line), posix=False)
+    lexer.whitespace_split = True
+    for _ in option_words:
+        lexer.get_token()
+    call = line[lexer.instream.tell() :].strip() if option_words else line.strip()
+    return parse_argstring(magic, " ".join(option_words)), call
 
 
 def usage_errors(method: Callable) -> Callable:
@@ -217,7 +213,7 @@ class TpuMagics(Magics):
 
             %tpu_compile --mesh data=8 --shard x=data predict(params, f32[1024,784])
         """
-        args, call_text = split_options(self, self.tpu_compile, line)
+        args, call_text = split_options(self.tpu_compile, line)
         if cell is not None and cell.strip():
             result = self.shell.run_cell(cell, store_history=False)
             if not result.success:
@@ -273,7 +269,7 @@ class TpuMagics(Magics):
             %tpu_timeit f(f32[1024,1024])
             %tpu_timeit -n 100 f_compiled(x)
         """
-        args, call_text = split_options(self, self.tpu_timeit, line)
+        args, call_text = split_options(self.tpu_timeit, line)
         if (args.number is not None and args.number < 1) or args.repeat < 1:
             raise UsageError("-n and -r must be at least 1.")
         spec = self._call(call_text)
@@ -291,7 +287,7 @@ class TpuMagics(Magics):
 
             %tpu_graph train_step(state, batch)
         """
-        args, call_text = split_options(self, self.tpu_graph, line)
+        args, call_text = split_options(self.tpu_graph, line)
         spec = self._call(call_text)
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
         return compiled.graph(args.stage)

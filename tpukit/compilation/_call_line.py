@@ -47,8 +47,17 @@ class CallSpec:
 def parse_call_line(text: str, namespace: Mapping[str, Any]) -> CallSpec:
     """Evaluate a call line in ``namespace`` without calling the function.
 
+    What ``%tpu_compile`` does with its line, for tools of your own: names are looked
+    up in ``namespace``, HLO shape literals become abstract arrays, and the result can
+    be handed to ``tpukit.compile(spec.function, *spec.args, **spec.kwargs)``.
     Raises ``CallLineError`` with a short message for a line that is not one call,
     a name that is not defined, a bad shape literal or a callee that is not callable.
+
+    Example::
+
+        >>> spec = parse_call_line("f(f32[8,4], scale=2)", {"f": lambda x, scale: x * scale})
+        >>> spec.function_name, spec.args[0].shape, spec.kwargs
+        ('f', (8, 4), {'scale': 2})
     """
     line = text.strip()
     if not line:

@@ -1,5 +1,8 @@
 """Datasets for the tutorials, downloaded once, checked, cached, and ready to train on.
 
+It imports only NumPy and the standard library (no JAX): data is plain arrays
+until ``fit`` puts it on the device (``tests/test_architecture.py`` checks this).
+
 Example::
 
     from tpukit.datasets import mnist

@@ -21,7 +21,8 @@ dump from another machine (``--xla_dump_to``) as on a program compiled here::
     >>> view = graph(module)  # in a notebook: the interactive graph  # doctest: +SKIP
 
 Reports about a whole compilation (``tpukit.diff``, the plots) live beside
-``tpukit.Compiled``, which uses this layer.
+``tpukit.Compiled``, which uses this layer. It imports only ``tpukit.display`` and
+``tpukit._errors`` (``tests/test_architecture.py`` checks this).
 """
 
 from tpukit.hlo._cost import (

@@ -1,5 +1,8 @@
 """Training loops that run on the device: ``fit``, ``evaluate``, ``History``.
 
+It may import ``tpukit.compilation``, ``runtime``, ``hlo`` and ``display``, never the
+zoo (any NNX model trains); ``tests/test_architecture.py`` checks this.
+
 The data lives on the device, many optax steps run inside one compiled call, and
 the host only hears about progress once per call.
 

@@ -1,5 +1,8 @@
 """tpukit.zoo: well-known models as Flax NNX modules, correct and documented.
 
+It imports only Flax, JAX and ``tpukit._compat``: models know nothing of training
+or compiling (``tests/test_architecture.py`` checks this).
+
 ``create(name, **config)`` builds a model, ``list()`` shows the catalogue
 (name, parameters, FLOPs per example, input shape, reference), and
 ``load_torch_state_dict`` brings in torchvision VGG or ResNet weights.
