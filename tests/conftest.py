@@ -6,8 +6,42 @@ imports JAX. Tests never touch the network or ``../shared``.
 """
 
 import os
+import pathlib
+
+import pytest
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+
+
+# Headless Chromium for the browser tests: Debian's package (Playwright cannot download
+# its own browser here). Missing, those tests fail under CI=true and skip elsewhere.
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the module's tests (Playwright's sync API)."""
+    if not pathlib.Path(CHROMIUM).exists():
+        message = f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield chromium
+        chromium.close()

@@ -10,7 +10,6 @@ skip, except under CI=true, where they fail.
 """
 
 import html
-import os
 import pathlib
 import re
 
@@ -24,17 +23,6 @@ import tpukit
 from tpukit.hlo import parse_hlo
 from tpukit.hlo._graph_view import graph
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 EVIL = "</script><img src=x onerror=alert(1)>"
 ORIGIN = "http://tpukit.test"
 NOTEBOOK_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
@@ -65,21 +53,6 @@ def mlp_loss(x, w1, w2):
 def mlp_hlo() -> str:
     args = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 4)))
     return jax.jit(jax.grad(mlp_loss, argnums=(1, 2))).lower(*args).compile().as_text()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not pathlib.Path(CHROMIUM).exists():
-        message = f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

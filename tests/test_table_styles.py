@@ -10,7 +10,6 @@ numbers, no stripes, the theme's text colour. Screenshots go to
 CI=true, where they fail.
 """
 
-import os
 import pathlib
 
 import jax.numpy as jnp
@@ -20,16 +19,6 @@ import tpukit
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "out" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 # JupyterLab 4.x, packages/rendermime/style/base.css (BSD-3-Clause), the table rules.
 JUPYTERLAB_TABLES = """
@@ -103,21 +92,6 @@ def outputs():
     f32 = tpukit.compile(layer, tpukit.shape("f32[32,64]"), tpukit.shape("f32[64,64]"))
     bf16 = tpukit.compile(layer, tpukit.shape("bf16[32,64]"), tpukit.shape("bf16[64,64]"))
     return [f32._repr_html_(), tpukit.diff(f32, bf16, labels=("f32", "bf16"))._repr_html_()]
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not pathlib.Path(CHROMIUM).exists():
-        message = f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 CELL_STYLES = """() => [...document.querySelectorAll('.tpukit-out td, .tpukit-out th')].map(cell => {
