@@ -12,14 +12,19 @@ check writes a screenshot to ``out/screenshots/jupyterlab_*.png``. Without Chrom
 or JupyterLab these tests skip, except under CI=true, where they fail.
 """
 
+import contextlib
+import json
 import os
 import pathlib
 import re
 
-import nbformat
+import _jupyterlab
 import pytest
 
-import _jupyterlab
+try:
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+except ImportError:  # the browser fixture says what to install
+    PlaywrightTimeout = TimeoutError
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 SHOTS = ROOT / "out" / "screenshots"
@@ -106,8 +111,16 @@ NODE_BOXES = """root => {
   });
   return {view: {left: view.left, right: view.right, top: view.top, bottom: view.bottom}, boxes};
 }"""
+NODES_IN_VIEW = """root => {
+  const view = root.querySelector('.tkg-viewport').getBoundingClientRect(), points = [];
+  for (const node of root.querySelectorAll('.tkg-node')) {
+    const box = node.querySelector('rect.tkg-box').getBoundingClientRect();
+    if (box.left >= view.left && box.right <= view.right && box.top >= view.top
+        && box.bottom <= view.bottom) points.push([box.right - 12, box.top + box.height / 2]);
+  }
+  return points;
+}"""
 SCROLLER = "document.querySelector('.jp-NotebookPanel .jp-WindowedPanel-outer')"
-SCROLL_TOP = f"() => {SCROLLER}.scrollTop"
 CELL_STYLES = """root => Array.from(root.querySelectorAll('.tpukit-summary td, .tpukit-summary th'), c => ({
   text: c.textContent.trim(), numeric: c.classList.contains('num'),
   align: getComputedStyle(c).textAlign}))"""
@@ -170,16 +183,8 @@ def lab(tmp_path_factory):
     if reason:
         unavailable(reason)
     root = tmp_path_factory.mktemp("lab")
-    cells = dict(CELLS, setup=CELLS["setup"].format(checkpoint_dir=str(root / "checkpoints")))
-    notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(source) for source in cells.values()]
-    )
-    notebook.metadata["kernelspec"] = {
-        "name": _jupyterlab.KERNEL_NAME,
-        "display_name": "Python (tpukit test)",
-        "language": "python",
-    }
-    nbformat.write(notebook, root / NOTEBOOK)
+    sources = dict(CELLS, setup=CELLS["setup"].format(checkpoint_dir=str(root / "checkpoints")))
+    (root / NOTEBOOK).write_text(json.dumps(notebook_json(list(sources.values())), indent=1))
     with _jupyterlab.lab_server(root) as server:
         yield server
 
@@ -193,9 +198,11 @@ class Notebook:
         page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
         page.on(
             "console",
-            lambda m: self.errors.append(f"console {m.type}: {m.text}")
-            if m.type == "error" or (m.type == "warning" and re.search("tpukit|tkg", m.text))
-            else None,
+            lambda m: (
+                self.errors.append(f"console {m.type}: {m.text}")
+                if m.type == "error" or (m.type == "warning" and re.search("tpukit|tkg", m.text))
+                else None
+            ),
         )
 
     def cell(self, name: str):
@@ -237,7 +244,14 @@ def notebook(browser, lab):
     page.wait_for_function(KERNEL_IDLE, timeout=90000)
     page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
     page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-    page.wait_for_function(RUN_FINISHED, timeout=180000, polling=250)
+    try:
+        page.wait_for_function(RUN_FINISHED, timeout=180000, polling=250)
+    except PlaywrightTimeout:
+        nb.screenshot("run_all_timeout")
+        pytest.fail(
+            "Run All did not finish within 180 s (out/screenshots/jupyterlab_run_all_timeout.png);"
+            f" JupyterLab's log ends:\n{lab.log.read_text()[-3000:]}"
+        )
     page.evaluate(
         f"() => {NOTEBOOK_WIDGET}.content.widgets.forEach((c, i) => c.node.dataset.testCell = i)"
     )
@@ -250,14 +264,14 @@ def notebook(browser, lab):
         nb.screenshot("run_all_failed")
         pytest.fail(
             f"Run All stopped after cell {failed!r} (execution counts {counts}); see "
-            f"out/screenshots/jupyterlab_run_all_failed.png and:\n"
-            + page.locator(STDERR).all_inner_texts().__str__()[:3000]
+            f"out/screenshots/jupyterlab_run_all_failed.png; red outputs:\n"
+            f"{page.locator(STDERR).all_inner_texts()!s:.3000}"
         )
     yield nb
     page.close()
 
 
-def test_every_cell_runs_with_nothing_on_stderr(notebook):
+def test_every_cell_runs_fit_shows_one_line_per_epoch_and_nothing_is_red(notebook):
     p = notebook.page
     counts = p.evaluate(f"() => {NOTEBOOK_WIDGET}.content.widgets.map(c => c.model.executionCount)")
     assert counts == list(range(1, len(CELLS) + 1))
@@ -285,14 +299,15 @@ def test_summary_table_aligns_text_left_and_numbers_right(notebook):
     assert sum(c["numeric"] for c in cells) >= 4 and sum(not c["numeric"] for c in cells) >= 4
     wrong = [c for c in cells if c["align"] != ("right" if c["numeric"] else "left")]
     assert wrong == []
-    assert any(re.fullmatch(r"In \[2\], line 3", c["text"]) for c in cells), cells
+    # Source locations (fusions' table, where XLA fused) name the cell, not ipykernel's file.
+    assert not [c for c in cells if "ipykernel" in c["text"]], cells
 
 
 @pytest.mark.parametrize("name", PLOT_CELLS)
 def test_each_plot_cell_shows_its_figure_once(notebook, name):
     cell = notebook.cell(name)
     images = cell.locator(".jp-OutputArea-output img")
-    images.first.wait_for()
+    images.first.wait_for(timeout=5000)
     assert images.count() == 1
     assert images.first.evaluate("img => img.complete && img.naturalWidth") > 200
     assert "<Figure" not in cell.locator(".jp-OutputArea").inner_text()
@@ -301,38 +316,34 @@ def test_each_plot_cell_shows_its_figure_once(notebook, name):
 
 
 def test_graph_first_view_is_fitted_and_readable(notebook):
-    layer = notebook.graph("layer graph")
+    layer = notebook.graph("layer graph")  # small: the whole graph shows, readable
     notebook.screenshot("graph_layer")
     assert layer.evaluate(LABEL_PX) >= 10
     placed = layer.evaluate(NODE_BOXES)
     view = placed["view"]
     assert view["right"] - view["left"] > 300 and view["bottom"] - view["top"] > 150, view
-    outside = [
-        b
-        for b in placed["boxes"]
-        if b["left"] < view["left"] - 1
-        or b["right"] > view["right"] + 1
-        or b["top"] < view["top"] - 1
-        or b["bottom"] > view["bottom"] + 1
-    ]
-    assert len(placed["boxes"]) >= 3 and outside == [], (view, outside)
+    assert len(inside(placed)) == len(placed["boxes"]) >= 3, placed
 
-    step = notebook.graph("step graph")  # the tutorial's training step: too tall to fit whole
-    notebook.screenshot("graph_step")
+    # The tutorial's training step is too big to fit at a readable size: its first view
+    # shows the top at that size, as wide as the output; Fit then shows all of it.
+    step = notebook.graph("step graph")
+    notebook.screenshot("graph_step_first_view")
     assert step.evaluate(LABEL_PX) >= 10
     placed = step.evaluate(NODE_BOXES)
+    assert len(inside(placed)) >= 5, placed
     view = placed["view"]
-    shown = [b for b in placed["boxes"] if view["top"] <= b["top"] and b["bottom"] <= view["bottom"]]
-    assert len(shown) >= 5, placed
-    wide = [b for b in placed["boxes"] if b["left"] < view["left"] - 1 or b["right"] > view["right"] + 1]
-    assert wide == [], (view, wide)
     assert min(b["top"] for b in placed["boxes"]) >= view["top"] - 1  # its top shows
+    step.locator(".tkg-fit").click()
+    notebook.settle()
+    notebook.screenshot("graph_step_fit")
+    placed = step.evaluate(NODE_BOXES)
+    assert len(inside(placed)) == len(placed["boxes"]) >= 20, placed
+    step.locator(".tkg-reset").click()  # back to the first view for the next tests
 
 
 def test_wheel_scrolls_the_notebook_until_a_click_in_the_graph(notebook):
     p = notebook.page
     root = notebook.graph("step graph")
-    scale = lambda: float(root.get_attribute("data-scale"))  # noqa: E731
 
     def corner():
         """Put the graph's toolbar at the top again; the drawing's empty top-left corner."""
@@ -341,52 +352,52 @@ def test_wheel_scrolls_the_notebook_until_a_click_in_the_graph(notebook):
         box = root.locator(".tkg-viewport").bounding_box()
         return box["x"] + 8, box["y"] + 8
 
+    def wheel(dy: int, ctrl: bool = False) -> dict[str, bool]:
+        """Turn the wheel where the mouse is: did the notebook scroll, did the graph zoom?"""
+        before = p.evaluate(f"r => [{SCROLLER}.scrollTop, r.dataset.scale]", root.element_handle())
+        if ctrl:
+            p.keyboard.down("Control")
+        p.mouse.wheel(0, dy)
+        if ctrl:
+            p.keyboard.up("Control")
+        changed = f"r => {SCROLLER}.scrollTop !== {before[0]} || r.dataset.scale !== {before[1]!r}"
+        with contextlib.suppress(PlaywrightTimeout):
+            p.wait_for_function(changed, arg=root.element_handle(), timeout=3000)
+        notebook.settle()
+        after = p.evaluate(f"r => [{SCROLLER}.scrollTop, r.dataset.scale]", root.element_handle())
+        return {"scrolled": after[0] != before[0], "zoomed": after[1] != before[1]}
+
     p.mouse.move(*corner())
-    before, zoom = p.evaluate(SCROLL_TOP), scale()
-    p.mouse.wheel(0, 200)
-    p.wait_for_function(f"() => {SCROLLER}.scrollTop > {before}", timeout=5000)
-    notebook.settle()
-    assert scale() == zoom  # a plain wheel scrolls the notebook and leaves the graph alone
+    assert wheel(200) == {"scrolled": True, "zoomed": False}  # a plain wheel: the notebook's
     notebook.screenshot("graph_after_plain_wheel")
 
-    x, y = corner()
-    p.mouse.click(x, y)  # a click inside the drawing: now the wheel zooms it
-    before, zoom = p.evaluate(SCROLL_TOP), scale()
-    p.mouse.wheel(0, -200)
-    notebook.settle()
-    assert scale() > zoom and p.evaluate(SCROLL_TOP) == before
+    p.mouse.click(*corner())  # a click inside the drawing: now the wheel zooms it
+    assert wheel(-200) == {"scrolled": False, "zoomed": True}
     notebook.screenshot("graph_zoomed_after_click")
     p.keyboard.press("Escape")  # and Escape gives the wheel back to the notebook
-    p.mouse.wheel(0, 200)
-    p.wait_for_function(f"() => {SCROLLER}.scrollTop > {before}", timeout=5000)
+    assert wheel(200) == {"scrolled": True, "zoomed": False}
 
-    x, y = corner()
-    p.mouse.move(x, y)
-    before, zoom = p.evaluate(SCROLL_TOP), scale()
-    p.keyboard.down("Control")  # Ctrl + wheel zooms without a click
-    p.mouse.wheel(0, -200)
-    p.keyboard.up("Control")
-    notebook.settle()
-    assert scale() > zoom and p.evaluate(SCROLL_TOP) == before
+    p.mouse.move(*corner())
+    assert wheel(-200, ctrl=True) == {"scrolled": False, "zoomed": True}  # Ctrl + wheel zooms
 
 
 def test_clicking_a_node_shows_its_source_as_the_cell(notebook):
-    root = notebook.graph("step graph")
-    root.locator(".tkg-fit").click()
-    nodes = root.locator(".tkg-node")
-    sources = []
-    for i in range(nodes.count()):
-        nodes.nth(i).click(position={"x": 40, "y": 12})
-        panel = root.locator(".tkg-panel")
-        assert panel.is_visible()
-        source = panel.locator('[data-field="source"]')
-        if source.count():
-            sources.append(source.inner_text())
-            break
-    notebook.screenshot("graph_side_panel")
-    step_count = list(CELLS).index("train step") + 1
-    assert sources and re.fullmatch(rf"In \[{step_count}\], line \d+", sources[0]), sources
-    root.locator(".tkg-panel .tkg-close").click()
+    root = notebook.graph("layer graph")
+    panel = root.locator(".tkg-panel")
+    summary_cell = list(CELLS).index("summary") + 1  # its execution count
+    sources = {}
+    for x, y in root.evaluate(NODES_IN_VIEW):  # the right end of each box, clear of its toggle
+        notebook.page.mouse.click(x, y)
+        panel.wait_for(state="visible", timeout=5000)
+        field = lambda name: panel.locator(f'[data-field="{name}"]').inner_text()  # noqa: E731
+        if field("opcode") != "parameter":
+            sources[panel.locator(".tkg-panel-title").inner_text()] = field("source")
+            assert "ipykernel" in field("file")  # the full path stays, beside the short label
+            notebook.screenshot("graph_side_panel")
+        panel.locator(".tkg-close").click()
+        assert not panel.is_visible()
+    # ``jnp.tanh(x @ w)``: whatever XLA made of it, it came from line 3 of that cell.
+    assert sources and set(sources.values()) == {f"In [{summary_cell}], line 3"}, sources
 
 
 def test_dark_theme_darkens_the_graph_and_keeps_its_text_readable(notebook):
@@ -417,14 +428,60 @@ def test_the_page_reported_no_errors(notebook):
     assert notebook.errors == []
 
 
-def luminance(colour: str) -> float:
-    """WCAG relative luminance of a CSS ``rgb()``/``rgba()`` colour (alpha ignored)."""
-    channels = [float(c) / 255 for c in re.findall(r"[\d.]+", colour)[:3]]
-    linear = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+def notebook_json(sources: list[str]) -> dict:
+    """An nbformat 4.5 notebook of code cells that runs on the test kernel."""
+    cells = [
+        {
+            "cell_type": "code",
+            "execution_count": None,
+            "id": f"cell-{i}",
+            "metadata": {},
+            "outputs": [],
+            "source": source,
+        }
+        for i, source in enumerate(sources)
+    ]
+    kernelspec = {
+        "name": _jupyterlab.KERNEL_NAME,
+        "display_name": "Python (tpukit test)",
+        "language": "python",
+    }
+    metadata = {"kernelspec": kernelspec, "language_info": {"name": "python"}}
+    return {"cells": cells, "metadata": metadata, "nbformat": 4, "nbformat_minor": 5}
+
+
+def inside(placed: dict) -> list[dict]:
+    """The node boxes wholly inside the graph's visible drawing area."""
+    view = placed["view"]
+    return [
+        b
+        for b in placed["boxes"]
+        if b["left"] >= view["left"] - 1
+        and b["right"] <= view["right"] + 1
+        and b["top"] >= view["top"] - 1
+        and b["bottom"] <= view["bottom"] + 1
+    ]
+
+
+def rgb(colour: str, background: str = "rgb(255, 255, 255)") -> tuple[float, float, float]:
+    """A CSS ``rgb()``/``rgba()`` colour as 0-1 channels, a translucent one laid on ``background``."""
+    values = [float(v) for v in re.findall(r"[\d.]+", colour)]
+    alpha = values[3] if len(values) > 3 else 1.0
+    if alpha >= 1:
+        return values[0] / 255, values[1] / 255, values[2] / 255
+    under = rgb(background)
+    return tuple(alpha * v / 255 + (1 - alpha) * u for v, u in zip(values[:3], under))
+
+
+def luminance(colour: str, background: str = "rgb(255, 255, 255)") -> float:
+    """WCAG relative luminance of a CSS colour (seen on ``background`` if translucent)."""
+    linear = [
+        c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb(colour, background)
+    ]
     return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
 
-def contrast(first: str, second: str) -> float:
-    """WCAG contrast ratio of two CSS colours."""
-    light, dark = sorted((luminance(first), luminance(second)), reverse=True)
+def contrast(text: str, background: str) -> float:
+    """WCAG contrast ratio of ``text`` (translucent: as drawn on it) and an opaque ``background``."""
+    light, dark = sorted((luminance(text, background), luminance(background)), reverse=True)
     return (light + 0.05) / (dark + 0.05)

@@ -46,21 +46,25 @@ def iter_modules(module: nnx.Module) -> Iterator[tuple[tuple[Any, ...], nnx.Modu
 
 
 def attribute_library_frames_to_callers() -> None:
-    """Make HLO source lines name the user's code, not Flax's, on JAX 0.7.
+    """Make HLO source lines name the user's code, not a library's, on JAX 0.7.
 
     JAX 0.7 writes only one frame into each HLO instruction's metadata: the innermost
-    one outside JAX, which for a Flax layer is a line inside Flax. Registering Flax's
-    folder as a JAX-internal path moves that frame out to the caller. From JAX 0.8 the
-    whole stack is written as tables (tpukit picks the user's frame itself) and the
-    registration would hide Flax's frames from that stack, so it is left out there.
+    one outside JAX, which for a Flax layer, an optax update or a zoo model is a line
+    inside Flax, optax or tpukit. Registering those folders as JAX-internal paths moves
+    that frame out to the user's caller. From JAX 0.8 the whole stack is written as
+    tables (tpukit picks the user's frame itself) and the registration would hide those
+    frames from that stack, so it is left out there.
     """
     import os
 
     import flax
     import jax
+    import optax
 
     if tuple(int(p) for p in jax.__version__.split(".")[:2]) >= (0, 8):
         return
     from jax._src import source_info_util
 
-    source_info_util.register_exclusion(os.path.dirname(flax.__file__))
+    tpukit_folder = os.path.dirname(os.path.abspath(__file__))
+    for folder in (os.path.dirname(flax.__file__), os.path.dirname(optax.__file__), tpukit_folder):
+        source_info_util.register_exclusion(folder)

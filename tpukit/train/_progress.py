@@ -202,13 +202,13 @@ def _kernel_shell() -> Any:
 
 
 def _widgets_work() -> bool:
-    """Whether ipywidgets can draw tqdm's bar here (importable, version 7 or later)."""
+    """Whether ipywidgets can draw tqdm's bar: version 8, or 7 on Colab (JupyterLab 4 draws 8 only)."""
     try:
         import ipywidgets
     except ImportError:
         return False
     major = str(getattr(ipywidgets, "__version__", "0")).split(".")[0]
-    return major.isdigit() and int(major) >= 7
+    return major.isdigit() and (int(major) >= 8 or "google.colab" in sys.modules)
 
 
 class _Throttled:
