@@ -2,7 +2,8 @@
 
 Where the line goes depends on where ``fit`` runs:
 
-* an IPython kernel (JupyterLab, Notebook, VS Code, Colab) with ipywidgets: a
+* an IPython kernel (JupyterLab, Notebook, VS Code, Colab) with ipywidgets 8, or
+  Colab with its ipywidgets 7 (JupyterLab 4 and Notebook 7 draw only 8): a
   ``tqdm.notebook`` widget bar per epoch;
 * any other IPython kernel: an HTML line per epoch, redrawn in place through
   ``display(..., display_id=True)`` and ``update``;
