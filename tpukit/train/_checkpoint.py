@@ -91,6 +91,27 @@ class RunCheckpoints:
         self.every = every
         self.keep = keep
         self._manager: ocp.CheckpointManager | None = None
+        self._check_writable()
+
+    def _check_writable(self) -> None:
+        """Refuse a folder that cannot hold checkpoints before any step trains, not after."""
+        folder = self.directory
+        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+        problem = None
+        if folder.exists() and not folder.is_dir():
+            problem = "is a file, not a folder"
+        elif existing is not None and not existing.is_dir():
+            problem = f"cannot be created: {existing} is a file"
+        elif existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+            problem = (
+                "is not writable" if existing == folder else f"cannot be created in {existing}"
+            )
+        if problem:
+            raise CheckpointError(
+                f"checkpoint_dir {str(folder)!r} {problem}, so checkpoints could not be saved. "
+                "Pass a folder you can write to (it is created if missing), or "
+                "checkpoint_dir=None to train without checkpoints."
+            )
 
     def _reader(self) -> ocp.CheckpointManager:
         opts = ocp.CheckpointManagerOptions(

@@ -234,7 +234,7 @@ class Trainer:
                 ckpt.check_new_run()
         run.epoch_base = epoch_base
         run.ckpt = ckpt
-        run.finite_names = _steps.finite_names(params)
+        run.finite_names = _steps.finite_names(params, opt_state)
         run.history.sharding = self.plan.summary(params, opt_state, batch_size)
         if verbose and jax.process_index() == 0:
             print(f"tpukit.fit: {run.history.sharding}", flush=True)
@@ -477,21 +477,15 @@ class _Run:
         if self.ckpt:
             self._save(*state)  # the last good step, unless it is saved already
         bad = [n for n, ok in zip(self.finite_names, np.asarray(finite), strict=True) if not ok]
-        if not bad or bad[0] == "loss":
-            what = "the loss"
-        else:
-            paths = [n.removeprefix("gradient of ") for n in bad]
-            shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
-            plural = "s" if len(paths) > 1 else ""
-            what = f"the gradient{plural} of {shown} (the loss was finite)"
+        what = _describe_non_finite(bad)
         step = self.step + 1
         where = f"epoch {self.epoch + 1} of {self.epochs}, step {step}"
         if self.steps_per_epoch:
             where += f" of {self.steps_per_epoch}"
         message = (
             f"Training stopped: {what} became NaN or infinite at {where} (global step "
-            f"{self.global_step + 1}, execution {self.executions}). The model keeps the "
-            "parameters from before that step"
+            f"{self.global_step + 1}, execution {self.executions}). The step was not "
+            "applied: the model and the optimizer state keep their values from before it"
             + (", and so does the newest checkpoint" if self.ckpt else "")
             + ". Try a smaller learning rate, gradient clipping "
             "(optax.clip_by_global_norm), or check the data for NaNs."
@@ -500,6 +494,23 @@ class _Run:
         raise NonFiniteLossError(
             message, self.epoch + 1, step, self.history, self.executions, bad or ["loss"]
         )
+
+
+def _describe_non_finite(bad: list[str]) -> str:
+    """The first quantity that went bad, in words: the loss, gradients, update or state."""
+    if not bad or bad[0] == "loss":
+        return "the loss"
+    kind = next(
+        k for k in ("gradient of ", "new value of ", "optimizer state ") if bad[0].startswith(k)
+    )
+    paths = [n.removeprefix(kind) for n in bad if n.startswith(kind)]
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    plural = "s" if len(paths) > 1 else ""
+    if kind == "gradient of ":
+        return f"the gradient{plural} of {shown} (the loss was finite)"
+    if kind == "new value of ":
+        return f"the update of {shown} (loss and gradients were finite; check the optimizer)"
+    return f"the optimizer state {shown} (loss and gradients were finite)"
 
 
 def fit(
