@@ -75,10 +75,12 @@ def test_graph_accepts_text_or_module_and_counts_instructions(mlp_hlo):
 
 
 def test_graph_rejects_what_is_not_hlo():
-    with pytest.raises(TypeError, match="HLO text or an HloModule"):
+    with pytest.raises(TypeError, match="HLO text, an HLO file.s path or an HloModule"):
         graph(42)
-    with pytest.raises(ValueError, match="does not look like HLO"):
+    with pytest.raises(ValueError, match="StableHLO/MLIR text"):
         graph("module @jit_f { func.func public @main() }")
+    with pytest.raises(ValueError, match="does not look like HLO"):
+        graph("ENTRY is not enough {\n}")
 
 
 def test_name_scopes_become_groups_and_fusions_open_in_place(mlp_hlo):
@@ -197,7 +199,8 @@ def test_the_outputs_stay_out_of_the_scopes_that_compute_them(mlp_hlo):
     while node >= 0:
         ancestors.append(node)
         node = data.parent[node]
-    assert all(data.kind[a] != SCOPE for a in ancestors), [data.label[a] for a in ancestors]
+    assert [data.label[a] for a in ancestors] == ["outputs", "mlp_loss"]
+    assert data.section[ancestors[0]] == "outputs" and data.parent[ancestors[0]] == 0
     assert any("dense_1" in data.label[i] for i, k in enumerate(data.kind) if k == SCOPE)
 
 
@@ -218,3 +221,59 @@ def test_a_compiled_functions_graph_names_its_stage_once():
         assert repr(g).count(stage) == 1
         payload = payload_of(g._repr_html_())
         assert (payload["title"], payload["stage"]) == ("f", stage)
+
+
+def test_graph_opens_an_hlo_dump_by_its_path(tmp_path, mlp_hlo):
+    dump = tmp_path / "module_0001.jit_mlp_loss.cpu_after_optimizations.txt"
+    dump.write_text(mlp_hlo)
+    from_text = graph(mlp_hlo)
+    for source in (dump, str(dump)):
+        opened = graph(source, stage="optimized")
+        assert opened.num_instructions == from_text.num_instructions
+        assert opened.module.name == from_text.module.name
+    with pytest.raises(tpukit.ArgumentError, match=r"is a folder.*module_0001\.jit_mlp_loss"):
+        graph(tmp_path)  # before the report below joins the folder
+    with pytest.raises(FileNotFoundError, match="xla_dump_to"):
+        graph(str(tmp_path / "missing.txt"))
+    binary = tmp_path / "module.pb"
+    binary.write_bytes(b"\x08\xff\xfe\x00\x81")
+    with pytest.raises(tpukit.ArgumentError, match="not text"):
+        graph(binary)
+    report = tmp_path / "module_0001.jit_f.cpu_after_optimizations-live-range.txt"
+    report.write_text("HloLiveRange (max 5):\n  InstructionSequence:\n    0:w.1\n")
+    with pytest.raises(tpukit.ArgumentError, match="holds no HLO module.*after_optimizations"):
+        graph(report)
+    mlir = tmp_path / "module.mlir"
+    mlir.write_text("module @jit_f {\n  func.func public @main() {\n    return\n  }\n}\n")
+    with pytest.raises(tpukit.ArgumentError, match=r"StableHLO/MLIR.*dialect='hlo'"):
+        graph(mlir)
+    assert "graph" in dir(tpukit.hlo)
+
+
+def wide_call_hlo(n: int) -> str:
+    """A GPU-style module: n parameters passed to one call (a command buffer) doing the work."""
+    params = "\n".join(f"  p{i} = f32[8]{{0}} parameter({i})" for i in range(n))
+    names = ", ".join(f"p{i}" for i in range(n))
+    chain = ["  a1 = f32[8]{0} add(p0, p1)"]
+    chain += [f"  a{i} = f32[8]{{0}} add(a{i - 1}, p{i})" for i in range(2, n)]
+    chain[-1] = chain[-1].replace(f"  a{n - 1} ", f"  ROOT a{n - 1} ")
+    return "\n".join(
+        ["HloModule wide", "", "command_buffer {", params, *chain, "}", "", "ENTRY main {"]
+        + [params, f"  ROOT c = f32[8]{{0}} call({names}), to_apply=command_buffer", "}"]
+    )
+
+
+def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
+    g = graph(wide_call_hlo(35))
+    data = g._data
+    opened = set(data.initial_open())
+    call = next(i for i, ins in enumerate(data.instr) if ins is not None and ins.opcode == "call")
+    assert call in opened  # the lone call holding all the work is entered
+    inputs = [i for i, name in data.section.items() if name == "inputs"]
+    assert len(inputs) == 2 and not opened & set(inputs)  # entry's and the call's, closed
+    shown, _ = data.visible(opened)
+    assert (
+        sum(1 for n in shown if data.instr[n] is not None and data.instr[n].opcode == "parameter")
+        == 0
+    )
+    assert len(shown) <= OPEN_NODES

@@ -32,6 +32,7 @@ from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_
 from tpukit.compilation import _plots
 from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
 from tpukit.compilation._compile_cache import cache_hit_count
+from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._peaks import peak_for
 from tpukit.compilation._placement import mesh_of, place_arguments
 from tpukit.compilation._sample_data import concrete_arguments
@@ -168,7 +169,9 @@ def _staged_function(function: Callable[..., Any], name: str, parameters) -> Cal
     def staged(traced_args: tuple, traced_kwargs: dict) -> Any:
         traced = iter(traced_args)
         call_args = [next(traced) if p.kind == "array" else p.value for p in positional]
-        return function(*call_args, **static_kwargs, **traced_kwargs)
+        named = {p.name: value for p, value in zip(positional, call_args)}
+        with module_scopes(**named, **static_kwargs, **traced_kwargs):  # layers name their ops
+            return function(*call_args, **static_kwargs, **traced_kwargs)
 
     staged.__name__ = name
     staged.__qualname__ = getattr(function, "__qualname__", name)

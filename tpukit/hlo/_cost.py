@@ -27,22 +27,26 @@ from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, HloShap
 #: The categories `op_category` returns, and the opcodes in each.
 MATMUL_OPS = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot"})
 ELEMENTWISE_OPS = frozenset(
-    "abs add and atan2 bitcast-convert cbrt ceil clamp clz compare complex convert cosine "
-    "divide erf exponential exponential-minus-one floor imag is-finite log log-plus-one "
-    "logistic map maximum minimum multiply negate not or popcnt power real reduce-precision "
-    "remainder round-nearest-afz round-nearest-even rsqrt select shift-left "
-    "shift-right-arithmetic shift-right-logical sign sine sqrt stochastic-convert subtract "
-    "tan tanh xor".split()
+    "abs acos acosh add and asin asinh atan atan2 atanh batch-norm-inference "
+    "bitcast-convert cbrt ceil clamp clz count-leading-zeros compare complex convert cosh "
+    "cosine divide erf exponential exponential-minus-one floor imag is-finite log "
+    "log-plus-one logistic map maximum minimum mulhi multiply negate not or popcnt power "
+    "real reduce-precision remainder round-nearest-afz round-nearest-even rsqrt select "
+    "shift-left shift-right-arithmetic shift-right-logical sign sine sinh sqrt "
+    "stochastic-convert subtract tan tanh xor".split()
 )
-REDUCTION_OPS = frozenset({"reduce", "reduce-window", "select-and-scatter", "all-reduce-scatter"})
+REDUCTION_OPS = frozenset(
+    "reduce reduce-window select-and-scatter all-reduce-scatter batch-norm-training "
+    "batch-norm-grad".split()
+)
 DATA_MOVEMENT_OPS = frozenset(
     "bitcast broadcast concatenate copy copy-start copy-done dynamic-reshape dynamic-slice "
-    "dynamic-update-slice gather get-tuple-element pad reshape reverse scatter slice sort "
-    "transpose tuple".split()
+    "dynamic-update-slice gather get-dimension-size get-tuple-element pad reshape reverse "
+    "scatter set-dimension-size shuffle slice sort topk transpose tuple".split()
 )
 CONTROL_FLOW_OPS = frozenset(
-    "while conditional call async-start async-update async-done after-all add-dependency "
-    "optimization-barrier domain".split()
+    "while conditional call scan async-start async-update async-done after-all "
+    "add-dependency opt-barrier optimization-barrier domain".split()
 )
 COLLECTIVE_OPS = frozenset(
     f"{op}{suffix}"
@@ -54,12 +58,19 @@ COLLECTIVE_OPS = frozenset(
         "ragged-all-to-all",
         "collective-permute",
         "collective-broadcast",
+        "collective-reduce",
         "send",
         "recv",
     )
     for suffix in ("", "-start", "-update", "-done")
 )
-PARAMETER_CONSTANT_OPS = frozenset({"parameter", "constant", "iota"})
+PARAMETER_CONSTANT_OPS = frozenset({"parameter", "constant", "iota", "partition-id", "replica-id"})
+#: Opcodes that are ``"other"`` on purpose: linear algebra and FFTs (their FLOPs are not
+#: counted), random numbers, host transfers, and library calls that are not a matmul.
+OTHER_OPS = frozenset(
+    "cholesky triangular-solve fft rng rng-bit-generator rng-get-and-update-state infeed "
+    "outfeed custom-call".split()
+)
 
 _CONV_TARGETS = {
     "__cudnn$convForward": "forward",
@@ -72,8 +83,20 @@ _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computat
 _PROGRAM_KINDS = frozenset({"entry", "while_body", "while_condition", "branch", "called", "async"})
 _NO_TRAFFIC = frozenset(
     "parameter constant tuple get-tuple-element bitcast after-all add-dependency "
-    "optimization-barrier".split()
+    "opt-barrier optimization-barrier domain".split()
 )
+# The second half of an async pair: its bytes are counted once, at the start.
+_ASYNC_DONE = frozenset(
+    {
+        f"{op}-{half}"
+        for op in ("copy", "all-reduce", "all-gather", "collective-permute")
+        for half in ("done", "update")
+    }
+    | {"async-update", "async-done"}
+)
+# Library calls whose tuple result ends in a scratch buffer (cuBLAS's s8 workspace).
+_SCRATCH_TARGETS = ("__cublas", "__cudnn")
+_WINDOW_FIELD = re.compile(r"(\w+)=([\d_x-]+)")
 _TRIP_COUNT = re.compile(r'known_trip_count\\?"\s*:\s*\{\s*\\?"n\\?"\s*:\s*\\?"?(\d+)')
 _LHS_CONTRACTING = re.compile(r'lhs_contracting_dimensions\\?"\s*:\s*\[([^\]]*)\]')
 
@@ -252,6 +275,13 @@ def _conv_flops(instr: HloInstruction, module: HloModule, direction: str) -> int
     convolution input x kernel -> output. cuDNN's backward calls move those
     roles: backward-input computes the input gradient from (output gradient,
     kernel); backward-filter computes the kernel from (input, output gradient).
+
+    An input-dilated convolution (``lhs_dilate`` in its window: a transposed
+    convolution, or the input gradient of a strided one) multiplies most window
+    taps by the zeros put between the input's elements. Only real elements count:
+    each meets every tap once, as each output of the forward convolution meets every
+    tap (padding included), so a stride-2 convolution's input gradient counts what
+    the convolution itself counts.
     """
     labels = instr.attributes.get("dim_labels", "")
     kernel_labels = labels.partition("_")[2].partition("->")[0]
@@ -266,23 +296,129 @@ def _conv_flops(instr: HloInstruction, module: HloModule, direction: str) -> int
         return 0
     in_features = kernel.dims[kernel_labels.index("i")] if "i" in kernel_labels else 1
     window = math.prod(kernel.dims[k] for k, c in enumerate(kernel_labels) if c.isdigit())
-    return 2 * output.num_elements * in_features * window
+    flops = 2 * output.num_elements * in_features * window
+    if direction == "forward" and "lhs_dilate" in instr.attributes.get("window", ""):
+        taps = _real_taps(instr, module, labels, kernel)
+        if taps is not None:
+            flops = flops * taps[0] // taps[1]
+    return flops
+
+
+def _real_taps(
+    instr: HloInstruction, module: HloModule, labels: str, kernel: HloShape
+) -> tuple[int, int] | None:
+    """``(taps on real input elements, all taps)`` over the spatial dimensions.
+
+    In a dilated dimension with window stride 1, every real input element meets
+    every tap: ``input size * window size``. With a larger stride, output position
+    ``i`` and tap ``k`` read position ``p = i * stride + k * rhs_dilate - pad_low``
+    of the dilated input (``(size - 1) * lhs_dilate + 1`` long), a real element when
+    ``p`` lies inside and is a multiple of ``lhs_dilate``; those pairs are counted.
+    Other dimensions count ``output size * window size``, as undilated convolutions
+    do. Dimensions are independent, so the counts multiply. None when the window or
+    the labels cannot be read.
+    """
+    fields = dict(_WINDOW_FIELD.findall(instr.attributes.get("window", "")))
+    lhs_labels, _, rest = labels.partition("_")
+    out_labels = rest.partition("->")[2]
+    lhs, out = _operand_shape(instr, module, 0), _first_array(instr.shape)
+    if lhs is None or out is None or len(lhs_labels) != lhs.rank or len(out_labels) != out.rank:
+        return None
+    spatial = sorted(c for c in lhs_labels if c.isdigit())
+
+    def per_dim(name: str, default: int) -> list[int]:
+        values = fields.get(name, "")
+        return [int(v) for v in values.split("x")] if values else [default] * len(spatial)
+
+    try:
+        size, stride = per_dim("size", 1), per_dim("stride", 1)
+        lhs_dilate, rhs_dilate = per_dim("lhs_dilate", 1), per_dim("rhs_dilate", 1)
+        pads = fields.get("pad", "")
+        pad_low = [int(p.split("_")[0]) for p in pads.split("x")] if pads else [0] * len(spatial)
+    except ValueError:
+        return None
+    real, every = 1, 1
+    for d, label in enumerate(spatial):
+        outputs = out.dims[out_labels.index(label)]
+        inputs = lhs.dims[lhs_labels.index(label)]
+        if lhs_dilate[d] == 1:
+            real *= outputs * size[d]
+        elif stride[d] == 1:
+            real *= inputs * size[d]
+        else:
+            real *= _taps_on_real_elements(
+                outputs, size[d], stride[d], pad_low[d], lhs_dilate[d], rhs_dilate[d], inputs
+            )
+        every *= outputs * size[d]
+    return (real, every) if every else None
+
+
+def _taps_on_real_elements(
+    outputs: int, taps: int, stride: int, pad_low: int, dilate: int, rhs_dilate: int, size: int
+) -> int:
+    """How many (output position, tap) pairs of one dimension read a real input element."""
+    length = (size - 1) * dilate + 1
+    period = dilate // math.gcd(stride, dilate)
+    total = 0
+    for k in range(taps):
+        offset = k * rhs_dilate - pad_low  # p = i * stride + offset
+        low = max(0, -(offset // stride))
+        high = min(outputs - 1, (length - 1 - offset) // stride)
+        for residue in range(period):
+            if (residue * stride + offset) % dilate:
+                continue
+            first = low + (residue - low) % period
+            if first <= high:
+                total += (high - first) // period + 1
+    return total
 
 
 def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
     """Bytes an instruction reads and writes: its operands' bytes plus its output's.
 
     Instructions that move no data give 0: parameter, constant, tuple,
-    get-tuple-element, bitcast, after-all, add-dependency, optimization-barrier.
+    get-tuple-element, bitcast, after-all, add-dependency, opt-barrier, domain.
     For a fusion this is the traffic at its boundary, which is what fusion saves.
+    An asynchronous pair (``copy-start``/``copy-done``, ``all-gather-start``/...)
+    counts once, at its start: what it reads and the result it makes, not the
+    buffers its start hands to its done. A cuBLAS or cuDNN call's scratch
+    workspace (the ``s8[...]``/``u8[...]`` last in its result) is not traffic.
 
         >>> instruction_bytes(module.instruction("ynn_fusion"), module)  # 512 + 256 in, 128 out
         896
     """
-    if instr.opcode in _NO_TRAFFIC:
+    if instr.opcode in _NO_TRAFFIC or instr.opcode in _ASYNC_DONE:
         return 0
     reads = 0
+    operands = []
     for index in range(len(instr.operands)):
         shape = _operand_shape(instr, module, index)
         reads += shape.nbytes if shape is not None else 0
-    return reads + instr.shape.nbytes
+        operands.append(shape)
+    return reads + _written(instr, operands).nbytes
+
+
+def _written(instr: HloInstruction, operands: list[HloShape | None]) -> HloShape:
+    """The part of an instruction's result that it writes."""
+    shape = instr.shape
+    if not shape.is_tuple or not shape.elements:
+        return shape
+    elements = list(shape.elements)
+    if instr.opcode.endswith("-start"):
+        if elements[0].is_tuple:  # async-start: ((operands), result, context)
+            return elements[1] if len(elements) > 1 else shape
+        skip = 0  # copy-start: (destination, source, context); all-gather-start: (in, out)
+        while skip < min(len(operands), len(elements) - 1) and _same_array(
+            elements[skip], operands[skip]
+        ):
+            skip += 1
+        return elements[skip] if skip else shape
+    if instr.opcode == "custom-call" and instr.custom_call_target.startswith(_SCRATCH_TARGETS):
+        last = elements[-1]
+        if len(elements) > 1 and last.dtype in ("s8", "u8") and last.rank == 1:
+            return HloShape("tuple", elements=tuple(elements[:-1]))
+    return shape
+
+
+def _same_array(a: HloShape, b: HloShape | None) -> bool:
+    return b is not None and a.dtype == b.dtype and a.dims == b.dims

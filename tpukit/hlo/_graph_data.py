@@ -2,19 +2,34 @@
 
 A big training step has thousands of instructions in its ENTRY computation, and
 no layout library lays that out interactively. `_GraphData` therefore turns an
-`HloModule` into a tree: name scopes from the ``op_name`` metadata, consecutive
-parts of at most `MAX_CHILDREN` nodes when a scope is too big, and every fusion,
-while, call or conditional as one node whose called computations open in place.
-`_graph_view.HloGraph` ships its `payload` to the browser.
+`HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
+training step's sections, its layers and name scopes: `_user_scopes`),
+consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, and
+every fusion, while, call or conditional as one node whose called computations
+open in place. `_graph_view.HloGraph` ships its `payload` to the browser.
 """
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import Counter, defaultdict
 
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo._user_scopes import (
+    BACKWARD,
+    BACKWARD_SUFFIX,
+    FORWARD,
+    INPUTS,
+    OUTPUTS,
+    SECTION_NOTES,
+    SECTIONS,
+    function_name,
+    place_label,
+    plan_scopes,
+    split_scope,
+)
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
@@ -49,6 +64,10 @@ INSTRUCTION, SCOPE, PART, COMPUTATION = 0, 1, 2, 3
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 _PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+# Sections the first view shows open (their layers closed), and those it leaves closed.
+_OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
+# Instructions the first view enters when they hold most of their computation's work.
+_ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
 class _GraphData:
@@ -70,10 +89,12 @@ class _GraphData:
         self.roots: dict[int, int] = {}
         # (owner node, [(source, target, bytes, operand index)]) per computation shown.
         self.blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
+        self.notes: dict[int, str] = {}  # node -> why it sits where it does (panel text)
+        self.section: dict[int, str] = {}  # section group -> its name (see _user_scopes)
         self._active: set[str] = set()
 
         entry = module.entry
-        root = self._add(COMPUTATION, -1, entry.name, None, 0.0)
+        root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
 
@@ -136,38 +157,137 @@ class _GraphData:
         caller: HloInstruction | None,
         edges: list[tuple[int, int, int, int]],
     ) -> None:
-        """Move the instructions of ``comp`` into nested name-scope groups under ``owner``.
+        """Move the instructions of ``comp`` into nested groups under ``owner``.
 
-        A scope used in several unconnected places (``jit(relu)`` called once per
-        layer) becomes one group per connected piece, so groups follow the data
-        flow; a piece of one op, or a tiny piece of a scope scattered in many,
-        stays in its parent.
+        Groups are the user's: the sections of a training step, layers and name
+        scopes (`plan_scopes`). A scope used in several unconnected places (one
+        ``relu`` per layer) becomes one group per connected piece, so groups follow
+        the data flow; a piece of one op, or a tiny piece of a scope scattered in
+        many, stays in its parent.
         """
-        paths = _scope_paths(comp, self.module)
-        prefix = _split_scope(caller.metadata.op_name) if caller is not None else []
+        plan = plan_scopes(comp, self.module, caller)
+        for name, note in plan.notes.items():
+            self.notes[ids[name]] = note
         trie: dict = {"": [], "/": {}}  # "" -> instruction ids, "/" -> sub-scopes
+        sections: dict[str, dict] = {}
         for instr in comp.instructions:
-            path = paths[instr.name]
-            keep = 0
-            while keep < min(len(path), len(prefix)) and path[keep] == prefix[keep]:
-                keep += 1
-            node = trie
-            for part in path[keep:]:
+            section = plan.section[instr.name]
+            node = trie if not section else sections.setdefault(section, {"": [], "/": {}})
+            for part in plan.path[instr.name]:
                 node = node["/"].setdefault(part, {"": [], "/": {}})
             node[""].append(ids[instr.name])
-        outputs = [ids[i.name] for i in comp.instructions if i.is_root and not paths[i.name]]
-        trie[""] = [node for node in trie[""] if node not in outputs]
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
-        trie = {"": trie[""] + outputs, "/": trie["/"]}
+        trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
         self._neighbours: dict[int, list[int]] = defaultdict(list)
+        self._users: dict[int, list[int]] = defaultdict(list)
+        self._inputs: dict[int, list[int]] = defaultdict(list)
         for source, target, _, _ in edges:
             self._neighbours[source].append(target)
             self._neighbours[target].append(source)
+            self._users[source].append(target)
+            self._inputs[target].append(source)
         self._place(trie, owner, None)
+        self._order_sections(owner, len(comp.instructions))
 
-    def _place(self, trie: dict, parent: int, members: set[int] | None) -> None:
+    def _order_sections(self, owner: int, size: int) -> None:
+        """Sections in the order they run; a layer's backward names its forward, and back."""
+        groups = {self.section[k]: k for k in self.children[owner] if k in self.section}
+        if not groups:
+            return
+        middle = [groups[name] for name in SECTIONS if name in groups]
+        middle = [g for g in middle if self.section[g] not in (INPUTS, OUTPUTS)]
+        for group, order in zip(middle, sorted(self.order[g] for g in middle)):
+            self.order[group] = order
+        if INPUTS in groups:
+            self.order[groups[INPUTS]] = -1.0
+        if OUTPUTS in groups:
+            self.order[groups[OUTPUTS]] = float(size)
+        for name, group in groups.items():
+            self.notes[group] = SECTION_NOTES[name]
+            self._flow_sort(group)
+        forward = self._scope_paths(groups.get(FORWARD))
+        backward = self._scope_paths(groups.get(BACKWARD))
+        for path, group in backward.items():
+            twin = tuple(p.removesuffix(BACKWARD_SUFFIX) for p in path)
+            if twin in forward:
+                self.notes[group] = (
+                    f"the backward pass of {twin[-1]}; its forward pass is in "
+                    f"{place_label(FORWARD, list(twin))}"
+                )
+                self.notes[forward[twin]] = (
+                    f"the forward pass of {twin[-1]}; its backward pass is in "
+                    f"{place_label(BACKWARD, list(path))}"
+                )
+
+    def _flow_sort(self, group: int) -> None:
+        """Order a group's children as data flows between them, then by program order.
+
+        The backward pass runs from the last layer to the first whatever order the
+        compiler printed it in; a cycle is broken at the child that comes first.
+        """
+        kids = self.children[group]
+        child: dict[int, int] = {}
+        stack = [(k, k) for k in kids]
+        while stack:
+            node, top = stack.pop()
+            child[node] = top
+            stack.extend((k, top) for k in self.children[node])
+        after: dict[int, set[int]] = {k: set() for k in kids}
+        waiting = dict.fromkeys(kids, 0)
+        for node, top in child.items():
+            for user in self._users.get(node, ()):
+                other = child.get(user)
+                if other is not None and other != top and other not in after[top]:
+                    after[top].add(other)
+                    waiting[other] += 1
+        ready = [(self.order[k], k) for k in kids if not waiting[k]]
+        heapq.heapify(ready)
+        sequence: list[int] = []
+        left = set(kids)
+        while left:
+            if not ready:  # a cycle: start from the earliest child left
+                first = min(left, key=self.order.__getitem__)
+                waiting[first] = 0
+                ready.append((self.order[first], first))
+            _, kid = heapq.heappop(ready)
+            if kid not in left:
+                continue
+            left.discard(kid)
+            sequence.append(kid)
+            for other in after[kid]:
+                waiting[other] -= 1
+                if waiting[other] == 0 and other in left:
+                    heapq.heappush(ready, (self.order[other], other))
+        for kid, order in zip(sequence, sorted(self.order[k] for k in kids)):
+            self.order[kid] = order
+
+    def _scope_paths(self, group: int | None) -> dict[tuple[str, ...], int]:
+        """The scope groups under ``group`` by their label path (the first of each)."""
+        found: dict[tuple[str, ...], int] = {}
+        stack = [(group, ())] if group is not None else []
+        while stack:
+            node, path = stack.pop()
+            for kid in self.children[node]:
+                if self.kind[kid] == SCOPE:
+                    found.setdefault((*path, self.label[kid]), kid)
+                    stack.append((kid, (*path, self.label[kid])))
+        return found
+
+    def _place(self, trie: dict, parent: int, members: set[int] | None, split=True) -> None:
+        """Put the instructions of ``trie`` under ``parent``, a group per scope piece.
+
+        Inside a section a scope is one group however its ops connect (the backward
+        of a layer reads what other layers made), even a layer of one op; elsewhere,
+        one per connected piece of more than one op.
+        """
+        for name, sub in trie.get("sections", ()):
+            group = self._add(SCOPE, parent, name, None, 0.0)
+            self.section[group] = name
+            self._place(sub, group, None, split=False)
+            orders = sorted(self.order[c] for c in self.children[group])
+            self.order[group] = orders[len(orders) // 2] if orders else 0.0
         for node in trie[""]:
             if members is None or node in members:
                 self.parent[node] = parent
@@ -180,25 +300,28 @@ class _GraphData:
             inside = _trie_members(sub)
             if members is not None:
                 inside &= members
-            pieces = self._connected_pieces(inside)
+            pieces = self._connected_pieces(inside) if split else [inside]
             for piece in pieces:
-                if len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4):
-                    self._place(sub, parent, piece)
+                if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
+                    self._place(sub, parent, piece, split)
                     continue
                 group = self._add(SCOPE, parent, label, None, 0.0)
-                self._place(sub, group, piece)
+                self._place(sub, group, piece, split)
                 orders = sorted(self.order[c] for c in self.children[group])
                 self.order[group] = orders[len(orders) // 2]
 
     def _connected_pieces(self, nodes: set[int]) -> list[set[int]]:
-        """Connected pieces of ``nodes`` by data edges.
+        """Connected pieces of ``nodes`` by data edges and by operands they share.
 
-        Operand-less ops (parameters, constants, iotas) do not join pieces -- one
-        zero constant feeds every ``relu`` -- they go with their first user's piece.
+        Two ops reading the same value belong together (a layer's backward computes
+        its weight and input gradients from the same output gradient, made outside
+        it). Operand-less ops (parameters, constants, iotas) join nothing -- one
+        zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
         sources = {n for n in nodes if not self.instr[n].operands}
         pieces: list[set[int]] = []
         piece_of: dict[int, int] = {}
+        shared: set[int] = set()
         for start in sorted(nodes - sources):
             if start in piece_of:
                 continue
@@ -207,7 +330,12 @@ class _GraphData:
             while stack:
                 node = stack.pop()
                 piece.add(node)
-                for other in self._neighbours.get(node, ()):
+                near = list(self._neighbours.get(node, ()))
+                for operand in self._inputs.get(node, ()):
+                    if operand not in shared and self.instr[operand].operands:
+                        shared.add(operand)
+                        near.extend(self._users.get(operand, ()))
+                for other in near:
                     if other in nodes and other not in sources and other not in piece_of:
                         piece_of[other] = len(pieces)
                         stack.append(other)
@@ -284,6 +412,8 @@ class _GraphData:
                 self.children[parent].append(node)
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
+        self.notes = {new_id[k]: v for k, v in self.notes.items()}
+        self.section = {new_id[k]: v for k, v in self.section.items()}
         self.blocks = [
             (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
             for owner, edges in self.blocks
@@ -292,13 +422,22 @@ class _GraphData:
     # -- questions about the tree ----------------------------------------------
 
     def initial_open(self) -> list[int]:
-        """Groups to show open: breadth first, while at most OPEN_NODES nodes show."""
+        """Groups to show open: breadth first, while at most OPEN_NODES nodes show.
+
+        A training step opens on its sections with the forward and backward passes
+        open and their layers closed; inputs, the loss, the optimizer update and the
+        outputs stay closed. A call or loop that holds most of its computation's
+        instructions (a command buffer, a training loop) is entered.
+        """
+        sizes = [1 if kind == INSTRUCTION else 0 for kind in self.kind]
+        for node in range(len(self.kind) - 1, 0, -1):
+            sizes[self.parent[node]] += sizes[node]
         opened = [0]
         visible = len(self.children[0])
         frontier = [0]
         while frontier:
             candidates = [
-                k for node in frontier for k in self.children[node] if self.kind[k] != INSTRUCTION
+                k for node in frontier for k in self.children[node] if self._opens(k, node, sizes)
             ]
             frontier = []
             for group in candidates:
@@ -308,6 +447,15 @@ class _GraphData:
                     visible += extra
                     frontier.append(group)
         return opened
+
+    def _opens(self, node: int, parent: int, sizes: list[int]) -> bool:
+        if not self.children[node] or self.section.get(parent) in _OPEN_SECTIONS:
+            return False
+        if node in self.section:
+            return self.section[node] in _OPEN_SECTIONS
+        if self.kind[node] != INSTRUCTION:
+            return True
+        return self.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
 
     def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
         """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""
@@ -393,6 +541,7 @@ class _GraphData:
         for node in range(n):
             if self.kind[node] == INSTRUCTION and self.children[node]:
                 count[node] = _direct_count(self, node)
+        note = [intern(self.notes.get(node, "")) for node in range(n)]
         return {
             "version": 1,
             "title": title,
@@ -414,6 +563,8 @@ class _GraphData:
             "location": location,
             "source": source,
             "text": text,
+            "note": note,
+            "instructions": sum(1 for kind in self.kind if kind == INSTRUCTION),
             "params": {str(k): v for k, v in self.params.items()},
             "roots": {str(k): v for k, v in self.roots.items()},
             "blocks": [
@@ -477,55 +628,6 @@ def _is_program(comp: HloComputation) -> bool:
     return comp.kind not in ("fusion", "applied")
 
 
-def _split_scope(op_name: str) -> list[str]:
-    """``jit(f)/transpose(jvp(g))/dot`` -> ``['jit(f)', 'transpose(jvp(g))', 'dot']``."""
-    parts, depth, start = [], 0, 0
-    for index, char in enumerate(op_name):
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif char == "/" and depth <= 0:
-            parts.append(op_name[start:index])
-            start = index + 1
-    parts.append(op_name[start:])
-    return [p for p in parts if p]
-
-
-def _scope_paths(comp: HloComputation, module: HloModule) -> dict[str, list[str]]:
-    """The name scope (op_name without its op) of every instruction of ``comp``.
-
-    An instruction without metadata takes the scope of its fused computation's
-    ops, else of its first user, else of its first operand: parameters and
-    constants then sit beside the ops that read them. The ROOT (the outputs)
-    keeps its own scope, often none: had it taken an operand's scope, the group
-    of the forward pass would also hold what the backward pass and the optimizer
-    return, and read their results, so the layout could not draw it first.
-    """
-    paths: dict[str, list[str]] = {}
-    for instr in comp.instructions:
-        op_name = instr.metadata.op_name
-        if not op_name and instr.opcode == "fusion":
-            inner = [
-                i.metadata.op_name for c in module.called(instr) for i in c if i.metadata.op_name
-            ]
-            op_name = Counter(inner).most_common(1)[0][0] if inner else ""
-        paths[instr.name] = _split_scope(op_name)[:-1]
-    users: dict[str, list[str]] = defaultdict(list)
-    for instr in comp.instructions:
-        for operand in instr.operands:
-            users[operand].append(instr.name)
-    for instr in reversed(comp.instructions):
-        if not paths[instr.name] and not instr.is_root:
-            found = next((paths[u] for u in users[instr.name] if paths.get(u)), [])
-            paths[instr.name] = found
-    for instr in comp.instructions:
-        if not paths[instr.name] and not instr.is_root:
-            found = next((paths[o] for o in instr.operands if paths.get(o)), [])
-            paths[instr.name] = found
-    return paths
-
-
 def _trie_members(trie: dict) -> set[int]:
     members = set(trie[""])
     for sub in trie["/"].values():
@@ -553,7 +655,7 @@ def _what_it_does(instr: HloInstruction, module: HloModule) -> str:
             for inner in inside:
                 if op_category(inner) == wanted:
                     return inner.opcode
-    jax_op = _split_scope(instr.metadata.op_name)[-1:]
+    jax_op = split_scope(instr.metadata.op_name)[-1:]
     return jax_op[0] if jax_op else instr.opcode
 
 

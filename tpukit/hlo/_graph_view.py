@@ -19,12 +19,14 @@ click inside the graph zooms.
 How the graph is organised: a big training step has thousands of instructions
 in its ENTRY computation and no layout library lays that out interactively
 (the long forward-to-backward edges make layered layouts slow). So the graph
-is a tree of groups: name scopes from the ``op_name`` metadata
-(``jit(step)/jvp()/...``), then consecutive parts of at most
-`MAX_CHILDREN` nodes when a scope is too big; every fusion, while, call or
+is a tree of groups: the user's layers and name scopes from the ``op_name``
+metadata, a training step split into its sections (inputs, forward, loss,
+backward, optimizer update, outputs), then consecutive parts of at most
+`MAX_CHILDREN` nodes when a group is too big; every fusion, while, call or
 conditional is one node whose called computations open in place. The page
-opens with groups expanded until about `OPEN_NODES` nodes show, and lays out
-only the children of a group, once, when it opens.
+opens with groups expanded until about `OPEN_NODES` nodes show (a training
+step on its sections, layers closed), and lays out only the children of a
+group, once, when it opens.
 """
 
 from __future__ import annotations
@@ -32,12 +34,14 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import pathlib
 import re
 import uuid
 import zlib
 from collections import Counter
 
+from tpukit._errors import ArgumentError
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo
@@ -168,18 +172,26 @@ class HloGraph:
         )
 
 
-def graph(hlo: str | HloModule, *, title: str | None = None, stage: str | None = None) -> HloGraph:
+def graph(
+    hlo: str | os.PathLike | HloModule,
+    *,
+    title: str | None = None,
+    stage: str | None = None,
+) -> HloGraph:
     """An interactive graph of HLO, for a notebook cell's output.
 
     Fusions, calls and loops are single nodes that open in place; instructions
-    are grouped by name scope (``jit(f)/dense/...``); colours say the kind of
-    op, edge widths the bytes. Click a node for its HLO text, shape, source
-    line and estimated FLOPs and bytes; search by opcode, name, scope or
-    ``file.py:line``.
+    are grouped by the user's layers and name scopes, and a training step by its
+    sections (inputs, forward, loss, backward, optimizer update, outputs); colours
+    say the kind of op, edge widths the bytes. Click a node for its HLO text,
+    shape, source line and estimated FLOPs and bytes; search by opcode, name,
+    scope or ``file.py:line``.
 
     Args:
       hlo: HLO text (``compiled.as_text()`` or
-        ``lowered.as_text(dialect="hlo", debug_info=True)``) or a parsed `HloModule`.
+        ``lowered.as_text(dialect="hlo", debug_info=True)``), the path of an HLO
+        text file (a dump written with ``XLA_FLAGS=--xla_dump_to=DIR``), or a
+        parsed `HloModule`.
       title: the heading; the module's name when None.
       stage: ``"optimized"`` or ``"lowered"``, shown beside the title.
 
@@ -189,16 +201,69 @@ def graph(hlo: str | HloModule, *, title: str | None = None, stage: str | None =
     Example:
         >>> compiled = jax.jit(f).lower(x).compile()
         >>> tpukit.hlo.graph(compiled.as_text(), title="f", stage="optimized")
+        >>> tpukit.hlo.graph("dump/module_0001.jit_f.sm_8.0_gpu_after_optimizations.txt")
     """
-    if isinstance(hlo, str):
-        module = parse_hlo(hlo)
-    elif isinstance(hlo, HloModule):
+    if isinstance(hlo, HloModule):
         module = hlo
+    elif isinstance(hlo, (str, os.PathLike)):
+        module = parse_hlo(_hlo_text(hlo))
     else:
         raise TypeError(
-            f"graph() takes HLO text or an HloModule, got {type(hlo).__name__}. Pass e.g. "
-            "jax.jit(f).lower(x).compile().as_text()."
+            f"graph() takes HLO text, an HLO file's path or an HloModule, got "
+            f"{type(hlo).__name__}. Pass e.g. jax.jit(f).lower(x).compile().as_text()."
         )
     if not module.computations:
         raise ValueError("This HLO module has no computation to draw; pass the module's full text.")
     return HloGraph(module, title=title, stage=stage)
+
+
+_MLIR = re.compile(r"^\s*(module\b|func\.func\b|#loc)|\b(stablehlo|mhlo)\.\w", re.MULTILINE)
+_DUMP_FLAG = "XLA_FLAGS=--xla_dump_to=DIR"
+
+
+def _hlo_text(source: str | os.PathLike) -> str:
+    """The HLO text ``source`` holds or names (a file's path)."""
+    if isinstance(source, os.PathLike) or _looks_like_a_path(source):
+        path = pathlib.Path(source)
+        if path.is_dir():
+            dumps = sorted(p.name for p in path.glob("*.txt"))
+            listed = ", ".join(dumps[:6]) + (", ..." if len(dumps) > 6 else "") or "none"
+            raise ArgumentError(
+                f"{str(path)!r} is a folder; graph() draws one module. Pass one of its HLO "
+                f"text files (.txt files here: {listed}); XLA names the optimized one "
+                "*after_optimizations.txt."
+            )
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"No HLO file at {str(path)!r}. graph() takes HLO text, the path of an HLO "
+                f"text file (run with {_DUMP_FLAG} and pass one of DIR's .txt files), or "
+                "an HloModule."
+            )
+        data = path.read_bytes()
+        try:
+            source = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ArgumentError(
+                f"{str(path)!r} is not text (an HloProto .pb?). Pass the text dump: XLA "
+                "writes it beside the .pb as a .txt file (--xla_dump_hlo_as_text)."
+            ) from None
+        if "HloModule" not in source and "ENTRY" not in source and not _MLIR.search(source):
+            raise ArgumentError(
+                f"{path.name!r} holds no HLO module (XLA writes buffer assignments and "
+                "reports beside each module). Pass the module itself: the file ending in "
+                "after_optimizations.txt, or before_optimizations.txt for the lowered HLO."
+            )
+    if "HloModule" not in source and _MLIR.search(source):
+        raise ArgumentError(
+            "This is StableHLO/MLIR text (it has 'module', 'func.func' or stablehlo ops), "
+            "which tpukit does not read: it draws XLA's HLO text. From JAX pass "
+            "lowered.as_text(dialect='hlo', debug_info=True) or compiled.as_text(); from a "
+            f"dump, run with {_DUMP_FLAG} and pass a module_*.txt file of DIR."
+        )
+    return source
+
+
+def _looks_like_a_path(text: str) -> bool:
+    """One line, without the braces and '=' of HLO: a file name, not HLO text."""
+    line = text.strip()
+    return bool(line) and "\n" not in line and "{" not in line and " = " not in line

@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
+from tpukit.compilation._module_scopes import module_scopes
+
 from ._layout import leaf_paths
 from ._losses import Objective
 from ._mesh import Plan
@@ -96,7 +98,8 @@ def _make_step(
             # module's variables belong to this trace and may be updated (BatchNorm).
             model = nnx.merge(graphdef, p, r, copy=True)
             model.train()
-            loss, metrics = objective(model, batch)
+            with module_scopes(model):  # the graph of fit's step names the model's layers
+                loss, metrics = objective(model, batch)
             _, _, new_rest = split_model(model)
             return loss, (metrics, new_rest)
 

@@ -21,7 +21,20 @@ GraphView.prototype.lines = function (i) {
     if (op === "fusion" && d.count[i]) op = "fusion \u00b7 " + d.count[i] + " ops";
     return [d.label[i], op + " " + shortShape(d.shape[i])];
   }
-  return [d.label[i], d.count[i] + " ops" + (d.flops[i] ? " \u00b7 " + fmt(d.flops[i], "FLOP") : "")];
+  return [d.label[i], this.costText(i)];
+};
+
+// "12 ops · 3.4 MFLOP · 56 kB": a group's size and estimated work, in its box or header.
+GraphView.prototype.costText = function (i) {
+  var d = this.data;
+  return d.count[i] + (d.count[i] === 1 ? " op" : " ops") +
+    (d.flops[i] ? " \u00b7 " + fmt(d.flops[i], "FLOP") : "") +
+    (d.bytes[i] ? " \u00b7 " + fmt(d.bytes[i], "B") : "");
+};
+
+// The header line of an open group: its label, then its size and work.
+GraphView.prototype.headerText = function (i) {
+  return clip(this.data.label[i], MAX_CHARS + 20) + "  \u00b7 " + this.costText(i);
 };
 
 GraphView.prototype.closedSize = function (i) {
@@ -193,8 +206,8 @@ GraphView.prototype.measure = function (i) {
     minX = Math.min(minX, x); minY = Math.min(minY, y);
     maxX = Math.max(maxX, x + self.w[kid]); maxY = Math.max(maxY, y + self.h[kid]);
   });
-  var label = this.lines(i)[0];
-  this.w[i] = Math.max(maxX - minX + 2 * PAD, Math.min(MAX_CHARS, label.length + 14) * CHAR_W + 40);
+  var header = this.headerText(i).length;
+  this.w[i] = Math.max(maxX - minX + 2 * PAD, Math.min(MAX_CHARS + 20, header) * CHAR_W + 40);
   this.h[i] = maxY - minY + HEADER_H + PAD;
   this.geom.set(i, {above: above, total: shift, growth: growth, minX: minX, minY: minY, layout: layout});
 };

@@ -101,7 +101,7 @@ function clip(text, n) { return text.length > n ? text.slice(0, n - 1) + "\u2026
 function fmt(value, unit) {
   if (!value) return "0 " + unit;
   var steps = ["", "k", "M", "G", "T", "P"], i = 0;
-  while (value >= 1000 && i < steps.length - 1) { value /= 1000; i++; }
+  while (value >= 999.5 && i < steps.length - 1) { value /= 1000; i++; }  // 999.9 k is 1.00 M
   return (i ? value.toPrecision(3) : String(value)) + " " + steps[i] + unit;
 }
 
@@ -278,7 +278,7 @@ GraphView.prototype.render = function (anchor) {
   this.renders += 1;
   var ms = performance.now() - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
-    this.data.kind.length.toLocaleString() + " in all \u00b7 drawn in " + Math.round(ms) + " ms";
+    this.data.instructions.toLocaleString() + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
   this.root.setAttribute("data-nodes", String(count));
   this.root.setAttribute("data-edges", String(edges.length));
   this.root.setAttribute("data-renders", String(this.renders));
@@ -297,7 +297,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
     svg("rect", {width: this.w[i], height: HEADER_H, fill: "transparent"}, header);
     if (i !== 0) this.drawToggle(header, 6, 5, "\u2212");
     var text = svg("text", {x: i !== 0 ? 26 : 8, y: 16}, header);
-    text.textContent = clip(d.label[i], MAX_CHARS + 20) + "  \u00b7 " + d.count[i] + " ops";
+    text.textContent = this.headerText(i);
     this.children[i].forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
     return;
   }
@@ -396,6 +396,7 @@ GraphView.prototype.fillPanel = function (i) {
     if (path !== location) row("file", path);
     row("op_name", d.strings[d.scope[i]]);
   }
+  row("note", d.strings[d.note[i]]);
   if (this.children[i].length) row("contents", d.count[i] + " instructions");
   row("FLOPs (est.)", d.flops[i].toLocaleString() + " (" + fmt(d.flops[i], "FLOP") + ")");
   row("bytes (est.)", d.bytes[i].toLocaleString() + " (" + fmt(d.bytes[i], "B") + ")");

@@ -1,0 +1,122 @@
+"""The numbers on HLO nodes, each derived by hand: FLOPs, bytes and categories.
+
+A strided convolution's input gradient is an input-dilated convolution whose window
+mostly reads the zeros put between its input's elements; library calls carry scratch
+buffers; asynchronous pairs hand one buffer from start to done; ``opt-barrier`` moves
+nothing. The graph's header counts instructions, not the groups drawn around them.
+"""
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax import lax
+
+from tpukit.hlo import instruction_bytes, instruction_flops, op_category, parse_hlo
+from tpukit.hlo._graph_data import INSTRUCTION
+from tpukit.hlo._graph_view import graph
+
+
+def conv(x, w, padding):
+    return lax.conv_general_dilated(
+        x, w, (2, 2), padding, dimension_numbers=("NHWC", "HWIO", "NHWC")
+    )
+
+
+@pytest.mark.parametrize("padding", ["VALID", "SAME"])
+def test_a_stride_2_convolutions_input_gradient_counts_what_the_convolution_counts(padding):
+    x, w = jnp.ones((2, 16, 16, 8)), jnp.ones((3, 3, 8, 4))
+    forward = parse_hlo(jax.jit(lambda x, w: conv(x, w, padding)).lower(x, w).compile().as_text())
+    backward = parse_hlo(
+        jax.jit(jax.grad(lambda x, w: conv(x, w, padding).sum())).lower(x, w).compile().as_text()
+    )
+    (fwd,) = [i for i in forward.instructions() if i.opcode == "convolution"]
+    (grad,) = [i for i in backward.instructions() if i.opcode == "convolution"]
+    assert "lhs_dilate=2x2" in grad.attributes["window"]
+    # 2 x batch 2 x 4 output features x 8 input features x (7 or 8 outputs x 3 taps) per side
+    side = {"VALID": 7, "SAME": 8}[padding] * 3
+    expected = 2 * 2 * 4 * 8 * side * side
+    assert instruction_flops(fwd, forward) == expected
+    assert instruction_flops(grad, backward) == expected  # was 16 x 16 x 9 taps per output
+
+
+def test_a_dilated_strided_window_counts_only_taps_on_real_elements():
+    module = parse_hlo(
+        """HloModule dilated
+ENTRY e {
+  x = f32[1,3,1]{2,1,0} parameter(0)
+  w = f32[2,1,1]{2,1,0} parameter(1)
+  ROOT c = f32[1,2,1]{2,1,0} convolution(x, w), window={size=2 stride=2 lhs_dilate=2}, dim_labels=b0f_0io->b0f
+}"""
+    )
+    # the dilated input x0 0 x1 0 x2: output 0 reads (x0, 0), output 1 reads (x1, 0)
+    assert instruction_flops(module.instruction("c"), module) == 2 * 2
+
+
+GEMM = """HloModule gemm
+ENTRY e {
+  a = f32[64,128]{1,0} parameter(0)
+  b = f32[128,32]{1,0} parameter(1)
+  g = (f32[64,32]{1,0}, s8[4194304]{0}) custom-call(a, b), custom_call_target="__cublas$gemm", backend_config={"gemm_backend_config":{"lhs_contracting_dimensions":["1"]}}
+  ROOT r = f32[64,32]{1,0} get-tuple-element(g), index=0
+}"""
+
+
+def test_a_cublas_gemm_does_not_count_its_workspace():
+    module = parse_hlo(GEMM)
+    gemm = module.instruction("g")
+    assert instruction_bytes(gemm, module) == (64 * 128 + 128 * 32 + 64 * 32) * 4
+    assert instruction_flops(gemm, module) == 2 * 64 * 32 * 128
+    assert op_category(gemm) == "matmul"
+
+
+ASYNC = """HloModule pairs
+ENTRY e {
+  p = f32[256]{0} parameter(0)
+  cs = (f32[256]{0:S(1)}, f32[256]{0}, u32[]) copy-start(p)
+  cd = f32[256]{0:S(1)} copy-done(cs)
+  ags = (f32[256]{0}, f32[1024]{0}) all-gather-start(p), replica_groups={{0,1,2,3}}, dimensions={0}
+  agd = f32[1024]{0} all-gather-done(ags)
+  t = (f32[256]{0}, f32[1024]{0}) tuple(cd, agd)
+  ob = (f32[256]{0}, f32[1024]{0}) opt-barrier(t)
+  ROOT r = f32[256]{0} get-tuple-element(ob), index=0
+}"""
+
+
+def test_async_pairs_count_their_bytes_once_at_the_start():
+    module = parse_hlo(ASYNC)
+    nbytes = {i.name: instruction_bytes(i, module) for i in module.entry}
+    assert nbytes["cs"] == 1024 + 1024  # reads p, writes the copy
+    assert nbytes["cd"] == 0
+    assert nbytes["ags"] == 1024 + 4096  # reads p, writes the gathered array
+    assert nbytes["agd"] == 0
+
+
+def test_opt_barrier_is_control_flow_and_moves_nothing():
+    module = parse_hlo(ASYNC)
+    barrier = module.instruction("ob")
+    assert op_category(barrier) == op_category("opt-barrier") == "control_flow"
+    assert instruction_bytes(barrier, module) == 0
+
+
+@pytest.mark.parametrize(
+    ("opcode", "category"),
+    [
+        ("count-leading-zeros", "elementwise"),
+        ("sinh", "elementwise"),
+        ("topk", "data_movement"),
+        ("collective-reduce", "collective"),
+        ("scan", "control_flow"),
+        ("batch-norm-training", "reduction"),
+        ("replica-id", "parameter/constant"),
+    ],
+)
+def test_opcodes_xla_has_added_have_their_category(opcode, category):
+    assert op_category(opcode) == category
+
+
+def test_the_header_counts_instructions_not_groups():
+    g = graph(ASYNC)
+    payload = g._data.payload("pairs", None)
+    instructions = sum(1 for kind in payload["kind"] if kind == INSTRUCTION)
+    assert payload["instructions"] == instructions == g.num_instructions == 8
+    assert len(payload["kind"]) > instructions  # the groups are there, and not counted

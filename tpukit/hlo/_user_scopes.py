@@ -1,0 +1,394 @@
+"""Where each instruction belongs in the user's terms: sections, layers and name scopes.
+
+JAX writes the trace's name stack into every op's ``op_name`` metadata, wrapped in the
+transformations that made the op: ``jit(step)/jvp(model (MLP))/layers[0] (Linear)/dot``
+is the forward pass of the first layer, ``jit(step)/transpose(jvp(model (MLP)))/...``
+its backward pass, ``jit(step)/jvp(jit(take_along_axis))/...`` part of the loss, with
+JAX's own helper functions (``jit(_where)``) mixed in. `plan_scopes` turns that into
+the path of groups a user expects: JAX's function names are dropped, transformations
+become sections, and a computation that runs a training step (it has both a forward
+and a backward pass) is laid out as the sections
+
+    inputs · forward (by layer) · loss · backward (by layer) · optimizer update · outputs
+
+where the backward of ``layers[0] (Linear)`` is the group ``layers[0] (Linear) backward``.
+Ops outside any scope after the backward pass are the optimizer's update. A fusion
+goes where most of its work is (FLOPs, then bytes), and says so when it mixes places.
+Scope names come from JAX's ``jax.named_scope`` and, for Flax NNX models,
+from ``tpukit.compile``, which traces each module call under its path and class.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from tpukit.hlo._cost import instruction_flops
+from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+
+INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS = (
+    "inputs",
+    "forward",
+    "loss",
+    "backward",
+    "optimizer update",
+    "outputs",
+)
+#: The sections of a training step, in the order they run.
+SECTIONS = (INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS)
+SECTION_NOTES = {
+    INPUTS: "the program's parameters: weights, optimizer state and data",
+    FORWARD: "the forward pass, by layer (or name scope)",
+    LOSS: "forward ops outside every layer and name scope: the loss",
+    BACKWARD: "the backward pass (JAX's transpose of the forward), by layer",
+    UPDATE: "ops after the backward pass outside every name scope: the optimizer's update",
+    OUTPUTS: "what the program returns",
+}
+BACKWARD_SUFFIX = " backward"
+
+_TRANSFORM = re.compile(r"([a-z_]+)\((.*)\)", re.DOTALL)
+_FUNCTION_TRANSFORMS = frozenset({"jit", "pjit", "xla_pmap", "core_call", "custom_jvp_call"})
+# Names JAX gives the parts of its control flow and calls, not the user's scopes.
+_STRUCTURE = re.compile(
+    r"while|body|cond|scan|closed_call|core_call|remat|checkpoint|shard_map|"
+    r"custom_jvp_call|custom_vjp_call|branch_\d+_fun"
+)
+# A computation with more parameters than this (a model's weights, a command buffer's
+# operands) collects them into "inputs", as a training step does; a few stay in view.
+_MANY_PARAMETERS = 4
+# Ops that do no work of their own: they do not make a computation a training step.
+_TRIVIAL = frozenset(
+    "parameter constant iota tuple get-tuple-element bitcast copy broadcast".split()
+)
+_PLUMBING = frozenset(
+    {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
+)
+
+
+@dataclass
+class ScopePlan:
+    """The groups of one computation: each instruction's section and path inside it.
+
+    ``section`` is one of `SECTIONS` or ``""`` (no section: the computation is not a
+    training step, or the op sits in the user's own top-level scope); ``path`` is the
+    group labels inside it, outermost first. ``notes`` say why a fusion sits where it
+    does when its ops come from several places.
+    """
+
+    section: dict[str, str] = field(default_factory=dict)
+    path: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    has_sections: bool = False
+
+
+def split_scope(op_name: str) -> list[str]:
+    """``jit(f)/transpose(jvp(g))/dot`` -> ``['jit(f)', 'transpose(jvp(g))', 'dot']``."""
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(op_name):
+        if char in "([":
+            depth += 1
+        elif char in ")]":
+            depth -= 1
+        elif char == "/" and depth <= 0:
+            parts.append(op_name[start:index])
+            start = index + 1
+    parts.append(op_name[start:])
+    return [p for p in parts if p]
+
+
+def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
+    """``(direction, names)`` of a name stack: ``"forward"``, ``"backward"`` or ``"plain"``.
+
+    Transformations are unwrapped (``transpose(jvp(x))`` -> ``x``, a backward op);
+    the names of jitted functions are dropped, for they are JAX's helpers (``_where``,
+    ``take_along_axis``) far more often than the user's own functions, and so are the
+    names of control flow (``while/body``, ``cond/branch_1_fun``, ``closed_call``).
+
+        >>> parse_scope(["jit(step)", "transpose(jvp(model (MLP)))", "layers[0] (Linear)"])
+        ('backward', ('model (MLP)', 'layers[0] (Linear)'))
+    """
+    direction, names = "plain", []
+    for component in components:
+        transforms = []
+        found = _TRANSFORM.fullmatch(component)
+        while found:
+            transforms.append(found.group(1))
+            component = found.group(2)
+            found = _TRANSFORM.fullmatch(component)
+        if "transpose" in transforms:
+            direction = "backward"
+        elif direction == "plain" and ("jvp" in transforms or "linearize" in transforms):
+            direction = "forward"
+        if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
+            continue
+        if component and not _STRUCTURE.fullmatch(component):
+            names.append(component)
+    return direction, tuple(names)
+
+
+def function_name(comp: HloComputation) -> str | None:
+    """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
+    counts: dict[str, int] = defaultdict(int)
+    for instr in comp.instructions:
+        first = split_scope(instr.metadata.op_name)[:1]
+        found = _TRANSFORM.fullmatch(first[0]) if first else None
+        if found and found.group(1) in ("jit", "pjit") and found.group(2):
+            counts[found.group(2)] += 1
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def plan_scopes(
+    comp: HloComputation, module: HloModule, caller: HloInstruction | None
+) -> ScopePlan:
+    """Sections and group paths for the instructions of ``comp`` (see the module docstring).
+
+    ``caller`` is the instruction that runs ``comp`` (a while, call or conditional);
+    the scopes its own op_name already has are left out of its body's paths.
+    """
+    keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+    weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
+    strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
+    for instr in comp.instructions:
+        key, weights[instr.name] = _owner(instr, module)
+        if key is not None and strip and key[1][: len(strip)] == strip:
+            key = (key[0], key[1][len(strip) :])
+        keys[instr.name] = key
+    called = [
+        module.computations[ref.name]
+        for instr in comp.instructions
+        if instr.opcode in ("while", "call", "conditional")
+        for ref in instr.called_computations
+        if ref.name in module.computations
+    ]
+    plan = ScopePlan(has_sections=_is_step(comp) and not any(_is_step(c) for c in called))
+    place = _placer(keys, plan.has_sections)
+    if plan.has_sections:
+        _sections(comp, keys, plan, place)
+    else:
+        for name, key in keys.items():
+            where = place(key) if key is not None else None
+            if where is not None:
+                plan.section[name], plan.path[name] = where
+    if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
+        for param in comp.parameters:
+            plan.section[param.name], plan.path[param.name] = INPUTS, []
+    if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
+        _outputs(comp, plan)
+    _follow_neighbours(comp, plan)
+    for name, weight in weights.items():
+        if len(weight) > 1:
+            placed = place_label(plan.section[name], plan.path[name])
+            plan.notes[name] = _mixed_note(weight, place, strip, placed)
+    return plan
+
+
+def _is_step(comp: HloComputation) -> bool:
+    """Does ``comp`` run a forward and a backward pass itself (not only bits XLA hoisted)?"""
+    seen = set()
+    for instr in comp.instructions:
+        if instr.opcode not in _TRIVIAL and instr.metadata.op_name:
+            seen.add(_parse_op_name(instr.metadata.op_name)[0])
+    return {"forward", "backward"} <= seen
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
+    return parse_scope(split_scope(op_name)[:-1])
+
+
+def _owner(
+    instr: HloInstruction, module: HloModule
+) -> tuple[tuple[str, tuple[str, ...]] | None, dict]:
+    """The scope that owns an instruction: its own, or for a fusion the heaviest of its ops.
+
+    A fusion with any op of the backward pass belongs to the backward pass (XLA copies
+    cheap forward ops, a ReLU's mask, into the backward fusions that read them); among
+    the candidates the one with the most FLOPs wins, then the most bytes written (the
+    fusion's result goes to the ops making it), then read (each parameter to the op
+    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion,
+    ``[FLOPs, bytes written, bytes read, ops]`` for each scope in it.
+    """
+    weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    if instr.opcode == "fusion":
+        stack = [c for c in module.called(instr)]
+        while stack:
+            for inner in stack.pop():
+                if inner.opcode == "fusion":
+                    stack.extend(module.called(inner))
+                    continue
+                if not inner.metadata.op_name or inner.opcode == "parameter":
+                    continue
+                totals = weight.setdefault(_parse_op_name(inner.metadata.op_name), [0] * 4)
+                totals[0] += instruction_flops(inner, module)
+                totals[3] += 1
+        for fused in module.called(instr)[:1]:
+            for inner, nbytes, written in _boundary_bytes(fused):
+                key = _parse_op_name(inner.metadata.op_name)
+                weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
+    if weight:
+        candidates = [k for k in weight if k[0] == "backward"] or list(weight)
+        return max(candidates, key=weight.__getitem__), weight
+    if not instr.metadata.op_name or instr.opcode == "parameter":
+        return None, weight
+    return _parse_op_name(instr.metadata.op_name), weight
+
+
+def _boundary_bytes(fused: HloComputation):
+    """``(op, bytes, written)`` for the traffic at a fused computation's boundary.
+
+    A parameter's bytes go to the first op with a name scope that reads it (through
+    plumbing such as bitcasts and broadcasts); the result's to the op that makes it
+    (each element of a multi-output fusion's tuple to its own maker).
+    """
+    users: dict[str, list[HloInstruction]] = defaultdict(list)
+    for inner in fused.instructions:
+        for operand in inner.operands:
+            users[operand].append(inner)
+
+    def reader(name: str, depth: int = 0) -> HloInstruction | None:
+        for user in users[name]:
+            if user.metadata.op_name:
+                return user
+            if depth < 8 and (found := reader(user.name, depth + 1)) is not None:
+                return found
+        return None
+
+    for param in fused.parameters:
+        found = reader(param.name)
+        if found is not None:
+            yield found, param.shape.nbytes, False
+    root = fused.root
+    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
+    for maker in makers:
+        if maker is not None and maker.metadata.op_name:
+            yield maker, maker.shape.nbytes, True
+
+
+def _common_root(names: list[tuple[str, ...]]) -> int:
+    """1 when every one of ``names`` starts with the same scope (the model itself), else 0."""
+    firsts = {n[0] for n in names if n}
+    return 1 if len(firsts) == 1 and all(names) else 0
+
+
+def _placer(keys: dict, sectioned: bool):
+    """A function from a scope key to ``(section, path)``, or None for an unnamed plain op."""
+    forward = [k[1] for k in keys.values() if k is not None and k[0] == "forward" and k[1]]
+    backward = [k[1] for k in keys.values() if k is not None and k[0] == "backward" and k[1]]
+    skip_forward, skip_backward = _common_root(forward), _common_root(backward)
+
+    def place(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
+        direction, names = key
+        if not sectioned or direction == "plain":
+            return ("", list(names)) if names else None
+        if not forward:  # no layer or scope names anything: the passes stay whole
+            return (FORWARD if direction == "forward" else BACKWARD), []
+        if direction == "forward":
+            return (FORWARD, list(names[skip_forward:])) if names else (LOSS, [])
+        names = names[skip_backward:] if names else ("loss",)
+        return BACKWARD, [n + BACKWARD_SUFFIX for n in names]
+
+    return place
+
+
+def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
+    after_backward: set[str] = set()
+    for instr in comp.instructions:
+        key = keys[instr.name]
+        if (key is not None and key[0] == "backward") or any(
+            o in after_backward for o in instr.operands
+        ):
+            after_backward.add(instr.name)
+        if key is None:
+            continue
+        where = place(key)
+        if where is None and instr.name in after_backward:
+            where = (UPDATE, [])
+        if where is not None:
+            plan.section[instr.name], plan.path[instr.name] = where
+
+
+def _outputs(comp: HloComputation, plan: ScopePlan) -> None:
+    """The ROOT, and plumbing that only feeds it, form the outputs."""
+    users: dict[str, list[str]] = defaultdict(list)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            users[operand].append(instr.name)
+    outputs = {comp.root.name}
+    plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
+    for instr in reversed(comp.instructions):
+        if (
+            instr.name not in plan.section
+            and instr.opcode in _PLUMBING
+            and users[instr.name]
+            and all(u in outputs for u in users[instr.name])
+        ):
+            outputs.add(instr.name)
+            plan.section[instr.name], plan.path[instr.name] = OUTPUTS, []
+
+
+def _follow_neighbours(comp: HloComputation, plan: ScopePlan) -> None:
+    """Place the rest (constants, XLA's copies, unnamed ops) beside their first user.
+
+    Without a placed user, beside their first placed operand other than an input;
+    copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
+    """
+    users: dict[str, list[str]] = defaultdict(list)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            users[operand].append(instr.name)
+    for instr in reversed(comp.instructions):
+        if instr.name not in plan.section:
+            for user in users[instr.name]:
+                if user in plan.section and plan.section[user] != OUTPUTS:
+                    plan.section[instr.name] = plan.section[user]
+                    plan.path[instr.name] = plan.path[user]
+                    break
+    for instr in comp.instructions:
+        if (
+            instr.name not in plan.section
+            and instr.opcode in _PLUMBING
+            and instr.operands
+            and all(plan.section.get(o) == INPUTS for o in instr.operands)
+        ):
+            plan.section[instr.name], plan.path[instr.name] = INPUTS, []
+            continue
+        if instr.name not in plan.section:
+            for operand in instr.operands:
+                if operand in plan.section and plan.section[operand] != INPUTS:
+                    plan.section[instr.name] = plan.section[operand]
+                    plan.path[instr.name] = plan.path[operand]
+                    break
+    for instr in comp.instructions:
+        if instr.name not in plan.section:
+            plan.section[instr.name], plan.path[instr.name] = "", []
+
+
+def place_label(section: str, path: list[str]) -> str:
+    """``forward › layers[0] (Linear)``: where a group or instruction sits, for notes."""
+    return " › ".join(([section] if section else []) + path) or "the top level"
+
+
+def _mixed_note(weight: dict, place, strip: tuple[str, ...], placed: str) -> str:
+    """What a fusion holds from several places, and why it sits where it does."""
+    flops = sum(w[0] for w in weight.values())
+    written = sum(w[1] for w in weight.values())
+    key = max([k for k in weight if k[0] == "backward"] or weight, key=weight.__getitem__)
+    mine = weight[key]
+    if flops:
+        share = f"{100 * mine[0] / flops:.0f}% of its FLOPs"
+    elif written:
+        share = f"{100 * mine[1] / written:.0f}% of the bytes it writes"
+    else:
+        share = f"{mine[3]} of its {sum(w[3] for w in weight.values())} ops"
+
+    def label(k: tuple[str, tuple[str, ...]]) -> str:
+        if k[1][: len(strip)] == strip:
+            k = (k[0], k[1][len(strip) :])
+        where = place(k)
+        return place_label(*where) if where is not None else "code outside every scope"
+
+    others = sorted({label(k) for k in weight} - {label(key), placed})
+    text = f"placed in {placed}, the source of {share}"
+    return text + (f"; it also holds ops from {', '.join(others)}" if others else "")
