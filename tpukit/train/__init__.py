@@ -20,15 +20,21 @@ too, and ``sharding=MeshRules(mesh, rules)`` takes your own mesh and partition
 rules; with ``jax.distributed`` joined (``tpukit.connect``), every process runs
 the same ``fit``.
 
-Modules: ``_fit`` (the loop), ``_steps`` (the compiled functions), ``_data``
-(device-resident and streamed data), ``_mesh`` (every sharding decision: the
-plans), ``_layout`` (array paths, multi-process placement, the sharding
-summary), ``_losses``, ``_validate``, ``_history``, ``_progress``, ``_checkpoint``.
+Modules: ``_fit`` (``fit`` and ``Trainer``: setting a call up), ``_options`` (the
+frozen options of a call), ``_run`` (the loop and its collaborators), ``_state``
+(what carries over between calls, kept on the model), ``_program`` (optimizer
+programs and the fingerprint checkpoints record), ``_steps`` (the compiled
+functions), ``_guard`` (the NaN stop), ``_data`` (device-resident and streamed
+data), ``_mesh`` (every sharding decision: the plans), ``_layout`` (array paths,
+multi-process placement, the sharding summary), ``_losses``, ``_validate``,
+``_history``, ``_progress``, ``_checkpoint`` (orbax), ``_integrity``
+(checksums and file digests) and ``_exceptions``.
 """
 
-from ._checkpoint import CheckpointError
 from ._evaluate import evaluate
-from ._fit import NonFiniteLossError, Trainer, fit
+from ._exceptions import CheckpointError
+from ._fit import Trainer, fit
+from ._guard import NonFiniteLossError
 from ._history import History
 from ._layout import ShardingSummary
 from ._losses import accuracy, cross_entropy, top_k_accuracy

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ._exceptions import TrainingInputError, TrainingTypeError
 from ._mesh import Plan
 
 
@@ -47,13 +48,13 @@ def _kind_and_arrays(data: Any, name: str) -> tuple[str, Any]:
     """``("pair", (x, y))`` or ``("dict", {...})``; raise for anything else."""
     if isinstance(data, dict):
         if not data:
-            raise ValueError(f"{name} is an empty dict; expected a dict of arrays.")
+            raise TrainingInputError(f"{name} is an empty dict; expected a dict of arrays.")
         if {"inputs", "labels"} <= set(data) and len(data) == 2:
             return "pair", (data["inputs"], data["labels"])
         return "dict", dict(data)
     if isinstance(data, (tuple, list)) and len(data) == 2:
         return "pair", tuple(data)
-    raise TypeError(
+    raise TrainingTypeError(
         f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or an "
         f"iterable of such batches; got {type(data).__name__}."
     )
@@ -75,7 +76,7 @@ def _as_array(a: Any, name: str) -> Any:
         return a
     arr = np.asarray(a)
     if arr.dtype == object:
-        raise TypeError(f"{name} holds Python objects, not numbers; pass numeric arrays.")
+        raise TrainingTypeError(f"{name} holds Python objects, not numbers; pass numeric arrays.")
     if arr.dtype == np.float64:
         arr = arr.astype(np.float32)
     elif arr.dtype == np.int64:
@@ -89,14 +90,14 @@ def check_lengths(arrays: Any, name: str) -> int:
     lengths = {}
     for path, a in leaves:
         if np.ndim(a) == 0:
-            raise ValueError(
+            raise TrainingInputError(
                 f"{name}{jax.tree_util.keystr(path)} is a scalar; every array needs a "
                 "first axis of examples."
             )
         lengths[jax.tree_util.keystr(path)] = a.shape[0]
     if len(set(lengths.values())) > 1:
         shown = ", ".join(f"{name}{k}: {v}" for k, v in lengths.items())
-        raise ValueError(
+        raise TrainingInputError(
             f"{name} arrays have different numbers of examples ({shown}). Inputs and "
             "labels must have the same first-axis length."
         )
@@ -111,10 +112,10 @@ def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> i
         or isinstance(batch_size, bool)
         or batch_size < 1
     ):
-        raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
+        raise TrainingInputError(f"batch_size must be a positive integer; got {batch_size!r}.")
     batch_size = int(batch_size)
     if n is not None and batch_size > n:
-        raise ValueError(
+        raise TrainingInputError(
             f"batch_size={batch_size} is larger than {name}, which has {n} examples. "
             f"Pick batch_size <= {n - n % shards or shards}."
         )
@@ -122,7 +123,7 @@ def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> i
         lower = batch_size - batch_size % shards
         upper = lower + shards
         choices = f"{lower} or {upper}" if lower else f"{upper}"
-        raise ValueError(
+        raise TrainingInputError(
             f"batch_size={batch_size} does not divide evenly over {plan.describe_batch_split()} "
             f"the batch is split across (mesh {dict(plan.mesh.shape)}). Pick a multiple of "
             f"{shards}, e.g. {choices}."
@@ -203,12 +204,12 @@ class StreamedData:
 
     def __init__(self, data: Iterable, plan: Plan, batch_size: int | None, name: str, epochs: int):
         if not isinstance(data, Iterable):
-            raise TypeError(
+            raise TrainingTypeError(
                 f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or "
                 f"an iterable of such batches; got {type(data).__name__}."
             )
         if iter(data) is data and epochs > 1:
-            raise ValueError(
+            raise TrainingInputError(
                 f"{name} is a one-shot iterator ({type(data).__name__}), which runs out after "
                 f"one epoch, but epochs={epochs}. Pass a list of batches, or an object whose "
                 "__iter__ starts a fresh pass, or train one epoch per fit call."
@@ -220,12 +221,12 @@ class StreamedData:
         try:
             first = next(self._first_iter)
         except StopIteration:
-            raise ValueError(f"{name} yielded no batches.") from None
+            raise TrainingInputError(f"{name} yielded no batches.") from None
         self._first = first
         self.kind, arrays = _kind_and_arrays(first, f"the first batch of {name}")
         inferred = check_lengths(arrays, f"the first batch of {name}")
         if batch_size is not None and batch_size != inferred:
-            raise ValueError(
+            raise TrainingInputError(
                 f"batch_size={batch_size} but the batches of {name} hold {inferred} examples. "
                 "Leave batch_size=None for iterables, or re-batch the data."
             )

@@ -16,6 +16,7 @@ from flax import nnx
 
 from . import _steps
 from ._data import ResidentData, check_batch_size, is_array_dataset
+from ._exceptions import TrainingTypeError
 from ._losses import Metric
 from ._mesh import Plan, resolve_plan
 from ._validate import check_model, check_objective, objective_for
@@ -52,7 +53,7 @@ def evaluate(
     """
     check_model(model)
     if not is_array_dataset(data):
-        raise TypeError(
+        raise TrainingTypeError(
             "evaluate needs in-memory arrays: an (inputs, labels) tuple or a dict "
             f"of arrays; got {type(data).__name__}."
         )

@@ -24,7 +24,8 @@ class History:
             with a ``val_`` prefix when ``eval_data`` was given, ``steps`` and
             ``seconds``.
         executions: one dict per compiled call: ``epoch``, ``step`` (the step
-            reached within the epoch), ``global_step``, ``loss``, metrics and
+            reached within the epoch), ``global_step`` (counted over the model's
+            whole training, so a second ``fit`` call counts on), ``loss``, metrics and
             ``steps_per_s``.
         stopped: ``None``, or why training stopped early (e.g. a non-finite loss).
         sharding: a :class:`~tpukit.train.ShardingSummary` of the run's layout (mesh

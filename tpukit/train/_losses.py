@@ -29,6 +29,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from ._exceptions import TrainingInputError, TrainingTypeError
+
 Metric = str | Callable[[jax.Array, jax.Array], jax.Array]
 
 
@@ -88,13 +90,13 @@ def resolve_metrics(metrics: Sequence[Metric]) -> tuple[tuple[str, Callable], ..
             k = int(match.group(1))
             out.append((f"top{k}_accuracy", _TopK(k)))
         else:
-            raise ValueError(
+            raise TrainingInputError(
                 f"Unknown metric {m!r}. Expected 'accuracy', 'top5_accuracy' (any k), or a "
                 "function metric(outputs, labels) -> batch mean."
             )
     names = [n for n, _ in out]
     if len(set(names)) != len(names) or "loss" in names:
-        raise ValueError(f"Metric names must be unique and not 'loss'; got {names}.")
+        raise TrainingInputError(f"Metric names must be unique and not 'loss'; got {names}.")
     return tuple(out)
 
 
@@ -107,7 +109,7 @@ def _check_arity(fn: Callable, expected: str) -> None:
     try:
         sig.bind(None, None)
     except TypeError:
-        raise TypeError(
+        raise TrainingTypeError(
             f"loss={getattr(fn, '__name__', fn)!r} has signature {sig}, but tpukit calls it as "
             f"{expected}. Write a function with exactly those two arguments."
         ) from None
@@ -125,7 +127,7 @@ class Objective:
         self.default_loss = loss is None
         self.loss = cross_entropy if loss is None else loss
         if not callable(self.loss):
-            raise TypeError(f"loss must be a function; got {type(loss).__name__}.")
+            raise TrainingTypeError(f"loss must be a function; got {type(loss).__name__}.")
         expected = "loss(outputs, labels)" if kind == "pair" else "loss(model, batch)"
         _check_arity(self.loss, expected)
         self.metrics = resolve_metrics(metrics)

@@ -37,6 +37,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from ._exceptions import TrainingInputError, TrainingTypeError
 from ._layout import ShardingSummary, is_key, leaf_paths, place
 
 
@@ -180,7 +181,7 @@ def _mirrored(path: str, shape: tuple, by_path: dict) -> PartitionSpec | None:
 def _devices(devices: Sequence[jax.Device] | None) -> np.ndarray:
     found = list(jax.devices() if devices is None else devices)
     if not found:
-        raise ValueError("devices is empty; pass at least one device, or None for all.")
+        raise TrainingInputError("devices is empty; pass at least one device, or None for all.")
     return np.array(found)
 
 
@@ -296,7 +297,7 @@ class MeshRules(Plan):
         batch_axes: Sequence[str] = ("data",),
     ):
         if not isinstance(mesh, Mesh):
-            raise TypeError(
+            raise TrainingTypeError(
                 f"MeshRules needs a jax.sharding.Mesh; got {type(mesh).__name__}. Build one "
                 "with jax.make_mesh((4, 2), ('data', 'model'))."
             )
@@ -311,7 +312,7 @@ class MeshRules(Plan):
         self.batch_axes = tuple(batch_axes)
         unknown = [a for a in self.batch_axes if a not in names]
         if unknown or not self.batch_axes:
-            raise ValueError(
+            raise TrainingInputError(
                 f"batch_axes={self.batch_axes} names no axis or axes the mesh lacks "
                 f"({unknown}); the mesh has axes {names}. Pass e.g. batch_axes=({names[0]!r},)."
             )
@@ -319,26 +320,26 @@ class MeshRules(Plan):
         compiled = []
         for item in rules:
             if not (isinstance(item, (tuple, list)) and len(item) == 2):
-                raise TypeError(
+                raise TrainingTypeError(
                     f"Each rule is a (regex, PartitionSpec) pair; got {item!r}. Write e.g. "
                     "(r'layers/0/kernel', P(None, 'model'))."
                 )
             pattern, spec = item
             if not isinstance(spec, PartitionSpec):
-                raise TypeError(
+                raise TrainingTypeError(
                     f"The rule for {pattern!r} gives {spec!r}; expected a "
                     "jax.sharding.PartitionSpec such as P(None, 'model')."
                 )
             for axis in _spec_axes(spec):
                 if axis not in names:
-                    raise ValueError(
+                    raise TrainingInputError(
                         f"The rule {pattern!r} -> {spec} uses mesh axis {axis!r}, but the mesh "
                         f"has axes {names}. Use one of those names."
                     )
             try:
                 compiled.append((re.compile(pattern), spec))
             except re.error as e:
-                raise ValueError(
+                raise TrainingInputError(
                     f"The rule pattern {pattern!r} is not a valid regex: {e}."
                 ) from None
             self.rules += ((pattern, spec),)
@@ -356,14 +357,14 @@ class MeshRules(Plan):
             return PartitionSpec()
         pattern, spec = found
         if len(spec) > len(shape):
-            raise ValueError(
+            raise TrainingInputError(
                 f"The rule {pattern!r} -> {spec} splits {len(spec)} dimensions, but {path} has "
                 f"shape {shape}. Give at most {len(shape)} entries, or narrow the pattern."
             )
         for dim, entry in enumerate(spec):
             size = math.prod(self.mesh.shape[a] for a in _spec_axes(PartitionSpec(entry)))
             if shape[dim] % size:
-                raise ValueError(
+                raise TrainingInputError(
                     f"The rule {pattern!r} -> {spec} splits dimension {dim} of {path} (shape "
                     f"{shape}) into {size} pieces, which does not divide {shape[dim]}. Pick a "
                     "mesh axis whose size divides it, or leave that dimension None."
@@ -376,7 +377,7 @@ class MeshRules(Plan):
                 shown = ", ".join(paths[:8]) + (
                     f", ... ({len(paths)} in all)" if len(paths) > 8 else ""
                 )
-                raise ValueError(
+                raise TrainingInputError(
                     f"The MeshRules rule {pattern!r} -> {spec} matches no array of the model. "
                     f"The model's paths are: {shown}. Fix the pattern (a regex searched in "
                     "these '/'-joined paths) or remove the rule."
@@ -421,7 +422,7 @@ def resolve_plan(sharding: str | Plan = "data") -> Plan:
             "sharding=tpukit.train.MeshRules(mesh, rules=[(r'kernel', P(None, 'model'))], "
             "batch_axes=('data',))."
         )
-    raise ValueError(
+    raise TrainingInputError(
         f"sharding={sharding!r} is not a strategy tpukit knows. Expected 'data' (batch split "
         "over all devices, parameters replicated), 'fsdp' (batch and parameters split), or a "
         f"DataParallel, FSDP or MeshRules object.{hint}"

@@ -34,11 +34,17 @@ from tpukit.compilation._module_scopes import module_scopes
 from ._layout import leaf_paths
 from ._losses import Objective
 from ._mesh import Plan
+from ._state import detached
 
 
 def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
-    """``(graphdef, params, rest)``: trainable parameters apart from all other state."""
-    return nnx.split(model, nnx.Param, ...)
+    """``(graphdef, params, rest)``: trainable parameters apart from all other state.
+
+    The model's :class:`~tpukit.train._state.TrainingState` is left out of
+    ``graphdef``, so a compiled step never holds an optimizer state alive.
+    """
+    with detached(model):
+        return nnx.split(model, nnx.Param, ...)
 
 
 def _inexact(x: Any) -> bool:
@@ -64,8 +70,11 @@ def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
 
 
 def _opt_state_names(opt_state: Any) -> list[str]:
-    paths = jax.tree_util.tree_leaves_with_path(opt_state)
-    return [jax.tree_util.keystr(path).strip(".") for path, x in paths if _inexact(x)]
+    return [n for n, x in leaf_paths(opt_state) if _inexact(x)]
+
+
+def _inexact_count(tree: Any) -> int:
+    return sum(_inexact(x) for x in jax.tree.leaves(tree))
 
 
 def _all_finite(tree: Any) -> list[jax.Array]:
@@ -90,65 +99,88 @@ def _make_step(
 ) -> Callable:
     """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``."""
 
-    def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
-        (params, rest, opt_state), stats = carry
+    def loss_fn(p: Any, r: Any, batch: Any) -> tuple:
+        # ``r`` goes through value_and_grad (undifferentiated) so that the merged
+        # module's variables belong to this trace and may be updated (BatchNorm).
+        model = nnx.merge(graphdef, p, r, copy=True)
+        model.train()
+        with module_scopes(model):  # the graph of fit's step names the model's layers
+            loss, metrics = objective(model, batch)
+        _, _, new_rest = split_model(model)
+        return loss, (metrics, new_rest)
 
-        def loss_fn(p: Any, r: Any) -> tuple:
-            # ``r`` goes through value_and_grad (undifferentiated) so that the merged
-            # module's variables belong to this trace and may be updated (BatchNorm).
-            model = nnx.merge(graphdef, p, r, copy=True)
-            model.train()
-            with module_scopes(model):  # the graph of fit's step names the model's layers
-                loss, metrics = objective(model, batch)
-            _, _, new_rest = split_model(model)
-            return loss, (metrics, new_rest)
+    def gradients(state: tuple, batch: Any) -> tuple:
+        params, rest, _ = state
+        return jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch)
 
-        def update(grads: Any, params: Any, new_rest: Any, opt_state: Any) -> tuple:
-            updates, new_opt = optimizer.update(grads, opt_state, params)
-            return optax.apply_updates(params, updates), new_rest, new_opt
+    def update(state: tuple, grads: Any, new_rest: Any) -> tuple:
+        params, _, opt_state = state
+        updates, new_opt = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_rest, new_opt
 
-        def attempt(grads: Any, params: Any, new_rest: Any, opt_state: Any) -> tuple:
-            new_state = update(grads, params, new_rest, opt_state)
-            flags = jnp.stack([*_all_finite(new_state[0]), *_all_finite(new_state[2])])
-            applied = jnp.all(flags)
-            kept = jax.tree.map(
-                lambda new, old: jnp.where(applied, new, old),
-                new_state,
-                (params, rest, opt_state),
-            )
-            return kept, flags
-
-        def skip(grads: Any, params: Any, new_rest: Any, opt_state: Any) -> tuple:
-            after = len(_all_finite(params)) + len(_all_finite(opt_state))
-            return (params, rest, opt_state), jnp.ones((after,), jnp.bool_)
-
-        (loss, (metrics, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(params, rest)
-        if guard:
-            running = stats["bad_step"] < 0
-            before = _finite_flags(loss, grads)
-            # The update runs inside the branch: a step skipped for its loss or gradients
-            # costs nothing; an update that is not finite is not kept either.
-            state, after = jax.lax.cond(
-                running & jnp.all(before), attempt, skip, grads, params, new_rest, opt_state
-            )
-            flags = jnp.concatenate([before, after])
-            finite = jnp.all(flags)
-            good = running & finite
-            stats = dict(stats)
-            first_bad = running & ~finite
-            stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
-            stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
-        else:
-            good = jnp.bool_(True)
-            state = update(grads, params, new_rest, opt_state)
+    def accumulate(stats: dict, good: jax.Array, loss: jax.Array, metrics: dict) -> dict:
         new_stats = dict(stats)
         new_stats["loss"] = stats["loss"] + jnp.where(good, loss, 0.0)
         for name, value in metrics.items():
             new_stats[name] = stats[name] + jnp.where(good, value, 0.0)
         new_stats["steps"] = stats["steps"] + good.astype(jnp.int32)
-        return state, new_stats
+        return new_stats
+
+    if not guard:
+
+        def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
+            state, stats = carry
+            (loss, (metrics, new_rest)), grads = gradients(state, batch)
+            return update(state, grads, new_rest), accumulate(stats, jnp.bool_(True), loss, metrics)
+
+        return step
+
+    def attempt(state: tuple, batch: Any) -> tuple:
+        """Train on ``batch``; keep ``state`` unless loss, gradients and result are finite."""
+        (loss, (metrics, new_rest)), grads = gradients(state, batch)
+        before = _finite_flags(loss, grads)
+
+        def apply(_: None) -> tuple:
+            new_state = update(state, grads, new_rest)
+            after = _flags([*_all_finite(new_state[0]), *_all_finite(new_state[2])])
+            kept = jax.lax.cond(jnp.all(after), lambda: new_state, lambda: state)
+            return kept, after
+
+        def refuse(_: None) -> tuple:
+            return state, jnp.ones((_after_count(state),), jnp.bool_)
+
+        # The update runs only for a finite loss and gradients; a non-finite update
+        # (new parameters or optimizer state) is computed, and then not kept.
+        new_state, after = jax.lax.cond(jnp.all(before), apply, refuse, None)
+        return new_state, jnp.concatenate([before, after]), loss, metrics
+
+    def skip(state: tuple, batch: Any) -> tuple:
+        """After the first bad step: nothing runs, the state stays as it is."""
+        flags = jnp.ones((1 + _inexact_count(state[0]) + _after_count(state),), jnp.bool_)
+        zeros = {name: jnp.zeros((), jnp.float32) for name in objective.metric_names}
+        return state, flags, jnp.zeros((), jnp.float32), zeros
+
+    def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
+        state, stats = carry
+        running = stats["bad_step"] < 0
+        state, flags, loss, metrics = jax.lax.cond(running, attempt, skip, state, batch)
+        finite = jnp.all(flags)
+        first_bad = running & ~finite
+        stats = dict(stats)
+        stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
+        stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
+        return state, accumulate(stats, running & finite, loss, metrics)
 
     return step
+
+
+def _flags(flags: list[jax.Array]) -> jax.Array:
+    return jnp.stack(flags) if flags else jnp.ones((0,), jnp.bool_)
+
+
+def _after_count(state: tuple) -> int:
+    """How many flags check a step's result: new parameters, then new optimizer state."""
+    return _inexact_count(state[0]) + _inexact_count(state[2])
 
 
 def _gather(a: jax.Array, rows: jax.Array) -> jax.Array:

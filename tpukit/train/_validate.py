@@ -8,7 +8,7 @@ Example::
     >>> check_optimizer("adam")
     Traceback (most recent call last):
     ...
-    TypeError: optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got str.
+    tpukit.train._exceptions.TrainingTypeError: optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got str.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from ._exceptions import TrainingInputError, TrainingTypeError
 from ._losses import Objective, cross_entropy, pick_default_metrics
 
 
@@ -32,9 +33,11 @@ def check_model(model: Any) -> None:
             hint = " Linen modules are stateless; port the model to flax.nnx (see nnx.bridge)."
         elif "torch" in kind:
             hint = " PyTorch models cannot be compiled by XLA here; rewrite the model in flax.nnx."
-        raise TypeError(f"model should be a Flax NNX module (flax.nnx.Module); got {kind}.{hint}")
+        raise TrainingTypeError(
+            f"model should be a Flax NNX module (flax.nnx.Module); got {kind}.{hint}"
+        )
     if not jax.tree.leaves(nnx.state(model, nnx.Param)):
-        raise ValueError(
+        raise TrainingInputError(
             f"model {type(model).__name__} has no nnx.Param to train. Create layers such as "
             "nnx.Linear(..., rngs=rngs) as attributes in __init__."
         )
@@ -43,14 +46,14 @@ def check_model(model: Any) -> None:
 def check_optimizer(optimizer: Any) -> None:
     """The optimizer must be an optax ``GradientTransformation`` (not ``nnx.Optimizer``)."""
     if isinstance(optimizer, nnx.Optimizer):
-        raise TypeError(
+        raise TrainingTypeError(
             "optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got "
             "an nnx.Optimizer. Pass the optax transformation itself: fit(model, optax.adam(1e-3), ...)."
         )
     if not (
         callable(getattr(optimizer, "init", None)) and callable(getattr(optimizer, "update", None))
     ):
-        raise TypeError(
+        raise TrainingTypeError(
             "optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); "
             f"got {type(optimizer).__name__}."
         )
@@ -59,7 +62,7 @@ def check_optimizer(optimizer: Any) -> None:
 def objective_for(source: Any, loss: Any, metrics: Any) -> Objective:
     """The :class:`Objective` for this data, with default metrics filled in."""
     if source.kind == "dict" and loss is None:
-        raise ValueError(
+        raise TrainingInputError(
             "train_data is a dict of arrays, so tpukit cannot tell inputs from labels. Either "
             "name them {'inputs': x, 'labels': y}, or pass loss=fn(model, batch) returning the "
             "loss (or (loss, outputs) to get metrics against batch['labels'])."
@@ -95,12 +98,12 @@ def check_objective(
         try:
             out = jax.eval_shape(lambda p, r, x: _merged(graphdef, p, r)(x), params, rest, x)
         except Exception as e:
-            raise ValueError(
+            raise TrainingInputError(
                 f"The model failed on a batch of {name} inputs of shape {_shape(x)}: "
                 f"{type(e).__name__}: {e}\nCheck that the model's input size matches the data."
             ) from e
         if not hasattr(out, "shape"):
-            raise TypeError(
+            raise TrainingTypeError(
                 f"The model returned {type(out).__name__}; with (inputs, labels) data it should "
                 "return one array of outputs. For richer outputs use dict data and "
                 "loss=fn(model, batch)."
@@ -110,7 +113,7 @@ def check_objective(
         try:
             value = jax.eval_shape(objective.loss, out, y)
         except Exception as e:
-            raise ValueError(
+            raise TrainingInputError(
                 f"loss={getattr(objective.loss, '__name__', objective.loss)} failed when called "
                 f"as loss(outputs, labels) with outputs {_shape(out)} and labels {_shape(y)}: "
                 f"{type(e).__name__}: {e}"
@@ -124,7 +127,7 @@ def check_objective(
             )
         except Exception as e:
             shapes = {k: _shape(v) for k, v in batch.items()}
-            raise ValueError(
+            raise TrainingInputError(
                 f"loss={getattr(objective.loss, '__name__', objective.loss)} failed when called "
                 f"as loss(model, batch) with batch {shapes}: {type(e).__name__}: {e}"
             ) from e
@@ -132,7 +135,7 @@ def check_objective(
         _check_loss_value(value, batch_size, "loss(model, batch)")
         y = batch.get("labels")
         if objective.metrics and (metric_out is None or y is None):
-            raise ValueError(
+            raise TrainingInputError(
                 f"metrics={list(objective.metric_names)} need model outputs and batch['labels'], "
                 "but with dict data the loss returned only a scalar or the batch has no 'labels'. "
                 "Return (loss, outputs) from the loss and include 'labels', or pass metrics=()."
@@ -141,7 +144,7 @@ def check_objective(
         try:
             jax.eval_shape(fn, metric_out, y)
         except Exception as e:
-            raise ValueError(
+            raise TrainingInputError(
                 f"metric {metric_name!r} failed on outputs {_shape(metric_out)} and labels "
                 f"{_shape(y)}: {type(e).__name__}: {e}"
             ) from e
@@ -150,7 +153,7 @@ def check_objective(
 def _check_loss_value(value: Any, batch_size: int, call: str) -> None:
     shape = getattr(value, "shape", None)
     if shape is None or shape not in ((), (batch_size,)):
-        raise ValueError(
+        raise TrainingInputError(
             f"{call} should return a scalar (or one value per example, shape ({batch_size},)); "
             f"it returned {type(value).__name__} with shape {shape}."
         )
@@ -165,12 +168,12 @@ def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
             if tuple(y.shape) == tuple(out.shape)
             else ""
         )
-        raise TypeError(
+        raise TrainingTypeError(
             f"The default loss (softmax cross-entropy) needs integer class labels, but the "
             f"{name} labels are {y.dtype}.{hint} Or pass loss=... for other targets."
         )
     if tuple(y.shape) != expected:
-        raise ValueError(
+        raise TrainingInputError(
             f"The default loss needs labels of shape {expected} for model outputs of shape "
             f"{tuple(out.shape)}; the {name} labels have shape {tuple(y.shape)} per batch."
             + (
@@ -183,7 +186,7 @@ def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
     xp = np if isinstance(labels, np.ndarray) else jnp  # host labels stay on the host
     lo, hi = int(xp.min(labels)), int(xp.max(labels))
     if lo < 0 or hi >= classes:
-        raise ValueError(
+        raise TrainingInputError(
             f"The {name} labels range over [{lo}, {hi}], but the model has {classes} outputs, "
             f"so labels must lie in [0, {classes - 1}]. Widen the model's last layer or fix the labels."
         )

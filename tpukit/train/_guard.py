@@ -1,0 +1,124 @@
+"""The NaN guard's report: where training stopped, and which quantity went bad first.
+
+The compiled step (``_steps``) refuses a step whose loss, gradients, new
+parameters or new optimizer state are not finite and skips the rest of the call;
+it hands back the last good state, the index of the bad step and one finite flag
+per quantity. :class:`NonFiniteGuard` turns those flags into a
+:class:`NonFiniteLossError` that names the step and the quantity in words.
+
+Example::
+
+    >>> import jax.numpy as jnp
+    >>> guard = NonFiniteGuard({"w": jnp.zeros(2)}, ())
+    >>> guard.describe(["new value of w"])
+    "the update of w (the loss and gradients were finite, the optimizer's result was not)"
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from tpukit._errors import TpukitError
+
+from ._history import History
+from ._steps import finite_names
+
+
+class NonFiniteLossError(TpukitError, FloatingPointError):
+    """Training stopped because a step's loss, gradients or update were NaN or infinite.
+
+    That step was not applied: the model and its optimizer state hold the values
+    from just before it, and so does the newest checkpoint when ``checkpoint_dir``
+    was given. ``epoch`` and ``step`` (1-based, within the run) say where it
+    happened, ``execution`` which compiled call (1-based, counted over the run) ran
+    that step; ``quantity`` names the first bad quantity (``"loss"``, ``"gradient of
+    layers/0/kernel"``, ``"new value of layers/0/kernel"`` or ``"optimizer state
+    0/nu/layers/0/kernel"``) and ``quantities`` all of them; ``history`` holds the
+    figures up to there.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        epoch: int,
+        step: int,
+        history: History,
+        execution: int | None = None,
+        quantities: Sequence[str] = (),
+    ):
+        super().__init__(message)
+        self.epoch = epoch
+        self.step = step
+        self.history = history
+        self.execution = execution
+        self.quantities = tuple(quantities)
+        self.quantity = self.quantities[0] if self.quantities else None
+
+
+_KINDS = ("gradient of ", "new value of ", "optimizer state ")
+
+
+class NonFiniteGuard:
+    """Reads the ``finite`` flags of a compiled call for a model and optimizer state."""
+
+    def __init__(self, params: Any, opt_state: Any):
+        self.names = finite_names(params, opt_state)
+
+    @staticmethod
+    def tripped(stats: dict) -> bool:
+        """Whether the call stopped at a non-finite step."""
+        return int(stats["bad_step"]) >= 0
+
+    def bad(self, finite: Any) -> list[str]:
+        """The names of the quantities whose flag is down, in step order."""
+        return [n for n, ok in zip(self.names, np.asarray(finite), strict=True) if not ok]
+
+    @staticmethod
+    def describe(bad: list[str]) -> str:
+        """The first quantity that went bad, in words."""
+        if not bad or bad[0] == "loss":
+            return "the loss"
+        kind = next(k for k in _KINDS if bad[0].startswith(k))
+        paths = [n.removeprefix(kind) for n in bad if n.startswith(kind)]
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        plural = "s" if len(paths) > 1 else ""
+        if kind == "gradient of ":
+            return f"the gradient{plural} of {shown} (the loss was finite)"
+        if kind == "new value of ":
+            return (
+                f"the update of {shown} (the loss and gradients were finite, the optimizer's "
+                "result was not)"
+            )
+        return f"the optimizer state {shown} (the loss and gradients were finite)"
+
+    def error(
+        self, finite: Any, where: str, checkpoint_step: int | None, history: History, **at: int
+    ) -> NonFiniteLossError:
+        """The error to raise for a call whose ``finite`` flags are ``finite``."""
+        bad = self.bad(finite)
+        kept = "the model and the optimizer state keep their values from before it"
+        if checkpoint_step is not None:
+            kept += f", and so does the newest checkpoint (step {checkpoint_step})"
+        if bad and not bad[0].startswith(("loss", "gradient of ")):
+            advice = (
+                "The optimizer's update is not finite though the gradients are: check its "
+                "settings (an infinite or huge learning rate, eps=0 in Adam)."
+            )
+        else:
+            advice = (
+                "Try a smaller learning rate, gradient clipping (optax.clip_by_global_norm), "
+                "or check the data for NaNs."
+            )
+        if checkpoint_step is not None:
+            advice += (
+                " Then resume=True continues from the checkpoint, with a changed optimizer too."
+            )
+        message = (
+            f"Training stopped: {self.describe(bad)} became NaN or infinite at {where}. "
+            f"The step was not applied: {kept}. {advice}"
+        )
+        history.stopped = message
+        return NonFiniteLossError(message, history=history, quantities=bad or ["loss"], **at)

@@ -1,0 +1,358 @@
+"""One ``fit`` call while it runs: the loop, and the small collaborators it reports to.
+
+:class:`RunSpec` is everything fixed for the call (options, data, compiled-step
+ingredients), built once by :class:`~tpukit.train.Trainer`. :class:`Run` is
+complete when constructed: it holds the spec, where the run is
+(:class:`Position`), the :class:`~tpukit.train.History`, and one collaborator per
+job: :class:`Progress` (the epoch line), :class:`Checkpointing` (when to save and
+what), :class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and
+:class:`Evaluator` (``eval_data`` after each epoch). :meth:`Run.train` is the loop
+that starts compiled calls and hands their figures to them.
+
+Example::
+
+    >>> Position().to_record()["epoch"]
+    0
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import numpy as np
+from flax import nnx
+
+from . import _checkpoint, _steps
+from ._data import ResidentData, epoch_indices, epoch_key
+from ._guard import NonFiniteGuard
+from ._history import History
+from ._losses import Objective
+from ._mesh import Plan
+from ._options import RunOptions
+from ._program import OptimizerProgram, ProgramFingerprint
+from ._progress import EpochBar, Speed, compile_count
+from ._state import TrainingState
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class RunSpec:
+    """Everything one ``fit`` call keeps fixed while it runs."""
+
+    options: RunOptions
+    plan: Plan
+    graphdef: Any
+    objective: Objective
+    program: OptimizerProgram
+    source: Any
+    batch_size: int
+    steps_per_epoch: int | None
+    steps_per_call: int
+    guard: bool
+    fingerprint: ProgramFingerprint | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The settings a resumed run must share with the run that wrote the checkpoint."""
+        return {
+            "batch_size": self.batch_size,
+            "n_examples": getattr(self.source, "n", None),
+            "seed": self.options.seed,
+            "shuffle": self.options.shuffle,
+        }
+
+
+@dataclass
+class Position:
+    """Where a run is; saved in every checkpoint, so a resumed run continues exactly."""
+
+    epoch_base: int = 0  # epochs the model trained before this run (the shuffle key counts on)
+    epoch: int = 0  # epochs finished in this run
+    step: int = 0  # steps done in the current epoch
+    global_step: int = 0  # steps over the model's whole training
+    executions: int = 0  # compiled calls in this run
+    epoch_sums: dict[str, float] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "global_step": self.global_step,
+            "executions": self.executions,
+            "epoch_base": self.epoch_base,
+            "epoch_sums": dict(self.epoch_sums),
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Position:
+        return cls(
+            epoch_base=record["epoch_base"],
+            epoch=record["epoch"],
+            step=record["step"],
+            global_step=record["global_step"],
+            executions=record["executions"],
+            epoch_sums=dict(record.get("epoch_sums") or {}),
+        )
+
+
+class Progress:
+    """The epoch line (``_progress.EpochBar``) and the speed figure it shows."""
+
+    def __init__(self, show: bool, speed: Speed):
+        self.show = show
+        self.speed = speed
+        self.bar: EpochBar | None = None
+
+    def start_epoch(self, epoch: int, epochs: int, total: int | None, initial: int) -> None:
+        self.bar = EpochBar(epoch, epochs, total, self.show, initial=initial, speed=self.speed)
+
+    def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
+        self.bar.advance(steps, figures, seconds, compiled=compiled)
+
+    def close_epoch(self, figures: dict | None = None) -> None:
+        if self.bar is not None:
+            self.bar.close(figures)
+            self.bar = None
+
+
+class Evaluator:
+    """Loss and metrics on ``eval_data`` after each epoch (eval mode, every example)."""
+
+    def __init__(self, fn: Callable, source: ResidentData):
+        self.fn = fn
+        self.source = source
+
+    def __call__(self, params: Any, rest: Any) -> dict[str, float]:
+        values = jax.device_get(self.fn(params, rest, self.source.arrays))
+        return {f"val_{n}": float(v) for n, v in values.items()}
+
+
+class Checkpointing:
+    """When the run saves, and what a checkpoint records besides the arrays."""
+
+    def __init__(self, store: _checkpoint.RunCheckpoints, spec: RunSpec):
+        self.store = store
+        self.spec = spec
+        self._warned = False
+
+    def due_after_execution(self, executions: int) -> bool:
+        return bool(self.store.every) and executions % self.store.every == 0
+
+    def due_after_epoch(self, epoch: int) -> bool:
+        return self.store.every is None or epoch == self.spec.options.epochs
+
+    def save(self, position: Position, history: History, state: tuple) -> None:
+        params, rest, opt_state = state
+        names, leaves, _ = _checkpoint.flatten(
+            {"params": params, "state": rest, "optimizer": opt_state}
+        )
+        record = {
+            **position.to_record(),
+            **self.spec.settings(),
+            "history": history.to_dict(),
+            "fingerprint": self.spec.fingerprint.to_record() if self.spec.fingerprint else None,
+        }
+        if not self.store.save(position.global_step, names, leaves, record) and not self._warned:
+            self._warned = True
+            warnings.warn(
+                f"Checkpoint step {position.global_step} was not written: the model holds NaN "
+                "or infinite values (stop_on_nan=False let them through). tpukit never saves "
+                "such a step; the older checkpoints are kept.",
+                stacklevel=2,
+            )
+
+    def mark_stopped(self, step: int, message: str) -> None:
+        self.store.mark_stopped(step, message)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+class Run:
+    """One ``fit`` call: the loop over epochs and compiled calls, and its collaborators."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        model: nnx.Module,
+        position: Position,
+        history: History,
+        progress: Progress,
+        guard: NonFiniteGuard,
+        checkpointing: Checkpointing | None,
+        evaluator: Evaluator | None,
+    ):
+        self.spec = spec
+        self.model = model
+        self.position = position
+        self.history = history
+        self.progress = progress
+        self.guard = guard
+        self.checkpointing = checkpointing
+        self.evaluator = evaluator
+        self.names = ("loss", *spec.objective.metric_names)
+        self.state: tuple = ()
+
+    # ----------------------------------------------------------------- the loop
+    def train(self, state: tuple) -> History:
+        """Train from ``state`` (``(params, rest, opt_state)``, placed) to the last epoch."""
+        pos, epochs = self.position, self.spec.options.epochs
+        self.state = state  # the newest state, whatever stops the loop
+        try:
+            while pos.epoch < epochs:
+                self._epoch()
+                if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
+                    self.checkpointing.save(pos, self.history, self.state)
+            if self.checkpointing:
+                self.checkpointing.save(pos, self.history, self.state)
+        finally:
+            self._write_back(self.state)
+            if self.checkpointing:
+                self.checkpointing.close()
+        return self.history
+
+    def _epoch(self) -> None:
+        """Run the rest of the current epoch, one compiled call at a time."""
+        pos = self.position
+        self.progress.start_epoch(
+            pos.epoch + 1, self.spec.options.epochs, self.spec.steps_per_epoch, initial=pos.step
+        )
+        started = time.perf_counter()
+        executions = self._executions()
+        pending = next(executions, None)
+        while pending is not None:
+            steps, fn, args = pending
+            self.progress.speed.count_flops(fn, (*self.state, *args))
+            compiled = compile_count(fn)
+            t0 = time.perf_counter()
+            *state, stats = fn(*self.state, *args)
+            self.state = tuple(state)
+            pending = next(executions, None)  # the next chunk's transfer overlaps this call
+            stats = jax.device_get(stats)
+            seconds = time.perf_counter() - t0
+            record = self._count(stats, steps, seconds)
+            if self.guard.tripped(stats):
+                self._stop(stats, self.state)
+            self.progress.advance(
+                steps, self._running(), seconds, compiled=compile_count(fn) != compiled
+            )
+            if self.spec.options.callbacks:
+                self._write_back(self.state)
+                for callback in self.spec.options.callbacks:
+                    callback(dict(record))
+            if self.checkpointing and self.checkpointing.due_after_execution(pos.executions):
+                self.checkpointing.save(pos, self.history, self.state)
+        self._finish_epoch(self.state, started)
+
+    def _executions(self) -> Iterator[tuple[int, Callable, tuple]]:
+        """``(steps, compiled call, data arguments)`` for the rest of the current epoch."""
+        spec, pos = self.spec, self.position
+        if isinstance(spec.source, ResidentData):
+            key = epoch_key(spec.options.seed, pos.epoch_base + pos.epoch)
+            indices = spec.plan.put_replicated(
+                epoch_indices(
+                    key,
+                    spec.source.n,
+                    spec.steps_per_epoch,
+                    spec.batch_size,
+                    spec.options.shuffle,
+                )
+            )
+            start = pos.step
+            while start < spec.steps_per_epoch:
+                steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
+                fn = _steps.resident_execution(
+                    spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard
+                )
+                yield steps, fn, (spec.source.arrays, indices, np.int32(start))
+                start += steps
+        else:
+            fn = _steps.streamed_execution(
+                spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard
+            )
+            for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
+                yield steps, fn, (chunk,)
+
+    def _count(self, stats: dict, steps: int, seconds: float) -> dict:
+        """Advance the position by one call's steps; add its figures to the history."""
+        pos = self.position
+        done = int(stats["steps"])
+        pos.step += done
+        pos.global_step += done
+        pos.executions += 1
+        for n in self.names:
+            pos.epoch_sums[n] = pos.epoch_sums.get(n, 0.0) + float(stats[n])
+        pos.epoch_sums["steps"] = pos.epoch_sums.get("steps", 0) + done
+        record = {
+            "epoch": pos.epoch + 1,
+            "step": pos.step,
+            "global_step": pos.global_step,
+            **{n: float(stats[n]) / max(done, 1) for n in self.names},
+            "steps_per_s": steps / max(seconds, 1e-9),
+        }
+        self.history.add_execution(record)
+        return record
+
+    def _running(self) -> dict[str, float]:
+        sums = self.position.epoch_sums
+        return {n: sums.get(n, 0.0) / max(sums.get("steps", 0), 1) for n in self.names}
+
+    def _finish_epoch(self, state: tuple, started: float) -> None:
+        pos = self.position
+        figures = self._running()
+        if self.evaluator is not None:
+            figures.update(self.evaluator(state[0], state[1]))
+        self.history.add_epoch(
+            {
+                "epoch": pos.epoch + 1,
+                **figures,
+                "steps": pos.step,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        self.progress.close_epoch(figures)
+        pos.epoch += 1
+        pos.step = 0
+        pos.epoch_sums = {}
+
+    def _stop(self, stats: dict, state: tuple) -> None:
+        """Raise the guard's error; checkpoint the last good state first."""
+        pos, spec = self.position, self.spec
+        self.progress.close_epoch()
+        if self.checkpointing:
+            self.checkpointing.save(pos, self.history, state)  # unless saved already
+        where = f"epoch {pos.epoch + 1} of {spec.options.epochs}, step {pos.step + 1}"
+        if spec.steps_per_epoch:
+            where += f" of {spec.steps_per_epoch}"
+        where += f" (global step {pos.global_step + 1}, execution {pos.executions})"
+        error = self.guard.error(
+            stats["finite"],
+            where,
+            pos.global_step if self.checkpointing else None,
+            self.history,
+            epoch=pos.epoch + 1,
+            step=pos.step + 1,
+            execution=pos.executions,
+        )
+        if self.checkpointing:
+            self.checkpointing.mark_stopped(pos.global_step, str(error))
+        raise error
+
+    def _write_back(self, state: tuple) -> None:
+        """Put the run's state into the model and its :class:`TrainingState`."""
+        params, rest, opt_state = state
+        if _live((params, rest)):
+            nnx.update(self.model, params, rest)
+        TrainingState.of(self.model).advance(
+            self.position.epoch_base + self.position.epoch,
+            self.position.global_step,
+            self.spec.program.key,
+            opt_state if _live(opt_state) else None,
+        )
+
+
+def _live(tree: Any) -> bool:
+    return not any(getattr(x, "is_deleted", lambda: False)() for x in jax.tree.leaves(tree))

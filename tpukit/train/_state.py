@@ -1,0 +1,110 @@
+"""What carries over from one ``fit`` call to the next on the same model.
+
+A model trained by :func:`tpukit.fit` keeps a :class:`TrainingState` as its
+attribute ``_tpukit_training``: how many epochs and steps it has trained (so the
+next call shuffles with the next epoch's order and counts steps on), and the
+optimizer state with the key of the optimizer program it belongs to (so the next
+call with the same optimizer, the same object or an equal new one, continues
+Adam's moments). Nothing else is kept, and nothing lives outside the model:
+delete the model and its training state goes with it. ``Trainer(model, ...).state``
+shows it; ``state.reset()`` starts the counts and the optimizer afresh.
+
+The attribute stays out of the model's structure: :func:`detached` takes it off
+while ``nnx.split`` runs, so compiled steps never hold it, and it compares equal
+to any other ``TrainingState``, so graph definitions a user makes compare as
+before. A copy, clone or unpickled model starts with a fresh state.
+
+Example::
+
+    >>> from flax import nnx
+    >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
+    >>> TrainingState.of(model).epochs_done
+    0
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import jax
+
+ATTRIBUTE = "_tpukit_training"
+
+
+class TrainingState:
+    """One model's training so far: epoch and step counts, and its optimizer state.
+
+    Attributes:
+        epochs_done: finished epochs over every ``fit`` call; epoch ``e`` of the
+            model's training shuffles with ``(seed, e)``.
+        steps_done: optimizer steps applied over every call (``global_step``).
+        optimizer_key: the program key of the optimizer that ``opt_state`` belongs to.
+        opt_state: that optimizer's state after the last call, or ``None``.
+    """
+
+    def __init__(self, owner: Any = None):
+        self._owner = weakref.ref(owner) if owner is not None else None
+        self.epochs_done = 0
+        self.steps_done = 0
+        self.optimizer_key: str | None = None
+        self.opt_state: Any = None
+
+    @classmethod
+    def of(cls, model: Any) -> TrainingState:
+        """The model's training state, made (counts at zero) the first time it is asked for."""
+        state = vars(model).get(ATTRIBUTE)
+        if not isinstance(state, cls) or state._owner is None or state._owner() is not model:
+            state = cls(model)
+            vars(model)[ATTRIBUTE] = state  # not setattr: NNX's attribute bookkeeping stays as is
+        return state
+
+    def optimizer_state(self, key: str) -> Any:
+        """The kept optimizer state if it belongs to optimizer program ``key``, else ``None``."""
+        if key != self.optimizer_key or self.opt_state is None:
+            return None
+        deleted = any(
+            getattr(x, "is_deleted", lambda: False)() for x in jax.tree.leaves(self.opt_state)
+        )
+        return None if deleted else self.opt_state
+
+    def advance(self, epochs_done: int, steps_done: int, key: str, opt_state: Any) -> None:
+        """Record where training got to, and the optimizer state to continue from."""
+        self.epochs_done, self.steps_done = int(epochs_done), int(steps_done)
+        self.optimizer_key, self.opt_state = key, opt_state
+
+    def reset(self) -> None:
+        """Forget the counts and the optimizer state: the next ``fit`` starts at epoch 0."""
+        self.epochs_done = self.steps_done = 0
+        self.optimizer_key = self.opt_state = None
+
+    def __repr__(self) -> str:
+        kept = "kept" if self.opt_state is not None else "none"
+        return (
+            f"TrainingState(epochs_done={self.epochs_done}, steps_done={self.steps_done}, "
+            f"optimizer state: {kept})"
+        )
+
+    # A training state is not part of what the model *is*.
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, TrainingState)
+
+    def __hash__(self) -> int:
+        return hash(TrainingState)
+
+    def __reduce__(self) -> tuple:
+        return (TrainingState, ())
+
+
+@contextlib.contextmanager
+def detached(model: Any) -> Iterator[None]:
+    """Take the training state off ``model`` for the duration (around ``nnx.split``)."""
+    attributes = vars(model)
+    state = attributes.pop(ATTRIBUTE, None)
+    try:
+        yield
+    finally:
+        if state is not None:
+            attributes[ATTRIBUTE] = state
