@@ -20,7 +20,7 @@ sharing the same cores, so expect efficiency to fall with K), on accelerators
 with the first K real devices.
 
 Then the optimized HLO of fit's compiled step function (8 devices, MLP, data
-parallel and FSDP) is read with :func:`tpukit.hlo.parse_hlo`, and its
+parallel and FSDP; ``Trainer.compile_step``) is read with :func:`tpukit.hlo.parse_hlo`, and its
 all-reduce / all-gather / reduce-scatter instructions are counted with their
 bytes (per step: the step body is a loop in the HLO).
 
@@ -118,32 +118,23 @@ def collectives(hlo_text: str) -> dict[str, dict[str, int]]:
 
 
 def _step_collectives(sharding: str) -> dict:
-    """Compile fit's step function for the MLP on every device and count its collectives."""
+    """Compile fit's step function for the MLP on every device and count its collectives.
+
+    ``Trainer.compile_step`` gives the very program ``fit`` runs (4 steps per call).
+    """
     import numpy as np
     import optax
 
     from tpukit import zoo
-    from tpukit.train import _steps
-    from tpukit.train._data import ResidentData, epoch_indices, epoch_key
-    from tpukit.train._mesh import resolve_plan
-    from tpukit.train._validate import objective_for
+    from tpukit.train import Trainer
 
     _, shape, batch, _, steps = WORKLOADS["mlp"]
     rng = np.random.default_rng(0)
     x = rng.random((steps * batch, *shape), dtype=np.float32)
     y = rng.integers(0, 10, steps * batch).astype(np.int32)
-    plan = resolve_plan(sharding)
-    source = ResidentData((x, y), plan, "train_data")
-    optimizer = optax.adam(1e-3)
-    graphdef, params, rest = _steps.split_model(zoo.create("mlp"))
-    opt_state = optimizer.init(params)
-    params, rest, opt_state = plan.put_state(params, rest, opt_state)
-    fn = _steps.resident_execution(
-        graphdef, objective_for(source, None, None), optimizer, plan, 4, True
-    )
-    indices = epoch_indices(epoch_key(0, 0), source.n, steps, batch, False)
-    text = fn.lower(params, rest, opt_state, source.arrays, indices, np.int32(0)).compile()
-    return collectives(text.as_text())
+    trainer = Trainer(zoo.create("mlp"), optax.adam(1e-3), sharding=sharding)
+    step = trainer.compile_step((x, y), batch_size=batch, steps_per_execution=4, shuffle=False)
+    return collectives(step.hlo_text("optimized"))
 
 
 def worker(devices: int, out: Path) -> None:

@@ -288,3 +288,20 @@ def test_a_sharded_compile_has_a_python_spelling_with_the_magics_vocabulary():
             mesh="data=2",
             shard={"y": "data"},
         )
+
+
+def test_a_module_holding_rng_keys_runs_from_shapes_alone():
+    # The zoo's GPT keeps dropout keys in an nnx.Rngs: timing and profiling a call given
+    # only shapes must fill those keys too, not fail on the key dtype.
+    from flax import nnx
+
+    model = tpukit.zoo.create(
+        "gpt_small", vocab_size=64, depth=1, width=32, num_heads=2, context_length=8
+    )
+    assert any(
+        jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key)
+        for leaf in jax.tree.leaves(nnx.state(model))
+        if hasattr(leaf, "dtype")
+    ), "the test needs a model that holds PRNG keys"
+    compiled = tpukit.compile(lambda model, tokens: model(tokens), model, tpukit.shape("s32[2,8]"))
+    assert compiled.timeit(repeat=1).median > 0  # no arguments: the signature's own shapes

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tpukit.hlo import instruction_bytes, instruction_flops, op_category, parse_hlo
+from tpukit.hlo import fusions_of, instruction_bytes, instruction_flops, op_category, parse_hlo
 from tpukit.hlo._graph_data import INSTRUCTION
 from tpukit.hlo._graph_view import graph
 
@@ -120,3 +120,28 @@ def test_the_header_counts_instructions_not_groups():
     instructions = sum(1 for kind in payload["kind"] if kind == INSTRUCTION)
     assert payload["instructions"] == instructions == g.num_instructions == 8
     assert len(payload["kind"]) > instructions  # the groups are there, and not counted
+
+
+def test_a_fusions_source_line_is_where_most_of_its_ops_came_from():
+    # XLA copies one op's metadata onto the fusion; here the maximum's line is that of an
+    # earlier caller of a cached jax.nn.relu, while the add and the multiply are the user's.
+    module = parse_hlo(
+        """HloModule m
+fused {
+  p0 = f32[8]{0} parameter(0)
+  p1 = f32[8]{0} parameter(1)
+  add = f32[8]{0} add(p0, p1), metadata={op_name="jit(f)/add" source_file="/u/train.py" source_line=12}
+  mul = f32[8]{0} multiply(add, add), metadata={op_name="jit(f)/mul" source_file="/u/train.py" source_line=12}
+  zero = f32[] constant(0)
+  b = f32[8]{0} broadcast(zero), dimensions={}
+  ROOT max = f32[8]{0} maximum(mul, b), metadata={op_name="jit(f)/max" source_file="<ipython-input-1>" source_line=3}
+}
+ENTRY main {
+  x = f32[8]{0} parameter(0)
+  y = f32[8]{0} parameter(1)
+  ROOT f = f32[8]{0} fusion(x, y), kind=kLoop, calls=fused, metadata={op_name="jit(f)/max" source_file="<ipython-input-1>" source_line=3}
+}
+"""
+    )
+    (fusion,) = fusions_of(module)
+    assert fusion.source_location == "train.py:12"

@@ -83,6 +83,14 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     assert "restored model: test accuracy" in text
     assert "test accuracy" in text and "training speed:" in text and "steps/s" in text
     assert "Compiled predict for CPU" in text  # the compile summary
+    # %tpu_profile: the measured tables with the three layers, then the heat graph
+    profiled = next(c for c in nb.cells if c.source.startswith("%tpu_profile train_step"))
+    shown = " ".join(str(o.get("data", {})) for o in profiled.outputs)
+    assert "instructions by time" in shown or "top instructions by time" in shown
+    assert all(f"layers[{k}] (Linear)" in shown for k in range(3))
+    assert "tpukitGraphView" in shown and "time per run" in shown
+    records = next(c for c in nb.cells if c.source.startswith("train_step_profile.table"))
+    assert "'seconds':" in str(records.outputs[0]["data"]["text/plain"])
     assert "image/png" in str(
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
     )
@@ -108,6 +116,7 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     text = outputs_text(nb)
     assert "Stored as selu_layer_compiled." in text and "Stored as rnn_compiled." in text
     assert "while loop ops" in text
+    assert "selu_layer on " in text and "per run in" in text  # the profile's headline
     assert stderr_text(nb) == ""
     # source locations name the cell as the user sees it, not ipykernel's file for it
     selu = next(c for c in nb.cells if c.source.startswith("%%tpu_compile selu_layer"))

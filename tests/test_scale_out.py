@@ -8,7 +8,8 @@ from _numerics import approx_across_processors, assert_close_across_processors
 from flax import nnx
 from jax.sharding import PartitionSpec as P
 
-from tpukit.train import FSDP, DataParallel, MeshRules, evaluate, fit
+import tpukit
+from tpukit.train import FSDP, DataParallel, MeshRules, Trainer, evaluate, fit
 from tpukit.train._mesh import resolve_plan
 
 
@@ -122,6 +123,62 @@ def test_mesh_rules_split_parameters_as_asked(one_device):
     assert fsdp_eval["loss"] == approx_across_processors(
         evaluate(model, (X, Y), batch_size=64)["loss"]
     )
+
+
+def test_fit_takes_the_mesh_and_shard_spelling_of_compile(one_device):
+    shard = {r"l1/kernel": "None,model", r"l2/kernel$": P("model", None)}  # text or specs
+    model, history = train(None, mesh="data=4,model=2", shard=shard)
+    assert model.l1.kernel[...].sharding.spec == P(None, "model")
+    assert model.l2.kernel[...].sharding.spec == P("model")
+    assert model.l2.bias[...].sharding.is_fully_replicated
+    assert history.sharding.strategy == "rules" and history.sharding.mesh == {"data": 4, "model": 2}
+    assert history.sharding.per_device_batch == 16  # split along "data" (4 ways)
+    assert_close(params_of(model), one_device[0])
+    assert evaluate(model, (X, Y), batch_size=64, mesh="data=8")["loss"] == (
+        approx_across_processors(evaluate(model, (X, Y), batch_size=64)["loss"])
+    )
+    # The old spelling builds the same plan.
+    mesh = jax.make_mesh((4, 2), ("data", "model"))
+    rules = [(r"l1/kernel", P(None, "model")), (r"l2/kernel$", P("model", None))]
+    old = MeshRules(mesh, rules, batch_axes=("data",))
+    new = resolve_plan(mesh="data=4,model=2", shard=shard)
+    assert (new.rules, new.batch_axes, dict(new.mesh.shape)) == (
+        old.rules,
+        old.batch_axes,
+        dict(old.mesh.shape),
+    )
+
+
+def test_compile_and_fit_read_one_mesh_vocabulary_the_same_way():
+    mesh, spec = "data=4,model=2", "None,model"
+    x, w = np.zeros((64, 32), np.float32), np.zeros((32, 64), np.float32)
+    c = tpukit.compile(lambda x, w: x @ w, x, w, mesh=mesh, shard={"x": "data", "w": spec})
+    trainer = Trainer(MLP(nnx.Rngs(0)), optax.adam(1e-2), mesh=mesh, shard={"l1/kernel": spec})
+    step = trainer.compile_step((X, Y), batch_size=64)
+    (kernel,) = jax.tree.leaves(step.input_shardings["params"]["l1"]["kernel"])
+    w_sharding = c.input_shardings["w"]
+    assert kernel.spec == w_sharding.spec == P(None, "model")
+    assert kernel.mesh.devices.tolist() == w_sharding.mesh.devices.tolist()  # same devices, order
+    assert step.mesh == c.mesh == {"data": 4, "model": 2}
+    assert resolve_plan(mesh="model=2,data=4").batch_axes == ("data",)  # "data" wherever it is
+    assert resolve_plan(mesh="x=8").batch_axes == ("x",)  # else the first axis
+
+
+def test_mesh_spelling_mistakes_say_what_to_do():
+    model = MLP(nnx.Rngs(0))
+    kw = {"epochs": 1, "batch_size": 64, "verbose": False}
+    with pytest.raises(ValueError, match=r"shard= needs mesh="):
+        fit(model, optax.adam(1e-2), (X, Y), shard={"l1/kernel": "None,model"}, **kw)
+    with pytest.raises(ValueError, match=r"either sharding= or mesh="):
+        fit(model, optax.adam(1e-2), (X, Y), sharding="fsdp", mesh="data=8", **kw)
+    with pytest.raises(tpukit.ArgumentError, match=r"AXIS=SIZE pairs, e\.g\. data=8"):
+        fit(model, optax.adam(1e-2), (X, Y), mesh="data:8", **kw)
+    with pytest.raises(tpukit.ArgumentError, match=r"needs 16 devices but 8 are here"):
+        fit(model, optax.adam(1e-2), (X, Y), mesh="data=8,model=2", **kw)
+    with pytest.raises(tpukit.ArgumentError, match=r"uses the mesh axis 'data' twice"):
+        fit(model, optax.adam(1e-2), (X, Y), mesh="data=8", shard={"l1": "data,data"}, **kw)
+    with pytest.raises(ValueError, match=r"mesh axis 'tensor'.*\('data', 'model'\)"):
+        fit(model, optax.adam(1e-2), (X, Y), mesh="data=4,model=2", shard={"l1": "tensor"}, **kw)
 
 
 def test_a_rule_that_matches_nothing_names_itself_and_the_real_paths():

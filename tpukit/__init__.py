@@ -39,9 +39,12 @@ from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compiled import Compiled, compile
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
 from tpukit.compilation._peaks import DevicePeak, peak_for
+from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
+from tpukit.compilation._profile import Profile
 from tpukit.compilation._shapes import format_shape, parse_shape
 from tpukit.compilation._signature import Signature
 from tpukit.compilation._timing import TimingResult
+from tpukit.compilation._trace_events import ProfileError
 from tpukit.hlo import Fusion
 from tpukit.runtime._devices import DeviceInfo, DeviceTable, connect, devices
 from tpukit.runtime._transfer import fetch, put
@@ -85,6 +88,8 @@ __all__ = [
     "HloDiff",
     "Memory",
     "NonFiniteLossError",
+    "Profile",
+    "ProfileError",
     "ShapeSpecError",
     "Signature",
     "SignatureMismatchError",
@@ -106,6 +111,9 @@ __all__ = [
     "parse_call_line",
     "parse_shape",
     "peak_for",
+    "plot_fusions",
+    "plot_ops",
+    "plot_roofline",
     "put",
     "shape",
     "train",

@@ -1,7 +1,9 @@
-"""IPython magics: ``%%tpu_compile``, ``%tpu_compile``, ``%tpu_devices``, ``%tpu_timeit``, ``%tpu_graph``.
+"""IPython magics: ``%%tpu_compile``, ``%tpu_compile``, ``%tpu_devices``, ``%tpu_timeit``,
+``%tpu_profile``, ``%tpu_graph``.
 
 Magics only read their line, call the Python API (``tpukit.compile``,
-``tpukit.devices``, ``Compiled.timeit``, ``Compiled.graph``) and show the result.
+``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``) and
+show the result.
 Mistakes in the line become ``UsageError`` (one red line, no traceback); an error
 raised by the cell's own code is shown by IPython as usual.
 
@@ -149,6 +151,15 @@ _NUMBER = Option(
 _REPEAT = Option(
     ("-r", "--repeat"), "Timing runs (default 7).", settings=(("type", int), ("default", 7))
 )
+_PROFILE_NAME = Option(
+    ("-o", "--name"), "Variable to store the profile in (default: <function>_profile)."
+)
+_PROFILE_REPEAT = Option(
+    ("-r", "--repeat"), "Profiled runs (default 5).", settings=(("type", int), ("default", 5))
+)
+_NO_GRAPH = Option(
+    ("--no-graph",), "Show the tables only, not the graph coloured by time.", takes_value=False
+)
 _STAGE = Option(
     ("--stage",),
     "Which HLO to draw.",
@@ -276,6 +287,43 @@ class TpuMagics(Magics):
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
         return compiled.timeit(*spec.args, number=args.number, repeat=args.repeat, **spec.kwargs)
 
+    @with_options(_PROFILE_NAME, _PROFILE_REPEAT, _NO_GRAPH)
+    @no_var_expand
+    @line_magic
+    @usage_errors
+    def tpu_profile(self, line: str) -> None:
+        """Measure the device time of every HLO instruction of a call, from a profiler trace.
+
+        CALL is compiled first unless it names a compiled object, then run -r times
+        under jax.profiler (abstract shapes are filled with random device data). Shows
+        the longest instructions and groups (layers) with FLOPs, bytes, achieved rates
+        and the roofline where the device's peak is known, then the HLO graph coloured
+        by time, and stores the profile (``.table()`` for records, ``.graph()``). The
+        same from Python: ``compiled.profile(*args, repeat=5)``.
+
+        Examples::
+
+            %tpu_profile train_step(model, opt_state, f32[128,784], s32[128])
+            %tpu_profile -r 20 -o p --no-graph predict_compiled(model, batch)
+        """
+        args, call_text = split_options(self.tpu_profile, line)
+        if args.repeat < 1:
+            raise UsageError(f"-r must be at least 1, got {args.repeat}.")
+        spec = self._call(call_text)
+        compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
+        profile = compiled.profile(*spec.args, repeat=args.repeat, **spec.kwargs)
+        name = args.name or f"{compiled.name}_profile"
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise UsageError(
+                f"Cannot store the profile as {name!r}: pass -o NAME with a valid Python "
+                "variable name."
+            )
+        self.shell.user_ns[name] = profile
+        display(profile)
+        if not args.no_graph:
+            display(profile.graph())
+        print(f"Stored as {name}.")
+
     @with_options(_STAGE)
     @no_var_expand
     @line_magic
@@ -294,7 +342,7 @@ class TpuMagics(Magics):
 
 
 _MAGIC_NAMES = {
-    "line": ("tpu_compile", "tpu_devices", "tpu_timeit", "tpu_graph"),
+    "line": ("tpu_compile", "tpu_devices", "tpu_timeit", "tpu_profile", "tpu_graph"),
     "cell": ("tpu_compile",),
 }
 

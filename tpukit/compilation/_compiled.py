@@ -16,11 +16,13 @@ the result is a callable object that also tells what XLA made of the function.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
+import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Literal
 
 import jax
@@ -35,6 +37,7 @@ from tpukit.compilation._compile_cache import cache_hit_count
 from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._peaks import peak_for
 from tpukit.compilation._placement import mesh_of, place_arguments
+from tpukit.compilation._profile import Profile, profile_call
 from tpukit.compilation._sample_data import concrete_arguments
 from tpukit.compilation._signature import Signature, bind_arguments
 from tpukit.compilation._summary import summary_html, summary_text
@@ -347,30 +350,14 @@ class Compiled:
         Shapes given abstractly (``ShapeDtypeStruct``) are filled with random data
         on the device first. Returns median and best seconds per call and, from
         ``cost.flops``, the achieved FLOP/s and the share of the device's peak.
+        A program that donates its inputs (``fit``'s step from ``Trainer.compile_step``)
+        runs on fresh copies of them each time, their copying timed with it; the
+        arguments passed stay usable.
         """
 
-        self._check_fits_in_memory()
-        if self.bound_arguments:
-            if not args and not kwargs:  # the module's own weights, random data for the rest
-                parameters = self.signature.parameters
-                args = tuple(p.value for p in parameters if not p.keyword)[1:]
-                kwargs = {p.name: p.value for p in parameters if p.keyword}
-            args = (*self.bound_arguments, *args)
-        try:
-            args, kwargs = concrete_arguments(self.signature, args, kwargs)
-            traced_args, traced_kwargs = self._traced_arguments(args, kwargs)
-            executable = self.jax_compiled
-            times, number = time_call(
-                lambda: executable(traced_args, traced_kwargs), number=number, repeat=repeat
-            )
-        except jax.errors.JaxRuntimeError as exc:
-            if "RESOURCE_EXHAUSTED" not in str(exc):
-                raise
-            raise DeviceMemoryError(
-                f"{self.name} ran out of device memory on {self.device_kind}"
-                f"{self._memory_phrase()}. Use smaller shapes (a smaller batch), or free "
-                "device arrays you no longer need (del them)."
-            ) from None
+        with self._device_memory_errors():
+            call = self._ready_call(args, kwargs)
+            times, number = time_call(call, number=number, repeat=repeat)
         return TimingResult(
             name=self.name,
             times=times,
@@ -379,6 +366,74 @@ class Compiled:
             device_kind=self.device_kind,
             peak=peak_for(self.device_kind),
         )
+
+    @user_facing
+    def profile(
+        self,
+        *args: Any,
+        repeat: int = 5,
+        trace_dir: str | os.PathLike | None = None,
+        **kwargs: Any,
+    ) -> Profile:
+        """Measure the device time of every HLO instruction on these arguments.
+
+        Runs the program ``repeat`` times under ``jax.profiler`` and reads the trace
+        back (no TensorBoard, no server). Arguments are as for ``timeit``: abstract
+        shapes are filled with random device data. Returns a ``Profile``: tables of
+        the longest instructions and groups (layers) with FLOPs, bytes, achieved
+        rates and the roofline where the device's peak is known, ``table()`` as plain
+        records, and ``graph()`` coloured by time. ``trace_dir`` keeps the trace
+        (open it in XProf); by default it goes to a temporary folder.
+        """
+        with self._device_memory_errors():
+            call = self._ready_call(args, kwargs)
+            return profile_call(
+                call,
+                self.hlo_module("optimized"),
+                name=self.name,
+                device_kind=self.device_kind,
+                repeat=repeat,
+                trace_dir=trace_dir,
+            )
+
+    def _ready_call(self, args: tuple, kwargs: dict) -> Callable[[], Any]:
+        """One run of the executable on these arguments, abstract shapes filled with data."""
+        self._check_fits_in_memory()
+        if self.bound_arguments:
+            if not args and not kwargs:  # the module's own weights, random data for the rest
+                parameters = self.signature.parameters
+                args = tuple(p.value for p in parameters if not p.keyword)[1:]
+                kwargs = {p.name: p.value for p in parameters if p.keyword}
+            args = (*self.bound_arguments, *args)
+        args, kwargs = concrete_arguments(self.signature, args, kwargs)
+        traced_args, traced_kwargs = self._traced_arguments(args, kwargs)
+        executable = self.jax_compiled
+        donated = set(getattr(executable, "donate_argnums", ()) or ())
+        if not donated:
+            return lambda: executable(traced_args, traced_kwargs)
+        # A program that donates its inputs (fit's step) consumes them: each run gets fresh
+        # copies, so the next run has inputs and the caller's arrays are never deleted.
+        leaves, tree = jax.tree.flatten((traced_args, traced_kwargs))
+
+        def run_on_copies() -> Any:
+            fresh = [leaf.copy() if k in donated else leaf for k, leaf in enumerate(leaves)]
+            return executable(*tree.unflatten(fresh))
+
+        return run_on_copies
+
+    @contextlib.contextmanager
+    def _device_memory_errors(self) -> Iterator[None]:
+        """Turn the device's out-of-memory error into a ``DeviceMemoryError`` that says what to do."""
+        try:
+            yield
+        except jax.errors.JaxRuntimeError as exc:
+            if "RESOURCE_EXHAUSTED" not in str(exc):
+                raise
+            raise DeviceMemoryError(
+                f"{self.name} ran out of device memory on {self.device_kind}"
+                f"{self._memory_phrase()}. Use smaller shapes (a smaller batch), or free "
+                "device arrays you no longer need (del them)."
+            ) from None
 
     def _memory_phrase(self) -> str:
         memory = self.memory

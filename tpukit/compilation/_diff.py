@@ -12,27 +12,37 @@ compile time and the signatures.
     0.5
     >>> d          # the rows that differ, as text; a table in notebooks
     >>> d.plot()   # ratios b/a of what differs, and the op counts that differ
+
+Either side may also be a ``tpukit.hlo.HloProgram``, HLO read from a file or a dump
+folder: ``diff(hlo.open(dump, stage="lowered"), hlo.open(dump, stage="optimized"))``
+shows what XLA's passes did to a program compiled anywhere.
 """
 
 from __future__ import annotations
 
 import html
 import itertools
+import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tpukit._errors import ArgumentError
 from tpukit.compilation._compiled import check_stage
-from tpukit.compilation._plots import require_compiled
+from tpukit.compilation._plots import require_compiled, stages_of
 from tpukit.compilation._signature import describe_tree
 from tpukit.display._figures import new_figure
 from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.hlo import HloModule
+from tpukit.hlo._diff_view import HloDiffView, diff_graph
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
     from tpukit.compilation._compiled import Compiled
+    from tpukit.compilation._profile import Profile
+    from tpukit.hlo import HloProgram
 
 #: Wall-clock rows count as changed only when b/a leaves this range: two compiles
 #: of one program never take exactly the same time.
@@ -123,49 +133,86 @@ def _signed(delta: float, unit: str) -> str:
 
 
 def diff(
-    a: Compiled,
-    b: Compiled,
+    a: Compiled | HloProgram,
+    b: Compiled | HloProgram,
     *,
-    stage: str = "optimized",
+    stage: str | None = None,
     labels: tuple[str, str] | None = None,
 ) -> HloDiff:
-    """Compare two compilations; returns an `HloDiff` (a table in notebooks).
+    """Compare two compilations or HLO programs; returns an `HloDiff` (a table in notebooks).
 
     ``stage`` picks the HLO whose op counts and fusions are compared
-    (``"optimized"``, after XLA's passes, or ``"lowered"``, as JAX emitted it);
-    cost and memory are always the optimized program's. ``labels`` name the two
-    sides in tables and plots (default: the function names, or ``"a"`` and
-    ``"b"`` when they are the same).
+    (``"optimized"``, after XLA's passes, or ``"lowered"``, as JAX emitted it); by
+    default the optimized one, or the one stage an ``HloProgram`` opened from a single
+    file holds. A ``Compiled``'s cost and memory are always its optimized program's;
+    an ``HloProgram`` has estimated costs and no memory figures. ``labels`` name the
+    two sides in tables and plots (default: the names, the stages when the names are
+    the same and the stages differ, else ``"a"`` and ``"b"``).
 
         >>> d = diff(tpukit.compile(f, x32), tpukit.compile(f, x16), labels=("f32", "bf16"))
         >>> [r.metric for r in d.changed]
         ['instructions (fusions opened)', ..., 'argument bytes', ...]
+        >>> before = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="lowered")
+        >>> after = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="optimized")
+        >>> diff(before, after).row("fusions").b  # doctest: +SKIP
     """
-    require_compiled(a, "diff")
-    require_compiled(b, "diff")
-    check_stage(stage)
+    a = require_compiled(a, "diff")
+    b = require_compiled(b, "diff")
+    if stage is not None:
+        check_stage(stage)
+    stage_a, stage_b = _stage_of(a, stage), _stage_of(b, stage)
     if labels is None:
-        labels = (a.name, b.name) if a.name != b.name else ("a", "b")
+        if a.name != b.name:
+            labels = (a.name, b.name)
+        else:
+            labels = (stage_a, stage_b) if stage_a != stage_b else ("a", "b")
     elif (
         isinstance(labels, str)
         or len(labels) != 2
         or not all(isinstance(label, str) for label in labels)
     ):
         raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
-    rows = _rows(a, b, stage)
-    return HloDiff(rows, labels=(labels[0], labels[1]), names=(a.name, b.name), stage=stage)
+    rows = _rows(a, b, stage_a, stage_b)
+    shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
+    return HloDiff(
+        rows,
+        labels=(labels[0], labels[1]),
+        names=(a.name, b.name),
+        stage=shown,
+        modules=(a.hlo_module(stage_a), b.hlo_module(stage_b)),
+    )
 
 
-def _rows(a: Compiled, b: Compiled, stage: str) -> list[DiffRow]:
+def _stage_of(program: Compiled | HloProgram, stage: str | None) -> str:
+    """The stage compared for ``program``: ``stage``, else optimized, else the one it has."""
+    stages = stages_of(program)
+    if stage is not None or len(stages) > 1:
+        return stage or "optimized"
+    return stages[0]
+
+
+def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]:
     rows = []
+    stage_of = {id(a): stage_a, id(b): stage_b}
 
     def add(section: str, metric: str, unit: str, get: Any) -> None:
         rows.append(DiffRow(section, metric, get(a), get(b), unit))
 
-    program = f"program ({stage} HLO)"
-    add(program, "instructions (fusions opened)", "count", lambda c: _total(c, stage, True))
-    add(program, "instructions outside fusions", "count", lambda c: _total(c, stage, False))
-    kinds_a, kinds_b = _fusion_kinds(a, stage), _fusion_kinds(b, stage)
+    shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
+    program = f"program ({shown} HLO)"
+    add(
+        program,
+        "instructions (fusions opened)",
+        "count",
+        lambda c: _total(c, stage_of[id(c)], True),
+    )
+    add(
+        program,
+        "instructions outside fusions",
+        "count",
+        lambda c: _total(c, stage_of[id(c)], False),
+    )
+    kinds_a, kinds_b = _fusion_kinds(a, stage_a), _fusion_kinds(b, stage_b)
     rows.append(DiffRow(program, "fusions", sum(kinds_a.values()), sum(kinds_b.values()), "count"))
     for kind in sorted(set(kinds_a) | set(kinds_b)):
         rows.append(DiffRow(program, f"fusions {kind}", kinds_a[kind], kinds_b[kind], "count"))
@@ -187,14 +234,14 @@ def _rows(a: Compiled, b: Compiled, stage: str) -> list[DiffRow]:
     ):
         add("memory", metric, "bytes", lambda c, f=field: getattr(c.memory, f, None))
 
-    add("compile", "compile time", "seconds", lambda c: c.compile_seconds)
+    add("compile", "compile time", "seconds", lambda c: getattr(c, "compile_seconds", None))
 
     add("signature", "arguments", "text", _arguments_text)
     add("signature", "output", "text", _output_text)
 
     for section, opened in ((OPS_OPENED, True), (OPS_CLOSED, False)):
-        counts_a = a.op_counts(stage, open_fusions=opened)
-        counts_b = b.op_counts(stage, open_fusions=opened)
+        counts_a = a.op_counts(stage_a, open_fusions=opened)
+        counts_b = b.op_counts(stage_b, open_fusions=opened)
         opcodes = sorted(
             set(counts_a) | set(counts_b),
             key=lambda op: (-max(counts_a[op], counts_b[op]), op),
@@ -219,12 +266,24 @@ def _fusion_kinds(c: Compiled, stage: str) -> Counter[str]:
     )
 
 
-def _arguments_text(c: Compiled) -> str:
-    return ", ".join(p.describe() for p in c.signature.parameters)
+def _arguments_text(c: Compiled | HloProgram) -> str:
+    signature = getattr(c, "signature", None)
+    if signature is None:  # HLO from a file: the entry computation's parameter shapes
+        return ", ".join(_no_layout(p.shape) for p in c.hlo_module().entry.parameters)
+    return ", ".join(p.describe() for p in signature.parameters)
 
 
-def _output_text(c: Compiled) -> str:
-    output = c.signature.output
+def _no_layout(shape: Any) -> str:
+    """``f32[8,16]`` for ``f32[8,16]{1,0}``: the layout is XLA's choice, not the signature."""
+    return re.sub(r"\{[^{}]*\}", "", str(shape))
+
+
+def _output_text(c: Compiled | HloProgram) -> str:
+    signature = getattr(c, "signature", None)
+    if signature is None:
+        root = c.hlo_module().entry.root
+        return "-" if root is None else _no_layout(root.shape)
+    output = signature.output
     return "-" if output is None else describe_tree(output)
 
 
@@ -234,7 +293,8 @@ class HloDiff:
     ``rows`` holds every compared figure as a `DiffRow` (section, metric, a, b,
     unit, with ``delta``, ``ratio`` b/a and ``changed``); ``changed`` only those
     that differ. ``row(metric)`` finds one. Shows as a table in notebooks (changed
-    rows highlighted) and as the changed rows in terminals; ``plot()`` draws them.
+    rows highlighted) and as the changed rows in terminals; ``plot()`` draws them, and
+    ``graph()`` puts the two programs' graphs side by side, matched group by group.
     """
 
     def __init__(
@@ -244,11 +304,36 @@ class HloDiff:
         labels: tuple[str, str],
         names: tuple[str, str],
         stage: str,
+        modules: tuple[HloModule, HloModule] | None = None,
     ):
         self.rows = rows
         self.labels = labels
         self.names = names
         self.stage = stage
+        self._modules = modules
+
+    def graph(self, profiles: tuple[Profile | None, Profile | None] = (None, None)) -> HloDiffView:
+        """The two graphs side by side: groups (sections, layers, scopes) matched by name,
+        added and removed fusions highlighted, per-group deltas of FLOPs, bytes and, when
+        both ``profiles`` are given (``compiled.profile(...)`` of each side), measured time.
+
+            >>> d = tpukit.diff(two_layers, three_layers, labels=("2", "3"))  # doctest: +SKIP
+            >>> d.graph()                                    # doctest: +SKIP
+            >>> d.graph(profiles=(two_layers.profile(), three_layers.profile()))  # doctest: +SKIP
+        """
+        if self._modules is None:
+            raise ArgumentError(
+                "This diff was built from rows alone; make it with tpukit.diff(a, b) to graph it."
+            )
+        times = [p.instruction_seconds() if p is not None else None for p in profiles]
+        stage = self.stage if " vs " not in self.stage else None
+        return diff_graph(
+            *self._modules,
+            labels=self.labels,
+            times_a=times[0],
+            times_b=times[1],
+            stage=stage,
+        )
 
     @property
     def changed(self) -> list[DiffRow]:

@@ -1,6 +1,7 @@
 """Static pictures of a compilation: op counts, fusions and the roofline, with matplotlib.
 
-Each function takes a ``tpukit.Compiled`` and returns a ``matplotlib.figure.Figure``
+Each function takes a ``tpukit.Compiled`` or a ``tpukit.hlo.HloProgram`` (HLO read from
+a file or a dump folder with ``tpukit.hlo.open``) and returns a ``matplotlib.figure.Figure``
 (saved with ``fig.savefig("ops.png")``). In a notebook it shows once, whether it is
 the cell's value, assigned, or the line ends with ``;`` (see ``tpukit.display._figures``).
 Pass ``ax=`` to draw into an axes of your own figure instead.
@@ -18,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
-from tpukit.hlo import Fusion, op_category
+from tpukit.hlo import Fusion, HloModule, op_category
+from tpukit.hlo import open as open_hlo
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -43,18 +45,28 @@ CATEGORY_COLORS = {
 _FUSION_PRIORITY = ("matmul", "collective", "reduction", "elementwise", "data_movement")
 
 
-def require_compiled(obj: Any, function: str) -> None:
-    """Raise a ``TypeError`` that says how to get a ``Compiled`` when ``obj`` is not one.
+def require_compiled(obj: Any, function: str) -> Any:
+    """``obj`` as a program to report on, or a ``TypeError`` that says how to get one.
 
-    Checked by what a ``Compiled`` offers (its HLO stages), so this module needs no
-    import of the class that calls it.
+    A ``Compiled`` and a ``tpukit.hlo.HloProgram`` pass as they are (checked by what
+    both offer, their HLO stages, so this module needs no import of the class that
+    calls it); a parsed ``HloModule`` becomes an ``HloProgram``.
     """
+    if isinstance(obj, HloModule):
+        return open_hlo(obj)
     if not callable(getattr(obj, "hlo_module", None)):
         raise TypeError(
             f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
             f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
+            f"or open HLO from elsewhere: c = tpukit.hlo.open('dump_folder_or_file'); "
             f"then {function}(c)."
         )
+    return obj
+
+
+def stages_of(program: Any) -> tuple[str, ...]:
+    """The HLO stages ``program`` holds: both for a ``Compiled``, one or both for a file."""
+    return tuple(getattr(program, "stages", ("lowered", "optimized")))
 
 
 def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]:
@@ -75,10 +87,12 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
         >>> fig = plot_ops(c, top=10)
         >>> fig.axes[0].containers[1].datavalues  # optimized counts, top to bottom
     """
-    require_compiled(compiled, "plot_ops")
+    compiled = require_compiled(compiled, "plot_ops")
     _check_top(top)
-    lowered = compiled.op_counts("lowered")
-    optimized = compiled.op_counts("optimized")
+    stages = stages_of(compiled)
+    counts_by_stage = {stage: compiled.op_counts(stage) for stage in stages}
+    lowered = counts_by_stage.get("lowered", {})
+    optimized = counts_by_stage.get("optimized", {})
     opcodes = sorted(
         set(lowered) | set(optimized),
         key=lambda op: (-optimized.get(op, 0), -lowered.get(op, 0), op),
@@ -87,11 +101,11 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
     fig, ax = new_axes(ax, 8.0, 1.2 + 0.32 * max(len(shown), 1))
     colors = [CATEGORY_COLORS.get(op_category(op), CATEGORY_COLORS["other"]) for op in shown]
     positions = list(range(len(shown)))
-    height = 0.4
-    for offset, stage, counts, style in (
-        (-height / 2, "lowered", lowered, {"alpha": 0.45, "hatch": "//"}),
-        (height / 2, "optimized", optimized, {}),
-    ):
+    height = 0.4 if len(stages) == 2 else 0.7
+    styles = {"lowered": {"alpha": 0.45, "hatch": "//"}, "optimized": {}}
+    for index, stage in enumerate(stages):
+        offset = (index - (len(stages) - 1) / 2) * height
+        counts, style = counts_by_stage[stage], styles[stage]
         bars = ax.barh(
             [p + offset for p in positions],
             [counts.get(op, 0) for op in shown],
@@ -107,21 +121,20 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
     ax.invert_yaxis()
     ax.set_xlabel("instructions (fusions opened)")
     more = f"; top {len(shown)} of {len(opcodes)} opcodes" if len(opcodes) > len(shown) else ""
-    ax.set_title(
-        f"{compiled.name}: HLO instructions per opcode\n"
-        f"lowered {sum(lowered.values())} -> optimized {sum(optimized.values())}{more}"
-    )
-    ax.legend(handles=_ops_legend(shown), fontsize=8, loc="lower right")
+    totals = " -> ".join(f"{stage} {sum(counts_by_stage[stage].values())}" for stage in stages)
+    ax.set_title(f"{compiled.name}: HLO instructions per opcode\n{totals}{more}")
+    ax.legend(handles=_ops_legend(shown, stages), fontsize=8, loc="lower right")
     ax.margins(x=0.12)
     return fig
 
 
-def _ops_legend(opcodes: list[str]) -> list[Any]:
+def _ops_legend(opcodes: list[str], stages: tuple[str, ...]) -> list[Any]:
     from matplotlib.patches import Patch
 
+    hatches = {"lowered": "//", "optimized": None}
     handles = [
-        Patch(facecolor="white", edgecolor="#333333", hatch="//", label="lowered"),
-        Patch(facecolor="white", edgecolor="#333333", label="optimized"),
+        Patch(facecolor="white", edgecolor="#333333", hatch=hatches[stage], label=stage)
+        for stage in stages
     ]
     categories = dict.fromkeys(op_category(op) for op in opcodes)
     for category in categories:
@@ -144,7 +157,7 @@ def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -
         >>> [t.get_text() for t in fig.axes[0].get_yticklabels()]
         ['ynn_fusion.1 (kCustom): dot', ...]
     """
-    require_compiled(compiled, "plot_fusions")
+    compiled = require_compiled(compiled, "plot_fusions")
     _check_top(top)
     fusions = compiled.fusions()
     shown = sorted(fusions, key=lambda f: (-f.flops, -f.bytes, f.name))[:top]
@@ -152,7 +165,8 @@ def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -
     fig = flops_ax.figure
     more = f" (largest {len(shown)} of {len(fusions)})" if len(fusions) > len(shown) else ""
     noun = "fusion" if len(fusions) == 1 else "fusions"
-    fig.suptitle(f"{compiled.name}: {len(fusions)} {noun} in the optimized HLO{more}")
+    stage = getattr(compiled, "stage", "optimized")
+    fig.suptitle(f"{compiled.name}: {len(fusions)} {noun} in the {stage} HLO{more}")
     if not shown:
         for panel in (flops_ax, bytes_ax):
             panel.set_axis_off()
@@ -232,7 +246,7 @@ def plot_roofline(
     """
     from matplotlib.ticker import NullFormatter
 
-    require_compiled(compiled, "plot_roofline")
+    compiled = require_compiled(compiled, "plot_roofline")
     if peak is not None and not isinstance(peak, DevicePeak):
         raise TypeError(
             f"peak must be a tpukit.DevicePeak, got {type(peak).__name__}; "
@@ -245,8 +259,9 @@ def plot_roofline(
         )
     if peak is None and timing is not None:
         peak = getattr(timing, "peak", None)
-    if peak is None:
-        peak = peak_for(compiled.device_kind)
+    device_kind = getattr(compiled, "device_kind", None)
+    if peak is None and device_kind:
+        peak = peak_for(device_kind)
     intensity = compiled.cost.arithmetic_intensity
     achieved = timing.flops_per_second if timing is not None else None
     fig, ax = new_axes(ax, 7.5, 5.0)
@@ -262,7 +277,11 @@ def plot_roofline(
     if peak is not None:
         ys += _draw_roofs(ax, peak, intensity)
     else:
-        notes.append(f"no published peak for {compiled.device_kind}: no roofs drawn")
+        notes.append(
+            f"no published peak for {device_kind}: no roofs drawn"
+            if device_kind
+            else "device unknown (HLO from a file): pass peak= to draw roofs"
+        )
     if intensity is None:
         notes.append("XLA reported no bytes accessed: intensity unknown")
     elif achieved:

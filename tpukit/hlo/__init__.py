@@ -20,6 +20,19 @@ dump from another machine (``--xla_dump_to``) as on a program compiled here::
     1024
     >>> view = graph(module)  # in a notebook: the interactive graph  # doctest: +SKIP
 
+``open`` reads any program the same way, from HLO text, a file or a dump folder
+(``XLA_FLAGS=--xla_dump_to=DIR``), into an ``HloProgram`` with a ``Compiled``'s
+analysis surface::
+
+    >>> program = open('''
+    ... HloModule g, is_scheduled=true
+    ... ENTRY main {
+    ...   ROOT x = f32[8,16]{1,0} parameter(0)
+    ... }
+    ... ''')
+    >>> program.name, program.stages, program.op_counts()
+    ('g', ('optimized',), Counter({'parameter': 1}))
+
 Reports about a whole compilation (``tpukit.diff``, the plots) live beside
 ``tpukit.Compiled``, which uses this layer. It imports only ``tpukit.display`` and
 ``tpukit._errors`` (``tests/test_architecture.py`` checks this).
@@ -32,7 +45,9 @@ from tpukit.hlo._cost import (
     op_category,
     op_counts,
 )
+from tpukit.hlo._diff_view import HloDiffView, diff_graph
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
+from tpukit.hlo._graph_view import HloGraph, graph
 from tpukit.hlo._model import (
     ComputationRef,
     HloComputation,
@@ -44,6 +59,7 @@ from tpukit.hlo._model import (
     HloSourceFrame,
 )
 from tpukit.hlo._parser import parse_hlo, parse_shape
+from tpukit.hlo._program import HloCost, HloProgram, open
 
 __all__ = [
     "Collective",
@@ -53,7 +69,9 @@ __all__ = [
     "HloEdge",
     "HloInstruction",
     "HloMetadata",
+    "HloCost",
     "HloModule",
+    "HloProgram",
     "HloShape",
     "HloSourceFrame",
     "collectives_of",
@@ -63,20 +81,14 @@ __all__ = [
     "instruction_flops",
     "op_category",
     "op_counts",
+    "open",
     "parse_hlo",
     "parse_shape",
     "graph",
     "HloGraph",
+    "diff_graph",
+    "HloDiffView",
 ]
-
-
-def __getattr__(name: str) -> object:
-    # The graph viewer (and its bundled JavaScript) loads on first use only.
-    if name in ("graph", "HloGraph"):
-        from tpukit.hlo import _graph_view
-
-        return getattr(_graph_view, name)
-    raise AttributeError(f"module 'tpukit.hlo' has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -1,4 +1,4 @@
-"""The graph the HLO viewer draws: a tree of groups over an HLO module, as compact JSON.
+"""The graph the HLO viewer draws: a tree of groups over an HLO module.
 
 A big training step has thousands of instructions in its ENTRY computation, and
 no layout library lays that out interactively. `_GraphData` therefore turns an
@@ -6,16 +6,25 @@ no layout library lays that out interactively. `_GraphData` therefore turns an
 training step's sections, its layers and name scopes: `_user_scopes`),
 consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, and
 every fusion, while, call or conditional as one node whose called computations
-open in place. `_graph_view.HloGraph` ships its `payload` to the browser.
+open in place. What each node is and says lives in `_graph_nodes`, which groups
+the first view opens in `_first_view`, and the JSON the browser reads in
+`_graph_payload`; `_graph_view.HloGraph` ships that `payload` to the browser.
 """
 
 from __future__ import annotations
 
 import heapq
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
+from collections.abc import Mapping
 
-from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
+from tpukit.hlo._first_view import OPEN_NODES as OPEN_NODES
+from tpukit.hlo._first_view import first_view
+from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
+from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
+from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
+from tpukit.hlo._graph_nodes import category as _category  # noqa: F401 (for _dot)
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 from tpukit.hlo._user_scopes import (
     BACKWARD,
@@ -28,46 +37,14 @@ from tpukit.hlo._user_scopes import (
     function_name,
     place_label,
     plan_scopes,
-    split_scope,
 )
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
-#: The first view expands groups, breadth first, while at most this many nodes show.
-OPEN_NODES = 60
 
-#: Colour categories, in legend order; indices into this tuple are in the payload.
-CATEGORIES = (
-    "matmul",
-    "elementwise",
-    "reduction",
-    "data_movement",
-    "control_flow",
-    "collective",
-    "parameter/constant",
-    "other",
-    "group",
-)
-#: What the legend calls each category that it shows (in the order above).
-CATEGORY_LABELS = {
-    "matmul": "matmul / conv",
-    "elementwise": "elementwise",
-    "reduction": "reduction",
-    "data_movement": "data movement",
-    "control_flow": "control flow",
-    "collective": "collective",
-    "parameter/constant": "parameter / constant",
-}
-# Node kinds in the payload.
-INSTRUCTION, SCOPE, PART, COMPUTATION = 0, 1, 2, 3
 # The roles of a called computation that run as program (not a scalar reducer).
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
-_PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
-# Sections the first view shows open (their layers closed), and those it leaves closed.
-_OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
-# Instructions the first view enters when they hold most of their computation's work.
-_ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
 class _GraphData:
@@ -422,40 +399,8 @@ class _GraphData:
     # -- questions about the tree ----------------------------------------------
 
     def initial_open(self) -> list[int]:
-        """Groups to show open: breadth first, while at most OPEN_NODES nodes show.
-
-        A training step opens on its sections with the forward and backward passes
-        open and their layers closed; inputs, the loss, the optimizer update and the
-        outputs stay closed. A call or loop that holds most of its computation's
-        instructions (a command buffer, a training loop) is entered.
-        """
-        sizes = [1 if kind == INSTRUCTION else 0 for kind in self.kind]
-        for node in range(len(self.kind) - 1, 0, -1):
-            sizes[self.parent[node]] += sizes[node]
-        opened = [0]
-        visible = len(self.children[0])
-        frontier = [0]
-        while frontier:
-            candidates = [
-                k for node in frontier for k in self.children[node] if self._opens(k, node, sizes)
-            ]
-            frontier = []
-            for group in candidates:
-                extra = len(self.children[group]) - 1
-                if visible + extra <= OPEN_NODES:
-                    opened.append(group)
-                    visible += extra
-                    frontier.append(group)
-        return opened
-
-    def _opens(self, node: int, parent: int, sizes: list[int]) -> bool:
-        if not self.children[node] or self.section.get(parent) in _OPEN_SECTIONS:
-            return False
-        if node in self.section:
-            return self.section[node] in _OPEN_SECTIONS
-        if self.kind[node] != INSTRUCTION:
-            return True
-        return self.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
+        """Groups to show open when the graph first draws (see `_first_view`)."""
+        return first_view(self)
 
     def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
         """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""
@@ -497,103 +442,15 @@ class _GraphData:
             node = self.parent[node]
         return False
 
-    def payload(self, title: str, stage: str | None) -> dict:
-        """The compact, JSON-ready description of the graph that the viewer reads."""
-        module = self.module
-        strings: dict[str, int] = {"": 0}
+    def payload(
+        self, title: str, stage: str | None, times: Mapping[str, float] | None = None
+    ) -> dict:
+        """The compact, JSON-ready description of the graph that the viewer reads.
 
-        def intern(text: str) -> int:
-            return strings.setdefault(text, len(strings))
-
-        n = len(self.kind)
-        flops, nbytes, count = [0] * n, [0] * n, [0] * n
-        cat, op, shape, text, scope, location, source = (
-            [8] * n,
-            [""] * n,
-            [""] * n,
-            [""] * n,
-            [0] * n,
-            [0] * n,
-            [0] * n,
-        )
-        for node in range(n - 1, -1, -1):
-            instr = self.instr[node]
-            if instr is not None:
-                flops[node] = instruction_flops(instr, module)
-                nbytes[node] = instruction_bytes(instr, module)
-                cat[node] = CATEGORIES.index(_category(instr, module))
-                op[node] = instr.opcode
-                shape[node] = _clip(str(instr.shape), 400)
-                text[node] = _clip(_display_text(instr), 4000)
-                scope[node] = intern(instr.metadata.op_name)
-                if instr.metadata.source_file:  # the short label on show, the full path beside it
-                    line = instr.metadata.source_line
-                    location[node] = intern(instr.source_location)
-                    source[node] = intern(instr.metadata.source_file + (f":{line}" if line else ""))
-            else:
-                flops[node] = sum(flops[k] for k in self.children[node])
-                nbytes[node] = sum(nbytes[k] for k in self.children[node])
-                count[node] = sum(
-                    1 if self.kind[k] == INSTRUCTION else count[k] for k in self.children[node]
-                )
-                if self.kind[node] == PART:
-                    self.label[node] = _summary(self, node)
-        for node in range(n):
-            if self.kind[node] == INSTRUCTION and self.children[node]:
-                count[node] = _direct_count(self, node)
-        note = [intern(self.notes.get(node, "")) for node in range(n)]
-        return {
-            "version": 1,
-            "title": title,
-            "stage": stage or "",
-            "module": module.name,
-            "categories": list(CATEGORIES),
-            "legend": list(CATEGORY_LABELS.items()),
-            "strings": list(strings),
-            "kind": self.kind,
-            "parent": self.parent,
-            "label": self.label,
-            "op": op,
-            "cat": cat,
-            "shape": shape,
-            "flops": flops,
-            "bytes": nbytes,
-            "count": count,
-            "scope": scope,
-            "location": location,
-            "source": source,
-            "text": text,
-            "note": note,
-            "instructions": sum(1 for kind in self.kind if kind == INSTRUCTION),
-            "params": {str(k): v for k, v in self.params.items()},
-            "roots": {str(k): v for k, v in self.roots.items()},
-            "blocks": [
-                [owner, [x for edge in edges for x in edge]] for owner, edges in self.blocks
-            ],
-            "open": self.initial_open(),
-        }
-
-
-def _direct_count(data: _GraphData, node: int) -> int:
-    total = 0
-    for kid in data.children[node]:
-        total += 1 if data.kind[kid] == INSTRUCTION else _direct_count(data, kid)
-    return total
-
-
-def _summary(data: _GraphData, node: int) -> str:
-    """A part's label: what its ops do, most frequent first (``conv ×2, add ×9``)."""
-    ops: Counter[str] = Counter()
-    stack = list(data.children[node])
-    while stack:
-        kid = stack.pop()
-        instr = data.instr[kid]
-        if instr is None:
-            stack.extend(data.children[kid])
-        elif instr.opcode not in _PLUMBING:
-            ops[_what_it_does(instr, data.module)] += 1
-    top = [f"{name} ×{k}" if k > 1 else name for name, k in ops.most_common(3)]
-    return ", ".join(top) or "parameters"
+        ``times`` (measured seconds per instruction name, from a profile) adds each
+        node's time: see `_graph_payload.time_payload`.
+        """
+        return graph_payload(self, title, stage, times)
 
 
 def _program_computations(
@@ -633,40 +490,3 @@ def _trie_members(trie: dict) -> set[int]:
     for sub in trie["/"].values():
         members |= _trie_members(sub)
     return members
-
-
-def _category(instr: HloInstruction, module: HloModule) -> str:
-    """The colour category; a fusion takes the most telling category of what it fuses."""
-    category = op_category(instr)
-    if category != "fusion":
-        return category if category in CATEGORIES else "other"
-    inside = {op_category(i) for c in module.called(instr) for i in c}
-    for choice in ("matmul", "collective", "reduction", "elementwise", "data_movement"):
-        if choice in inside:
-            return choice
-    return "other"
-
-
-def _what_it_does(instr: HloInstruction, module: HloModule) -> str:
-    """A fusion's dot/convolution/collective/reduce, else the JAX op that made it, else the opcode."""
-    if instr.opcode == "fusion":
-        inside = [i for c in module.called(instr) for i in c]
-        for wanted in ("matmul", "collective", "reduction"):
-            for inner in inside:
-                if op_category(inner) == wanted:
-                    return inner.opcode
-    jax_op = split_scope(instr.metadata.op_name)[-1:]
-    return jax_op[0] if jax_op else instr.opcode
-
-
-def _display_text(instr: HloInstruction) -> str:
-    """The instruction's HLO line without its metadata, which the panel shows apart."""
-    text = instr.text
-    metadata = instr.attributes.get("metadata")
-    if metadata:
-        text = text.replace(f", metadata={metadata}", "")
-    return text
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

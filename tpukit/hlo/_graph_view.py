@@ -40,11 +40,17 @@ import re
 import uuid
 import zlib
 from collections import Counter
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from tpukit._errors import ArgumentError
+from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
+from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo
+
+if TYPE_CHECKING:
+    from tpukit.hlo._program import HloProgram
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 #: The viewer's scripts, in the order they are joined into one <script>.
@@ -74,12 +80,22 @@ class HloGraph:
       module: the parsed `HloModule`.
       title: the heading shown above the graph.
       stage: ``"optimized"``, ``"lowered"`` or None, shown beside the title.
+      times: measured seconds per run of each timed instruction (from
+        ``Compiled.profile``), or None; with times the graph opens coloured by them.
     """
 
-    def __init__(self, module: HloModule, *, title: str | None = None, stage: str | None = None):
+    def __init__(
+        self,
+        module: HloModule,
+        *,
+        title: str | None = None,
+        stage: str | None = None,
+        times: Mapping[str, float] | None = None,
+    ):
         self.module = module
         self.title = title if title is not None else module.name
         self.stage = stage
+        self.times = dict(times) if times is not None else None
         self._data = _GraphData(module)
         self._payload_b64: str | None = None
 
@@ -95,7 +111,8 @@ class HloGraph:
 
     def _payload(self) -> str:
         if self._payload_b64 is None:
-            raw = json.dumps(self._data.payload(self.title, self.stage), separators=(",", ":"))
+            payload = self._data.payload(self.title, self.stage, times=self.times)
+            raw = json.dumps(payload, separators=(",", ":"))
             self._payload_b64 = base64.b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode()
         return self._payload_b64
 
@@ -163,20 +180,28 @@ class HloGraph:
         scopes = sum(1 for k in self._data.kind if k == SCOPE)
         top = ", ".join(f"{op} {k:,}" for op, k in counts.most_common(6))
         stage = f" ({self.stage})" if self.stage else ""
-        return (
+        text = (
             f"HloGraph {self.title!r}{stage}: module {module.name!r}, "
             f"{self.num_instructions:,} instructions in {len(module.computations):,} computations\n"
             f"  ENTRY {entry.name!r}: {len(entry):,} instructions, {fusions:,} fused computations\n"
             f"  name-scope groups: {scopes:,}; opens with {nodes} nodes and {edges} edges\n"
             f"  top ENTRY ops: {top}"
         )
+        if self.times:
+            longest = max(self.times, key=self.times.__getitem__)
+            text += (
+                f"\n  coloured by measured time: {len(self.times):,} timed instructions; "
+                f"longest {longest!r} ({format_seconds(self.times[longest])} per run)"
+            )
+        return text
 
 
 def graph(
-    hlo: str | os.PathLike | HloModule,
+    hlo: str | os.PathLike | HloModule | HloProgram,
     *,
     title: str | None = None,
     stage: str | None = None,
+    times: Mapping[str, float] | None = None,
 ) -> HloGraph:
     """An interactive graph of HLO, for a notebook cell's output.
 
@@ -190,10 +215,13 @@ def graph(
     Args:
       hlo: HLO text (``compiled.as_text()`` or
         ``lowered.as_text(dialect="hlo", debug_info=True)``), the path of an HLO
-        text file (a dump written with ``XLA_FLAGS=--xla_dump_to=DIR``), or a
-        parsed `HloModule`.
+        text file (a dump written with ``XLA_FLAGS=--xla_dump_to=DIR``), a
+        parsed `HloModule`, or an `HloProgram` from `tpukit.hlo.open`.
       title: the heading; the module's name when None.
       stage: ``"optimized"`` or ``"lowered"``, shown beside the title.
+      times: measured seconds per run by instruction name (``Profile.instruction_seconds()``
+        from ``Compiled.profile``): the graph then opens coloured by time on a heat scale,
+        with each node's time and share in its panel; a group's time is its members' sum.
 
     Returns:
       An `HloGraph`: shown by notebooks, ``save(path)`` for a page, ``to_dot()``.
@@ -205,8 +233,13 @@ def graph(
     """
     if isinstance(hlo, HloModule):
         module = hlo
+    elif callable(getattr(hlo, "hlo_module", None)):  # an HloProgram (or a Compiled)
+        program = hlo
+        stage = stage or getattr(program, "stage", None) or "optimized"
+        module = program.hlo_module(stage)
+        title = title if title is not None else program.name
     elif isinstance(hlo, (str, os.PathLike)):
-        module = parse_hlo(_hlo_text(hlo))
+        module = parse_hlo(read_hlo_source(hlo)[0])
     else:
         raise TypeError(
             f"graph() takes HLO text, an HLO file's path or an HloModule, got "
@@ -214,56 +247,4 @@ def graph(
         )
     if not module.computations:
         raise ValueError("This HLO module has no computation to draw; pass the module's full text.")
-    return HloGraph(module, title=title, stage=stage)
-
-
-_MLIR = re.compile(r"^\s*(module\b|func\.func\b|#loc)|\b(stablehlo|mhlo)\.\w", re.MULTILINE)
-_DUMP_FLAG = "XLA_FLAGS=--xla_dump_to=DIR"
-
-
-def _hlo_text(source: str | os.PathLike) -> str:
-    """The HLO text ``source`` holds or names (a file's path)."""
-    if isinstance(source, os.PathLike) or _looks_like_a_path(source):
-        path = pathlib.Path(source)
-        if path.is_dir():
-            dumps = sorted(p.name for p in path.glob("*.txt"))
-            listed = ", ".join(dumps[:6]) + (", ..." if len(dumps) > 6 else "") or "none"
-            raise ArgumentError(
-                f"{str(path)!r} is a folder; graph() draws one module. Pass one of its HLO "
-                f"text files (.txt files here: {listed}); XLA names the optimized one "
-                "*after_optimizations.txt."
-            )
-        if not path.is_file():
-            raise FileNotFoundError(
-                f"No HLO file at {str(path)!r}. graph() takes HLO text, the path of an HLO "
-                f"text file (run with {_DUMP_FLAG} and pass one of DIR's .txt files), or "
-                "an HloModule."
-            )
-        data = path.read_bytes()
-        try:
-            source = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ArgumentError(
-                f"{str(path)!r} is not text (an HloProto .pb?). Pass the text dump: XLA "
-                "writes it beside the .pb as a .txt file (--xla_dump_hlo_as_text)."
-            ) from None
-        if "HloModule" not in source and "ENTRY" not in source and not _MLIR.search(source):
-            raise ArgumentError(
-                f"{path.name!r} holds no HLO module (XLA writes buffer assignments and "
-                "reports beside each module). Pass the module itself: the file ending in "
-                "after_optimizations.txt, or before_optimizations.txt for the lowered HLO."
-            )
-    if "HloModule" not in source and _MLIR.search(source):
-        raise ArgumentError(
-            "This is StableHLO/MLIR text (it has 'module', 'func.func' or stablehlo ops), "
-            "which tpukit does not read: it draws XLA's HLO text. From JAX pass "
-            "lowered.as_text(dialect='hlo', debug_info=True) or compiled.as_text(); from a "
-            f"dump, run with {_DUMP_FLAG} and pass a module_*.txt file of DIR."
-        )
-    return source
-
-
-def _looks_like_a_path(text: str) -> bool:
-    """One line, without the braces and '=' of HLO: a file name, not HLO text."""
-    line = text.strip()
-    return bool(line) and "\n" not in line and "{" not in line and " = " not in line
+    return HloGraph(module, title=title, stage=stage, times=times)

@@ -30,6 +30,7 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from tpukit.display._cells import describe_location
@@ -77,7 +78,7 @@ class HloShape:
     def rank(self) -> int:
         return len(self.dims)
 
-    @property
+    @cached_property  # asked for often (bytes of every operand): a shape never changes
     def num_elements(self) -> int:
         """Elements of an array (1 for a scalar, 0 for a token); summed over a tuple's leaves."""
         if self.is_tuple:
@@ -86,7 +87,7 @@ class HloShape:
             return 0
         return math.prod(max(d, 0) for d in self.dims)
 
-    @property
+    @cached_property
     def nbytes(self) -> int:
         """Bytes of the data (sub-byte types packed, dynamic dims at their bound)."""
         if self.is_tuple:

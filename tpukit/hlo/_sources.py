@@ -15,6 +15,7 @@ user's::
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -24,18 +25,24 @@ _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "numpy")
 _TPUKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _library_folders() -> list[str]:
+def _library_folders() -> tuple[str, ...]:
     # Only libraries already imported: this layer never imports JAX itself.
-    folders = [_TPUKIT]
-    for name in _LIBRARIES:
-        module = sys.modules.get(name)
-        if module is not None and getattr(module, "__file__", None):
-            folders.append(os.path.dirname(os.path.abspath(module.__file__)))
-    return folders
+    files = tuple(getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARIES)
+    return _folders_of(files)
+
+
+@functools.lru_cache(maxsize=16)
+def _folders_of(files: tuple[str | None, ...]) -> tuple[str, ...]:
+    return (_TPUKIT, *(os.path.dirname(os.path.abspath(file)) for file in files if file))
 
 
 def is_user_file(path: str) -> bool:
     """Whether ``path`` (a frame's file name) is the user's code rather than a library's."""
+    return _is_user_file(path, _library_folders())
+
+
+@functools.lru_cache(maxsize=4096)  # a module names a few files in thousands of frames
+def _is_user_file(path: str, library_folders: tuple[str, ...]) -> bool:
     if not path or path.startswith("<frozen") or path == "<tpu_compile call>":
         return False
     if path.startswith("<"):  # <ipython-input-3-...>, <string>: typed by the user
@@ -43,4 +50,4 @@ def is_user_file(path: str) -> bool:
     absolute = os.path.abspath(path)
     if _INSTALLED.search(absolute):
         return False
-    return not any(absolute.startswith(folder + os.sep) for folder in _library_folders())
+    return not any(absolute.startswith(folder + os.sep) for folder in library_folders)

@@ -85,6 +85,11 @@ class ScopePlan:
 
 def split_scope(op_name: str) -> list[str]:
     """``jit(f)/transpose(jvp(g))/dot`` -> ``['jit(f)', 'transpose(jvp(g))', 'dot']``."""
+    return list(_split_scope(op_name))
+
+
+@functools.lru_cache(maxsize=65536)  # a module repeats a few thousand op names many times
+def _split_scope(op_name: str) -> tuple[str, ...]:
     parts, depth, start = [], 0, 0
     for index, char in enumerate(op_name):
         if char in "([":
@@ -95,7 +100,7 @@ def split_scope(op_name: str) -> list[str]:
             parts.append(op_name[start:index])
             start = index + 1
     parts.append(op_name[start:])
-    return [p for p in parts if p]
+    return tuple(p for p in parts if p)
 
 
 def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:

@@ -16,19 +16,23 @@ Example::
 
 The same call scales out: ``sharding="data"`` (the default) splits each batch
 over every device of every process, ``sharding="fsdp"`` splits the parameters
-too, and ``sharding=MeshRules(mesh, rules)`` takes your own mesh and partition
-rules; with ``jax.distributed`` joined (``tpukit.connect``), every process runs
-the same ``fit``.
+too, and ``mesh="data=4,model=2", shard={r"l1/kernel": "None,model"}`` takes
+your own mesh and partition specs in the words of ``tpukit.compile(..., mesh=,
+shard=)`` (``sharding=MeshRules(mesh, rules)`` is the same plan); with
+``jax.distributed`` joined (``tpukit.connect``), every process runs the same
+``fit``. ``Trainer(...).compile_step(data, ...)`` gives the ``tpukit.Compiled``
+of the call ``fit`` runs, to graph, profile or read.
 
 Modules: ``_fit`` (``fit`` and ``Trainer``: setting a call up), ``_options`` (the
 frozen options of a call), ``_run`` (the loop and its collaborators), ``_state``
 (what carries over between calls, kept on the model), ``_program`` (optimizer
 programs and the fingerprint checkpoints record), ``_steps`` (the compiled
-functions), ``_guard`` (the NaN stop), ``_data`` (device-resident and streamed
-data), ``_mesh`` (every sharding decision: the plans), ``_layout`` (array paths,
-multi-process placement, the sharding summary), ``_losses``, ``_validate``,
-``_history``, ``_progress``, ``_checkpoint`` (orbax), ``_integrity``
-(checksums and file digests) and ``_exceptions``.
+functions), ``_compile_step`` (``Trainer.compile_step``), ``_guard`` (the NaN
+stop), ``_data`` (device-resident and streamed data), ``_mesh`` (every sharding
+decision: the plans), ``_layout`` (array paths, multi-process placement, the
+sharding summary), ``_losses``, ``_validate``, ``_history``, ``_progress``,
+``_checkpoint`` (orbax), ``_integrity`` (checksums and file digests) and
+``_exceptions``.
 """
 
 from ._evaluate import evaluate

@@ -8,11 +8,12 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 from flax import nnx
+from jax.sharding import Mesh, PartitionSpec
 
 from . import _steps
 from ._data import ResidentData, check_batch_size, is_array_dataset
@@ -29,7 +30,9 @@ def evaluate(
     batch_size: int | None = None,
     loss: Callable | None = None,
     metrics: Sequence[Metric] | None = None,
-    sharding: str | Plan = "data",
+    mesh: Mesh | str | None = None,
+    shard: Mapping[str, PartitionSpec | str] | None = None,
+    sharding: str | Plan | None = None,
 ) -> dict[str, float]:
     """Mean loss and metrics of ``model`` over every example of ``data``.
 
@@ -46,7 +49,8 @@ def evaluate(
             1024 (rounded to the devices), capped at the dataset size.
         loss, metrics: as for :func:`fit`; default softmax cross-entropy and, for
             integer labels, accuracy.
-        sharding: as for :func:`fit`: ``"data"``, ``"fsdp"``, or a plan object.
+        mesh, shard, sharding: as for :func:`fit`: ``mesh="data=8"`` with
+            ``shard={regex: spec}``, or ``sharding="data"``, ``"fsdp"`` or a plan object.
 
     Returns:
         ``{"loss": float, "accuracy": float, ...}``.
@@ -57,7 +61,7 @@ def evaluate(
             "evaluate needs in-memory arrays: an (inputs, labels) tuple or a dict "
             f"of arrays; got {type(data).__name__}."
         )
-    plan = resolve_plan(sharding)
+    plan = resolve_plan(sharding, mesh=mesh, shard=shard)
     source = ResidentData(data, plan, "data")
     if batch_size is None:
         batch_size = max(plan.batch_shards, 1024 - 1024 % plan.batch_shards)

@@ -23,17 +23,20 @@ Example::
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import jax
 import optax
 from flax import nnx
+from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._errors import user_facing
+from tpukit.compilation._compiled import Compiled
 from tpukit.compilation._peaks import peak_for
 
 from . import _checkpoint, _steps
+from ._compile_step import compile_step
 from ._data import ResidentData, StreamedData, check_batch_size, is_array_dataset
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._guard import NonFiniteGuard, NonFiniteLossError
@@ -58,6 +61,8 @@ class Trainer:
     :meth:`fit` takes the same options as :func:`fit`. What carries over from one
     call to the next lives on the model (:attr:`state`), so a second ``Trainer`` or
     ``fit`` call on the same model continues where the first one stopped.
+    :meth:`compile_step` gives the compiled call ``fit`` runs, to graph, profile
+    or read.
     """
 
     def __init__(
@@ -67,7 +72,9 @@ class Trainer:
         *,
         loss: Callable | None = None,
         metrics: Sequence[Metric] | None = None,
-        sharding: str | Plan = "data",
+        mesh: Mesh | str | None = None,
+        shard: Mapping[str, PartitionSpec | str] | None = None,
+        sharding: str | Plan | None = None,
         stop_on_nan: bool = True,
     ):
         check_model(model)
@@ -76,7 +83,7 @@ class Trainer:
         self.optimizer = optimizer
         self.loss = loss
         self.metrics = metrics
-        self.plan = resolve_plan(sharding)
+        self.plan = resolve_plan(sharding, mesh=mesh, shard=shard)
         self.stop_on_nan = bool(stop_on_nan)
 
     @property
@@ -88,6 +95,33 @@ class Trainer:
     def fit(self, train_data: Any, **options: Any) -> History:
         """Train on ``train_data``; the options (``epochs=``, ...) are those of :func:`fit`."""
         return self._train(train_data, RunOptions.of(options))
+
+    @user_facing
+    def compile_step(self, train_data: Any, **options: Any) -> Compiled:
+        """The compiled call that ``fit(train_data, **options)`` would run first.
+
+        It is ``fit``'s own program, not a copy: the same jitted function, on the
+        same placed state and data, ``steps_per_execution`` optimizer steps in one
+        ``scan``, the parameters, model state and optimizer state donated. The
+        options are those of :func:`fit` (``batch_size=``, ``steps_per_execution=``,
+        ...; ``epochs`` may be left out). Nothing is trained and the model is not
+        changed; a streamed ``train_data`` gives up its first chunk of batches.
+
+        Returns a :class:`tpukit.Compiled` named ``fit_step``: ``graph()``,
+        ``op_counts()``, ``collectives()``, ``cost``, ``memory``, ``hlo_text()``.
+        Calling it (``step(params, rest, opt_state, arrays=, indices=, start=)``;
+        ``chunk=`` for streamed data) returns ``(params, rest, opt_state, stats)``
+        and, like ``fit``, consumes the state arrays it is given. ``timeit()`` and
+        ``profile()`` run it on fresh copies of that state, as many times as asked.
+
+        Example::
+
+            >>> trainer = Trainer(model, optax.adam(1e-3), mesh="data=8")  # doctest: +SKIP
+            >>> step = trainer.compile_step((x, y), batch_size=128,
+            ...                             steps_per_execution=10)      # doctest: +SKIP
+            >>> step.collectives(), step.graph()                          # doctest: +SKIP
+        """
+        return compile_step(self, train_data, RunOptions.of({"epochs": 1, **options}))
 
     def _train(self, train_data: Any, options: RunOptions) -> History:
         """Train on ``train_data`` as ``options`` say."""
@@ -290,7 +324,9 @@ def fit(
     resume: bool | str = False,
     callbacks: Sequence[Callable[[dict], Any]] = (),
     stop_on_nan: bool = True,
-    sharding: str | Plan = "data",
+    mesh: Mesh | str | None = None,
+    shard: Mapping[str, PartitionSpec | str] | None = None,
+    sharding: str | Plan | None = None,
     verbose: bool = True,
 ) -> History:
     """Train ``model`` in place with ``optimizer``, running many steps per compiled call.
@@ -346,9 +382,17 @@ def fit(
             gradients, new parameters or new optimizer state are not finite; that step
             is not applied, so the model, optimizer state and checkpoints keep the last
             finite values.
-        sharding: how to spread the work over every device of every process
-            (``jax.devices()``): ``"data"`` (each batch split over the devices,
-            parameters and optimizer state replicated), ``"fsdp"`` (batch split, and
+        mesh, shard: your own layout, in the words of ``tpukit.compile(f, x, mesh=,
+            shard=)``: ``mesh="data=4,model=2"`` (or a ``jax.sharding.Mesh``) and
+            ``shard={r"l1/kernel": "None,model"}``, a partition spec (text or
+            ``PartitionSpec``) for the model arrays whose '/'-joined path the regex
+            finds (the first match wins; the rest, and optimizer arrays that mirror
+            them, follow or are replicated). Batches are split along the mesh's
+            ``"data"`` axis (its first axis if it has none). Same as
+            ``sharding=MeshRules(mesh, shard)``.
+        sharding: a ready-made layout over every device of every process
+            (``jax.devices()``), instead of ``mesh``: ``"data"`` (the default; each
+            batch split over the devices, parameters and optimizer state replicated), ``"fsdp"`` (batch split, and
             every parameter and optimizer array of at least 1024 elements split on
             its largest dimension divisible by the device count), or a plan object:
             :class:`DataParallel`, :class:`FSDP`, or :class:`MeshRules` (your own
@@ -386,6 +430,13 @@ def fit(
         verbose=verbose,
     )
     trainer = Trainer(
-        model, optimizer, loss=loss, metrics=metrics, sharding=sharding, stop_on_nan=stop_on_nan
+        model,
+        optimizer,
+        loss=loss,
+        metrics=metrics,
+        mesh=mesh,
+        shard=shard,
+        sharding=sharding,
+        stop_on_nan=stop_on_nan,
     )
     return trainer._train(train_data, options)

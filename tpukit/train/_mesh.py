@@ -15,7 +15,12 @@ Three plans, chosen with ``fit(..., sharding=...)``:
   and optimizer array of at least ``min_size`` elements (default 1024, i.e. 4 KiB
   of float32) sharded along ``"data"`` on its largest dimension divisible by the
   device count; smaller or indivisible arrays are replicated.
-- :class:`MeshRules`: your own mesh and ``(regex, PartitionSpec)`` rules.
+- ``mesh=`` and ``shard=`` (:class:`MeshRules`): your own mesh and a partition
+  spec per array, in the vocabulary of ``tpukit.compile(f, x, mesh=, shard=)``
+  and ``%%tpu_compile --mesh --shard``: ``mesh="data=4,model=2"`` (or a
+  :class:`~jax.sharding.Mesh`) and ``shard={r"l1/kernel": "None,model"}`` (or
+  ``PartitionSpec`` objects), where ``compile`` names arguments and ``fit`` names model
+  arrays by a regex on their paths. Both are read by ``tpukit.compilation._placement``.
 
 Example::
 
@@ -30,12 +35,14 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
+
+from tpukit.compilation._placement import parse_mesh, parse_partition_spec
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._layout import ShardingSummary, is_key, leaf_paths, place
@@ -265,19 +272,26 @@ class FSDP(Plan):
 class MeshRules(Plan):
     """Your own mesh, and a PartitionSpec for each model array chosen by a regex.
 
+    ``fit(..., mesh=, shard=)`` builds one: ``mesh`` and the specs may be written
+    as in ``tpukit.compile`` (``"data=4,model=2"``, ``"None,model"``), and the rules
+    as a dict ``{pattern: spec}``.
+
     Each rule is ``(pattern, spec)``: ``pattern`` is searched (:func:`re.search`) in
     the '/'-joined path of each parameter and model-state array, e.g.
     ``layers/0/kernel`` or ``l1/bias``; the first rule that matches gives the
     array's ``PartitionSpec``; arrays no rule matches are replicated. Optimizer
     arrays that mirror a parameter (Adam's moments) follow that parameter.
-    Batches are split along ``batch_axes``. The mesh's axes are used in Auto
+    Batches are split along ``batch_axes`` (default: the mesh's ``"data"`` axis, or
+    its first axis when it has none). The mesh's axes are used in Auto
     mode (GSPMD chooses the collectives). A rule that matches no array, a mesh
     axis that does not exist, or a split that does not divide an array's
     dimension is an error that says which.
 
     Args:
-        mesh: a :class:`jax.sharding.Mesh`, e.g. ``jax.make_mesh((4, 2), ("data", "model"))``.
-        rules: ``[(regex, PartitionSpec), ...]``.
+        mesh: a :class:`jax.sharding.Mesh`, e.g. ``jax.make_mesh((4, 2), ("data", "model"))``,
+            or its text, ``"data=4,model=2"`` (``-1`` for the devices the others leave).
+        rules: ``[(regex, PartitionSpec), ...]`` or ``{regex: spec}``; a spec may be
+            text, ``"None,model"`` (one mesh axis or ``None`` per dimension).
         batch_axes: the mesh axes the batch is split along.
 
     Example::
@@ -286,20 +300,24 @@ class MeshRules(Plan):
         >>> plan = MeshRules(mesh, [(r"l1/kernel", P(None, "model"))])
         >>> plan.spec_for("l1/kernel", (784, 128))
         PartitionSpec(None, 'model')
+        >>> MeshRules("data=4,model=2", {r"l1/kernel": "None,model"}).rules == plan.rules
+        True
     """
 
     kind = "rules"
 
     def __init__(
         self,
-        mesh: Mesh,
-        rules: Sequence[tuple[str, PartitionSpec]] = (),
-        batch_axes: Sequence[str] = ("data",),
+        mesh: Mesh | str,
+        rules: Sequence[tuple[str, PartitionSpec | str]] | Mapping[str, PartitionSpec | str] = (),
+        batch_axes: Sequence[str] | str | None = None,
     ):
+        if isinstance(mesh, str):
+            mesh = parse_mesh(mesh)
         if not isinstance(mesh, Mesh):
             raise TrainingTypeError(
-                f"MeshRules needs a jax.sharding.Mesh; got {type(mesh).__name__}. Build one "
-                "with jax.make_mesh((4, 2), ('data', 'model'))."
+                f"MeshRules needs a jax.sharding.Mesh or its text; got {type(mesh).__name__}. "
+                "Write mesh='data=4,model=2' or jax.make_mesh((4, 2), ('data', 'model'))."
             )
         # GSPMD places the collectives: the plan states shardings with constraints,
         # which needs Auto axes (jax.make_mesh gives Explicit ones by default).
@@ -307,6 +325,8 @@ class MeshRules(Plan):
             mesh.devices, mesh.axis_names, axis_types=(AxisType.Auto,) * len(mesh.axis_names)
         )
         names = tuple(mesh.axis_names)
+        if batch_axes is None:
+            batch_axes = ("data",) if "data" in names else names[:1]
         if isinstance(batch_axes, str):
             batch_axes = (batch_axes,)
         self.batch_axes = tuple(batch_axes)
@@ -318,6 +338,8 @@ class MeshRules(Plan):
             )
         self.rules: tuple[tuple[str, PartitionSpec], ...] = ()
         compiled = []
+        if isinstance(rules, Mapping):
+            rules = list(rules.items())
         for item in rules:
             if not (isinstance(item, (tuple, list)) and len(item) == 2):
                 raise TrainingTypeError(
@@ -325,6 +347,8 @@ class MeshRules(Plan):
                     "(r'layers/0/kernel', P(None, 'model'))."
                 )
             pattern, spec = item
+            if isinstance(spec, str):
+                spec = parse_partition_spec(spec)
             if not isinstance(spec, PartitionSpec):
                 raise TrainingTypeError(
                     f"The rule for {pattern!r} gives {spec!r}; expected a "
@@ -403,14 +427,40 @@ def _spec_axes(spec: PartitionSpec) -> list[str]:
 STRATEGIES = {"data": DataParallel, "fsdp": FSDP}
 
 
-def resolve_plan(sharding: str | Plan = "data") -> Plan:
-    """Turn the ``sharding=`` argument of :func:`tpukit.fit` into a placement plan.
+def resolve_plan(
+    sharding: str | Plan | None = None,
+    *,
+    mesh: Mesh | str | None = None,
+    shard: Mapping[str, PartitionSpec | str] | None = None,
+) -> Plan:
+    """Turn ``fit``'s ``sharding=`` or ``mesh=``/``shard=`` arguments into a placement plan.
+
+    ``mesh``/``shard`` are the spelling of ``tpukit.compile``: ``mesh="data=4,model=2"``
+    and ``shard={regex: "None,model"}`` give :class:`MeshRules`; ``sharding`` names a
+    strategy (``"data"``, the default, or ``"fsdp"``) or is a plan object.
 
     Example::
 
         >>> resolve_plan("data").kind
         'data'
+        >>> resolve_plan(mesh="data=8").batch_axes
+        ('data',)
     """
+    if shard is not None and mesh is None:
+        raise TrainingInputError(
+            'shard= needs mesh=, e.g. fit(..., mesh="data=4,model=2", '
+            'shard={r"l1/kernel": "None,model"}).'
+        )
+    if mesh is not None:
+        if sharding is not None:
+            raise TrainingInputError(
+                f"Give either sharding= or mesh=/shard=, not both; got sharding={sharding!r} "
+                f"and mesh={mesh!r}. mesh= and shard= are the spelling of tpukit.compile; "
+                "sharding='data' or 'fsdp' names a ready-made plan."
+            )
+        return MeshRules(mesh, shard or {})
+    if sharding is None:
+        sharding = "data"
     if isinstance(sharding, Plan):
         return sharding
     if isinstance(sharding, str) and sharding in STRATEGIES:
@@ -418,12 +468,13 @@ def resolve_plan(sharding: str | Plan = "data") -> Plan:
     hint = ""
     if isinstance(sharding, Mesh):
         hint = (
-            " For your own mesh, wrap it with its partition rules: "
-            "sharding=tpukit.train.MeshRules(mesh, rules=[(r'kernel', P(None, 'model'))], "
-            "batch_axes=('data',))."
+            " For your own mesh, pass it as mesh= with partition specs as shard=: "
+            "fit(..., mesh=mesh, shard={r'kernel': 'None,model'}), or "
+            "sharding=tpukit.train.MeshRules(mesh, rules=[(r'kernel', P(None, 'model'))])."
         )
     raise TrainingInputError(
         f"sharding={sharding!r} is not a strategy tpukit knows. Expected 'data' (batch split "
         "over all devices, parameters replicated), 'fsdp' (batch and parameters split), or a "
-        f"DataParallel, FSDP or MeshRules object.{hint}"
+        "DataParallel, FSDP or MeshRules object; for your own mesh, mesh='data=4,model=2' "
+        f"and shard={{regex: 'None,model'}}.{hint}"
     )

@@ -224,11 +224,11 @@ class Run:
         executions = self._executions()
         pending = next(executions, None)
         while pending is not None:
-            steps, fn, args = pending
-            self.progress.speed.count_flops(fn, (*self.state, *args))
+            steps, fn, data = pending
+            self.progress.speed.count_flops(fn, (self.state, data))
             compiled = compile_count(fn)
             t0 = time.perf_counter()
-            *state, stats = fn(*self.state, *args)
+            *state, stats = fn(self.state, data)
             self.state = tuple(state)
             pending = next(executions, None)  # the next chunk's transfer overlaps this call
             stats = jax.device_get(stats)
@@ -247,34 +247,9 @@ class Run:
                 self.checkpointing.save(pos, self.history, self.state)
         self._finish_epoch(self.state, started)
 
-    def _executions(self) -> Iterator[tuple[int, Callable, tuple]]:
-        """``(steps, compiled call, data arguments)`` for the rest of the current epoch."""
-        spec, pos = self.spec, self.position
-        if isinstance(spec.source, ResidentData):
-            key = epoch_key(spec.options.seed, pos.epoch_base + pos.epoch)
-            indices = spec.plan.put_replicated(
-                epoch_indices(
-                    key,
-                    spec.source.n,
-                    spec.steps_per_epoch,
-                    spec.batch_size,
-                    spec.options.shuffle,
-                )
-            )
-            start = pos.step
-            while start < spec.steps_per_epoch:
-                steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
-                fn = _steps.resident_execution(
-                    spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard
-                )
-                yield steps, fn, (spec.source.arrays, indices, np.int32(start))
-                start += steps
-        else:
-            fn = _steps.streamed_execution(
-                spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard
-            )
-            for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
-                yield steps, fn, (chunk,)
+    def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
+        """``(steps, compiled call, its data)`` for the rest of the current epoch."""
+        return executions(self.spec, self.position)
 
     def _count(self, stats: dict, steps: int, seconds: float) -> dict:
         """Advance the position by one call's steps; add its figures to the history."""
@@ -352,6 +327,36 @@ class Run:
             self.spec.program.key,
             opt_state if _live(opt_state) else None,
         )
+
+
+def executions(spec: RunSpec, pos: Position) -> Iterator[tuple[int, _steps.Step, dict]]:
+    """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
+    makes, and the data it passes (``Trainer.compile_step`` takes the first)."""
+    if isinstance(spec.source, ResidentData):
+        key = epoch_key(spec.options.seed, pos.epoch_base + pos.epoch)
+        indices = spec.plan.put_replicated(
+            epoch_indices(
+                key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
+            )
+        )
+        start = pos.step
+        while start < spec.steps_per_epoch:
+            steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
+            fn = _steps.resident_execution(
+                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard
+            )
+            yield (
+                steps,
+                fn,
+                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
+            )
+            start += steps
+    else:
+        fn = _steps.streamed_execution(
+            spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard
+        )
+        for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
+            yield steps, fn, {"chunk": chunk}
 
 
 def _live(tree: Any) -> bool:

@@ -188,6 +188,39 @@ def _gather(a: jax.Array, rows: jax.Array) -> jax.Array:
     return a.at[rows].get(mode="promise_in_bounds")
 
 
+class Step:
+    """One compiled training call as ``fit`` runs it, in :mod:`jax.stages`' calling form.
+
+    ``jitted(state, data)`` is the :func:`jax.jit` function ``fit`` calls: ``state`` is
+    ``(params, rest, opt_state)``, donated (fit never reads the old buffers again), and
+    ``data`` the dict of the call's data arrays; it returns ``(params, rest,
+    opt_state, stats)``. ``function`` is the same computation as a plain Python
+    function with named parameters, ``function(params, rest, opt_state, **data)``,
+    which ``Trainer.compile_step`` binds to describe the call (``tpukit.Compiled``
+    calls a program with its positional and keyword arrays exactly this way).
+    """
+
+    name = "fit_step"
+
+    def __init__(self, function: Callable):
+        self.function = function
+
+        def fit_step(state: tuple, data: dict) -> tuple:
+            return function(*state, **data)
+
+        self.jitted = jax.jit(fit_step, donate_argnums=0)
+
+    def __call__(self, state: tuple, data: dict) -> tuple:
+        return self.jitted(state, data)
+
+    def lower(self, state: tuple, data: dict) -> Any:
+        """``jax.stages.Lowered`` of the call on these arguments (nothing runs)."""
+        return self.jitted.lower(state, data)
+
+    def _cache_size(self) -> int:  # read by ``_progress.compile_count``
+        return self.jitted._cache_size()
+
+
 @functools.lru_cache(maxsize=32)
 def resident_execution(
     graphdef: Any,
@@ -196,15 +229,16 @@ def resident_execution(
     plan: Plan,
     steps: int,
     guard: bool,
-) -> Callable:
-    """``run(params, rest, opt_state, arrays, indices, start) -> (params, rest, opt_state, stats)``.
+) -> Step:
+    """``fit_step(params, rest, opt_state, *, arrays, indices, start)``: ``steps`` steps.
 
-    Runs ``steps`` steps; step ``i`` trains on the rows ``indices[start + i]`` of the
-    device-resident ``arrays``. Parameter and optimizer buffers are donated.
+    Step ``i`` trains on the rows ``indices[start + i]`` of the device-resident
+    ``arrays``. Returns ``(params, rest, opt_state, stats)``; parameter and
+    optimizer buffers are donated.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, arrays, indices, start):
+    def run(params, rest, opt_state, *, arrays, indices, start):
         def body(carry, i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
             batch = plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
@@ -216,7 +250,7 @@ def resident_execution(
         state = plan.constrain_state(state)
         return (*state, stats)
 
-    return jax.jit(run, donate_argnums=(0, 1, 2))
+    return Step(run)
 
 
 @functools.lru_cache(maxsize=32)
@@ -226,14 +260,15 @@ def streamed_execution(
     optimizer: optax.GradientTransformation,
     plan: Plan,
     guard: bool,
-) -> Callable:
-    """``run(params, rest, opt_state, chunk) -> (params, rest, opt_state, stats)``.
+) -> Step:
+    """``fit_step(params, rest, opt_state, *, chunk)``: one step per stacked batch.
 
-    ``chunk`` holds stacked batches ``[steps, batch, ...]``, one step per batch.
+    ``chunk`` holds stacked batches ``[steps, batch, ...]``. Returns ``(params, rest,
+    opt_state, stats)``; parameter and optimizer buffers are donated.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, chunk):
+    def run(params, rest, opt_state, *, chunk):
         steps = jax.tree.leaves(chunk)[0].shape[0]
 
         def body(carry, xs):
@@ -246,7 +281,7 @@ def streamed_execution(
         state = plan.constrain_state(state)
         return (*state, stats)
 
-    return jax.jit(run, donate_argnums=(0, 1, 2))
+    return Step(run)
 
 
 @functools.lru_cache(maxsize=32)

@@ -208,6 +208,7 @@ GraphView.prototype.build = function () {
   this.legend = legend;
   this.hint = el("span", "tkg-hint", legend);
   this.hint.textContent = HINT;
+  if (d.time) this.buildTimeKey(bar, legend);
 
   fit.addEventListener("click", function () { self.fit(true); });
   reset.addEventListener("click", function () {
@@ -298,6 +299,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
     if (i !== 0) this.drawToggle(header, 6, 5, "\u2212");
     var text = svg("text", {x: i !== 0 ? 26 : 8, y: 16}, header);
     text.textContent = this.headerText(i);
+    this.drawHeaderTime(i, header, text.textContent.length);
     this.children[i].forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
     return;
   }
@@ -308,8 +310,9 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
   if (expandable) node.classList.add("tkg-collapsed");
   if (i === this.selected) node.classList.add("tkg-selected");
   if (i === this.hit) node.classList.add("tkg-hit");
-  svg("rect", {"class": "tkg-box " + categoryClass(d.categories[d.cat[i]]), width: this.w[i],
+  var box = svg("rect", {"class": "tkg-box " + categoryClass(d.categories[d.cat[i]]), width: this.w[i],
     height: this.h[i], rx: d.kind[i] ? 7 : 3}, node);
+  this.paintTime(i, node, box);
   if (expandable && d.kind[i] !== KIND_INSTRUCTION) {
     svg("rect", {"class": "tkg-inset", x: 3, y: 3, width: this.w[i] - 6, height: this.h[i] - 6, rx: 5}, node);
   }
@@ -400,6 +403,7 @@ GraphView.prototype.fillPanel = function (i) {
   if (this.children[i].length) row("contents", d.count[i] + " instructions");
   row("FLOPs (est.)", d.flops[i].toLocaleString() + " (" + fmt(d.flops[i], "FLOP") + ")");
   row("bytes (est.)", d.bytes[i].toLocaleString() + " (" + fmt(d.bytes[i], "B") + ")");
+  if (d.time) this.timeRows(i, row);
   this.panelToggle.hidden = !this.children[i].length;
   this.panelToggle.textContent = this.isOpen(i) ? "Close group" : "Open in place";
   this.panelText.hidden = !d.text[i];
@@ -428,4 +432,116 @@ GraphView.prototype.find = function (query, step) {
   this.centerOn(target);
   this.hits.textContent = (state.index + 1) + " of " + state.matches.length;
   this.root.setAttribute("data-hit", String(target));
+};
+
+// ---------------------------------------------------------------- measured time
+
+// A profile (Compiled.profile) sends each node's measured seconds per run in data.time
+// (null: not in the trace; a group's is the sum of its members'). Nodes are then coloured on
+// a heat scale by their share of the program's time, on a log scale from 1% to 100%;
+// "Colour: kind" in the toolbar goes back to the op-kind colours.
+var HEAT = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
+var HEAT_DECADES = 2;
+
+function heatPosition(share) {
+  return share > 0 ? Math.max(0, Math.min(1, 1 + Math.log10(share) / HEAT_DECADES)) : 0;
+}
+
+function heatColour(position) {
+  var x = position * (HEAT.length - 1), k = Math.min(HEAT.length - 2, Math.floor(x)), f = x - k;
+  var a = parseInt(HEAT[k].slice(1), 16), b = parseInt(HEAT[k + 1].slice(1), 16), rgb = [];
+  for (var shift = 16; shift >= 0; shift -= 8) {
+    var p = (a >> shift) & 255, q = (b >> shift) & 255;
+    rgb.push(Math.round(p + (q - p) * f));
+  }
+  return "rgb(" + rgb.join(",") + ")";
+}
+
+function fmtSeconds(seconds) {
+  var units = [["s", 1], ["ms", 1e-3], ["\u00b5s", 1e-6], ["ns", 1e-9]];
+  for (var k = 0; k < units.length; k++) {
+    if (seconds >= units[k][1] || k === units.length - 1) {
+      return String(parseFloat((seconds / units[k][1]).toPrecision(3))) + " " + units[k][0];
+    }
+  }
+}
+
+function fmtShare(share) {
+  var percent = 100 * share;
+  return (percent >= 10 ? percent.toFixed(0) : String(parseFloat(percent.toPrecision(2)))) + "%";
+}
+
+GraphView.prototype.buildTimeKey = function (bar, legend) {
+  var self = this, d = this.data;
+  this.colourBy = "time";
+  var toggle = el("button", "tkg-colour", null);
+  toggle.type = "button";
+  bar.insertBefore(toggle, this.status);
+  var key = el("span", "tkg-heat-key", null);
+  legend.insertBefore(key, this.hint);
+  var low = el("span", "", key);
+  low.textContent = "time per run: " + fmtShare(Math.pow(10, -HEAT_DECADES)) + " or less";
+  var ramp = el("i", "tkg-heat-ramp", key);
+  ramp.style.background = "linear-gradient(to right," + HEAT.join(",") + ")";
+  var high = el("span", "", key);
+  high.textContent = "100% of " + fmtSeconds(d.timeTotal) + " (log scale)";
+  var none = el("span", "tkg-key tkg-untimed-key", key);
+  el("i", "tkg-untimed", none);
+  none.appendChild(document.createTextNode("not in the trace"));
+  function apply() {
+    var byTime = self.colourBy === "time";
+    toggle.textContent = byTime ? "Colour: time" : "Colour: kind";
+    toggle.title = byTime ? "colour by op kind" : "colour by measured time";
+    legend.classList.toggle("tkg-by-time", byTime);
+    self.root.setAttribute("data-colour", self.colourBy);
+  }
+  toggle.addEventListener("click", function () {
+    self.colourBy = self.colourBy === "time" ? "kind" : "time";
+    apply();
+    self.render(-1);
+    if (self.selected >= 0) self.select(self.selected);
+  });
+  apply();
+};
+
+// Fill a closed node by its time (time mode), with text that reads on the fill.
+GraphView.prototype.paintTime = function (i, node, box) {
+  var d = this.data;
+  if (!d.time) return;
+  var seconds = d.time[i];
+  if (seconds !== null && seconds !== undefined) {
+    node.setAttribute("data-time", String(seconds));
+    var tip = svg("title", {}, node);
+    tip.textContent = d.label[i] + ": " + fmtSeconds(seconds) + " per run, " +
+      fmtShare(seconds / (d.timeTotal || 1)) + " of the program";
+  }
+  if (this.colourBy !== "time") return;
+  if (seconds === null || seconds === undefined) { node.classList.add("tkg-untimed"); return; }
+  var position = heatPosition(seconds / (d.timeTotal || 1));
+  box.style.fill = heatColour(position);
+  node.classList.add(position > 0.55 ? "tkg-heat-dark" : "tkg-heat-light");
+};
+
+// An open group's measured time, "254 µs (37%)", at the right of its header where it fits.
+GraphView.prototype.drawHeaderTime = function (i, header, chars) {
+  var d = this.data;
+  if (!d.time || d.time[i] === null || d.time[i] === undefined) return;
+  var label = fmtSeconds(d.time[i]) + " (" + fmtShare(d.time[i] / (d.timeTotal || 1)) + ")";
+  var tip = svg("title", {}, header);
+  tip.textContent = d.label[i] + ": " + label + " of the measured time per run";
+  if ((i !== 0 ? 26 : 8) + (chars + label.length + 2) * CHAR_W + 8 > this.w[i]) return;
+  var text = svg("text", {"class": "tkg-header-time", x: this.w[i] - 8, y: 16, "text-anchor": "end"}, header);
+  text.textContent = label;
+};
+
+GraphView.prototype.timeRows = function (i, row) {
+  var d = this.data, seconds = d.time[i];
+  if (seconds === null || seconds === undefined) {
+    row("time (measured)", "not in the trace: parameters, tuples and the ops inside a fusion do not run apart");
+    return;
+  }
+  row("time (measured)", fmtSeconds(seconds) + " per run \u00b7 " + fmtShare(seconds / (d.timeTotal || 1)) +
+    " of " + fmtSeconds(d.timeTotal));
+  if (seconds > 0 && d.flops[i]) row("FLOP/s achieved", fmt(d.flops[i] / seconds, "FLOP/s"));
+  if (seconds > 0 && d.bytes[i]) row("bandwidth achieved", fmt(d.bytes[i] / seconds, "B/s"));
 };

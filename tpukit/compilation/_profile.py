@@ -1,0 +1,518 @@
+"""Where a compiled program's time goes: measured time per HLO instruction, and per layer.
+
+``Compiled.profile`` runs the program under ``jax.profiler`` (``_trace_events``: no
+TensorBoard, no server) and gives a `Profile`: a table of the instructions and of the
+user's groups (a training step's sections and layers, as the graph groups them) by
+measured time, with the source line, the estimated FLOPs and bytes, the achieved FLOP/s
+and bandwidth and, where the device's peak is known, the roofline bound and the share
+of it reached; ``table()`` gives the same as plain records, and ``graph()`` the HLO
+graph coloured by time. ``Profile.from_trace`` reads a trace taken elsewhere (a TPU or
+GPU job) beside the optimized HLO of the program it ran.
+
+    >>> p = tpukit.compile(f, tpukit.shape("f32[256,784]")).profile(repeat=5)  # doctest: +SKIP
+    >>> p.table()[0]["name"], p.table(by="group")[0]["group"]                    # doctest: +SKIP
+    ('ynn_fusion.2', 'forward › layers[0] (Linear)')
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import pathlib
+import statistics
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import jax
+from jax.profiler import ProfileData
+
+from tpukit import hlo
+from tpukit._errors import ArgumentError
+from tpukit.compilation._peaks import DevicePeak, peak_for
+from tpukit.compilation._trace_events import instruction_times, read_traces, trace_runs
+from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
+from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.hlo import HloInstruction, HloModule, instruction_bytes, instruction_flops
+from tpukit.hlo._user_scopes import SECTIONS, place_label, plan_scopes
+
+#: Rows of each table in the notebook view (``table()`` has them all).
+TOP_ROWS = 15
+# Computation kinds whose instructions run as program steps with events of their own.
+_NESTED_PROGRAM = frozenset({"while_body", "while_condition", "branch", "called", "async"})
+
+
+def profile_call(
+    call: Callable[[], Any],
+    module: HloModule,
+    *,
+    name: str,
+    device_kind: str,
+    repeat: int,
+    trace_dir: str | os.PathLike | None = None,
+) -> Profile:
+    """Run ``call`` ``repeat`` times under ``jax.profiler`` and time ``module``'s instructions.
+
+    ``call`` runs the compiled program once (on ready device data); it is run once
+    more before the trace starts, so allocation and first-call work stay out of it.
+    The trace goes to ``trace_dir`` when given (open it with XProf), else to a
+    temporary folder removed afterwards.
+    """
+    if not isinstance(repeat, int) or repeat < 1:
+        raise ArgumentError(f"repeat must be a whole number of runs, at least 1; got {repeat!r}.")
+    jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
+    if trace_dir is not None:
+        folder = pathlib.Path(trace_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        walls, data = trace_runs(call, repeat, folder, lean=False)
+    else:
+        with tempfile.TemporaryDirectory(prefix="tpukit-profile-") as temp:
+            walls, data = trace_runs(call, repeat, pathlib.Path(temp), lean=True)
+    return Profile.from_profile_data(
+        data, module, name=name, device_kind=device_kind, wall_seconds=walls, repeat=repeat
+    )
+
+
+class Profile:
+    """Measured device time of a compiled program, per HLO instruction and per group.
+
+    ``table()`` gives the instructions as plain records, longest first, and
+    ``table(by="group")`` the user's groups (a training step's sections and layers);
+    in a notebook the profile shows both tables, and ``graph()`` the HLO graph coloured
+    by time. Times are per run of the program (the mean over the traced runs, per
+    device): an instruction in a loop body counts all its iterations.
+
+    Attributes:
+      name: the function's name.
+      module: the optimized `HloModule` the times belong to.
+      device_kind: the device the program ran on (``"cpu"``, ``"TPU v5 lite"``, ...).
+      peak: the device's published peak, or None (then there is no roofline).
+      runs: how many runs of the program the trace holds (per device).
+      wall_seconds: wall time of each traced run, when tpukit ran them (else None).
+      total_seconds: the instructions' times added up, per run.
+    """
+
+    def __init__(
+        self,
+        module: HloModule,
+        own_seconds: Mapping[str, float],
+        calls: Mapping[str, float],
+        *,
+        name: str,
+        device_kind: str,
+        runs: int,
+        wall_seconds: list[float] | None = None,
+    ):
+        self.module = module
+        self.name = name
+        self.device_kind = device_kind
+        self.peak: DevicePeak | None = peak_for(device_kind)
+        self.runs = runs
+        self.wall_seconds = wall_seconds
+        self._own = dict(own_seconds)
+        self._calls = dict(calls)
+        self.total_seconds = sum(self._own.values())
+        self._records: dict[str, list[dict[str, Any]]] = {}
+
+    # -- building --------------------------------------------------------------
+
+    @classmethod
+    def from_profile_data(
+        cls,
+        data: Iterable[Any],
+        module: HloModule,
+        *,
+        name: str | None = None,
+        device_kind: str | None = None,
+        wall_seconds: list[float] | None = None,
+        repeat: int | None = None,
+    ) -> Profile:
+        """A profile from ``jax.profiler.ProfileData`` objects of a trace of ``module``."""
+        times = instruction_times(list(data), module, repeat)
+        return cls(
+            module,
+            times.seconds,
+            times.calls,
+            name=name or module.name,
+            device_kind=device_kind or times.device,
+            runs=times.runs,
+            wall_seconds=wall_seconds,
+        )
+
+    @classmethod
+    def from_trace(
+        cls,
+        trace: str | os.PathLike,
+        hlo_module: HloModule | str,
+        *,
+        name: str | None = None,
+        device_kind: str | None = None,
+    ) -> Profile:
+        """A profile from a trace taken elsewhere and the optimized HLO of the program it ran.
+
+        ``trace`` is an ``.xplane.pb`` file or a folder that holds one (what
+        ``jax.profiler.trace(dir)`` writes, also on a TPU or GPU machine);
+        ``hlo_module`` the optimized module as an `HloModule` or HLO text (a dump's
+        ``*after_optimizations.txt``, or ``compiled.as_text()``).
+        """
+        path = pathlib.Path(trace)
+        if path.is_dir():
+            data = read_traces(path)
+        elif path.is_file():
+            data = [ProfileData.from_file(str(path))]
+        else:
+            raise ArgumentError(
+                f"No trace at {str(path)!r}: pass the folder given to jax.profiler.trace(...) "
+                "or one of its plugins/profile/*/*.xplane.pb files."
+            )
+        if isinstance(hlo_module, str):
+            hlo_module = hlo.parse_hlo(hlo_module)
+        return cls.from_profile_data(data, hlo_module, name=name, device_kind=device_kind)
+
+    # -- numbers ---------------------------------------------------------------
+
+    @property
+    def wall_seconds_per_run(self) -> float | None:
+        """The median wall time of a traced run (dispatch and waiting included)."""
+        return statistics.median(self.wall_seconds) if self.wall_seconds else None
+
+    def seconds(self, name: str) -> float:
+        """Time of one instruction per run, with what runs inside it (a loop's body)."""
+        return self.instruction_seconds().get(name, 0.0)
+
+    def instruction_seconds(self) -> dict[str, float]:
+        """Every timed instruction's time per run, including the instructions it runs
+        (a ``while``'s body, a ``call``'s computation): the graph's node times."""
+        total = dict(self._own)
+
+        def inside(instr: HloInstruction, active: frozenset[str]) -> float:
+            extra = 0.0
+            for comp in self.module.called(instr):
+                if comp.kind not in _NESTED_PROGRAM or comp.name in active:
+                    continue
+                for inner in comp.instructions:
+                    extra += self._own.get(inner.name, 0.0) + inside(inner, active | {comp.name})
+            return extra
+
+        for instr in self.module.instructions():
+            if any(c.kind in _NESTED_PROGRAM for c in self.module.called(instr)):
+                seconds = self._own.get(instr.name, 0.0) + inside(instr, frozenset())
+                if seconds:
+                    total[instr.name] = seconds
+        return total
+
+    def table(self, by: str = "instruction") -> list[dict[str, Any]]:
+        """The measured times as plain records, longest first.
+
+        ``by="instruction"``: one record per timed instruction, with ``name``,
+        ``opcode``, ``group`` (where the graph places it), ``source``, ``calls``
+        (executions per run: a loop's body runs several times; the several kernels of one
+        cuDNN or cuBLAS call count once), ``seconds`` (its own time per run, a loop's body left out), ``share`` of
+        the total, the estimated ``flops`` and ``bytes``, ``flops_per_second`` and
+        ``bytes_per_second`` achieved and, where the peak is known,
+        ``roofline_seconds`` (the least time the peak allows), ``bound``
+        (``"compute"`` or ``"memory"``) and ``roofline_share`` (roofline / measured).
+        ``by="group"``: one record per group with ``group``, ``section``, ``path``,
+        ``instructions`` and the same figures summed.
+        """
+        if by not in ("instruction", "group"):
+            raise ArgumentError(f"by must be 'instruction' or 'group', got {by!r}.")
+        if by not in self._records:
+            instructions = self._instruction_records()
+            self._records["instruction"] = instructions
+            self._records["group"] = self._group_records(instructions)
+        return [dict(record) for record in self._records[by]]
+
+    def _instruction_records(self) -> list[dict[str, Any]]:
+        groups = _groups(self.module)
+        records = []
+        for instr in self.module.instructions():
+            if instr.name not in self._own:
+                continue
+            seconds = self._own[instr.name]
+            calls = self._calls.get(instr.name, 1.0)
+            container = any(c.kind in _NESTED_PROGRAM for c in self.module.called(instr))
+            flops = None if container else instruction_flops(instr, self.module) * calls
+            nbytes = None if container else instruction_bytes(instr, self.module) * calls
+            section, path = groups.get(instr.name, ("", []))
+            records.append(
+                {
+                    "name": instr.name,
+                    "opcode": instr.opcode,
+                    "fusion_kind": instr.fusion_kind,
+                    "group": short_place(section, path),
+                    "source": _source_of(instr, self.module),
+                    "calls": round(calls, 3),
+                    **self._figures(seconds, flops, nbytes),
+                }
+            )
+        records.sort(key=lambda r: (-r["seconds"], r["name"]))
+        return records
+
+    def _group_records(self, instructions: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        groups = _groups(self.module)
+        summed: dict[str, dict[str, Any]] = {}
+        for record in instructions:
+            section, path = groups.get(record["name"], ("", []))
+            entry = summed.setdefault(
+                record["group"],
+                {"section": section, "path": list(path), "n": 0, "s": 0.0, "f": 0, "b": 0},
+            )
+            entry["n"] += 1
+            entry["s"] += record["seconds"]
+            entry["f"] += record["flops"] or 0
+            entry["b"] += record["bytes"] or 0
+        records = [
+            {
+                "group": label,
+                "section": entry["section"],
+                "path": entry["path"],
+                "instructions": entry["n"],
+                **self._figures(entry["s"], entry["f"], entry["b"]),
+            }
+            for label, entry in summed.items()
+        ]
+        records.sort(key=lambda r: (-r["seconds"], r["group"]))
+        return records
+
+    def _figures(self, seconds: float, flops: float | None, nbytes: float | None) -> dict:
+        figures: dict[str, Any] = {
+            "seconds": seconds,
+            "share": seconds / self.total_seconds if self.total_seconds else 0.0,
+            "flops": flops,
+            "bytes": nbytes,
+            "flops_per_second": flops / seconds if flops and seconds else None,
+            "bytes_per_second": nbytes / seconds if nbytes and seconds else None,
+        }
+        if self.peak is not None:
+            compute = (flops or 0) / self.peak.flops_per_second
+            memory = (nbytes or 0) / self.peak.bytes_per_second
+            bound = max(compute, memory)
+            figures["roofline_seconds"] = bound if bound else None
+            figures["bound"] = ("compute" if compute >= memory else "memory") if bound else None
+            figures["roofline_share"] = bound / seconds if bound and seconds else None
+        return figures
+
+    # -- views -----------------------------------------------------------------
+
+    def graph(self):
+        """The optimized HLO's interactive graph, coloured by measured time (a heat scale;
+        click a node for its time; a group's time is its members' sum)."""
+        title = f"{self.name} · measured on {self.device_kind}"
+        return hlo.graph(
+            self.module, title=title, stage="optimized", times=self.instruction_seconds()
+        )
+
+    def _headline(self) -> str:
+        runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        text = (
+            f"{self.name} on {self.device_kind}: {format_seconds(self.total_seconds)} per run "
+            f"in {len(self._own)} instructions (mean of {runs}"
+        )
+        wall = self.wall_seconds_per_run
+        if wall is not None:
+            text += f"; wall time {format_seconds(wall)} per run, dispatch included"
+        return text + ")"
+
+    def _section_line(self) -> str:
+        """``forward 26% · loss 1% · backward 62% · optimizer update 8%``, in program order;
+        empty for a program without a training step's sections."""
+        shares: dict[str, float] = {}
+        for record in self.table("group"):
+            if record["section"]:
+                shares[record["section"]] = shares.get(record["section"], 0) + record["share"]
+        if not shares:
+            return ""
+        order = {name: k for k, name in enumerate(SECTIONS)}
+        named = sorted(shares, key=lambda name: order.get(name, len(order)))
+        share = {n: f"{100 * v:.1f}%" if v < 0.1 else f"{100 * v:.0f}%" for n, v in shares.items()}
+        return "By section: " + " · ".join(f"{name} {share[name]}" for name in named)
+
+    def _peak_line(self) -> str:
+        if self.peak is None:
+            return f"No published peak for {self.device_kind}, so no roofline."
+        return (
+            f"Roofline: {self.peak.name} peak {self.peak.bf16_tflops:g} TFLOP/s (bf16), "
+            f"{self.peak.hbm_gbps:g} GB/s; 'reached' is the roofline time over the measured"
+            " (* over 100%: the bytes or FLOPs estimated from the HLO exceed what ran, e.g. an"
+            " operand read only in part)."
+        )
+
+    def _columns(self, by: str) -> list[tuple[str, str, Callable[[dict], str]]]:
+        first = (
+            [
+                ("instruction", "", lambda r: r["name"]),
+                ("op", "", lambda r: r["fusion_kind"] or r["opcode"]),
+                ("group", "", lambda r: r["group"]),
+                ("source", "", lambda r: r["source"] or "-"),
+            ]
+            + self._calls_column()
+            if by == "instruction"
+            else [
+                ("group", "", lambda r: r["group"]),
+                ("ops", "num", lambda r: str(r["instructions"])),
+            ]
+        )
+        rest = [
+            ("time", "num", lambda r: format_seconds(r["seconds"])),
+            ("share", "num", lambda r: f"{r['share']:.1%}"),
+            ("FLOPs", "num", lambda r: format_flops(r["flops"]) if r["flops"] else "-"),
+            ("bytes", "num", lambda r: format_bytes(r["bytes"]) if r["bytes"] else "-"),
+            ("FLOP/s", "num", lambda r: _rate(r["flops_per_second"], "FLOP/s")),
+            ("bandwidth", "num", lambda r: _rate(r["bytes_per_second"], "B/s")),
+        ]
+        if self.peak is not None:
+            rest += [
+                ("roofline", "num", _roofline_text),
+                ("reached", "num", lambda r: _reached(r["roofline_share"])),
+            ]
+        return first + rest
+
+    def _calls_column(self) -> list[tuple[str, str, Callable[[dict], str]]]:
+        """Runs per program run, shown only when some instruction runs more than once."""
+        if all(round(calls, 3) == 1 for calls in self._calls.values()):
+            return []
+        return [("calls", "num", lambda r: f"{r['calls']:g}")]
+
+    def __repr__(self) -> str:
+        lines = [self._headline(), *filter(None, [self._section_line()]), self._peak_line()]
+        for by, title in (("instruction", "instructions"), ("group", "groups")):
+            records = self.table(by)
+            columns = self._columns(by)
+            rows = [[c[0] for c in columns]] + [
+                [c[2](r) for c in columns] for r in records[:TOP_ROWS]
+            ]
+            widths = [max(len(row[k]) for row in rows) for k in range(len(columns))]
+            lines.append(f"{title} by time ({len(records)}):")
+            for row in rows:
+                cells = [
+                    cell.rjust(w) if column[1] == "num" else cell.ljust(w)
+                    for cell, w, column in zip(row, widths, columns)
+                ]
+                lines.append("  " + "  ".join(cells).rstrip())
+            if len(records) > TOP_ROWS:
+                lines.append(f"  ... {len(records) - TOP_ROWS} more: .table({by!r})")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        parts = [
+            table_style(_KIND, _RULES),
+            f'<div class="{root_classes(_KIND)}">',
+            f"<div><b>{html.escape(self._headline())}</b></div>",
+            f"<div>{html.escape(self._section_line())}</div>" if self._section_line() else "",
+            f'<div class="note">{html.escape(self._peak_line())} Graph: .graph(); '
+            "records: .table(), .table('group').</div>",
+        ]
+        for by, title in (("instruction", "top instructions"), ("group", "groups (layers)")):
+            records = self.table(by)
+            shown = records[:TOP_ROWS]
+            more = f"; {len(shown)} longest shown" if len(records) > len(shown) else ""
+            parts.append(
+                f"<details open><summary>{title} by time "
+                f"({len(records)}{more})</summary>{self._html_table(by, shown)}</details>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _html_table(self, by: str, records: list[dict[str, Any]]) -> str:
+        columns = self._columns(by)
+        head = "".join(f'<th class="{cls}">{html.escape(title)}</th>' for title, cls, _ in columns)
+        body = []
+        for record in records:
+            cells = []
+            for title, cls, text in columns:
+                content = html.escape(text(record))
+                if title == "share":
+                    width = max(1, round(60 * record["share"]))
+                    content = f'<span class="bar" style="width:{width}px"></span>{content}'
+                cells.append(f'<td class="{cls}">{content}</td>')
+            body.append("<tr>" + "".join(cells) + "</tr>")
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+_KIND = "tpukit-profile"
+_RULES = (
+    f"&{{border:1px solid {MUTED_COLOR};border-radius:4px;padding:6px 10px;max-width:100%;"
+    "box-sizing:border-box;overflow-x:auto}"
+    "& > div, & summary{white-space:normal}"
+    f"& .note{{color:{MUTED_COLOR}}}"
+    "& td{white-space:nowrap}"
+    "& .bar{display:inline-block;height:8px;margin-right:6px;vertical-align:middle;"
+    "background:#e8710a;border-radius:1px;opacity:.85}"
+)
+
+
+def _rate(value: float | None, unit: str) -> str:
+    if not value:
+        return "-"
+    if unit == "FLOP/s":
+        return format_flops(value) + "/s"
+    return format_bytes(value) + "/s"
+
+
+def _reached(value: float | None) -> str:
+    """The share of the roofline reached; over 100% means the estimate, not the chip, is off."""
+    if value is not None and value > 1:
+        return f"{value:.0%}*"
+    return _percent(value)
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.0%}" if value is not None else "-"
+
+
+def _roofline_text(record: dict[str, Any]) -> str:
+    if not record.get("roofline_seconds"):
+        return "-"
+    return f"{format_seconds(record['roofline_seconds'])} {record['bound']}"
+
+
+def short_place(section: str, path: list[str]) -> str:
+    """Where an instruction sits, without what the deeper names repeat.
+
+    ``backward › layer2[0] (Bottleneck) backward › layer2[0].conv2 (Conv) backward`` reads
+    ``backward › layer2[0].conv2 (Conv)``: a module's path holds its parents', and the
+    section already says backward. A user's scope inside a module keeps the module.
+
+        >>> short_place("backward", ["layer2[0] (Bottleneck) backward",
+        ...                          "layer2[0].conv2 (Conv) backward"])
+        'backward › layer2[0].conv2 (Conv)'
+    """
+    names = [p.removesuffix(f" {section}") if section else p for p in path]
+    kept = [
+        name
+        for name, deeper in zip(names, [*names[1:], None])
+        if deeper is None or not deeper.startswith(name.split(" (", 1)[0] + ".")
+    ]
+    return place_label(section, kept)
+
+
+def _groups(module: HloModule) -> dict[str, tuple[str, list[str]]]:
+    """Each instruction's (section, path) as the graph groups it; nested ones take their
+    ENTRY instruction's (a loop's body belongs where the loop is)."""
+    entry = module.entry
+    plan = plan_scopes(entry, module, None)
+    placed: dict[str, tuple[str, list[str]]] = {}
+    for instr in entry.instructions:
+        where = (plan.section.get(instr.name, ""), plan.path.get(instr.name, []))
+        placed[instr.name] = where
+        stack = list(module.called(instr))
+        seen: set[str] = set()
+        while stack:
+            comp = stack.pop()
+            if comp.name in seen or comp.kind not in _NESTED_PROGRAM:
+                continue
+            seen.add(comp.name)
+            for inner in comp.instructions:
+                placed.setdefault(inner.name, where)
+                stack.extend(module.called(inner))
+    return placed
+
+
+def _source_of(instr: HloInstruction, module: HloModule) -> str:
+    """The instruction's source line; for a fusion without one, that of the work inside."""
+    if instr.source_location:
+        return instr.source_location
+    inside = [i for comp in module.called(instr) for i in comp.instructions if i.source_location]
+    inside.sort(key=lambda i: -instruction_flops(i, module))
+    return inside[0].source_location if inside else ""

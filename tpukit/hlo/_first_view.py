@@ -1,0 +1,80 @@
+"""Which groups the HLO graph shows open when it first draws: the work, not the plumbing.
+
+Groups open breadth first while at most `OPEN_NODES` nodes show. Three rules decide
+what that budget goes to:
+
+- a call or loop that holds most of its computation's instructions is entered
+  whatever the budget: a GPU module runs all its work in one ``call`` to a command
+  buffer, and a training loop's body is the program, so one closed box says nothing;
+- among the groups that could open, those holding the most FLOPs open first, so the
+  layers and fusions that compute come before parameters, constants and tuples;
+- a training step opens on its sections with the forward and backward passes open and
+  their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
+  any computation that has many) and the ``outputs`` stay closed.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tpukit.hlo._cost import instruction_flops
+from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.hlo._user_scopes import BACKWARD, FORWARD
+
+if TYPE_CHECKING:
+    from tpukit.hlo._graph_data import _GraphData
+
+#: The first view expands groups, breadth first, while at most this many nodes show.
+OPEN_NODES = 60
+# Sections the first view shows open (their layers closed); the others stay closed.
+_OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
+# Instructions the first view enters when they hold most of their computation's work.
+_ENTERED = frozenset({"call", "while", "conditional", "async-start"})
+
+
+def first_view(data: _GraphData) -> list[int]:
+    """The groups to show open, the root first (see the module docstring for the rules)."""
+    sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
+    for node in range(len(data.kind) - 1, 0, -1):
+        sizes[data.parent[node]] += sizes[node]
+    flops = _flops(data)
+    opened = [0]
+    visible = len(data.children[0])
+    frontier = [0]
+    while frontier:
+        candidates = [
+            k for node in frontier for k in data.children[node] if _opens(data, k, node, sizes)
+        ]
+        candidates.sort(key=lambda k: -flops[k])  # stable: program order among equals
+        frontier = []
+        for group in candidates:
+            extra = len(data.children[group]) - 1
+            if visible + extra <= OPEN_NODES or data.kind[group] == INSTRUCTION:
+                opened.append(group)
+                visible += extra
+                frontier.append(group)
+    return opened
+
+
+def _opens(data: _GraphData, node: int, parent: int, sizes: list[int]) -> bool:
+    """May ``node`` open at all (a closed section or a small call stays closed)?"""
+    if not data.children[node] or data.section.get(parent) in _OPEN_SECTIONS:
+        return False
+    if node in data.section:
+        return data.section[node] in _OPEN_SECTIONS
+    if data.kind[node] != INSTRUCTION:
+        return True
+    return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
+
+
+def _flops(data: _GraphData) -> list[int]:
+    """FLOPs per node: an instruction's own (with what it calls), a group's members' sum."""
+    flops = [0] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        if instr is not None:
+            if instr.opcode != "parameter":
+                flops[node] = instruction_flops(instr, data.module)
+        else:
+            flops[node] = sum(flops[k] for k in data.children[node])
+    return flops

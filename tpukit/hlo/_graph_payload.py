@@ -1,0 +1,138 @@
+"""The graph as the viewer reads it: one compact, JSON-ready dict of columns.
+
+`_graph_data._GraphData` is the tree of nodes; `graph_payload` adds what each node
+costs and says (FLOPs, bytes, colour category, HLO text, scope, source line), the
+groups the first view opens and, from a profile, the measured time of every node
+(`time_payload`). `_graph_view.HloGraph` compresses the dict into the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from tpukit.hlo._cost import instruction_bytes, instruction_flops
+from tpukit.hlo._graph_nodes import (
+    CATEGORIES,
+    CATEGORY_LABELS,
+    INSTRUCTION,
+    PART,
+    category,
+    clip,
+    display_text,
+    part_label,
+)
+
+if TYPE_CHECKING:
+    from tpukit.hlo._graph_data import _GraphData
+
+
+def graph_payload(
+    data: _GraphData, title: str, stage: str | None, times: Mapping[str, float] | None = None
+) -> dict:
+    """The compact, JSON-ready description of ``data`` that the viewer reads."""
+    module = data.module
+    strings: dict[str, int] = {"": 0}
+
+    def intern(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    n = len(data.kind)
+    flops, nbytes, count = [0] * n, [0] * n, [0] * n
+    cat, op, shape, text = [CATEGORIES.index("group")] * n, [""] * n, [""] * n, [""] * n
+    scope, location, source = [0] * n, [0] * n, [0] * n
+    for node in range(n - 1, -1, -1):
+        instr = data.instr[node]
+        if instr is not None:
+            flops[node] = instruction_flops(instr, module)
+            nbytes[node] = instruction_bytes(instr, module)
+            cat[node] = CATEGORIES.index(category(instr, module))
+            op[node] = instr.opcode
+            shape[node] = clip(str(instr.shape), 400)
+            text[node] = clip(display_text(instr), 4000)
+            scope[node] = intern(instr.metadata.op_name)
+            if instr.metadata.source_file:  # the short label on show, the full path beside it
+                line = instr.metadata.source_line
+                location[node] = intern(instr.source_location)
+                source[node] = intern(instr.metadata.source_file + (f":{line}" if line else ""))
+        else:
+            flops[node] = sum(flops[k] for k in data.children[node])
+            nbytes[node] = sum(nbytes[k] for k in data.children[node])
+            count[node] = sum(
+                1 if data.kind[k] == INSTRUCTION else count[k] for k in data.children[node]
+            )
+            if data.kind[node] == PART:
+                data.label[node] = part_label(_members(data, node), module)
+    for node in range(n):
+        if data.kind[node] == INSTRUCTION and data.children[node]:
+            count[node] = _direct_count(data, node)
+    note = [intern(data.notes.get(node, "")) for node in range(n)]
+    return {
+        "version": 1,
+        "title": title,
+        "stage": stage or "",
+        "module": module.name,
+        "categories": list(CATEGORIES),
+        "legend": list(CATEGORY_LABELS.items()),
+        "strings": list(strings),
+        "kind": data.kind,
+        "parent": data.parent,
+        "label": data.label,
+        "op": op,
+        "cat": cat,
+        "shape": shape,
+        "flops": flops,
+        "bytes": nbytes,
+        "count": count,
+        "scope": scope,
+        "location": location,
+        "source": source,
+        "text": text,
+        "note": note,
+        "instructions": sum(1 for kind in data.kind if kind == INSTRUCTION),
+        "params": {str(k): v for k, v in data.params.items()},
+        "roots": {str(k): v for k, v in data.roots.items()},
+        "blocks": [[owner, [x for edge in edges for x in edge]] for owner, edges in data.blocks],
+        "open": data.initial_open(),
+        **time_payload(data, times),
+    }
+
+
+def time_payload(data: _GraphData, times: Mapping[str, float] | None) -> dict:
+    """Measured seconds per node for the viewer's heat colouring (``None``: not measured).
+
+    An instruction has its own time (a loop's or call's includes what it runs); a group
+    the sum of its members', so nothing is counted twice. ``timeTotal`` is the program's.
+    """
+    if not times:
+        return {}
+    seconds: list[float | None] = [None] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        if instr is not None:
+            seconds[node] = times.get(instr.name)
+        else:
+            measured = [seconds[k] for k in data.children[node] if seconds[k] is not None]
+            seconds[node] = sum(measured) if measured else None
+    return {"time": seconds, "timeTotal": seconds[0] or 0.0}
+
+
+def _members(data: _GraphData, node: int) -> list:
+    """The instructions a group holds, through nested groups (not inside instructions)."""
+    found = []
+    stack = list(data.children[node])
+    while stack:
+        kid = stack.pop()
+        instr = data.instr[kid]
+        if instr is None:
+            stack.extend(data.children[kid])
+        else:
+            found.append(instr)
+    return found
+
+
+def _direct_count(data: _GraphData, node: int) -> int:
+    total = 0
+    for kid in data.children[node]:
+        total += 1 if data.kind[kid] == INSTRUCTION else _direct_count(data, kid)
+    return total

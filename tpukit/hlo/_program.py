@@ -1,0 +1,335 @@
+"""Any XLA program as an object: `open` reads HLO from anywhere, `HloProgram` answers about it.
+
+A ``tpukit.Compiled`` knows its program because tpukit compiled it. A dump from a TPU
+job, a PyTorch/XLA GPU step or a TensorFlow benchmark deserves the same questions
+(how many ops of each kind, which fusions, how many FLOPs and bytes, what the graph
+looks like, what XLA's passes changed), without JAX. `open` takes HLO text, an HLO
+file or a ``--xla_dump_to`` folder and returns an `HloProgram` with the analysis
+surface of ``Compiled``; ``tpukit.diff`` and the plots accept either.
+
+    >>> program = open('''
+    ... HloModule f, is_scheduled=true
+    ... ENTRY main {
+    ...   x = f32[8,16]{1,0} parameter(0)
+    ...   w = f32[16,4]{1,0} parameter(1)
+    ...   ROOT d = f32[8,4]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    ... }
+    ... ''')
+    >>> program.name, program.stages
+    ('f', ('optimized',))
+    >>> program.cost.flops  # 2 * 8 * 4 * 16
+    1024.0
+    >>> program.cost.bytes_accessed  # reads 512 + 256 bytes, writes 128
+    896.0
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import os
+import pathlib
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from tpukit._errors import ArgumentError
+from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
+from tpukit.display._units import format_bytes, format_flops
+from tpukit.hlo._cost import dot_conv_flops, instruction_bytes, op_counts
+from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
+from tpukit.hlo._graph_view import HloGraph
+from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
+from tpukit.hlo._model import HloModule
+from tpukit.hlo._parser import parse_hlo
+
+# Computations that run as program, each once (fusion bodies and scalar reducers not).
+_PROGRAM_KINDS = frozenset({"entry", "while_body", "while_condition", "branch", "called", "async"})
+# Instructions whose traffic is that of the computations they run, counted there.
+_RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
+_TOP_FUSIONS = 5
+
+
+@dataclass(frozen=True)
+class HloCost:
+    """FLOPs and bytes of one run of an HLO program, estimated from its text.
+
+    The fields a ``tpukit.Cost`` has, so reports read either: ``flops`` and
+    ``counted_flops`` are 2 x multiply-adds of every dot, convolution and
+    cuBLAS/cuDNN call (loops times their known trip count); ``bytes_accessed`` sums
+    what each instruction outside fusion bodies reads and writes (a fusion's traffic at
+    its boundary, each computation once). No backend ran, so ``backend_flops`` and
+    ``transcendentals`` are None.
+    """
+
+    flops: float
+    counted_flops: int
+    bytes_accessed: float
+    backend_flops: float | None = None
+    transcendentals: float | None = None
+
+    @property
+    def flops_source(self) -> str:
+        return "tpukit"
+
+    @property
+    def arithmetic_intensity(self) -> float | None:
+        """FLOPs per byte accessed: high means compute-bound, low means memory-bound."""
+        return self.flops / self.bytes_accessed if self.bytes_accessed else None
+
+
+def program_cost(module: HloModule) -> HloCost:
+    """The `HloCost` of ``module``, from its shapes only."""
+    counted = dot_conv_flops(module)
+    traffic = sum(
+        instruction_bytes(instr, module)
+        for comp in module.computations.values()
+        if comp.kind in _PROGRAM_KINDS
+        for instr in comp.instructions
+        if instr.opcode not in _RUNS_COMPUTATIONS
+    )
+    return HloCost(flops=float(counted), counted_flops=counted, bytes_accessed=float(traffic))
+
+
+class HloProgram:
+    """An XLA program read from HLO text, with the questions a ``tpukit.Compiled`` answers.
+
+    Make one with `open`. It holds one or both stages of the program, ``"lowered"``
+    (before XLA's passes; a dump's ``before_optimizations`` file) and ``"optimized"``
+    (after them); every method takes ``stage=`` and defaults to the most optimized stage
+    it has. ``tpukit.diff`` and ``plot_ops``/``plot_fusions``/``plot_roofline`` accept it.
+
+    Attributes:
+      name: the module's name (``jit_train_step``).
+      stages: the stages it holds, in order.
+      stage: the stage methods use by default (``"optimized"`` when it has it).
+      source: the file or folder it was read from, or None for text.
+      device_kind: None: a text file does not say which device it is for, so
+        ``plot_roofline`` needs ``peak=``.
+    """
+
+    device_kind: str | None = None
+    memory = None  # no executable to ask: tpukit.diff shows "-"
+    compile_seconds = None
+
+    def __init__(
+        self, texts: dict[str, str], *, name: str | None = None, source: str | None = None
+    ):
+        unknown = set(texts) - set(STAGES)
+        if not texts or unknown:
+            raise ArgumentError(
+                f"HloProgram takes HLO text per stage, 'lowered' and/or 'optimized'; got "
+                f"{sorted(texts) or 'none'}."
+            )
+        self._texts = dict(texts)
+        self._modules: dict[str, HloModule] = {}
+        self.stages = tuple(s for s in STAGES if s in texts)
+        self.stage = self.stages[-1]
+        self.source = source
+        self.name = name or self.hlo_module().name
+
+    def _check_stage(self, stage: str | None) -> str:
+        stage = self.stage if stage is None else stage
+        if stage not in STAGES:
+            raise ValueError(
+                f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO "
+                "before XLA's passes (a dump's before_optimizations file), 'optimized' after."
+            )
+        if stage not in self._texts:
+            raise ArgumentError(
+                f"{self.name} holds only the {' and '.join(self.stages)} HLO, not the {stage} "
+                f"one. Open the dump folder (tpukit.hlo.open(folder, module={self.name!r})) "
+                f"or the module's {'before' if stage == 'lowered' else 'after'}"
+                "_optimizations.txt file for it."
+            )
+        return stage
+
+    def hlo_text(self, stage: str | None = None) -> str:
+        """The HLO text of ``stage`` (default: `stage`)."""
+        text = self._texts[self._check_stage(stage)]
+        if not text:
+            raise ArgumentError(
+                f"{self.name} was opened from a parsed HloModule, whose text is not kept; "
+                "open the HLO text or file instead to read it back."
+            )
+        return text
+
+    def hlo_module(self, stage: str | None = None) -> HloModule:
+        """The HLO of ``stage`` parsed into tpukit's graph model (see ``tpukit.hlo``)."""
+        stage = self._check_stage(stage)
+        if stage not in self._modules:
+            self._modules[stage] = parse_hlo(self._texts[stage])
+        return self._modules[stage]
+
+    def op_counts(self, stage: str | None = None, *, open_fusions: bool = True) -> Counter:
+        """How many instructions of each opcode run (fusions opened: the ops inside count)."""
+        return op_counts(self.hlo_module(stage), open_fusions=open_fusions)
+
+    @functools.cached_property
+    def cost(self) -> HloCost:
+        """Estimated FLOPs and bytes of one run of the default stage (see `HloCost`)."""
+        return program_cost(self.hlo_module())
+
+    def fusions(self, stage: str | None = None) -> list[Fusion]:
+        """The fusions XLA made, largest FLOPs first (none before XLA's passes)."""
+        return fusions_of(self.hlo_module(stage))
+
+    def collectives(self, stage: str | None = None) -> list[Collective]:
+        """The cross-device collectives: count and bytes of each kind, async pairs once."""
+        return collectives_of(self.hlo_module(stage))
+
+    def graph(
+        self, stage: str | None = None, *, times: Mapping[str, float] | None = None
+    ) -> HloGraph:
+        """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
+        stage = self._check_stage(stage)
+        return HloGraph(self.hlo_module(stage), title=self.name, stage=stage, times=times)
+
+    def _facts(self) -> list[tuple[str, str]]:
+        module = self.hlo_module()
+        cost = self.cost
+        opened, closed = self.op_counts(), self.op_counts(open_fusions=False)
+        intensity = cost.arithmetic_intensity
+        facts = [
+            ("stages", ", ".join(self.stages) + f" (shown: {self.stage})"),
+            (
+                "instructions",
+                f"{sum(opened.values()):,} (fusions opened), {sum(closed.values()):,} outside "
+                f"fusions, in {len(module.computations):,} computations",
+            ),
+            ("FLOPs", f"{format_flops(cost.flops)} (dot/conv/library calls, counted)"),
+            (
+                "bytes",
+                f"{format_bytes(cost.bytes_accessed)} read and written (estimated)"
+                + (f", {intensity:.3g} FLOP/byte" if intensity else ""),
+            ),
+        ]
+        fusions = self.fusions()
+        top = ", ".join(
+            f"{f.name} ({format_flops(f.flops) if f.flops else format_bytes(f.bytes)})"
+            for f in fusions[:_TOP_FUSIONS]
+        )
+        facts.append(("fusions", f"{len(fusions):,}" + (f"; largest: {top}" if top else "")))
+        collectives = self.collectives()
+        if collectives:
+            facts.append(
+                (
+                    "collectives",
+                    ", ".join(
+                        f"{c.opcode} x{c.count} ({format_bytes(c.bytes)})" for c in collectives
+                    ),
+                )
+            )
+        return facts
+
+    def _headline(self) -> str:
+        where = f" from {self.source}" if self.source else ""
+        return f"HloProgram {self.name!r}{where}"
+
+    def __repr__(self) -> str:
+        facts = self._facts()
+        width = max(len(k) for k, _ in facts)
+        return "\n".join([self._headline(), *(f"  {k.ljust(width)}  {v}" for k, v in facts)])
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._facts()
+        )
+        return (
+            f'{table_style(_KIND, _RULES)}<div class="{root_classes(_KIND)}">'
+            f"<div><b>{html.escape(self._headline())}</b></div><table>{rows}</table>"
+            "<div>.graph() draws it; tpukit.diff(a, b) compares two programs.</div></div>"
+        )
+
+
+_KIND = "tpukit-hlo-program"
+_RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
+
+
+def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
+    source: str | os.PathLike | HloModule,
+    *,
+    module: str | int | None = None,
+    stage: str | None = None,
+) -> HloProgram:
+    """Open any XLA program: HLO text, an HLO text file, or a folder of XLA dumps.
+
+    Args:
+      source: HLO text (``compiled.as_text()``), the path of an HLO text file, the
+        path of a folder written with ``XLA_FLAGS=--xla_dump_to=DIR``, or an
+        `HloModule`.
+      module: in a dump folder, which module: its name (``"jit_train_step"``), its
+        number (``42`` for ``module_0042.*``) or the file prefix
+        (``"module_0042.jit_train_step"``). Needed when the folder holds several;
+        the error lists them.
+      stage: ``"lowered"`` (before XLA's passes) or ``"optimized"`` (after). In a
+        folder, the default keeps both stages the dump has; for a file, the default
+        reads the stage from its dump name, else calls a scheduled module or one with
+        fusions optimized, and any other lowered.
+
+    Returns:
+      An `HloProgram`: ``op_counts()``, ``cost``, ``fusions()``, ``collectives()``,
+      ``graph()``; ``tpukit.diff`` and the plots accept it.
+
+    Example:
+        >>> dump = tpukit.hlo.open("/tmp/dump", module="jit_train_step")  # doctest: +SKIP
+        >>> tpukit.diff(tpukit.hlo.open("/tmp/dump", module=1, stage="lowered"),
+        ...             tpukit.hlo.open("/tmp/dump", module=1, stage="optimized"))  # doctest: +SKIP
+    """
+    if stage is not None and stage not in STAGES:
+        raise ValueError(
+            f"stage must be 'lowered' or 'optimized' (or None), got {stage!r}: 'lowered' is "
+            "the HLO before XLA's passes (before_optimizations.txt), 'optimized' after."
+        )
+    if isinstance(source, HloModule):
+        program = HloProgram({stage or _guess_stage(source): ""}, name=source.name)
+        program._modules[program.stage] = source  # parsed already: its text is not kept
+        return program
+    if not isinstance(source, (str, os.PathLike)):
+        raise TypeError(
+            f"tpukit.hlo.open takes HLO text, a file's or a dump folder's path, or an "
+            f"HloModule; got {type(source).__name__}."
+        )
+    path = pathlib.Path(source) if isinstance(source, os.PathLike) else None
+    if path is None and "\n" not in source.strip() and pathlib.Path(source).is_dir():
+        path = pathlib.Path(source)
+    if path is not None and path.is_dir():
+        return _open_dump(path, module, stage)
+    if module is not None:
+        raise ArgumentError(
+            f"module= picks a module in a dump folder; {str(source)[:60]!r} is one module. "
+            "Leave module= out, or pass the folder."
+        )
+    text, file = read_hlo_source(source, "tpukit.hlo.open()")
+    parsed = parse_hlo(text)
+    if not parsed.computations:
+        raise ArgumentError(
+            "This HLO text has no computation; pass a module's full text (HloModule ... "
+            "ENTRY ... { ... })."
+        )
+    named = parse_dump_name(pathlib.Path(file).name) if file else None
+    stage = stage or (named[2] if named else _guess_stage(parsed))
+    program = HloProgram({stage: text}, source=file)
+    program._modules[stage] = parsed
+    return program
+
+
+def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None) -> HloProgram:
+    found = pick_module(folder, module)
+    stages = [stage] if stage is not None else [s for s in STAGES if s in found.files]
+    missing = [s for s in stages if s not in found.files]
+    if missing:
+        raise ArgumentError(
+            f"{found.label} in {str(folder)!r} has no {missing[0]} HLO (it has "
+            f"{', '.join(found.files)}). Pass stage={next(iter(found.files))!r}, or dump "
+            "both stages (XLA writes before_optimizations and after_optimizations files)."
+        )
+    texts = {s: read_hlo_source(found.files[s], "tpukit.hlo.open()")[0] for s in stages}
+    return HloProgram(texts, name=found.name, source=str(folder))
+
+
+def _guess_stage(module: HloModule) -> str:
+    """``"optimized"`` for a scheduled module or one with fusions, else ``"lowered"``."""
+    if module.attributes.get("is_scheduled") == "true":
+        return "optimized"
+    return "optimized" if any(i.opcode == "fusion" for i in module.instructions()) else "lowered"
