@@ -16,7 +16,7 @@ import pytest
 from flax import nnx
 
 import tpukit
-from tpukit._compat import module_list
+from tpukit._compat import iter_modules, module_list
 from tpukit.compilation._module_scopes import module_scopes, path_text
 from tpukit.hlo._graph_data import INSTRUCTION, SCOPE
 
@@ -245,3 +245,37 @@ def test_the_step_screenshot_shows_sections_top_to_bottom(browser, step):
     assert "its forward pass is in forward › layers[0] (Linear)" in panel
     assert errors == []
     page.close()
+
+
+ZOO_FAMILIES = {  # small configurations of each family, so that a step compiles in seconds
+    "mlp": {},
+    "lenet5": {},
+    "vgg11": {"small_input": True, "num_classes": 10},
+    "resnet18": {"num_classes": 10},
+    "gpt_small": {"vocab_size": 64, "depth": 2, "width": 32, "num_heads": 2, "context_length": 16},
+}
+
+
+@pytest.mark.parametrize("family", sorted(ZOO_FAMILIES))
+def test_every_zoo_familys_layers_are_groups_forward_and_backward(family):
+    model = tpukit.zoo.create(family, seed=0, **ZOO_FAMILIES[family])
+    if family == "gpt_small":
+        x, labels = tpukit.shape("s32[2,16]"), tpukit.shape("s32[2,16]")
+    else:
+        side = model.input_shape
+        x = tpukit.shape(f"f32[2,{','.join(map(str, side))}]")
+        labels = tpukit.shape("s32[2]")
+    train_step, opt_state = train_step_of(model)
+    step = tpukit.compile(train_step, model, opt_state, x, labels)
+    data = step.graph("optimized")._data
+    groups = {data.label[i] for i in range(len(data.kind)) if data.kind[i] == SCOPE}
+    # every layer holding its own weights, named by its path and class as Python reads it
+    layers = [
+        f"{path_text(path)} ({type(module).__name__})"
+        for path, module in iter_modules(model)
+        if path and any(isinstance(v, nnx.Param) for v in vars(module).values())
+    ]
+    assert layers, "the model has layers"
+    missing_forward = [name for name in layers if name not in groups]
+    missing_backward = [name for name in layers if f"{name} backward" not in groups]
+    assert not missing_forward and not missing_backward, (missing_forward, missing_backward)

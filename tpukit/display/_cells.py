@@ -46,9 +46,17 @@ class CellLine:
         return f"{where}, line {self.line}" if self.line else where
 
 
+@functools.lru_cache(maxsize=4096)  # a program names a few files in thousands of places
 def is_cell_file(filename: str) -> bool:
     """Whether ``filename`` is one IPython or ipykernel generated for a cell."""
     return bool(_INPUT_NAME.match(filename) or _KERNEL_NAME.search(filename))
+
+
+@functools.lru_cache(maxsize=4096)
+def _input_count(filename: str) -> int | None:
+    """The N of ``<ipython-input-N-...>``; None for other names."""
+    match = _INPUT_NAME.match(filename)
+    return int(match.group(1)) if match is not None else None
 
 
 def cell_line(filename: str, line: int) -> CellLine | None:
@@ -65,9 +73,9 @@ def cell_line(filename: str, line: int) -> CellLine | None:
     if found is not None:
         count, before = found
         return CellLine(count, line + before if line else line)
-    match = _INPUT_NAME.match(filename)
-    if match is not None:
-        return CellLine(int(match.group(1)), line)
+    count = _input_count(filename)
+    if count is not None:
+        return CellLine(count, line)
     return CellLine(None, line) if is_cell_file(filename) else None
 
 
@@ -78,14 +86,22 @@ def describe_location(filename: str, line: int) -> str:
     cell = cell_line(filename, line)
     if cell is not None:
         return str(cell)
+    return _file_label(filename, line)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_label(filename: str, line: int) -> str:
     base = filename.replace("\\", "/").rsplit("/", 1)[-1]
     return f"{base}:{line}" if line else base
 
 
 def _running_shell() -> Any:
-    ipython = sys.modules.get("IPython")
-    get = getattr(ipython, "get_ipython", None)
-    return get() if get is not None else None
+    """The running IPython shell, or None; what ``IPython.get_ipython()`` returns, without
+    the import statement it runs on every call (a graph asks once per instruction)."""
+    module = sys.modules.get("IPython.core.interactiveshell")
+    if module is None:  # no shell runs without this module
+        return None
+    return getattr(module.InteractiveShell, "_instance", None)  # set while a shell runs
 
 
 def _find_cell(shell: Any, filename: str) -> tuple[int, int] | None:
@@ -110,10 +126,10 @@ def _execution_count(shell: Any, filename: str) -> int | None:
     count = getattr(compiler, "_filename_map", {}).get(filename)
     if count is not None:
         return int(count)
-    match = _INPUT_NAME.match(filename)
-    if match is not None:
-        return int(match.group(1))
-    if not _KERNEL_NAME.search(filename) or not hasattr(compiler, "get_code_name"):
+    count = _input_count(filename)
+    if count is not None:
+        return count
+    if not is_cell_file(filename) or not hasattr(compiler, "get_code_name"):
         return None
     return _count_by_name(shell, filename, len(_raw_history(shell)))
 

@@ -180,7 +180,7 @@ def dot_conv_flops(module: HloModule) -> int:
         >>> dot_conv_flops(parse_hlo(jax.jit(jnp.dot).lower(x, w).as_text(dialect="hlo")))
         1024
     """
-    return _computation_flops(module.entry, module, {})
+    return _computation_flops(module.entry, module, module._flops)
 
 
 def instruction_flops(instr: HloInstruction, module: HloModule) -> int:
@@ -199,7 +199,7 @@ def instruction_flops(instr: HloInstruction, module: HloModule) -> int:
         >>> instruction_flops(module.instruction("ynn_fusion"), module)  # holds the dot
         1024
     """
-    return _instruction_flops(instr, module, {})
+    return _instruction_flops(instr, module, module._flops)  # each computation counted once
 
 
 def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str, int]) -> int:
@@ -223,6 +223,8 @@ def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str
             found = _LHS_CONTRACTING.search(instr.attributes.get("backend_config", ""))
             dims = tuple(int(d) for d in re.findall(r"\d+", found.group(1))) if found else (1,)
             return _dot_flops(instr, module, dims)
+    if not instr.called_computations:
+        return 0
     called = [
         (module.computations[ref.name], ref.role)
         for ref in instr.called_computations
@@ -391,8 +393,10 @@ def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
         return 0
     reads = 0
     operands = []
-    for index in range(len(instr.operands)):
-        shape = _operand_shape(instr, module, index)
+    comp = module.computations.get(instr.computation)  # `_operand_shape`, for all at once
+    for name in instr.operands:
+        operand = comp.get(name) if comp is not None else None
+        shape = operand.shape if operand is not None else None
         reads += shape.nbytes if shape is not None else 0
         operands.append(shape)
     return reads + _written(instr, operands).nbytes

@@ -302,7 +302,7 @@ def _signed(delta, formatter) -> str:
 
 def _encode(payload: dict) -> str:
     raw = json.dumps(payload, separators=(",", ":"))
-    return base64.b64encode(zlib.compress(raw.encode("utf-8"), 9)).decode()
+    return base64.b64encode(zlib.compress(raw.encode("utf-8"), 5)).decode()
 
 
 def _script_json(value) -> str:

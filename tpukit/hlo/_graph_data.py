@@ -74,6 +74,7 @@ class _GraphData:
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
+        self._first_view: list[int] | None = None
 
     # -- building --------------------------------------------------------------
 
@@ -400,7 +401,9 @@ class _GraphData:
 
     def initial_open(self) -> list[int]:
         """Groups to show open when the graph first draws (see `_first_view`)."""
-        return first_view(self)
+        if self._first_view is None:  # the payload and the text fallback both ask
+            self._first_view = first_view(self)
+        return list(self._first_view)
 
     def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
         """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""

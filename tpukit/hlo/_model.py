@@ -112,6 +112,10 @@ class HloShape:
         return f"HloShape({self})"
 
     def __str__(self) -> str:
+        return self._text
+
+    @cached_property  # parsed shapes are shared, and a graph prints each instruction's
+    def _text(self) -> str:
         if self.is_tuple:
             return "(" + ", ".join(str(e) for e in self.elements) + ")"
         dims = ",".join(
@@ -361,6 +365,8 @@ class HloModule:
     _callers: dict[str, list[HloInstruction]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+    # FLOPs of each computation by name, filled by `tpukit.hlo._cost` as it counts them.
+    _flops: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         count = sum(len(c) for c in self.computations.values())

@@ -1,0 +1,103 @@
+"""The parser's fast paths give what its exact, slower paths give.
+
+`split_top` (in `_brackets`) matches bracket groups inside one regex and falls back to counting tokens
+(`_split_tokens`) when the text is nested too deep or unbalanced; both must split the
+same way on any text. `_META_FIELD` skips the insides of words, and must find what the
+plain pattern finds. `paused_gc` must leave the collector as it found it.
+"""
+
+from __future__ import annotations
+
+import gc
+import random
+import re
+
+import pytest
+
+from tpukit.hlo._brackets import _NESTING, _split_tokens, split_top
+from tpukit.hlo._parser import _META_FIELD, parse_hlo, paused_gc
+
+CASES = [
+    "a, b",
+    'metadata={op_name="jit(f)/dot_general" stack_frame_id=3}, backend_config={"a":[1,2]}',
+    'custom_call_target="foo, bar", api_version=API_VERSION_STATUS_RETURNING',
+    "replica_groups={{0,1},{2,3}}, to_apply=%add",
+    "output_to_operand_aliasing={{0}: (0, {})}, slice={[0:8], [0:128]}",
+    'op_name="a\\"b, c" , x=1',
+    "x=/* a, (b) */ 1, y=/* unterminated, z=(2)",
+    "x=(1, 2, y=3",  # unclosed: the rest is one piece
+    "x=1), y=2, z=3",  # an extra closing bracket: later commas still split
+    'x="unterminated, y=2',
+    "x=" + "{" * (_NESTING + 2) + "1, 2" + "}" * (_NESTING + 2) + ", y=3",  # deeper than the regex
+    "x=" + "(" * _NESTING + "1, 2" + ")" * _NESTING + ", y=3",  # as deep as the regex goes
+    "(a], b",  # brackets of different kinds still nest, as the token count does
+    "a/b, c//d, e/*f*/g",
+    ",,",
+    "",
+]
+
+
+def reference(text: str) -> list[str]:
+    """What `split_top` (in `_brackets`) gave before its regex: a plain split when no bracket or quote."""
+    if not any(char in text for char in '"([{'):
+        return text.split(",")
+    return _split_tokens(text)
+
+
+@pytest.mark.parametrize("text", CASES)
+def test_split_top_agrees_with_the_token_count(text):
+    assert split_top(text) == reference(text)
+
+
+def test_split_top_on_random_attribute_text():
+    alphabet = ['"', "\\", "(", ")", "[", "]", "{", "}", ",", "/", "*", "a", "=", " "]
+    rng = random.Random(12)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert split_top(text) == reference(text), text
+
+
+def test_split_top_hand_examples():
+    assert split_top("x={1,2}, y=(a, b)") == ["x={1,2}", " y=(a, b)"]
+    assert split_top('x="{, }", y=2') == ['x="{, }"', " y=2"]
+    deep = "x=" + "[" * 9 + "1,2" + "]" * 9
+    assert split_top(deep + ", y=3") == [deep, " y=3"]
+
+
+def test_metadata_fields_match_the_plain_pattern():
+    plain = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|[^\s}]+)')
+    texts = [
+        '{op_name="jit(f)/jvp(model (GPT))/blocks[6] (Block)/add" stack_frame_id=171}',
+        '{op_name="a=b c\\"d=e" source_file="/x/y.py" source_line=3}',
+        '{scheduling_name="param_2.19741"}',
+        "file_name_id=1 function_name_id=2 line=12 end_line=12 column=4",
+    ]
+    rng = random.Random(3)
+    alphabet = ["a", "b", "_", "1", "=", '"', "\\", " ", "}", "{", "x"]
+    texts += [
+        "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 25))) for _ in range(20000)
+    ]
+    for text in texts:
+        assert _META_FIELD.findall(text) == plain.findall(text), text
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_paused_gc_restores_the_collector(enabled):
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert gc.isenabled() is enabled
+        with pytest.raises(ValueError), paused_gc():
+            raise ValueError("inside")
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
+def test_parse_hlo_leaves_the_collector_on_after_bad_text():
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        parse_hlo("this is not HLO")
+    assert gc.isenabled()
