@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import logging
 import os
 import pickle
 import socket
@@ -20,8 +21,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pooch
 import pytest
 
+from tpukit import TpukitError
 from tpukit.datasets import (
     ChecksumError,
     DownloadError,
@@ -32,6 +35,7 @@ from tpukit.datasets import (
     read_idx,
     write_idx,
 )
+from tpukit.datasets._download import fetch
 
 GZ_NAMES = {
     "x_train": "train-images-idx3-ubyte.gz",
@@ -72,10 +76,12 @@ def server():
     """
     routes: dict[str, tuple[bytes, str]] = {}
     requests: list[str] = []
+    agents: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
             requests.append(self.path)
+            agents.append(self.headers.get("User-Agent", ""))
             if self.path not in routes:
                 self.send_error(404)
                 return
@@ -99,7 +105,7 @@ def server():
             routes[f"/{folder}/{name}"] = (body, mode)
         return f"{url}/{folder}/"
 
-    yield SimpleNamespace(url=url, serve=serve, requests=requests)
+    yield SimpleNamespace(url=url, serve=serve, requests=requests, agents=agents)
     httpd.shutdown()
     httpd.server_close()
     thread.join()
@@ -268,6 +274,103 @@ def test_default_cache_follows_TPUKIT_CACHE(tmp_path, server, digits):
     mnist("test", mirrors=[mirror], checksums=digits.checksums, progress=False)
     cache = tmp_path / "default-cache" / "datasets" / "mnist"
     assert _leftovers(cache) == ["t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
+
+
+# One file from several mirrors (fetch: pooch downloads and checks, tpukit tries mirrors)
+
+BODY = bytes(range(256)) * 40  # 10,240 bytes
+BODY_SHA256 = hashlib.sha256(BODY).hexdigest()
+
+
+def test_fetch_caches_a_checked_file_and_then_answers_from_the_cache(tmp_path, server, capfd):
+    mirror = server.serve("a", {"file.bin": BODY})
+    cache = tmp_path / "cache"
+
+    logged = logging.Handler()  # pooch's log line, to stderr, is kept quiet
+    logged.emit = (records := []).append
+    pooch.get_logger().addHandler(logged)
+    try:
+        path = fetch([mirror + "file.bin"], cache / "file.bin", BODY_SHA256, progress=True)
+    finally:
+        pooch.get_logger().removeHandler(logged)
+    assert records == [] and pooch.get_logger().level == logging.NOTSET
+    assert path == cache / "file.bin" and path.read_bytes() == BODY
+    assert _leftovers(cache) == ["file.bin"]  # no temporary file left beside it
+    assert server.agents == ["tpukit-datasets (+https://github.com/tpukit)"]
+    assert "file.bin" in capfd.readouterr().err  # the progress bar names the file
+
+    assert fetch([mirror + "file.bin"], cache / "file.bin", BODY_SHA256) == path
+    assert len(server.requests) == 1  # the checked copy in the cache, no request
+
+    path.write_bytes(b"damaged")  # a cached file that no longer checks out is fetched again
+    fetch([mirror + "file.bin"], cache / "file.bin", BODY_SHA256, progress=False)
+    assert path.read_bytes() == BODY and len(server.requests) == 2
+
+
+def test_fetch_wrong_checksum_everywhere_raises_and_leaves_the_cache_empty(tmp_path, server):
+    other = b"not the published file"
+    first = server.serve("a", {"file.bin": other}) + "file.bin"
+    second = server.serve("b", {"file.bin": other}) + "file.bin"
+    cache = tmp_path / "cache"
+    with pytest.raises(ChecksumError) as info:
+        fetch([first, second], cache / "file.bin", BODY_SHA256, progress=False)
+    message = str(info.value)
+    received = hashlib.sha256(other).hexdigest()
+    assert message.startswith("file.bin did not match its published SHA-256, so it was not cached")
+    assert f"{first}: expected sha256 {BODY_SHA256}, received {received}" in message
+    assert f"{second}: expected sha256 {BODY_SHA256}, received {received}" in message
+    assert "set TPUKIT_MNIST" in message
+    assert isinstance(info.value, TpukitError) and isinstance(info.value, ValueError)
+    assert _leftovers(cache) == []
+
+
+def test_fetch_a_wrong_file_on_one_mirror_is_skipped_for_the_right_one(tmp_path, server):
+    wrong = server.serve("wrong", {"file.bin": b"x" * len(BODY)}) + "file.bin"
+    right = server.serve("right", {"file.bin": BODY}) + "file.bin"
+    path = fetch([wrong, right], tmp_path / "file.bin", BODY_SHA256, progress=False)
+    assert path.read_bytes() == BODY and _leftovers(tmp_path) == ["file.bin"]
+
+
+def test_fetch_first_mirror_down_second_serves(tmp_path, server):
+    down = _closed_port_url() + "file.bin"
+    up = server.serve("up", {"file.bin": BODY}) + "file.bin"
+    path = fetch([down, up], tmp_path / "file.bin", BODY_SHA256, progress=False)
+    assert path.read_bytes() == BODY
+    assert server.requests == ["/up/file.bin"]
+
+
+def test_fetch_every_mirror_down_names_each_mirror_and_why(tmp_path, server):
+    down = _closed_port_url() + "file.bin"
+    missing = f"{server.url}/missing/file.bin"
+    cut = server.serve("cut", {"file.bin": BODY}, mode="cut") + "file.bin"
+    cache = tmp_path / "cache"
+    with pytest.raises(DownloadError) as info:
+        fetch([down, missing, cut], cache / "file.bin", BODY_SHA256, progress=False)
+    lines = str(info.value).splitlines()
+    assert lines[0] == "Could not download file.bin from any mirror:"
+    assert lines[1].startswith(f"  {down}: unreachable (")
+    assert lines[2] == f"  {missing}: HTTP 404 Not Found"
+    # the server promises 10,240 bytes and sends half: 5,120
+    assert lines[3] == f"  {cut}: transfer broke off after 5,120 of 10,240 bytes"
+    assert "set TPUKIT_MNIST" in lines[4]
+    assert isinstance(info.value, TpukitError) and isinstance(info.value, OSError)
+    assert _leftovers(cache) == []
+
+
+def test_pooch_loads_on_the_first_download_not_with_tpukit():
+    # pooch imports tqdm.auto, which warns in red in a Jupyter kernel without ipywidgets
+    script = "import sys, tpukit.datasets; print(sorted({'pooch', 'requests'} & set(sys.modules)))"
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_fetch_without_mirrors_says_to_pass_one(tmp_path):
+    with pytest.raises(DownloadError, match="No mirror given for file.bin"):
+        fetch([], tmp_path / "file.bin", BODY_SHA256)
 
 
 # Local sources

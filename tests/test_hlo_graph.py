@@ -4,7 +4,9 @@ What the page does in a browser is in test_hlo_graph_browser.py.
 """
 
 import base64
+import colorsys
 import json
+import pathlib
 import re
 import zlib
 
@@ -23,6 +25,7 @@ from tpukit.hlo._graph_data import (
     PART,
     SCOPE,
 )
+from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
 from tpukit.hlo._graph_view import HloGraph, graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -208,6 +211,94 @@ def test_the_legend_comes_with_the_payload(mlp_hlo):
     payload = payload_of(graph(mlp_hlo)._repr_html_())
     assert payload["legend"] == [list(item) for item in CATEGORY_LABELS.items()]
     assert all(name in CATEGORIES for name in CATEGORY_LABELS)
+
+
+def test_the_payload_carries_its_schema_kinds_and_palette(mlp_hlo):
+    payload = payload_of(graph(mlp_hlo)._repr_html_())
+    assert payload["schema"] == SCHEMA == 2 and "version" not in payload
+    assert payload["kinds"] == [
+        ["instruction", "instruction"],
+        ["scope", "name scope"],
+        ["part", "part of a group"],
+        ["computation", "computation"],
+    ]
+    assert {kind for kind in payload["kind"]} <= set(range(len(payload["kinds"])))
+    assert payload["categories"] == list(CATEGORIES)
+    # The fills the stylesheet held before they moved to the payload, copied by hand.
+    light = dict(zip(payload["categories"], payload["palette"]["light"]))
+    dark = dict(zip(payload["categories"], payload["palette"]["dark"]))
+    assert (light["matmul"], dark["matmul"]) == ("#f6b26b", "#774510")
+    assert (light["group"], dark["group"]) == ("#eef1f6", "#30353e")
+    assert (light["other"], dark["other"]) == ("#ffffff", "#2b2f36")
+    assert len(light) == len(dark) == len(CATEGORIES) == 9
+    heat = payload["heat"]
+    assert (heat["colours"][0], heat["colours"][-1]) == ("#ffffcc", "#800026")
+    assert len(heat["colours"]) == 9 and heat["darkFrom"] == 0.55
+
+
+def test_the_viewer_reads_the_schema_python_writes_and_keeps_no_palette_of_its_own():
+    assets = pathlib.Path(tpukit.hlo.__file__).parent / "assets"
+    script = (assets / "graph_view.js").read_text()
+    assert re.findall(r"^var SCHEMA = (\d+);", script, re.MULTILINE) == [str(SCHEMA)]
+    for name in ("graph_view.js", "graph_layout.js", "graph_camera.js", "diff_view.js"):
+        text = (assets / name).read_text()
+        assert "KIND_" not in text, name
+        fills = [colour for entry in COLOURS.values() for colour in (entry.light, entry.dark)]
+        for colour in [*HEAT, *fills]:
+            assert colour not in text.lower(), (name, colour)
+    css = (assets / "graph_view.css").read_text().lower()
+    for entry in COLOURS.values():
+        assert entry.light not in css or entry.name in ("other", "group"), entry
+        assert entry.dark not in css, entry
+
+
+def _hue_of(colour: str) -> float | None:
+    """The hue in degrees of a #rrggbb colour; None for a grey."""
+    r, g, b = (int(colour[k : k + 2], 16) / 255 for k in (1, 3, 5))
+    hue, _, saturation = colorsys.rgb_to_hls(r, g, b)
+    return None if saturation < 0.05 else 360 * hue
+
+
+def test_the_plots_colour_each_op_in_the_hue_the_graph_fills_it_with():
+    matplotlib = pytest.importorskip("matplotlib")
+    matplotlib.use("Agg")
+    from tpukit.compilation._plots import CATEGORY_COLORS, plot_ops
+
+    def f(x, w):
+        return jnp.exp(x @ w).sum(axis=0)
+
+    compiled = tpukit.compile(f, jnp.ones((8, 16)), jnp.ones((16, 4)))
+    payload = payload_of(compiled.graph()._repr_html_())
+    fill_of_op = {}
+    for node, kind in enumerate(payload["kind"]):
+        if kind == INSTRUCTION and payload["op"][node] != "fusion":
+            fill_of_op[payload["op"][node]] = payload["palette"]["light"][payload["cat"][node]]
+    ax = plot_ops(compiled).axes[0]
+    bars = dict(zip((t.get_text() for t in ax.get_yticklabels()), ax.containers[1]))
+    compared = 0
+    for op, bar in bars.items():
+        if op not in fill_of_op:
+            continue
+        category = tpukit.hlo.op_category(op)
+        assert CATEGORY_COLORS[category] == COLOURS[category].plot
+        plotted = matplotlib.colors.to_hex(bar.get_facecolor())
+        assert plotted == COLOURS[category].plot
+        light, plotted_hue = _hue_of(fill_of_op[op]), _hue_of(plotted)
+        assert (light is None) == (plotted_hue is None), (op, fill_of_op[op], plotted)
+        if light is not None:  # same hue, darker: within 10 degrees round the colour wheel
+            assert min(abs(light - plotted_hue), 360 - abs(light - plotted_hue)) < 10, op
+        compared += 1
+    assert {"dot", "exponential", "reduce"} <= set(bars) and compared >= 3
+
+
+def test_every_category_has_one_hue_in_the_graph_and_the_plots():
+    assert set(CATEGORIES) <= set(PLOT_COLOURS) and PLOT_COLOURS["fusion"] == "#45818e"
+    for entry in COLOURS.values():
+        light, dark, plot = (_hue_of(c) for c in (entry.light, entry.dark, entry.plot))
+        if entry.name in ("parameter/constant", "other", "group"):
+            continue  # greys (the group's a blue-grey), no hue to keep
+        for hue in (dark, plot):
+            assert min(abs(light - hue), 360 - abs(light - hue)) < 10, entry
 
 
 def test_a_compiled_functions_graph_names_its_stage_once():

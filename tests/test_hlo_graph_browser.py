@@ -9,9 +9,12 @@ writes a screenshot to ``out/screenshots/graph_*.png``. Without Chromium these t
 skip, except under CI=true, where they fail.
 """
 
+import base64
 import html
+import json
 import pathlib
 import re
+import zlib
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +24,8 @@ from flax import nnx
 
 import tpukit
 from tpukit.hlo import parse_hlo
+from tpukit.hlo._diff_view import diff_graph
+from tpukit.hlo._graph_schema import SCHEMA
 from tpukit.hlo._graph_view import graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -653,3 +658,62 @@ def test_in_a_sandboxed_iframe_as_colab_shows_outputs(browser, forward_graph):
     assert frame.locator(".tkg-root").evaluate("r => r.getAttribute('data-scale')") is not None
     screenshot(page, "sandboxed_iframe")
     assert page.errors == [] and page.requests == [f"{ORIGIN}/colab.html"]
+
+
+def with_schema(payload: dict, schema: int | None) -> dict:
+    """``payload`` as another tpukit wrote it: another schema, or (None) tpukit's first."""
+    payload = dict(payload)
+    del payload["schema"]
+    if schema is None:
+        payload["version"] = 1
+    else:
+        payload["schema"] = schema
+    return payload
+
+
+STALE = {"newer": (SCHEMA + 1, "a newer"), "older": (None, "an older")}
+
+
+@pytest.mark.parametrize("age", STALE)
+@pytest.mark.parametrize("mode", MODES)
+def test_a_payload_of_another_schema_says_re_run_the_cell_instead_of_drawing(browser, age, mode):
+    schema, words = STALE[age]
+    g = graph(mlp_hlo(), title="mlp", stage="optimized")
+    raw = json.dumps(with_schema(g._data.payload(g.title, g.stage), schema)).encode()
+    g._payload_b64 = base64.b64encode(zlib.compress(raw)).decode()
+    page = open_graph_in_state(browser, g._repr_html_(), mode, "stale")
+    line = page.page.locator(".tkg-root .tkg-stale")
+    assert line.inner_text() == (
+        f"This graph was made by {words} tpukit (payload schema {schema or 1}, "
+        f"this viewer reads {SCHEMA}): re-run the cell."
+    )
+    assert line.is_visible() and line.bounding_box()["height"] < 40  # one line
+    assert page.page.locator(".tkg-root svg, .tkg-root .tkg-fallback, .tkg-error").count() == 0
+    screenshot(page, f"stale_schema_{age}_{mode}")
+    assert page.errors == []
+
+
+def test_a_diff_with_a_payload_of_another_schema_says_re_run_the_cell(browser):
+    view = diff_graph(mlp_hlo(), mlp_hlo(), labels=("a", "b"))
+    view._sides[1].payload = with_schema(view._sides[1].payload, SCHEMA + 1)
+    page = open_graph_in_state(browser, view._repr_html_(), "notebook", "stale", root=".tkd-root")
+    assert (
+        page.page.locator(".tkd-root .tkd-stale")
+        .inner_text()
+        .startswith("This graph was made by a newer tpukit")
+    )
+    assert page.page.locator(".tkd-root svg, .tkd-root .tkd-fallback").count() == 0
+    assert page.errors == []
+
+
+def open_graph_in_state(browser, fragment: str, mode: str, state: str, root=".tkg-root") -> Page:
+    """Open an HTML fragment as a saved page or a notebook output; wait for its root's state."""
+    page = Page(browser, {"/notebook.html": NOTEBOOK_PAGE})
+    if mode == "standalone":
+        document = f'<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>{fragment}</body></html>'
+        page.page.set_content(document)
+    else:
+        page.page.goto(f"{ORIGIN}/notebook.html")
+        page.page.evaluate("html => window.showOutput(html)", fragment)
+    page.page.locator(f"{root}[data-state={state}]").wait_for(timeout=15000)
+    return page

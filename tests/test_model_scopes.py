@@ -11,8 +11,8 @@ import re
 
 import jax
 import jax.numpy as jnp
-import optax
 import pytest
+from _steps import tutorial_train_step
 from flax import nnx
 
 import tpukit
@@ -49,19 +49,7 @@ class Net(nnx.Module):
 
 def train_step_of(model):
     """Notebook 01's training step: value_and_grad of the loss, then optax Adam."""
-    optimizer = optax.adam(1e-3)
-
-    def train_step(model, opt_state, x, y):
-        def loss(model):
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-        value, grads = nnx.value_and_grad(loss)(model)
-        params = nnx.state(model, nnx.Param)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        nnx.update(model, optax.apply_updates(params, updates))
-        return value, model, opt_state
-
-    return train_step, optimizer.init(nnx.state(model, nnx.Param))
+    return tutorial_train_step(model)
 
 
 @pytest.fixture(scope="module")

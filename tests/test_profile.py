@@ -17,6 +17,7 @@ import zlib
 import jax
 import jax.numpy as jnp
 import pytest
+from _steps import tutorial_train_step
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 from jax.profiler import ProfileData
@@ -195,23 +196,8 @@ def test_a_running_trace_is_named_not_clobbered(compiled, tmp_path):
 
 
 def test_a_training_step_is_timed_by_section_and_layer():
-    import optax
-    from flax import nnx
-
-    optimizer = optax.adam(1e-3)
-
-    def train_step(model, opt_state, x, y):
-        def loss(model):
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-        value, grads = nnx.value_and_grad(loss)(model)
-        params = nnx.state(model, nnx.Param)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        nnx.update(model, optax.apply_updates(params, updates))
-        return value, model, opt_state
-
     model = tpukit.zoo.create("mlp", seed=0)
-    opt_state = optimizer.init(nnx.state(model, nnx.Param))
+    train_step, opt_state = tutorial_train_step(model)
     step = tpukit.compile(
         train_step, model, opt_state, tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
     )
@@ -428,6 +414,24 @@ def test_a_gpu_trace_of_command_buffers_names_kernels_after_their_fusions():
     assert profile.total_seconds == pytest.approx(17.3e-6)
     # Read offline without the run count, the instruction seen least often gives it.
     assert tpukit.Profile.from_profile_data([data], module).runs == 3
+
+
+def test_gpu_kernels_of_a_loop_body_are_its_instructions_once_per_iteration():
+    # fit's step is a loop over batches: XLA:GPU runs the body's kernels, named after the
+    # body's fusions, once per iteration (a CUDA graph per body: hlo_op names the graph).
+    module = parse_hlo(LOOP_HLO)
+    graph = {"hlo_op": "command_buffer_3", "hlo_module": "jit_step"}
+    kernels = []
+    for run in range(2):
+        for k in range(4):
+            start = 1000.0 * run + 30 * k
+            kernels += [("y", start, 20.0, graph), ("next", start + 21, 1.0, graph)]
+    data = xspace({"/device:GPU:0": {"Stream #7(Compute)": kernels}})
+    profile = tpukit.Profile.from_profile_data([data], module, repeat=2)
+    records = {r["name"]: r for r in profile.table()}
+    assert records["y"]["calls"] == 4 and records["y"]["seconds"] == pytest.approx(80e-6)
+    assert records["next"]["calls"] == 4 and set(records) == {"y", "next"}
+    assert records["y"]["flops"] == 4 * 2 * 64 * 64 * 64  # four iterations' dots
 
 
 def test_an_asynchronous_cpu_instruction_lasts_until_the_next_one_starts():

@@ -10,8 +10,8 @@ things spoil that name: XLA compiles identical fusions once and launches the sam
 for all of them (every launch then bears the first fusion's name), and libraries launch
 kernels of their own names (cuBLAS, cuDNN: ``sm90_xmma_gemm_...``).
 
-The optimized module is scheduled, so a run's kernels come in the order of its ENTRY
-instructions. Each kernel is placed at the next instruction of that order that could have
+The optimized module is scheduled, so a run's kernels come in the order of its
+instructions (a loop's body in its own order, once per iteration). Each kernel is placed at the next instruction of that order that could have
 launched it: its own fusion, else one of the same family (``input_reduce_fusion.94``
 for a launch of ``input_reduce_fusion_97``), else, for a library kernel, the next
 library call. A kernel that fits nowhere is left out rather than guessed.
@@ -64,10 +64,20 @@ def attribute_kernels(
 ) -> list[str | None]:
     """The instruction of each ``(kernel name, hlo_op)``, the kernels in time order.
 
-    ``names`` maps instruction names and their kernel names to instruction names.
+    ``names`` maps instruction names and their kernel names to instruction names. The
+    walk follows the program into the computations it runs (a loop's body, a branch):
+    a kernel named after an instruction there moves it there, and the search for the
+    next instruction wraps around inside that computation, as the next iteration does.
     """
-    schedule = [i for i in module.entry.instructions if i.opcode not in _NO_KERNEL]
-    position = {instr.name: index for index, instr in enumerate(schedule)}
+    schedules: dict[str, list[HloInstruction]] = {}
+    owner: dict[str, str] = {}
+    for comp in module.computations.values():
+        if comp.kind == "fusion":
+            continue
+        schedules[comp.name] = [i for i in comp.instructions if i.opcode not in _NO_KERNEL]
+        owner.update((i.name, comp.name) for i in schedules[comp.name])
+    position = {i.name: k for schedule in schedules.values() for k, i in enumerate(schedule)}
+    current = module.entry.name
     placed: list[str | None] = []
     next_index = 0
     last_library: int | None = None  # a library call whose kernels are still coming
@@ -75,11 +85,14 @@ def attribute_kernels(
         own = names.get(hlo_op)
         if own is not None and not hlo_op.startswith("command_buffer"):
             placed.append(own)  # launched on its own: the stat is the instruction
-            next_index = position.get(own, next_index - 1) + 1
+            if own in owner:
+                current, next_index = owner[own], position[own] + 1
             last_library = None
             continue
         named = names.get(kernel)
-        if named is not None:
+        if named is not None and named in owner:
+            if owner[named] != current:  # the program went into a loop body, a branch...
+                current, next_index = owner[named], position[named]
             family = _family(kernel)
             tests = [lambda i, named=named: i.name == named]
             tests.append(lambda i, family=family: _family(i.name) == family)
@@ -88,6 +101,7 @@ def attribute_kernels(
             tests = [lambda i, index=last_library: position[i.name] == index]
         else:
             tests = [_launches_a_library_kernel]
+        schedule = schedules[current]
         index = _find(schedule, next_index, tests)
         if named is None:
             last_library = index  # a library call may launch several kernels

@@ -4,7 +4,8 @@ Each function takes a ``tpukit.Compiled`` or a ``tpukit.hlo.HloProgram`` (HLO re
 a file or a dump folder with ``tpukit.hlo.open``) and returns a ``matplotlib.figure.Figure``
 (saved with ``fig.savefig("ops.png")``). In a notebook it shows once, whether it is
 the cell's value, assigned, or the line ends with ``;`` (see ``tpukit.display._figures``).
-Pass ``ax=`` to draw into an axes of your own figure instead.
+Pass ``ax=`` to draw into an axes of your own figure instead. Bars are coloured by op
+category in the HLO graph's hues, darker (``tpukit.hlo._graph_schema``, their one home).
 
     >>> c = tpukit.compile(f, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
     >>> plot_ops(c)        # instructions per opcode, lowered vs optimized
@@ -21,6 +22,8 @@ from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
 from tpukit.hlo import Fusion, HloModule, op_category
 from tpukit.hlo import open as open_hlo
+from tpukit.hlo._graph_schema import FUSION_COLOURED_BY
+from tpukit.hlo._graph_schema import PLOT_COLOURS as CATEGORY_COLORS  # the graph's hues, darker
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -28,21 +31,6 @@ if TYPE_CHECKING:
 
     from tpukit.compilation._compiled import Compiled
     from tpukit.compilation._timing import TimingResult
-
-#: Bar colours per op category (the hues of the HLO graph's node colours, darker).
-CATEGORY_COLORS = {
-    "matmul": "#e69138",
-    "elementwise": "#6aa84f",
-    "reduction": "#3d85c6",
-    "data_movement": "#8e7cc3",
-    "control_flow": "#bf9000",
-    "collective": "#cc0000",
-    "fusion": "#45818e",
-    "parameter/constant": "#999999",
-    "other": "#666666",
-}
-# The category a fusion is coloured by: the most telling one among the ops it fuses.
-_FUSION_PRIORITY = ("matmul", "collective", "reduction", "elementwise", "data_movement")
 
 
 def require_compiled(obj: Any, function: str) -> Any:
@@ -208,7 +196,7 @@ def fusion_label(fusion: Fusion, most: int = 3) -> str:
 
 def _fusion_category(fusion: Fusion) -> str:
     inside = {op_category(op) for op in fusion.ops}
-    return next((c for c in _FUSION_PRIORITY if c in inside), "other")
+    return next((c for c in FUSION_COLOURED_BY if c in inside), "other")
 
 
 def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axes]:

@@ -33,7 +33,13 @@ from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.compilation._trace_events import instruction_times, read_traces, trace_runs
 from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
-from tpukit.hlo import HloInstruction, HloModule, instruction_bytes, instruction_flops
+from tpukit.hlo import (
+    HloComputation,
+    HloInstruction,
+    HloModule,
+    instruction_bytes,
+    instruction_flops,
+)
 from tpukit.hlo._user_scopes import SECTIONS, place_label, plan_scopes
 
 #: Rows of each table in the notebook view (``table()`` has them all).
@@ -314,6 +320,29 @@ class Profile:
             text += f"; wall time {format_seconds(wall)} per run, dispatch included"
         return text + ")"
 
+    def untraced_iterations(self) -> list[str]:
+        """Warnings for loop bodies whose instructions were not all traced as often as the
+        loop ran (XLA:CPU traces some library calls, YNNPACK's, on the first iteration only):
+        their later iterations' time is counted in the instruction traced before them."""
+        warnings = []
+        for comp in self.module.computations.values():
+            if comp.kind not in _NESTED_PROGRAM:
+                continue
+            calls = {
+                i.name: self._calls[i.name] for i in comp.instructions if i.name in self._calls
+            }
+            # Some instructions run twice per iteration; one traced far less is missing.
+            if len(calls) < 2 or max(calls.values()) < 8 * min(calls.values()):
+                continue
+            most = max(calls.values())
+            few = sorted(n for n, c in calls.items() if c < most / 8)
+            shown = ", ".join(few[:4]) + (f" and {len(few) - 4} more" if len(few) > 4 else "")
+            warnings.append(
+                f"In {comp.name}, {shown} traced fewer times than the loop ran ({most:g}): "
+                "their later iterations' time is counted in the instruction before them."
+            )
+        return warnings
+
     def _section_line(self) -> str:
         """``forward 26% · loss 1% · backward 62% · optimizer update 8%``, in program order;
         empty for a program without a training step's sections."""
@@ -375,7 +404,12 @@ class Profile:
         return [("calls", "num", lambda r: f"{r['calls']:g}")]
 
     def __repr__(self) -> str:
-        lines = [self._headline(), *filter(None, [self._section_line()]), self._peak_line()]
+        lines = [
+            self._headline(),
+            *filter(None, [self._section_line()]),
+            self._peak_line(),
+            *self.untraced_iterations(),
+        ]
         for by, title in (("instruction", "instructions"), ("group", "groups")):
             records = self.table(by)
             columns = self._columns(by)
@@ -400,6 +434,7 @@ class Profile:
             f'<div class="{root_classes(_KIND)}">',
             f"<div><b>{html.escape(self._headline())}</b></div>",
             f"<div>{html.escape(self._section_line())}</div>" if self._section_line() else "",
+            *(f'<div class="warn">{html.escape(w)}</div>' for w in self.untraced_iterations()),
             f'<div class="note">{html.escape(self._peak_line())} Graph: .graph(); '
             "records: .table(), .table('group').</div>",
         ]
@@ -436,6 +471,7 @@ _RULES = (
     "box-sizing:border-box;overflow-x:auto}"
     "& > div, & summary{white-space:normal}"
     f"& .note{{color:{MUTED_COLOR}}}"
+    "& .warn{color:#b45309}"
     "& td{white-space:nowrap}"
     "& .bar{display:inline-block;height:8px;margin-right:6px;vertical-align:middle;"
     "background:#e8710a;border-radius:1px;opacity:.85}"
@@ -488,24 +524,24 @@ def short_place(section: str, path: list[str]) -> str:
 
 
 def _groups(module: HloModule) -> dict[str, tuple[str, list[str]]]:
-    """Each instruction's (section, path) as the graph groups it; nested ones take their
-    ENTRY instruction's (a loop's body belongs where the loop is)."""
-    entry = module.entry
-    plan = plan_scopes(entry, module, None)
+    """Each instruction's (section, path) as the graph groups it. The body of a loop or
+    call is grouped in its own right, under the place of the instruction that runs it
+    (fit's step: the training step inside the loop over batches)."""
     placed: dict[str, tuple[str, list[str]]] = {}
-    for instr in entry.instructions:
-        where = (plan.section.get(instr.name, ""), plan.path.get(instr.name, []))
-        placed[instr.name] = where
-        stack = list(module.called(instr))
-        seen: set[str] = set()
-        while stack:
-            comp = stack.pop()
-            if comp.name in seen or comp.kind not in _NESTED_PROGRAM:
-                continue
-            seen.add(comp.name)
-            for inner in comp.instructions:
-                placed.setdefault(inner.name, where)
-                stack.extend(module.called(inner))
+    seen: set[str] = set()
+
+    def place(comp: HloComputation, caller: HloInstruction | None, where: tuple[str, list[str]]):
+        seen.add(comp.name)
+        plan = plan_scopes(comp, module, caller)
+        for instr in comp.instructions:
+            section = plan.section.get(instr.name, "") or where[0]
+            here = (section, [*where[1], *plan.path.get(instr.name, [])])
+            placed.setdefault(instr.name, here)
+            for called in module.called(instr):
+                if called.kind in _NESTED_PROGRAM and called.name not in seen:
+                    place(called, instr, here)
+
+    place(module.entry, None, ("", []))
     return placed
 
 

@@ -394,12 +394,45 @@ def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
     reads = 0
     operands = []
     comp = module.computations.get(instr.computation)  # `_operand_shape`, for all at once
-    for name in instr.operands:
+    partial = _partial_reads(instr, module)
+    for index, name in enumerate(instr.operands):
         operand = comp.get(name) if comp is not None else None
         shape = operand.shape if operand is not None else None
-        reads += shape.nbytes if shape is not None else 0
+        full = shape.nbytes if shape is not None else 0
+        reads += min(full, partial[index]) if index in partial else full
         operands.append(shape)
     return reads + _written(instr, operands).nbytes
+
+
+#: Ops that read only part of their first operand: as much as they produce.
+_PART_READERS = frozenset({"gather", "dynamic-slice", "slice"})
+
+
+def _partial_reads(instr: HloInstruction, module: HloModule) -> dict[int, int]:
+    """Bytes read of operands that ``instr`` reads only in part, by operand index.
+
+    A gather, dynamic-slice or slice reads what it produces of its first operand (a
+    batch out of a device-resident data set, not the whole set); so does a fusion
+    whose parameter is used only as the first operand of such ops.
+    """
+    if instr.opcode in _PART_READERS:
+        return {0: instr.shape.nbytes}
+    if instr.opcode != "fusion":
+        return {}
+    found: dict[int, int] = {}
+    for body in module.called(instr):
+        users: dict[str, list[HloInstruction]] = {}
+        for inner in body.instructions:
+            for name in inner.operands:
+                users.setdefault(name, []).append(inner)
+        for param in body.instructions:
+            number = param.parameter_number
+            uses = users.get(param.name, [])
+            if number is None or not uses:
+                continue
+            if all(u.opcode in _PART_READERS and u.operands[0] == param.name for u in uses):
+                found[number] = sum(u.shape.nbytes for u in uses)
+    return found
 
 
 def _written(instr: HloInstruction, operands: list[HloShape | None]) -> HloShape:

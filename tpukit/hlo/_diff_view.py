@@ -46,6 +46,7 @@ from tpukit.hlo._graph_view import (
     _read_asset,
     _script_safe,
     graph,
+    standalone_page,
 )
 from tpukit.hlo._model import HloModule
 
@@ -271,17 +272,7 @@ class HloDiffView:
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
-        policy = (
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "img-src data:; connect-src 'none'"
-        )
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-            f"<title>{html.escape(self._title())}</title></head>"
-            '<body style="margin:0;padding:12px;font-family:sans-serif">'
-            f"{self._repr_html_()}</body></html>\n"
-        )
+        return standalone_page(self._title(), self._repr_html_())
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the view as a standalone HTML page that opens offline in any browser."""

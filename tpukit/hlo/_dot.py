@@ -14,20 +14,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from tpukit.hlo._graph_schema import COLOURS
+
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import _GraphData
 
 #: Fill colours by op category, the same as the interactive view's.
-CATEGORY_COLORS = {
-    "matmul": "#f6b26b",
-    "elementwise": "#b6d7a8",
-    "reduction": "#9fc5e8",
-    "data_movement": "#d9cdee",
-    "control_flow": "#ffe599",
-    "collective": "#ea9999",
-    "parameter/constant": "#eeeeee",
-    "other": "#ffffff",
-}
+CATEGORY_COLORS = {name: entry.light for name, entry in COLOURS.items()}
 
 
 def quote(text: str) -> str:

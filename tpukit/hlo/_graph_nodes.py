@@ -1,8 +1,9 @@
 """What one node of the HLO graph is and says: its kind, colour category and texts.
 
 `_graph_data` builds the tree of nodes and `_graph_payload` ships it; both read the
-node vocabulary from here: the node kinds, the colour categories in legend order,
-and the short texts (a part's label, an instruction's HLO line) the viewer shows.
+node vocabulary from here: the node kinds and the colour categories in legend order
+(defined once, with their colours, in `_graph_schema`), which category an instruction
+falls in, and the short texts (a part's label, an instruction's HLO line) the viewer shows.
 
     >>> from tpukit.hlo import parse_hlo
     >>> module = parse_hlo('''
@@ -24,33 +25,16 @@ from collections import Counter
 from collections.abc import Iterable
 
 from tpukit.hlo._cost import op_category
+from tpukit.hlo._graph_schema import CATEGORIES as CATEGORIES
+from tpukit.hlo._graph_schema import CATEGORY_LABELS as CATEGORY_LABELS
+from tpukit.hlo._graph_schema import COMPUTATION as COMPUTATION
+from tpukit.hlo._graph_schema import FUSION_COLOURED_BY
+from tpukit.hlo._graph_schema import INSTRUCTION as INSTRUCTION
+from tpukit.hlo._graph_schema import PART as PART
+from tpukit.hlo._graph_schema import SCOPE as SCOPE
 from tpukit.hlo._model import HloInstruction, HloModule
 from tpukit.hlo._user_scopes import split_scope
 
-# Node kinds in the payload.
-INSTRUCTION, SCOPE, PART, COMPUTATION = 0, 1, 2, 3
-#: Colour categories, in legend order; indices into this tuple are in the payload.
-CATEGORIES = (
-    "matmul",
-    "elementwise",
-    "reduction",
-    "data_movement",
-    "control_flow",
-    "collective",
-    "parameter/constant",
-    "other",
-    "group",
-)
-#: What the legend calls each category that it shows (in the order above).
-CATEGORY_LABELS = {
-    "matmul": "matmul / conv",
-    "elementwise": "elementwise",
-    "reduction": "reduction",
-    "data_movement": "data movement",
-    "control_flow": "control flow",
-    "collective": "collective",
-    "parameter/constant": "parameter / constant",
-}
 #: Ops that carry values around without computing: a part's label leaves them out.
 PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 
@@ -61,10 +45,7 @@ def category(instr: HloInstruction, module: HloModule) -> str:
     if found != "fusion":
         return found if found in CATEGORIES else "other"
     inside = {op_category(i) for c in module.called(instr) for i in c}
-    for choice in ("matmul", "collective", "reduction", "elementwise", "data_movement"):
-        if choice in inside:
-            return choice
-    return "other"
+    return next((c for c in FUSION_COLOURED_BY if c in inside), "other")
 
 
 def what_it_does(instr: HloInstruction, module: HloModule) -> str:

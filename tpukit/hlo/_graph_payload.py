@@ -3,7 +3,9 @@
 `_graph_data._GraphData` is the tree of nodes; `graph_payload` adds what each node
 costs and says (FLOPs, bytes, colour category, HLO text, scope, source line), the
 groups the first view opens and, from a profile, the measured time of every node
-(`time_payload`). `_graph_view.HloGraph` compresses the dict into the page.
+(`time_payload`). Every payload opens with `_graph_schema.schema_payload()`: its
+schema version, the node kinds, the categories and their light and dark colours,
+the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 """
 
 from __future__ import annotations
@@ -12,16 +14,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import instruction_bytes, instruction_flops
-from tpukit.hlo._graph_nodes import (
-    CATEGORIES,
-    CATEGORY_LABELS,
-    INSTRUCTION,
-    PART,
-    category,
-    clip,
-    display_text,
-    part_label,
-)
+from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
+from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import _GraphData
@@ -68,12 +62,10 @@ def graph_payload(
             count[node] = _direct_count(data, node)
     note = [intern(data.notes.get(node, "")) for node in range(n)]
     return {
-        "version": 1,
+        **schema_payload(),
         "title": title,
         "stage": stage or "",
         "module": module.name,
-        "categories": list(CATEGORIES),
-        "legend": list(CATEGORY_LABELS.items()),
         "strings": list(strings),
         "kind": data.kind,
         "parent": data.parent,

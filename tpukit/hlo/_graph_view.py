@@ -59,6 +59,22 @@ _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
 
+def standalone_page(title: str, fragment: str) -> str:
+    """An HTML page around a notebook output ``fragment``, under a content policy that
+    forbids every network request: the page opens offline, and shows that it needs nothing."""
+    policy = (
+        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+        "img-src data:; connect-src 'none'"
+    )
+    return (
+        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
+        f"<title>{html.escape(title)}</title></head>"
+        '<body style="margin:0;padding:12px;font-family:sans-serif">'
+        f"{fragment}</body></html>\n"
+    )
+
+
 def _read_asset(name: str) -> str:
     return (_ASSETS / name).read_text(encoding="utf-8")
 
@@ -152,18 +168,7 @@ class HloGraph:
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
-        title = html.escape(f"{self.title} — HLO graph")
-        policy = (
-            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-            "img-src data:; connect-src 'none'"
-        )
-        return (
-            '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-            f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-            f"<title>{title}</title></head>"
-            '<body style="margin:0;padding:12px;font-family:sans-serif">'
-            f"{self._repr_html_()}</body></html>\n"
-        )
+        return standalone_page(f"{self.title} — HLO graph", self._repr_html_())
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the graph as a standalone HTML page that opens offline in any browser."""

@@ -53,7 +53,7 @@ _FUNCTION_TRANSFORMS = frozenset({"jit", "pjit", "xla_pmap", "core_call", "custo
 # Names JAX gives the parts of its control flow and calls, not the user's scopes.
 _STRUCTURE = re.compile(
     r"while|body|cond|scan|closed_call|core_call|remat|checkpoint|shard_map|"
-    r"custom_jvp_call|custom_vjp_call|branch_\d+_fun"
+    r"custom_jvp_call|custom_vjp_call|branch_\d+_fun|eval_jaxpr"
 )
 # A computation with more parameters than this (a model's weights, a command buffer's
 # operands) collects them into "inputs", as a training step does; a few stay in view.

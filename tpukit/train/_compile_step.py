@@ -19,13 +19,9 @@ Example::
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
-import jax
-
-from tpukit.compilation._compile_cache import cache_hit_count
-from tpukit.compilation._compiled import Compiled
+from tpukit.compilation._compiled import Compiled, compile_lowering
 from tpukit.compilation._signature import Signature, bind_arguments
 
 from ._options import RunOptions
@@ -44,21 +40,12 @@ def compile_step(trainer: Trainer, train_data: Any, options: RunOptions) -> Comp
     _, step, data = next(executions(spec, position))
     state = trainer.plan.put_state(params, rest, opt_state)
     signature = Signature(step.name, bind_arguments(step.function, state, data))
-    hits_before = cache_hit_count()
-    start = time.perf_counter()
-    lowered = step.lower(state, data)  # lowering reads shapes and shardings; nothing is donated
-    lowered_at = time.perf_counter()
-    executable = lowered.compile()
-    done = time.perf_counter()
-    info = getattr(lowered, "out_info", None)
-    if info is not None:
-        signature.output = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
-    return Compiled(
-        function=step.function,
-        signature=signature,
-        lowered=lowered,
-        executable=executable,
-        lower_seconds=lowered_at - start,
-        xla_seconds=done - lowered_at,
-        from_cache=cache_hit_count() > hits_before,
+    # Lowering reads shapes and shardings; nothing is donated until the program runs.
+    # timeit() and profile() with no arguments run on this state and data, as fit would:
+    # random numbers would make Adam's second moments negative and every step non-finite.
+    return compile_lowering(
+        lambda: step.lower(state, data),
+        step.function,
+        signature,
+        example_arguments=(tuple(state), dict(data)),
     )

@@ -19,7 +19,9 @@ function tpukitDiffView(root, payloads, marks, dagre) {
   root.setAttribute("data-state", "loading");
   followTheme(root);
   Promise.all(payloads.map(unpack)).then(function (datas) {
-    new DiffView(root, datas, marks, dagre);
+    var stale = datas.map(schemaProblem).filter(Boolean);
+    if (stale.length) showStale(root, "tkd", stale[0]);
+    else new DiffView(root, datas, marks, dagre);
   }).catch(function (err) {
     var box = el("div", "tkd-error", root);
     box.textContent = "tpukit could not draw this HLO diff: " + (err && err.message || err);

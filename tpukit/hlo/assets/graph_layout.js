@@ -16,7 +16,7 @@ var NODE_H = 36, CHAR_W = 6.7, HEADER_H = 24, PAD = 10, MAX_CHARS = 40;
 
 GraphView.prototype.lines = function (i) {
   var d = this.data, kind = d.kind[i];
-  if (kind === KIND_INSTRUCTION) {
+  if (kind === this.instructionKind) {
     var op = d.op[i];
     if (op === "fusion" && d.count[i]) op = "fusion \u00b7 " + d.count[i] + " ops";
     return [d.label[i], op + " " + shortShape(d.shape[i])];

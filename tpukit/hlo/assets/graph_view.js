@@ -7,18 +7,25 @@
 // All text from the payload reaches the page through textContent, never as markup.
 // Nothing here touches storage, the parent frame or the network, so the same output works
 // in a sandboxed iframe (Colab) as in the page itself (JupyterLab, VS Code, a saved file).
+//
+// What the payload means is written once, in tpukit/hlo/_graph_schema.py: the node kinds,
+// the colour categories with their light and dark fills, the heat scale all come in the
+// payload. This file keeps only the schema number it reads; a payload of another schema
+// gets a one-line message instead of a drawing.
 
 "use strict";
 
 var SVG_NS = "http://www.w3.org/2000/svg";
-var KIND_INSTRUCTION = 0, KIND_SCOPE = 1, KIND_PART = 2, KIND_COMPUTATION = 3;
+var SCHEMA = 2;  // _graph_schema.SCHEMA (tests/test_hlo_graph.py keeps the two equal)
 
 function tpukitGraphView(root, b64, dagre) {
   if (!root || root.getAttribute("data-state")) return;
   root.setAttribute("data-state", "loading");
   followTheme(root);
   unpack(b64).then(function (data) {
-    new GraphView(root, data, dagre);
+    var stale = schemaProblem(data);
+    if (stale) showStale(root, "tkg", stale);
+    else new GraphView(root, data, dagre);
   }).catch(function (err) {
     var fallback = root.querySelector(".tkg-fallback");
     if (fallback) fallback.remove();
@@ -37,6 +44,24 @@ function unpack(b64) {
   }
   var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
   return new Response(stream).text().then(JSON.parse);
+}
+
+// "" when this viewer reads the payload's schema, else what to do. Payloads older than
+// schemas (tpukit's first, "version": 1) say nothing and count as schema 1.
+function schemaProblem(data) {
+  var schema = typeof data.schema === "number" ? data.schema : 1;
+  if (schema === SCHEMA) return "";
+  return "This graph was made by " + (schema > SCHEMA ? "a newer" : "an older") +
+    " tpukit (payload schema " + schema + ", this viewer reads " + SCHEMA + "): re-run the cell.";
+}
+
+// The stale-schema line in place of the drawing (prefix: "tkg" for a graph, "tkd" for a diff).
+function showStale(root, prefix, text) {
+  var fallback = root.querySelector("." + prefix + "-fallback");
+  if (fallback) fallback.remove();
+  var line = el("div", prefix + "-stale", root);
+  line.textContent = text;
+  root.setAttribute("data-state", "stale");
 }
 
 // ---------------------------------------------------------------- theme
@@ -117,6 +142,7 @@ function GraphView(root, data, dagre) {
   this.root = root;
   this.data = data;
   this.dagre = dagre;
+  this.instructionKind = data.kinds.findIndex(function (kind) { return kind[0] === "instruction"; });
   var n = data.kind.length;
   this.n = n;
   this.children = [];
@@ -162,6 +188,15 @@ GraphView.prototype.isOpen = function (i) { return this.expanded[i] === 1 && thi
 
 GraphView.prototype.isAncestor = function (a, b) { return a <= b && b < this.end[a]; };
 
+// Fill an element (a node's box, a legend key) with colour category k of the payload's
+// palette: it carries both themes' fills and graph_view.css picks the page's.
+GraphView.prototype.fillWith = function (node, k) {
+  var d = this.data;
+  node.classList.add("tkg-filled", categoryClass(d.categories[k]));
+  node.style.setProperty("--tkg-fill-light", d.palette.light[k]);
+  node.style.setProperty("--tkg-fill-dark", d.palette.dark[k]);
+};
+
 // ---------------------------------------------------------------- page structure
 
 GraphView.prototype.build = function () {
@@ -202,7 +237,7 @@ GraphView.prototype.build = function () {
   var legend = el("div", "tkg-legend", root);
   d.legend.forEach(function (entry) {
     var item = el("span", "tkg-key", legend);
-    el("i", categoryClass(entry[0]), item);
+    self.fillWith(el("i", "", item), d.categories.indexOf(entry[0]));
     item.appendChild(document.createTextNode(entry[1]));
   });
   this.legend = legend;
@@ -310,10 +345,11 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
   if (expandable) node.classList.add("tkg-collapsed");
   if (i === this.selected) node.classList.add("tkg-selected");
   if (i === this.hit) node.classList.add("tkg-hit");
-  var box = svg("rect", {"class": "tkg-box " + categoryClass(d.categories[d.cat[i]]), width: this.w[i],
-    height: this.h[i], rx: d.kind[i] ? 7 : 3}, node);
+  var instruction = d.kind[i] === this.instructionKind;
+  var box = svg("rect", {"class": "tkg-box", width: this.w[i], height: this.h[i], rx: instruction ? 3 : 7}, node);
+  this.fillWith(box, d.cat[i]);
   this.paintTime(i, node, box);
-  if (expandable && d.kind[i] !== KIND_INSTRUCTION) {
+  if (expandable && !instruction) {
     svg("rect", {"class": "tkg-inset", x: 3, y: 3, width: this.w[i] - 6, height: this.h[i] - 6, rx: 5}, node);
   }
   var lines = this.lines(i), left = expandable ? 24 : 8;
@@ -385,9 +421,9 @@ GraphView.prototype.fillPanel = function (i) {
     dt.textContent = name; dd.textContent = String(value);
     dd.setAttribute("data-field", name);
   }
-  var kinds = ["instruction", "name scope", "part of a group", "computation"];
-  row("kind", kind === KIND_INSTRUCTION && this.children[i].length ? d.op[i] + " (opens in place)" : kinds[kind]);
-  if (kind === KIND_INSTRUCTION) {
+  var instruction = kind === this.instructionKind;
+  row("kind", instruction && this.children[i].length ? d.op[i] + " (opens in place)" : d.kinds[kind][1]);
+  if (instruction) {
     row("opcode", d.op[i]);
     row("category", d.categories[d.cat[i]].replace("_", " "));
     var shape = d.shape[i], m = /^(\w+)\[([^\]]*)\](?:\{([^}]*)\})?$/.exec(shape);
@@ -439,17 +475,17 @@ GraphView.prototype.find = function (query, step) {
 // A profile (Compiled.profile) sends each node's measured seconds per run in data.time
 // (null: not in the trace; a group's is the sum of its members'). Nodes are then coloured on
 // a heat scale by their share of the program's time, on a log scale from 1% to 100%;
-// "Colour: kind" in the toolbar goes back to the op-kind colours.
-var HEAT = ["#ffffcc", "#ffeda0", "#fed976", "#feb24c", "#fd8d3c", "#fc4e2a", "#e31a1c", "#bd0026", "#800026"];
+// "Colour: kind" in the toolbar goes back to the op-kind colours. The scale's colours, and
+// where on it the fills turn dark enough for white text, come in the payload (data.heat).
 var HEAT_DECADES = 2;
 
 function heatPosition(share) {
   return share > 0 ? Math.max(0, Math.min(1, 1 + Math.log10(share) / HEAT_DECADES)) : 0;
 }
 
-function heatColour(position) {
-  var x = position * (HEAT.length - 1), k = Math.min(HEAT.length - 2, Math.floor(x)), f = x - k;
-  var a = parseInt(HEAT[k].slice(1), 16), b = parseInt(HEAT[k + 1].slice(1), 16), rgb = [];
+function heatColour(scale, position) {
+  var x = position * (scale.length - 1), k = Math.min(scale.length - 2, Math.floor(x)), f = x - k;
+  var a = parseInt(scale[k].slice(1), 16), b = parseInt(scale[k + 1].slice(1), 16), rgb = [];
   for (var shift = 16; shift >= 0; shift -= 8) {
     var p = (a >> shift) & 255, q = (b >> shift) & 255;
     rgb.push(Math.round(p + (q - p) * f));
@@ -482,11 +518,11 @@ GraphView.prototype.buildTimeKey = function (bar, legend) {
   var low = el("span", "", key);
   low.textContent = "time per run: " + fmtShare(Math.pow(10, -HEAT_DECADES)) + " or less";
   var ramp = el("i", "tkg-heat-ramp", key);
-  ramp.style.background = "linear-gradient(to right," + HEAT.join(",") + ")";
+  ramp.style.background = "linear-gradient(to right," + d.heat.colours.join(",") + ")";
   var high = el("span", "", key);
   high.textContent = "100% of " + fmtSeconds(d.timeTotal) + " (log scale)";
   var none = el("span", "tkg-key tkg-untimed-key", key);
-  el("i", "tkg-untimed", none);
+  this.fillWith(el("i", "tkg-untimed", none), d.categories.indexOf("other"));
   none.appendChild(document.createTextNode("not in the trace"));
   function apply() {
     var byTime = self.colourBy === "time";
@@ -516,10 +552,15 @@ GraphView.prototype.paintTime = function (i, node, box) {
       fmtShare(seconds / (d.timeTotal || 1)) + " of the program";
   }
   if (this.colourBy !== "time") return;
-  if (seconds === null || seconds === undefined) { node.classList.add("tkg-untimed"); return; }
+  if (seconds === null || seconds === undefined) {
+    node.classList.add("tkg-untimed");
+    box.classList.remove(categoryClass(d.categories[d.cat[i]]));
+    this.fillWith(box, d.categories.indexOf("other"));
+    return;
+  }
   var position = heatPosition(seconds / (d.timeTotal || 1));
-  box.style.fill = heatColour(position);
-  node.classList.add(position > 0.55 ? "tkg-heat-dark" : "tkg-heat-light");
+  box.style.fill = heatColour(d.heat.colours, position);
+  node.classList.add(position > d.heat.darkFrom ? "tkg-heat-dark" : "tkg-heat-light");
 };
 
 // An open group's measured time, "254 µs (37%)", at the right of its header where it fits.
