@@ -66,6 +66,7 @@ def train_step_hlo(name: str) -> str:
         return path.read_text()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     import optax
+    from _steps import tutorial_train_step
     from flax import nnx
 
     import tpukit
@@ -73,18 +74,7 @@ def train_step_hlo(name: str) -> str:
 
     model = zoo.create(name)
     optimizer = optax.adam(1e-3)
-
-    def train_step(model, opt_state, x, y):
-        def loss(model):
-            logits = model(x)
-            return optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()
-
-        value, grads = nnx.value_and_grad(loss)(model)
-        params = nnx.state(model, nnx.Param)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        nnx.update(model, optax.apply_updates(params, updates))
-        return value, model, opt_state
-
+    train_step = tutorial_train_step(optimizer)
     opt_state = optimizer.init(nnx.state(model, nnx.Param))
     x, y = (tpukit.shape(s) for s in STEPS[name])
     start = time.perf_counter()

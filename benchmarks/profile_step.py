@@ -33,28 +33,13 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
+from _steps import tutorial_train_step
 from flax import nnx
 
 import tpukit
 
 TARGET_SECONDS = 1.0
 TOP = 10
-
-
-def training_step(optimizer: optax.GradientTransformation):
-    """The tutorial's ``train_step``: one Adam step of the MLP on a batch."""
-
-    def train_step(model, opt_state, x, y):
-        def loss(model):
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-        value, grads = nnx.value_and_grad(loss)(model)
-        params = nnx.state(model, nnx.Param)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        nnx.update(model, optax.apply_updates(params, updates))
-        return value, model, opt_state
-
-    return train_step
 
 
 def overhead(compiled: tpukit.Compiled, args: tuple, repeat: int) -> tuple[float, tpukit.Profile]:
@@ -75,7 +60,7 @@ def magic_seconds(batch: int, repeat: int) -> dict[str, float]:
     shell.user_ns.update(
         model=tpukit.zoo.create("mlp", seed=0), optimizer=optax.adam(1e-3), nnx=nnx
     )
-    shell.user_ns["train_step"] = training_step(shell.user_ns["optimizer"])
+    shell.user_ns["train_step"] = tutorial_train_step(shell.user_ns["optimizer"])
     shell.run_cell("opt_state = optimizer.init(nnx.state(model, nnx.Param))", store_history=False)
     call = f"train_step(model, opt_state, f32[{batch},784], s32[{batch}])"
     cells = {
@@ -116,7 +101,7 @@ def main() -> int:
     x = jax.random.normal(jax.random.key(1), (args.batch, 784))
     y = jax.random.randint(jax.random.key(2), (args.batch,), 0, 10)
     start = time.perf_counter()
-    compiled = tpukit.compile(training_step(optimizer), model, opt_state, x, y)
+    compiled = tpukit.compile(tutorial_train_step(optimizer), model, opt_state, x, y)
     compile_s = time.perf_counter() - start
     step = (model, opt_state, x, y)
     compiled.hlo_module("optimized")  # parsed once, as a notebook has it after the summary

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import optax
 import pytest
+from _notebook_page import NOTEBOOK_PAGE, ORIGIN
 from flax import nnx
 
 import tpukit
@@ -271,21 +272,6 @@ def test_labels_must_be_two_strings(layers_view):
 
 
 # -- in the browser ------------------------------------------------------------
-
-ORIGIN = "http://tpukit.test"
-NOTEBOOK_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
-<div id="cells"></div><script>
-window.showOutput = function (html) {  // what JupyterLab does with a text/html output
-  var cell = document.createElement("div");
-  cell.innerHTML = html;
-  cell.querySelectorAll("script").forEach(function (old) {
-    var script = document.createElement("script");
-    script.textContent = old.textContent;
-    old.parentNode.replaceChild(script, old);
-  });
-  document.getElementById("cells").appendChild(cell);
-};
-</script></body></html>"""
 
 
 def open_view(browser, view: HloDiffView, mode: str):

@@ -18,8 +18,9 @@ import zlib
 
 import jax
 import jax.numpy as jnp
-import optax
 import pytest
+from _notebook_page import NOTEBOOK_PAGE, ORIGIN
+from _steps import tutorial_train_step
 from flax import nnx
 
 import tpukit
@@ -29,23 +30,6 @@ from tpukit.hlo._graph_schema import SCHEMA
 from tpukit.hlo._graph_view import graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
-ORIGIN = "http://tpukit.test"
-NOTEBOOK_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"></head><body>
-<div id="cells"></div>
-<script>
-// What JupyterLab's HTML renderer does with a text/html output.
-window.showOutput = function (html) {
-  var cell = document.createElement("div");
-  cell.className = "jp-OutputArea-output";
-  cell.innerHTML = html;
-  cell.querySelectorAll("script").forEach(function (old) {
-    var script = document.createElement("script");
-    script.textContent = old.textContent;
-    old.parentNode.replaceChild(script, old);
-  });
-  document.getElementById("cells").appendChild(cell);
-};
-</script></body></html>"""
 
 
 def mlp_loss(x, w1, w2):
@@ -364,19 +348,7 @@ class Mlp(nnx.Module):
 def mlp_train_step():
     """The training step of notebook 01: an MLP, optax Adam, compiled by tpukit."""
     model = Mlp(nnx.Rngs(0))
-    optimizer = optax.adam(1e-3)
-
-    def train_step(model, opt_state, x, y):
-        def loss(model):
-            return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-
-        value, grads = nnx.value_and_grad(loss)(model)
-        params = nnx.state(model, nnx.Param)
-        updates, opt_state = optimizer.update(grads, opt_state, params)
-        nnx.update(model, optax.apply_updates(params, updates))
-        return value, model, opt_state
-
-    opt_state = optimizer.init(nnx.state(model, nnx.Param))
+    train_step, opt_state = tutorial_train_step(model)
     x, y = tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
     return tpukit.compile(train_step, model, opt_state, x, y)
 

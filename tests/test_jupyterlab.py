@@ -4,8 +4,9 @@ One JupyterLab server (``_jupyterlab.lab_server``: 127.0.0.1, its own folders, a
 kernel on this venv's Python) and one browser serve the whole module. The notebook
 is the tutorial in small: ``%load_ext tpukit``, a ``%%tpu_compile`` summary, plots
 ending in ``;``, assigned and returned, two graphs (a layer's, and the MLP training
-step's through ``%tpu_graph``), and a short ``fit`` with a checkpoint, verbose and
-quiet. Its cells run through JupyterLab's own "run all cells" command, then each
+step's through ``%tpu_graph``), the step's ``%tpu_profile`` (tables and the graph
+coloured by time), a side-by-side diff of two layers, and a short ``fit`` with a
+checkpoint, verbose and quiet. Its cells run through JupyterLab's own "run all cells" command, then each
 test checks what a user sees: computed styles, images, where the graph's nodes are
 on screen, where the mouse wheel goes, the progress line, the dark theme. Every
 check writes a screenshot to ``out/screenshots/jupyterlab_*.png``. Without Chromium
@@ -76,6 +77,11 @@ def train_step(model, opt_state, x, y):
 
 opt_state = optimizer.init(nnx.state(model, nnx.Param))""",
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
+    "step profile": "%tpu_profile -r 2 train_step(model, opt_state, f32[128,784], s32[128])",
+    "diff view": """\
+scaled = tpukit.compile(lambda x, w: 2 * jnp.tanh(x @ w), tpukit.shape("f32[32,64]"),
+                        tpukit.shape("f32[64,64]"))
+tpukit.diff(layer_compiled, scaled, labels=("tanh", "2 tanh")).graph()""",
     "fit": """\
 history = tpukit.fit(model, optax.adam(1e-3), (x_train, y_train), epochs=1, batch_size=128,
                      checkpoint_dir=CHECKPOINT_DIR)""",
@@ -341,6 +347,42 @@ def test_graph_first_view_is_fitted_and_readable(notebook):
     step.locator(".tkg-reset").click()  # back to the first view for the next tests
 
 
+def test_profile_tables_stay_in_the_output_and_its_graph_is_coloured_by_time(notebook):
+    cell = notebook.cell("step profile")
+    tables = cell.locator(".tpukit-profile").first
+    notebook.screenshot("profile_light")
+    fits = tables.evaluate(
+        """t => { const out = t.closest('.jp-OutputArea-output').getBoundingClientRect();
+                  const box = t.getBoundingClientRect();
+                  return box.left >= out.left - 1 && box.right <= out.right + 1; }"""
+    )
+    assert fits, "the profile's tables scroll inside their box, not past the output"
+    text = tables.inner_text()
+    assert "By section: forward" in text and "forward › layers[0] (Linear)" in text, text
+    root = notebook.graph("step profile")
+    notebook.screenshot("profile_graph_light")
+    assert root.evaluate(LABEL_PX) >= 10
+    legend = root.locator(".tkg-heat-key, .tkg-legend").first.inner_text()
+    assert "time per run" in legend, legend
+    heated = root.evaluate(
+        "r => Array.from(r.querySelectorAll('.tkg-node rect.tkg-box'),"
+        " b => getComputedStyle(b).fill).filter(f => f && f !== 'none')"
+    )
+    assert len(set(heated)) >= 3, heated  # nodes take different heat colours
+
+
+def test_diff_view_draws_both_sides_with_the_change_marked(notebook):
+    cell = notebook.cell("diff view")
+    root = cell.locator(".tkd-root[data-state=ready]")
+    root.wait_for(timeout=30000)
+    sides = cell.locator(".tkd-side[data-state=ready]")
+    sides.first.wait_for(timeout=30000)
+    assert sides.count() == 2
+    notebook.screenshot("diff_light")
+    assert root.locator(".tkd-table tbody tr").count() >= 1
+    assert root.locator("tr.tkd-changed").count() >= 1  # the scaled layer differs
+
+
 def test_wheel_scrolls_the_notebook_until_a_click_in_the_graph(notebook):
     p = notebook.page
     root = notebook.graph("step graph")
@@ -422,6 +464,17 @@ def test_dark_theme_darkens_the_graph_and_keeps_its_text_readable(notebook):
     assert contrast(text, colours["notebook"]) >= 7, (text, colours["notebook"])
     notebook.cell("fit")
     notebook.screenshot("progress_dark")
+
+    profile = notebook.cell("step profile")
+    notebook.screenshot("profile_dark")
+    text = profile.locator(".tpukit-profile td").first.evaluate("c => getComputedStyle(c).color")
+    assert contrast(text, colours["notebook"]) >= 7, (text, colours["notebook"])
+    heat = notebook.graph("step profile")
+    notebook.screenshot("profile_graph_dark")
+    paper = heat.evaluate("r => getComputedStyle(r).backgroundColor")
+    assert luminance(paper) < 0.05, paper
+    notebook.cell("diff view")
+    notebook.screenshot("diff_dark")
 
 
 def test_the_page_reported_no_errors(notebook):

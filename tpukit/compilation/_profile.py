@@ -429,11 +429,12 @@ class Profile:
         return "\n".join(lines)
 
     def _repr_html_(self) -> str:
+        sections = self._section_line()
         parts = [
             table_style(_KIND, _RULES),
             f'<div class="{root_classes(_KIND)}">',
             f"<div><b>{html.escape(self._headline())}</b></div>",
-            f"<div>{html.escape(self._section_line())}</div>" if self._section_line() else "",
+            f"<div>{html.escape(sections)}</div>" if sections else "",
             *(f'<div class="warn">{html.escape(w)}</div>' for w in self.untraced_iterations()),
             f'<div class="note">{html.escape(self._peak_line())} Graph: .graph(); '
             "records: .table(), .table('group').</div>",

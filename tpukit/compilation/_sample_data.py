@@ -25,10 +25,7 @@ def random_like(abstract: jax.ShapeDtypeStruct, rng: np.random.Generator) -> jax
         impl = getattr(getattr(abstract.dtype, "_impl", None), "name", None)
         seed = jax.random.key(int(rng.integers(2**31)), impl=impl)
         value = jax.random.split(seed, math.prod(shape)).reshape(shape) if shape else seed
-        sharding = getattr(abstract, "sharding", None)
-        return jax.device_put(value, sharding) if sharding is not None else value
-    dtype = jnp.dtype(abstract.dtype)
-    if jnp.issubdtype(dtype, jnp.complexfloating):
+    elif jnp.issubdtype(dtype := jnp.dtype(abstract.dtype), jnp.complexfloating):
         value = (_draws(rng, shape) + 1j * _draws(rng, shape)).astype(dtype)
     elif jnp.issubdtype(dtype, jnp.floating):
         value = _draws(rng, shape).astype(dtype, copy=False)
@@ -36,8 +33,7 @@ def random_like(abstract: jax.ShapeDtypeStruct, rng: np.random.Generator) -> jax
         value = (_draws(rng, shape) > 0).astype(dtype)  # 0 and 1: valid labels and indices
     else:
         value = np.zeros(shape, dtype)
-    sharding = getattr(abstract, "sharding", None)
-    return jax.device_put(value, sharding) if sharding is not None else jax.device_put(value)
+    return jax.device_put(value, getattr(abstract, "sharding", None))
 
 
 _POOL = 1 << 20
