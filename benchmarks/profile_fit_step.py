@@ -1,15 +1,21 @@
-"""Where the time of ``tpukit.fit``'s own step goes, against a plain ``lax.scan`` epoch.
+"""``tpukit.fit``'s own step against a hand-written ``lax.scan``, with the NaN guard on and off.
 
-``Trainer(mlp, adam).compile_step`` gives the program ``fit`` runs: one epoch of MNIST
-(468 steps of 128, device-resident data, shuffled by gathered indices) with fit's checks
-(the non-finite guard, metrics). Timed against a hand-written ``lax.scan`` over the same
-batches with the tutorial's step and no checks (the baseline, in the same run), then
-profiled with ``Compiled.profile``: time by section and the longest instructions (on an
-H200, the guard's finite checks were half of the step: see the stop note of issue 12).
+For each model (the zoo's MNIST MLP, and LeNet-5 as the conv net), one epoch of MNIST-shaped
+data (468 steps of 128 by default, device-resident, shuffled by gathered indices), Adam:
+
+1. the baseline: a hand-written ``lax.scan`` over the tutorial's step, no checks;
+2. ``fit``'s step with the guard (``Trainer(...).compile_step``, ``stop_on_nan=True``);
+3. the same step without it (``stop_on_nan=False``).
+
+The three take turns, ``--rounds`` times, so a slow spell of a shared machine hurts each
+alike; each program's median call counts. Then ``fit``'s guarded step is profiled with
+``Compiled.profile``: its time by section and its longest instructions.
 
 Prints a table and writes ``benchmarks/results/profile_fit_step-<platform>.json``.
+Targets (issue 18): fit's guarded step at most 1.05x the scan, and guard-on within 5% of
+guard-off, for both models; printed as PASS or FAIL (exit status 1 on a FAIL).
 
-    .venv/bin/python benchmarks/profile_fit_step.py [--examples 60000] [--repeat 5]
+    .venv/bin/python benchmarks/profile_fit_step.py [--examples 60000] [--rounds 7]
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ import tpukit
 from tpukit.train import Trainer
 
 BATCH = 128
+INPUTS = {"mlp": (784,), "lenet5": (28, 28, 1)}
 
 
 def scan_epoch(model, optimizer, x, y, indices):
@@ -51,76 +58,122 @@ def scan_epoch(model, optimizer, x, y, indices):
     opt_state = optimizer.init(nnx.state(model, nnx.Param))
     args = (state, opt_state, x, y, indices)
     jax.block_until_ready(epoch(*args))  # compile
-    return epoch, args
+    return lambda: epoch(*args)
 
 
-def seconds_per_call(fn, args, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
+def fit_call(name: str, x, y, guard: bool):
+    """``fit``'s first compiled call on this data, and a zero-argument runner of it."""
+    trainer = Trainer(tpukit.zoo.create(name, seed=0), optax.adam(1e-3), stop_on_nan=guard)
+    step = trainer.compile_step((x, y), batch_size=BATCH)
+    args, kwargs = step.example_arguments
+    jax.block_until_ready(step(*args, **kwargs))  # warm up
+    return step, lambda: step(*args, **kwargs)
+
+
+def seconds(run) -> float:
+    start = time.perf_counter()
+    jax.block_until_ready(run())
+    return time.perf_counter() - start
+
+
+def measure(name: str, examples: int, rounds: int, rng: np.random.Generator) -> dict:
+    x = rng.random((examples, *INPUTS[name]), dtype=np.float32)
+    y = rng.integers(0, 10, examples).astype(np.int32)
+    steps = examples // BATCH
+    indices = jnp.asarray(rng.permutation(steps * BATCH).reshape(steps, BATCH))
+    guarded, guarded_run = fit_call(name, x, y, guard=True)
+    _, unguarded_run = fit_call(name, x, y, guard=False)
+    runners = {
+        "scan": scan_epoch(
+            tpukit.zoo.create(name, seed=0),
+            optax.adam(1e-3),
+            jnp.asarray(x),
+            jnp.asarray(y),
+            indices,
+        ),
+        "guard_on": guarded_run,
+        "guard_off": unguarded_run,
+    }
+    times: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(rounds):
+        for key, run in runners.items():
+            times[key].append(seconds(run))
+    median = {k: float(np.median(v)) for k, v in times.items()}
+    profile = guarded.profile(repeat=3)
+    sections: dict[str, float] = {}
+    for record in profile.table("group"):
+        section = record["section"] or "other"
+        sections[section] = sections.get(section, 0.0) + record["share"]
+    return {
+        "model": name,
+        "steps_per_call": steps,
+        "seconds_per_call": median,
+        "us_per_step": {k: v / steps * 1e6 for k, v in median.items()},
+        "on_over_scan": median["guard_on"] / median["scan"],
+        "off_over_scan": median["guard_off"] / median["scan"],
+        "on_over_off": median["guard_on"] / median["guard_off"],
+        "fit_sections_share": sections,
+        "top_instructions": profile.table()[:8],
+        "untraced": list(profile.untraced_iterations()),
+    }
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, default=60000)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--models", default="mlp,lenet5")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     device = jax.devices()[0]
     rng = np.random.default_rng(0)
-    x = rng.random((args.examples, 784), dtype=np.float32)
-    y = rng.integers(0, 10, args.examples).astype(np.int32)
-    steps = args.examples // BATCH
-
-    step = Trainer(tpukit.zoo.create("mlp", seed=0), optax.adam(1e-3)).compile_step(
-        (x, y), batch_size=BATCH
-    )
-    fit_s = step.timeit(repeat=args.repeat).median
-    indices = jnp.asarray(rng.permutation(steps * BATCH).reshape(steps, BATCH))
-    epoch, epoch_args = scan_epoch(
-        tpukit.zoo.create("mlp", seed=0), optax.adam(1e-3), jnp.asarray(x), jnp.asarray(y), indices
-    )
-    scan_s = seconds_per_call(epoch, epoch_args, args.repeat)
-    profile = step.profile(repeat=3)
-    sections: dict[str, float] = {}
-    for record in profile.table("group"):
-        name = record["section"] or "other"
-        sections[name] = sections.get(name, 0.0) + record["share"]
+    results = [measure(m, args.examples, args.rounds, rng) for m in args.models.split(",")]
 
     print(
-        f"device: {device.platform} {device.device_kind}, jax {jax.__version__}; MNIST MLP, "
-        f"Adam, {steps} steps of {BATCH} per call\n"
+        f"device: {device.platform} {device.device_kind}, jax {jax.__version__}; Adam, "
+        f"batch {BATCH}, one epoch per call, median of {args.rounds} alternating rounds\n"
     )
-    print(f"{'program':44} {'ms/call':>9} {'µs/step':>9} {'vs scan':>8}")
-    for name, secs in (("hand-written lax.scan (baseline)", scan_s), ("tpukit fit step", fit_s)):
-        print(f"{name:44} {secs * 1e3:9.2f} {secs / steps * 1e6:9.1f} {secs / scan_s:7.2f}x")
-    print("\nfit step by section: " + ", ".join(f"{k} {v:.0%}" for k, v in sections.items()))
-    print("longest instructions:")
-    for r in profile.table()[:6]:
-        print(f"  {r['name']:28} {r['group']:32} {r['share']:6.1%}  x{r['calls']:g} per call")
-    for warning in profile.untraced_iterations():
-        print("note:", warning)
+    print(f"{'model':8} {'program':34} {'µs/step':>9} {'vs scan':>8} {'vs guard off':>13}")
+    labels = {
+        "scan": "hand-written lax.scan (baseline)",
+        "guard_on": "fit step, NaN guard on",
+        "guard_off": "fit step, NaN guard off",
+    }
+    failed = False
+    for r in results:
+        us, med = r["us_per_step"], r["seconds_per_call"]
+        for key, label in labels.items():
+            vs_off = f"{med[key] / med['guard_off']:12.3f}x" if key == "guard_on" else ""
+            print(
+                f"{r['model']:8} {label:34} {us[key]:9.1f} {med[key] / med['scan']:7.3f}x {vs_off}"
+            )
+        ok_scan, ok_guard = r["on_over_scan"] <= 1.05, r["on_over_off"] <= 1.05
+        failed |= not (ok_scan and ok_guard)
+        print(
+            f"{'':8} target fit <= 1.05x scan: {'PASS' if ok_scan else 'FAIL'}; "
+            f"guard on <= 1.05x off: {'PASS' if ok_guard else 'FAIL'}"
+        )
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in r["fit_sections_share"].items())
+        print(f"{'':8} fit step by section: {shares}")
+        for t in r["top_instructions"][:4]:
+            print(f"{'':10}{t['name']:28} {t['group']:34} {t['share']:6.1%}")
+        for warning in r["untraced"]:
+            print(f"{'':8} note: {warning}")
+        print()
 
     result = {
         "benchmark": "profile_fit_step",
         "platform": device.platform,
         "device": device.device_kind,
         "jax": jax.__version__,
-        "steps_per_call": steps,
-        "scan_seconds_per_call": scan_s,
-        "fit_seconds_per_call": fit_s,
-        "fit_over_scan": fit_s / scan_s,
-        "fit_sections_share": sections,
-        "top_instructions": profile.table()[:10],
+        "rounds": args.rounds,
+        "models": results,
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"profile_fit_step-{device.platform}.json"
     path.write_text(json.dumps(result, indent=2, default=str))
     print(f"wrote {path}")
-    return 0
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ def compile_step(trainer: Trainer, train_data: Any, options: RunOptions) -> Comp
     spec, params, rest, _ = trainer._spec(train_data, options)
     kept = trainer.state.optimizer_state(spec.program.key)
     opt_state = spec.program.init(params) if kept is None else kept
-    position = Position(epoch_base=trainer.state.epochs_done)
+    position = Position.continuing(trainer.state, spec.settings())
     _, step, data = next(executions(spec, position))
     state = trainer.plan.put_state(params, rest, opt_state)
     signature = Signature(step.name, bind_arguments(step.function, state, data))

@@ -102,17 +102,17 @@ class Trainer:
 
         It is ``fit``'s own program, not a copy: the same jitted function, on the
         same placed state and data, ``steps_per_execution`` optimizer steps in one
-        ``scan``, the parameters, model state and optimizer state donated. The
+        ``scan`` (the state is not donated: a stopped call keeps its input). The
         options are those of :func:`fit` (``batch_size=``, ``steps_per_execution=``,
         ...; ``epochs`` may be left out). Nothing is trained and the model is not
         changed; a streamed ``train_data`` gives up its first chunk of batches.
 
         Returns a :class:`tpukit.Compiled` named ``fit_step``: ``graph()``,
         ``op_counts()``, ``collectives()``, ``cost``, ``memory``, ``hlo_text()``.
-        Calling it (``step(params, rest, opt_state, arrays=, indices=, start=)``;
-        ``chunk=`` for streamed data) returns ``(params, rest, opt_state, stats)``
-        and, like ``fit``, consumes the state arrays it is given. ``timeit()`` and
-        ``profile()`` run it on fresh copies of that state, as many times as asked.
+        Calling it (``step(params, rest, opt_state, arrays=, indices=, start=,
+        limit=)``; ``chunk=, limit=`` for streamed data) returns ``(params, rest,
+        opt_state, stats)``; ``timeit()`` and ``profile()`` run it on that state, as
+        many times as asked.
 
         Example::
 
@@ -133,7 +133,7 @@ class Trainer:
         spec, params, rest, evaluator = self._spec(train_data, options)
         kept = self.state.optimizer_state(spec.program.key)
         opt_state = spec.program.init(params) if kept is None else kept
-        position = Position(epoch_base=self.state.epochs_done, global_step=self.state.steps_done)
+        position = Position.continuing(self.state, spec.settings())
         history = History()
         if store is not None and options.resume:
             params, rest, opt_state, position, history = self._restore(

@@ -31,6 +31,7 @@ from . import _checkpoint, _steps
 from ._data import ResidentData, epoch_indices, epoch_key
 from ._guard import NonFiniteGuard
 from ._history import History
+from ._interrupts import deferred_interrupts
 from ._losses import Objective
 from ._mesh import Plan
 from ._options import RunOptions
@@ -85,6 +86,18 @@ class Position:
             "epoch_base": self.epoch_base,
             "epoch_sums": dict(self.epoch_sums),
         }
+
+    @classmethod
+    def continuing(cls, state: TrainingState, settings: dict[str, Any]) -> Position:
+        """Where the model's training got to: after its last epoch, or inside an epoch
+        that a stopped call left unfinished (when ``settings`` match that run's)."""
+        step, sums = state.steps_in_epoch(settings)
+        return cls(
+            epoch_base=state.epochs_done,
+            step=step,
+            global_step=state.steps_done,
+            epoch_sums=sums,
+        )
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> Position:
@@ -198,20 +211,33 @@ class Run:
 
     # ----------------------------------------------------------------- the loop
     def train(self, state: tuple) -> History:
-        """Train from ``state`` (``(params, rest, opt_state)``, placed) to the last epoch."""
+        """Train from ``state`` (``(params, rest, opt_state)``, placed) to the last epoch.
+
+        Whatever stops the loop (the last epoch, the NaN guard, an exception, ^C), the
+        model gets the state of the last call that was applied whole, with the counters
+        that go with it: each call is applied in one uninterruptible block
+        (:func:`~tpukit.train._interrupts.deferred_interrupts`), and calls do not
+        consume their input state, so an interrupted call is simply not applied.
+        """
         pos, epochs = self.position, self.spec.options.epochs
-        self.state = state  # the newest state, whatever stops the loop
+        self.state = state  # the newest applied state, whatever stops the loop
         try:
             while pos.epoch < epochs:
                 self._epoch()
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
+                    with deferred_interrupts():
+                        self.checkpointing.save(pos, self.history, self.state)
+            if self.checkpointing:
+                with deferred_interrupts():
                     self.checkpointing.save(pos, self.history, self.state)
-            if self.checkpointing:
-                self.checkpointing.save(pos, self.history, self.state)
+        except KeyboardInterrupt:
+            self._interrupted()
+            raise
         finally:
-            self._write_back(self.state)
-            if self.checkpointing:
-                self.checkpointing.close()
+            with deferred_interrupts():
+                self._write_back(self.state)
+                if self.checkpointing:
+                    self.checkpointing.close()
         return self.history
 
     def _epoch(self) -> None:
@@ -229,13 +255,16 @@ class Run:
             compiled = compile_count(fn)
             t0 = time.perf_counter()
             *state, stats = fn(self.state, data)
-            self.state = tuple(state)
             pending = next(executions, None)  # the next chunk's transfer overlaps this call
             stats = jax.device_get(stats)
             seconds = time.perf_counter() - t0
-            record = self._count(stats, steps, seconds)
             if self.guard.tripped(stats):
-                self._stop(stats, self.state)
+                state, stopped = self._good_steps(fn, data, stats)
+                with deferred_interrupts():
+                    self._apply(tuple(state), stopped, steps, seconds)
+                self._stop(stopped)
+            with deferred_interrupts():
+                record = self._apply(tuple(state), stats, steps, seconds)
             self.progress.advance(
                 steps, self._running(), seconds, compiled=compile_count(fn) != compiled
             )
@@ -244,30 +273,55 @@ class Run:
                 for callback in self.spec.options.callbacks:
                     callback(dict(record))
             if self.checkpointing and self.checkpointing.due_after_execution(pos.executions):
-                self.checkpointing.save(pos, self.history, self.state)
+                with deferred_interrupts():
+                    self.checkpointing.save(pos, self.history, self.state)
         self._finish_epoch(self.state, started)
+
+    def _good_steps(self, fn: _steps.Step, data: dict, stats: dict) -> tuple[list, dict]:
+        """The state after a tripped call's good steps, and the stats naming the bad one.
+
+        The call did not consume its input, so the same program runs again from it with
+        ``limit`` at the bad step: the steps before it, bit for bit, and nothing after.
+        (Should a replay trip earlier, as a non-deterministic reduction could make it,
+        the earlier step is the one reported.)
+        """
+        tripped = stats
+        while True:
+            *state, replay = fn(self.state, {**data, "limit": np.int32(tripped["bad_step"])})
+            replay = jax.device_get(replay)
+            if not self.guard.tripped(replay):
+                return state, {
+                    **replay,
+                    "bad_step": tripped["bad_step"],
+                    "finite": tripped["finite"],
+                }
+            tripped = replay
 
     def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
         """``(steps, compiled call, its data)`` for the rest of the current epoch."""
         return executions(self.spec, self.position)
 
-    def _count(self, stats: dict, steps: int, seconds: float) -> dict:
-        """Advance the position by one call's steps; add its figures to the history."""
+    def _apply(self, state: tuple, stats: dict, steps: int, seconds: float) -> dict:
+        """Take one call's new state, advance the position by its steps and add its
+        figures to the history: one block, run inside ``deferred_interrupts``."""
         pos = self.position
         done = int(stats["steps"])
-        pos.step += done
-        pos.global_step += done
-        pos.executions += 1
+        sums = dict(pos.epoch_sums)
         for n in self.names:
-            pos.epoch_sums[n] = pos.epoch_sums.get(n, 0.0) + float(stats[n])
-        pos.epoch_sums["steps"] = pos.epoch_sums.get("steps", 0) + done
+            sums[n] = sums.get(n, 0.0) + float(stats[n])
+        sums["steps"] = sums.get("steps", 0) + done
         record = {
             "epoch": pos.epoch + 1,
-            "step": pos.step,
-            "global_step": pos.global_step,
+            "step": pos.step + done,
+            "global_step": pos.global_step + done,
             **{n: float(stats[n]) / max(done, 1) for n in self.names},
             "steps_per_s": steps / max(seconds, 1e-9),
         }
+        self.state = state
+        pos.step += done
+        pos.global_step += done
+        pos.executions += 1
+        pos.epoch_sums = sums
         self.history.add_execution(record)
         return record
 
@@ -280,32 +334,30 @@ class Run:
         figures = self._running()
         if self.evaluator is not None:
             figures.update(self.evaluator(state[0], state[1]))
-        self.history.add_epoch(
-            {
-                "epoch": pos.epoch + 1,
-                **figures,
-                "steps": pos.step,
-                "seconds": time.perf_counter() - started,
-            }
-        )
+        with deferred_interrupts():
+            self.history.add_epoch(
+                {
+                    "epoch": pos.epoch + 1,
+                    **figures,
+                    "steps": pos.step,
+                    "seconds": time.perf_counter() - started,
+                }
+            )
+            pos.epoch += 1
+            pos.step = 0
+            pos.epoch_sums = {}
         self.progress.close_epoch(figures)
-        pos.epoch += 1
-        pos.step = 0
-        pos.epoch_sums = {}
 
-    def _stop(self, stats: dict, state: tuple) -> None:
+    def _stop(self, stats: dict) -> None:
         """Raise the guard's error; checkpoint the last good state first."""
-        pos, spec = self.position, self.spec
+        pos = self.position
         self.progress.close_epoch()
         if self.checkpointing:
-            self.checkpointing.save(pos, self.history, state)  # unless saved already
-        where = f"epoch {pos.epoch + 1} of {spec.options.epochs}, step {pos.step + 1}"
-        if spec.steps_per_epoch:
-            where += f" of {spec.steps_per_epoch}"
-        where += f" (global step {pos.global_step + 1}, execution {pos.executions})"
+            with deferred_interrupts():
+                self.checkpointing.save(pos, self.history, self.state)  # unless saved already
         error = self.guard.error(
             stats["finite"],
-            where,
+            self._where(pos.step + 1, pos.global_step + 1),
             pos.global_step if self.checkpointing else None,
             self.history,
             epoch=pos.epoch + 1,
@@ -316,16 +368,45 @@ class Run:
             self.checkpointing.mark_stopped(pos.global_step, str(error))
         raise error
 
+    def _where(self, step: int, global_step: int) -> str:
+        pos, spec = self.position, self.spec
+        where = f"epoch {pos.epoch + 1} of {spec.options.epochs}, step {step}"
+        if spec.steps_per_epoch:
+            where += f" of {spec.steps_per_epoch}"
+        return where + f" (global step {global_step}, execution {pos.executions})"
+
+    def _interrupted(self) -> None:
+        """Say what the model holds after ^C, and how to go on."""
+        pos = self.position
+        self.progress.close_epoch()
+        if pos.step:
+            held = f"{pos.epoch} epochs and {self._where(pos.step, pos.global_step)}"
+        else:
+            held = (
+                f"{pos.epoch} epochs of {self.spec.options.epochs} (global step {pos.global_step})"
+            )
+        left = self.spec.options.epochs - pos.epoch
+        message = (
+            f"Interrupted: the model holds the state after {held}, the last compiled call "
+            f"applied whole, with its optimizer state and counters. fit(..., epochs={left}) "
+            "with the same data continues exactly where this run stopped."
+        )
+        self.history.stopped = message
+        if self.progress.show:
+            print(f"tpukit.fit: {message}", flush=True)
+
     def _write_back(self, state: tuple) -> None:
         """Put the run's state into the model and its :class:`TrainingState`."""
         params, rest, opt_state = state
+        pos = self.position
         if _live((params, rest)):
             nnx.update(self.model, params, rest)
         TrainingState.of(self.model).advance(
-            self.position.epoch_base + self.position.epoch,
-            self.position.global_step,
+            pos.epoch_base + pos.epoch,
+            pos.global_step,
             self.spec.program.key,
             opt_state if _live(opt_state) else None,
+            in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
 
 
@@ -348,7 +429,12 @@ def executions(spec: RunSpec, pos: Position) -> Iterator[tuple[int, _steps.Step,
             yield (
                 steps,
                 fn,
-                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
+                {
+                    "arrays": spec.source.arrays,
+                    "indices": indices,
+                    "start": np.int32(start),
+                    "limit": np.int32(steps),
+                },
             )
             start += steps
     else:
@@ -356,7 +442,7 @@ def executions(spec: RunSpec, pos: Position) -> Iterator[tuple[int, _steps.Step,
             spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard
         )
         for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
-            yield steps, fn, {"chunk": chunk}
+            yield steps, fn, {"chunk": chunk, "limit": np.int32(steps)}
 
 
 def _live(tree: Any) -> bool:

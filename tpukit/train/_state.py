@@ -43,6 +43,11 @@ class TrainingState:
         steps_done: optimizer steps applied over every call (``global_step``).
         optimizer_key: the program key of the optimizer that ``opt_state`` belongs to.
         opt_state: that optimizer's state after the last call, or ``None``.
+        in_epoch: ``None`` after a whole epoch; after a call stopped inside one (^C,
+            the NaN guard, an error), ``(steps, sums, settings)``: the steps of epoch
+            ``epochs_done + 1`` already applied, the running sums of its figures, and
+            the run's settings (data size, batch size, seed, shuffle). The next ``fit``
+            with the same settings finishes that epoch first, in the same order.
     """
 
     def __init__(self, owner: Any = None):
@@ -51,6 +56,7 @@ class TrainingState:
         self.steps_done = 0
         self.optimizer_key: str | None = None
         self.opt_state: Any = None
+        self.in_epoch: tuple[int, dict[str, float], dict[str, Any]] | None = None
 
     @classmethod
     def of(cls, model: Any) -> TrainingState:
@@ -70,21 +76,37 @@ class TrainingState:
         )
         return None if deleted else self.opt_state
 
-    def advance(self, epochs_done: int, steps_done: int, key: str, opt_state: Any) -> None:
+    def advance(
+        self,
+        epochs_done: int,
+        steps_done: int,
+        key: str,
+        opt_state: Any,
+        in_epoch: tuple[int, dict[str, float], dict[str, Any]] | None = None,
+    ) -> None:
         """Record where training got to, and the optimizer state to continue from."""
         self.epochs_done, self.steps_done = int(epochs_done), int(steps_done)
         self.optimizer_key, self.opt_state = key, opt_state
+        self.in_epoch = in_epoch
+
+    def steps_in_epoch(self, settings: dict[str, Any]) -> tuple[int, dict[str, float]]:
+        """``(steps, sums)`` of the unfinished epoch when a run with ``settings`` can
+        finish it; ``(0, {})`` when none is unfinished or the settings differ."""
+        if self.in_epoch is None or self.in_epoch[2] != settings:
+            return 0, {}
+        return self.in_epoch[0], dict(self.in_epoch[1])
 
     def reset(self) -> None:
         """Forget the counts and the optimizer state: the next ``fit`` starts at epoch 0."""
         self.epochs_done = self.steps_done = 0
-        self.optimizer_key = self.opt_state = None
+        self.optimizer_key = self.opt_state = self.in_epoch = None
 
     def __repr__(self) -> str:
         kept = "kept" if self.opt_state is not None else "none"
+        inside = f", {self.in_epoch[0]} steps into the next epoch" if self.in_epoch else ""
         return (
-            f"TrainingState(epochs_done={self.epochs_done}, steps_done={self.steps_done}, "
-            f"optimizer state: {kept})"
+            f"TrainingState(epochs_done={self.epochs_done}, steps_done={self.steps_done}"
+            f"{inside}, optimizer state: {kept})"
         )
 
     # A training state is not part of what the model *is*.

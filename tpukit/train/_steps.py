@@ -5,15 +5,21 @@ Inside these functions the NNX model is a pure pytree: ``(params, rest)`` from
 while tracing. So NNX's Python bookkeeping runs once per compilation, never per
 step, and the loop is a plain :func:`jax.lax.scan`.
 
-Each training step is guarded: a step whose loss, gradients, new parameters or new
-optimizer state are not finite is not applied, and every later step of the call is
-skipped too, so the state that comes back holds the last good parameters and
-optimizer state, ``bad_step`` says where it stopped and ``finite`` which quantity
-went bad: one flag for the loss, then one per inexact gradient leaf, new parameter
-leaf and optimizer-state leaf, in :func:`finite_names` order. (A finite gradient can
-still give a non-finite update: ``optax.adam(eps=0.0)`` on a zero gradient,
-``optax.sgd(inf)``.) The flags are the per-leaf reductions the guard needs anyway, so
-naming the culprit costs nothing extra.
+Each training step is guarded without a branch: every step computes its update,
+and a select that XLA fuses into the update keeps it or leaves the state as it was.
+A step whose loss, gradients, new parameters or new optimizer state are not finite
+stops the call: ``bad_step`` says where, ``finite`` which quantity went bad (one
+flag for the loss, then one per inexact gradient leaf, new parameter leaf and
+optimizer-state leaf, in :func:`finite_names` order), and every later step is
+dropped. (A finite gradient can still give a non-finite update:
+``optax.adam(eps=0.0)`` on a zero gradient, ``optax.sgd(inf)``.) The call does not
+donate its input state, so the host still holds the state the call started from:
+it runs the same program again with ``limit=bad_step`` and keeps exactly the good
+steps (``_run``). That replay is the guard's whole price on the failure path; on
+the main path it costs the per-leaf finite reductions, which fuse into the
+producers, and no ``lax.cond`` (on a GPU, a conditional in a loop waits for its
+predicate on the host). The same undonated input makes an interrupted call
+harmless: the host either takes its result or keeps the state it started from.
 
 Builders are cached, so calling :func:`tpukit.fit` again reuses the compiled code.
 """
@@ -73,17 +79,8 @@ def _opt_state_names(opt_state: Any) -> list[str]:
     return [n for n, x in leaf_paths(opt_state) if _inexact(x)]
 
 
-def _inexact_count(tree: Any) -> int:
-    return sum(_inexact(x) for x in jax.tree.leaves(tree))
-
-
 def _all_finite(tree: Any) -> list[jax.Array]:
     return [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if _inexact(x)]
-
-
-def _finite_flags(loss: jax.Array, grads: Any) -> jax.Array:
-    """``bool [1 + leaves]``: is the loss finite, is each inexact gradient leaf finite."""
-    return jnp.stack([jnp.isfinite(loss), *_all_finite(grads)])
 
 
 def _zero_stats(names: tuple[str, ...], params: Any, opt_state: Any) -> dict[str, jax.Array]:
@@ -94,10 +91,27 @@ def _zero_stats(names: tuple[str, ...], params: Any, opt_state: Any) -> dict[str
     return stats
 
 
+def _keep_if(active: jax.Array, new: Any, old: Any) -> Any:
+    """``new`` where ``active``, else ``old``, leaf by leaf. ``active`` is known before the
+    step starts, so XLA fuses this select into the fusions that compute ``new``."""
+    return jax.tree.map(lambda n, o: jnp.where(active, n, o), new, old)
+
+
 def _make_step(
     graphdef: Any, objective: Objective, optimizer: optax.GradientTransformation, guard: bool
 ) -> Callable:
-    """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``."""
+    """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``.
+
+    ``step(carry, batch, index, limit)`` applies the step when ``index < limit`` and
+    (with the guard) no earlier step of the call was bad; otherwise the state passes
+    through unchanged. There is no ``lax.cond``: every step computes, and a select that
+    fuses into the update keeps or drops the result. With the guard, a step whose loss,
+    gradients, new parameters or new optimizer state are not finite is recorded
+    (``bad_step``, ``finite``) and every later step of the call is dropped; its own
+    result *is* in the returned state, which the host therefore never uses: it runs the
+    call again from its (undonated) input with ``limit=bad_step``, the same program, so
+    the state it keeps is exactly that of the good steps.
+    """
 
     def loss_fn(p: Any, r: Any, batch: Any) -> tuple:
         # ``r`` goes through value_and_grad (undifferentiated) so that the merged
@@ -109,78 +123,40 @@ def _make_step(
         _, _, new_rest = split_model(model)
         return loss, (metrics, new_rest)
 
-    def gradients(state: tuple, batch: Any) -> tuple:
-        params, rest, _ = state
-        return jax.value_and_grad(loss_fn, has_aux=True)(params, rest, batch)
-
-    def update(state: tuple, grads: Any, new_rest: Any) -> tuple:
-        params, _, opt_state = state
-        updates, new_opt = optimizer.update(grads, opt_state, params)
-        return optax.apply_updates(params, updates), new_rest, new_opt
-
-    def accumulate(stats: dict, good: jax.Array, loss: jax.Array, metrics: dict) -> dict:
-        new_stats = dict(stats)
-        new_stats["loss"] = stats["loss"] + jnp.where(good, loss, 0.0)
-        for name, value in metrics.items():
-            new_stats[name] = stats[name] + jnp.where(good, value, 0.0)
-        new_stats["steps"] = stats["steps"] + good.astype(jnp.int32)
-        return new_stats
-
-    if not guard:
-
-        def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
-            state, stats = carry
-            (loss, (metrics, new_rest)), grads = gradients(state, batch)
-            return update(state, grads, new_rest), accumulate(stats, jnp.bool_(True), loss, metrics)
-
-        return step
-
-    def attempt(state: tuple, batch: Any) -> tuple:
-        """Train on ``batch``; keep ``state`` unless loss, gradients and result are finite."""
-        (loss, (metrics, new_rest)), grads = gradients(state, batch)
-        before = _finite_flags(loss, grads)
-
-        def apply(_: None) -> tuple:
-            new_state = update(state, grads, new_rest)
-            after = _flags([*_all_finite(new_state[0]), *_all_finite(new_state[2])])
-            kept = jax.lax.cond(jnp.all(after), lambda: new_state, lambda: state)
-            return kept, after
-
-        def refuse(_: None) -> tuple:
-            return state, jnp.ones((_after_count(state),), jnp.bool_)
-
-        # The update runs only for a finite loss and gradients; a non-finite update
-        # (new parameters or optimizer state) is computed, and then not kept.
-        new_state, after = jax.lax.cond(jnp.all(before), apply, refuse, None)
-        return new_state, jnp.concatenate([before, after]), loss, metrics
-
-    def skip(state: tuple, batch: Any) -> tuple:
-        """After the first bad step: nothing runs, the state stays as it is."""
-        flags = jnp.ones((1 + _inexact_count(state[0]) + _after_count(state),), jnp.bool_)
-        zeros = {name: jnp.zeros((), jnp.float32) for name in objective.metric_names}
-        return state, flags, jnp.zeros((), jnp.float32), zeros
-
-    def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
+    def step(carry: tuple, batch: Any, index: jax.Array, limit: jax.Array) -> tuple:
         state, stats = carry
-        running = stats["bad_step"] < 0
-        state, flags, loss, metrics = jax.lax.cond(running, attempt, skip, state, batch)
-        finite = jnp.all(flags)
-        first_bad = running & ~finite
+        params, rest, opt_state = state
+        (loss, (metrics, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, rest, batch
+        )
+        updates, new_opt = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        active = index < limit
         stats = dict(stats)
-        stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
-        stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
-        return state, accumulate(stats, running & finite, loss, metrics)
+        if guard:
+            active = active & (stats["bad_step"] < 0)
+            before = _flags([jnp.isfinite(loss), *_all_finite(grads)])
+            after = _flags([*_all_finite(new_params), *_all_finite(new_opt)])
+            # The result of a bad loss or gradient is not news: name the cause only.
+            flags = jnp.concatenate([before, after | ~jnp.all(before)])
+            good = jnp.all(flags)
+            first_bad = active & ~good
+            stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
+            stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
+            counted = active & good
+        else:
+            counted = active
+        stats["loss"] = stats["loss"] + jnp.where(counted, loss, 0.0)
+        for name, value in metrics.items():
+            stats[name] = stats[name] + jnp.where(counted, value, 0.0)
+        stats["steps"] = stats["steps"] + counted.astype(jnp.int32)
+        return _keep_if(active, (new_params, new_rest, new_opt), state), stats
 
     return step
 
 
 def _flags(flags: list[jax.Array]) -> jax.Array:
     return jnp.stack(flags) if flags else jnp.ones((0,), jnp.bool_)
-
-
-def _after_count(state: tuple) -> int:
-    """How many flags check a step's result: new parameters, then new optimizer state."""
-    return _inexact_count(state[0]) + _inexact_count(state[2])
 
 
 def _gather(a: jax.Array, rows: jax.Array) -> jax.Array:
@@ -192,12 +168,13 @@ class Step:
     """One compiled training call as ``fit`` runs it, in :mod:`jax.stages`' calling form.
 
     ``jitted(state, data)`` is the :func:`jax.jit` function ``fit`` calls: ``state`` is
-    ``(params, rest, opt_state)``, donated (fit never reads the old buffers again), and
-    ``data`` the dict of the call's data arrays; it returns ``(params, rest,
-    opt_state, stats)``. ``function`` is the same computation as a plain Python
-    function with named parameters, ``function(params, rest, opt_state, **data)``,
-    which ``Trainer.compile_step`` binds to describe the call (``tpukit.Compiled``
-    calls a program with its positional and keyword arrays exactly this way).
+    ``(params, rest, opt_state)``, not donated (a stopped or interrupted call leaves it
+    intact, see the module's docstring), and ``data`` the dict of the call's data
+    arrays, ``limit`` among them; it returns ``(params, rest, opt_state, stats)``.
+    ``function`` is the same computation as a plain Python function with named
+    parameters, ``function(params, rest, opt_state, **data)``, which
+    ``Trainer.compile_step`` binds to describe the call (``tpukit.Compiled`` calls a
+    program with its positional and keyword arrays exactly this way).
     """
 
     name = "fit_step"
@@ -208,7 +185,7 @@ class Step:
         def fit_step(state: tuple, data: dict) -> tuple:
             return function(*state, **data)
 
-        self.jitted = jax.jit(fit_step, donate_argnums=0)
+        self.jitted = jax.jit(fit_step)
 
     def __call__(self, state: tuple, data: dict) -> tuple:
         return self.jitted(state, data)
@@ -230,19 +207,19 @@ def resident_execution(
     steps: int,
     guard: bool,
 ) -> Step:
-    """``fit_step(params, rest, opt_state, *, arrays, indices, start)``: ``steps`` steps.
+    """``fit_step(params, rest, opt_state, *, arrays, indices, start, limit)``: ``steps`` steps.
 
     Step ``i`` trains on the rows ``indices[start + i]`` of the device-resident
-    ``arrays``. Returns ``(params, rest, opt_state, stats)``; parameter and
-    optimizer buffers are donated.
+    ``arrays``; steps from ``limit`` on leave the state as it is. Returns ``(params,
+    rest, opt_state, stats)``.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, *, arrays, indices, start):
+    def run(params, rest, opt_state, *, arrays, indices, start, limit):
         def body(carry, i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
             batch = plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
-            state, stats = step(carry, batch, i)
+            state, stats = step(carry, batch, i, limit)
             return (plan.constrain_state(state), stats), None
 
         carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params, opt_state))
@@ -261,19 +238,19 @@ def streamed_execution(
     plan: Plan,
     guard: bool,
 ) -> Step:
-    """``fit_step(params, rest, opt_state, *, chunk)``: one step per stacked batch.
+    """``fit_step(params, rest, opt_state, *, chunk, limit)``: one step per stacked batch.
 
-    ``chunk`` holds stacked batches ``[steps, batch, ...]``. Returns ``(params, rest,
-    opt_state, stats)``; parameter and optimizer buffers are donated.
+    ``chunk`` holds stacked batches ``[steps, batch, ...]``; steps from ``limit`` on
+    leave the state as it is. Returns ``(params, rest, opt_state, stats)``.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, *, chunk):
+    def run(params, rest, opt_state, *, chunk, limit):
         steps = jax.tree.leaves(chunk)[0].shape[0]
 
         def body(carry, xs):
             i, batch = xs
-            state, stats = step(carry, plan.constrain_batch(batch), i)
+            state, stats = step(carry, plan.constrain_batch(batch), i, limit)
             return (plan.constrain_state(state), stats), None
 
         carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params, opt_state))
