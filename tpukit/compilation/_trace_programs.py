@@ -66,6 +66,13 @@ def trace_programs(files: Sequence[TraceFile]) -> list[TraceProgram]:
                     if isinstance(proto, bytes):
                         get(*split_program(label)).hlo_proto = proto
                 continue
+            if plane.name == "/host:CPU":  # XLA:CPU: events on the client threads
+                for line in plane.lines:
+                    for event in line.events:
+                        module = event.stats.get("hlo_module")
+                        if module is not None and "hlo_op" in event.stats:
+                            get(str(module), "").device_seconds += event.duration_ns * 1e-9
+                continue
             if not plane.name.startswith("/device:"):
                 continue
             kernels: dict[tuple[str, str], float] = defaultdict(float)
@@ -82,6 +89,11 @@ def trace_programs(files: Sequence[TraceFile]) -> list[TraceProgram]:
             else:
                 for key, seconds in kernels.items():
                     get(*key).device_seconds += seconds
+    for (name, program_id), program in list(programs.items()):
+        same = [p for (n, i), p in programs.items() if n == name and i]
+        if not program_id and len(same) == 1:  # the trace's id for a name XLA:CPU gives bare
+            same[0].device_seconds += program.device_seconds
+            del programs[(name, program_id)]
     return sorted(programs.values(), key=lambda p: (-p.device_seconds, p.name, p.program_id))
 
 
