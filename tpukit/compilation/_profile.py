@@ -31,7 +31,7 @@ from tpukit._errors import ArgumentError, user_facing
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.compilation._trace_events import InstructionTimes, instruction_times
 from tpukit.compilation._trace_programs import hlo_text, pick_program, trace_programs
-from tpukit.compilation._trace_runs import read_traces, trace_runs
+from tpukit.compilation._trace_runs import read_traces, run_failures, trace_runs
 from tpukit.compilation._verdict import verdict
 from tpukit.compilation._xspace import TraceFile, from_profile_data, read_xspace
 from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
@@ -68,7 +68,8 @@ def profile_call(
     temporary folder removed afterwards.
     """
     repeat = runs_count(repeat)
-    jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
+    with run_failures(name, "its warm-up run, before the trace"):
+        jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
     walls, files = trace_runs(call, repeat, trace_dir, name=name)
     return Profile.from_profile_data(
         files, module, name=name, device_kind=device_kind, wall_seconds=walls, repeat=repeat

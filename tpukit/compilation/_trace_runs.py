@@ -14,13 +14,14 @@ A kept trace is copied into ``trace_dir`` afterwards, in the layout XProf reads
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
@@ -60,19 +61,12 @@ def trace_runs(
         walls: list[float] = []
         progress = _Progress(repeat, name)
         try:
-            for _ in range(repeat):
-                start = time.perf_counter()
-                jax.block_until_ready(call())
-                walls.append(time.perf_counter() - start)
-                progress.step(len(walls))
-        except Exception as exc:
-            if isinstance(exc, TpukitError) or "RESOURCE_EXHAUSTED" in str(exc):
-                raise  # already a clear line, or out of memory: the caller words that
-            raise ProfileError(
-                f"{name} failed while being profiled (run {len(walls) + 1} of {repeat}): "
-                f"{type(exc).__name__}: {_first_line(exc)}. Run it once without the profiler "
-                "to see the whole error (it is also this error's __cause__)."
-            ) from exc
+            with run_failures(name, lambda: f"run {len(walls) + 1} of {repeat}"):
+                for _ in range(repeat):
+                    start = time.perf_counter()
+                    jax.block_until_ready(call())
+                    walls.append(time.perf_counter() - start)
+                    progress.step(len(walls))
         finally:
             _stop_profiler()
         progress.done()
@@ -80,6 +74,23 @@ def trace_runs(
         if keep is not None:
             shutil.copytree(temp, keep, dirs_exist_ok=True)
     return walls, files
+
+
+@contextlib.contextmanager
+def run_failures(name: str, when: str | Callable[[], str]) -> Iterator[None]:
+    """Turn an error raised while the program runs into one `ProfileError` line; tpukit's
+    own errors and out-of-memory (which the caller words) pass through, as does ^C."""
+    try:
+        yield
+    except Exception as exc:
+        if isinstance(exc, TpukitError) or "RESOURCE_EXHAUSTED" in str(exc):
+            raise
+        at = when() if callable(when) else when
+        raise ProfileError(
+            f"{name} failed while being profiled ({at}): {type(exc).__name__}: "
+            f"{_first_line(exc)}. Run it once without the profiler to see the whole error "
+            "(it is also this error's __cause__)."
+        ) from exc
 
 
 def writable_folder(trace_dir: str | os.PathLike) -> pathlib.Path:
@@ -105,8 +116,13 @@ def writable_folder(trace_dir: str | os.PathLike) -> pathlib.Path:
 
 
 def _first_line(exc: BaseException) -> str:
-    lines = [line for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[0] if lines else "(no message)"
+    """The error's first line; for one that carries a traceback (a host callback's), the
+    first line's head and the traceback's last line, the error the callback raised."""
+    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
+    if not lines:
+        return "(no message)"
+    head = lines[0].split("Traceback (most recent call last)", 1)[0].rstrip(": ")
+    return f"{head}: {lines[-1]}" if head != lines[0] and len(lines) > 1 else lines[0]
 
 
 def _stop_profiler() -> None:
