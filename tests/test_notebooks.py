@@ -87,6 +87,7 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     profiled = next(c for c in nb.cells if c.source.startswith("%tpu_profile train_step"))
     shown = " ".join(str(o.get("data", {})) for o in profiled.outputs)
     assert "instructions by time" in shown or "top instructions by time" in shown
+    assert "Verdict: the device was busy" in shown  # what bounds the step, first
     assert all(f"layers[{k}] (Linear)" in shown for k in range(3))
     assert "tpukitGraphView" in shown and "time per run" in shown
     records = next(c for c in nb.cells if c.source.startswith("train_step_profile.table"))

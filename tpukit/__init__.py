@@ -44,7 +44,7 @@ from tpukit.compilation._profile import Profile
 from tpukit.compilation._shapes import format_shape, parse_shape
 from tpukit.compilation._signature import Signature
 from tpukit.compilation._timing import TimingResult
-from tpukit.compilation._trace_events import ProfileError
+from tpukit.compilation._xspace import ProfileError
 from tpukit.hlo import Fusion
 from tpukit.runtime._devices import DeviceInfo, DeviceTable, connect, devices
 from tpukit.runtime._transfer import fetch, put

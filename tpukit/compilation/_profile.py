@@ -17,20 +17,23 @@ GPU job) beside the optimized HLO of the program it ran.
 from __future__ import annotations
 
 import html
+import operator
 import os
 import pathlib
 import statistics
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import jax
-from jax.profiler import ProfileData
 
 from tpukit import hlo
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, user_facing
 from tpukit.compilation._peaks import DevicePeak, peak_for
-from tpukit.compilation._trace_events import instruction_times, read_traces, trace_runs
+from tpukit.compilation._trace_events import InstructionTimes, instruction_times
+from tpukit.compilation._trace_programs import hlo_text, pick_program, trace_programs
+from tpukit.compilation._trace_runs import read_traces, run_failures, trace_runs
+from tpukit.compilation._verdict import verdict
+from tpukit.compilation._xspace import TraceFile, from_profile_data, read_xspace
 from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import (
@@ -64,18 +67,43 @@ def profile_call(
     The trace goes to ``trace_dir`` when given (open it with XProf), else to a
     temporary folder removed afterwards.
     """
-    if not isinstance(repeat, int) or repeat < 1:
-        raise ArgumentError(f"repeat must be a whole number of runs, at least 1; got {repeat!r}.")
-    jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
-    if trace_dir is not None:
-        folder = pathlib.Path(trace_dir)
-        folder.mkdir(parents=True, exist_ok=True)
-        walls, data = trace_runs(call, repeat, folder, lean=False)
-    else:
-        with tempfile.TemporaryDirectory(prefix="tpukit-profile-") as temp:
-            walls, data = trace_runs(call, repeat, pathlib.Path(temp), lean=True)
+    repeat = runs_count(repeat)
+    with run_failures(name, "its warm-up run, before the trace"):
+        jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
+    walls, files = trace_runs(call, repeat, trace_dir, name=name)
     return Profile.from_profile_data(
-        data, module, name=name, device_kind=device_kind, wall_seconds=walls, repeat=repeat
+        files, module, name=name, device_kind=device_kind, wall_seconds=walls, repeat=repeat
+    )
+
+
+def runs_count(repeat: Any) -> int:
+    """``repeat`` as an ``int`` of at least 1: any integral type (NumPy's too), no bool."""
+    try:
+        if isinstance(repeat, bool):
+            raise TypeError
+        value = operator.index(repeat)
+    except TypeError:
+        value = None
+    if value is None or value < 1:
+        raise ArgumentError(f"repeat must be a whole number of runs, at least 1; got {repeat!r}.")
+    return value
+
+
+def read_trace_path(trace: Any) -> list[TraceFile]:
+    """The trace files of ``trace`` (a folder or one ``.xplane.pb``), or one clear error."""
+    if not isinstance(trace, (str, os.PathLike)):
+        raise ArgumentError(
+            f"Profile.from_trace takes the path of a trace (a folder or an .xplane.pb file), "
+            f"got {type(trace).__name__}: pass the folder given to jax.profiler.trace(...)."
+        )
+    path = pathlib.Path(trace)
+    if path.is_dir():
+        return read_traces(path)
+    if path.is_file():
+        return [read_xspace(path)]
+    raise ArgumentError(
+        f"No trace at {str(path)!r}: pass the folder given to jax.profiler.trace(...) "
+        "or one of its plugins/profile/*/*.xplane.pb files."
     )
 
 
@@ -108,6 +136,7 @@ class Profile:
         device_kind: str,
         runs: int,
         wall_seconds: list[float] | None = None,
+        trace: InstructionTimes | None = None,
     ):
         self.module = module
         self.name = name
@@ -118,6 +147,16 @@ class Profile:
         self._own = dict(own_seconds)
         self._calls = dict(calls)
         self.total_seconds = sum(self._own.values())
+        #: The program's device time per run as the trace's ``XLA Modules`` line gives it
+        #: (TPU), else None; per host (one trace file each) in ``host_seconds``.
+        self.busy_seconds: float | None = trace.busy_seconds if trace else None
+        self.host_seconds: dict[str, float] = dict(trace.hosts) if trace else {}
+        #: Time asynchronous copies were in flight per run, by the instruction that started
+        #: them (overlapping the others, so not in ``total_seconds``).
+        self.in_flight_seconds: dict[str, float] = dict(trace.in_flight) if trace else {}
+        self._period = trace.period_seconds if trace else None
+        #: How many devices (chips, over every host) the runs were on.
+        self.devices = trace.devices if trace else 1
         self._records: dict[str, list[dict[str, Any]]] = {}
 
     # -- building --------------------------------------------------------------
@@ -132,9 +171,15 @@ class Profile:
         device_kind: str | None = None,
         wall_seconds: list[float] | None = None,
         repeat: int | None = None,
+        program_id: str = "",
     ) -> Profile:
-        """A profile from ``jax.profiler.ProfileData`` objects of a trace of ``module``."""
-        times = instruction_times(list(data), module, repeat)
+        """A profile of ``module`` from a trace: `TraceFile` objects (one per host) or
+        ``jax.profiler.ProfileData`` objects (each taken as one host)."""
+        files = [
+            item if isinstance(item, TraceFile) else from_profile_data(item, host=f"host{k}")
+            for k, item in enumerate(data)
+        ]
+        times = instruction_times(files, module, repeat, program_id)
         return cls(
             module,
             times.seconds,
@@ -143,37 +188,67 @@ class Profile:
             device_kind=device_kind or times.device,
             runs=times.runs,
             wall_seconds=wall_seconds,
+            trace=times,
         )
 
     @classmethod
+    @user_facing
     def from_trace(
         cls,
         trace: str | os.PathLike,
-        hlo_module: HloModule | str,
+        hlo_module: HloModule | str | None = None,
         *,
+        program: str | int | None = None,
         name: str | None = None,
         device_kind: str | None = None,
     ) -> Profile:
-        """A profile from a trace taken elsewhere and the optimized HLO of the program it ran.
+        """A profile from a trace taken elsewhere (any JAX job on TPU, GPU or CPU).
 
-        ``trace`` is an ``.xplane.pb`` file or a folder that holds one (what
-        ``jax.profiler.trace(dir)`` writes, also on a TPU or GPU machine);
-        ``hlo_module`` the optimized module as an `HloModule` or HLO text (a dump's
-        ``*after_optimizations.txt``, or ``compiled.as_text()``).
+        Args:
+          trace: an ``.xplane.pb`` file or a folder that holds the trace (what
+            ``jax.profiler.trace(dir)`` writes; with several hosts, one file each).
+          hlo_module: the optimized module as an `HloModule` or HLO text (a dump's
+            ``*after_optimizations.txt``, ``compiled.as_text()``). Left out, the HLO the
+            trace carries in its ``/host:metadata`` plane is used.
+          program: which program of the trace: its name (``"jit_train_step"``), or name
+            and id as the trace writes them (``"jit_dot(49)"``, a TPU fingerprint). Needed
+            when several programs share a name; left out, the module's name or else the
+            program with the most device time.
+
+        Example:
+            >>> p = tpukit.Profile.from_trace("/tmp/trace")                  # doctest: +SKIP
+            >>> p = tpukit.Profile.from_trace("/tmp/trace", program="jit_dot(49)")  # doctest: +SKIP
         """
-        path = pathlib.Path(trace)
-        if path.is_dir():
-            data = read_traces(path)
-        elif path.is_file():
-            data = [ProfileData.from_file(str(path))]
-        else:
+        files = read_trace_path(trace)
+        where = str(trace)
+        if hlo_module is not None and not isinstance(hlo_module, (HloModule, str)):
             raise ArgumentError(
-                f"No trace at {str(path)!r}: pass the folder given to jax.profiler.trace(...) "
-                "or one of its plugins/profile/*/*.xplane.pb files."
+                f"hlo_module must be an HloModule or HLO text, got {type(hlo_module).__name__}"
+                ": pass compiled.as_text(), a dump's *after_optimizations.txt text, or leave "
+                "it out to use the HLO the trace carries."
             )
         if isinstance(hlo_module, str):
             hlo_module = hlo.parse_hlo(hlo_module)
-        return cls.from_profile_data(data, hlo_module, name=name, device_kind=device_kind)
+        programs = trace_programs(files)
+        chosen = pick_program(
+            programs, program, hlo_module.name if hlo_module is not None else None, where
+        )
+        if hlo_module is None:
+            if chosen is None or chosen.hlo_proto is None:
+                label = chosen.label if chosen else "its programs"
+                raise ArgumentError(
+                    f"The trace {where!r} carries no HLO for {label} (it was taken without "
+                    "HLO protos). Pass the optimized HLO as hlo_module= (compiled.as_text(), "
+                    "or a dump's *after_optimizations.txt)."
+                )
+            hlo_module = hlo.parse_hlo(hlo_text(chosen.hlo_proto))
+        return cls.from_profile_data(
+            files,
+            hlo_module,
+            name=name,
+            device_kind=device_kind,
+            program_id=chosen.program_id if chosen else "",
+        )
 
     # -- numbers ---------------------------------------------------------------
 
@@ -207,6 +282,7 @@ class Profile:
                     total[instr.name] = seconds
         return total
 
+    @user_facing
     def table(self, by: str = "instruction") -> list[dict[str, Any]]:
         """The measured times as plain records, longest first.
 
@@ -238,6 +314,8 @@ class Profile:
             seconds = self._own[instr.name]
             calls = self._calls.get(instr.name, 1.0)
             container = any(c.kind in _NESTED_PROGRAM for c in self.module.called(instr))
+            # An async start only launches its copy: the bytes move while it is in flight.
+            container = container or instr.opcode.endswith("-start")
             flops = None if container else instruction_flops(instr, self.module) * calls
             nbytes = None if container else instruction_bytes(instr, self.module) * calls
             section, path = groups.get(instr.name, ("", []))
@@ -299,6 +377,20 @@ class Profile:
             figures["roofline_share"] = bound / seconds if bound and seconds else None
         return figures
 
+    def verdict(self) -> str:
+        """What bounds the step, in one line (the first of the profile's view)."""
+        busy = self.busy_seconds if self.busy_seconds is not None else self.total_seconds
+        wall = self.wall_seconds_per_run or self._period
+        return verdict(busy=busy, wall=wall, records=self.table(), peak_known=self.peak is not None)
+
+    def _hosts_line(self) -> str:
+        """``Hosts: vm-0 1.2 ms, vm-1 1.5 ms per run (slowest vm-1)`` for several hosts."""
+        if len(self.host_seconds) < 2:
+            return ""
+        slowest = max(self.host_seconds, key=self.host_seconds.get)
+        each = ", ".join(f"{h} {format_seconds(s)}" for h, s in self.host_seconds.items())
+        return f"Hosts: device time per run {each} (slowest {slowest})."
+
     # -- views -----------------------------------------------------------------
 
     def graph(self):
@@ -311,6 +403,8 @@ class Profile:
 
     def _headline(self) -> str:
         runs = f"{self.runs} run{'s' if self.runs != 1 else ''}"
+        if self.devices > 1 and self.runs % self.devices == 0:
+            runs += f": {self.runs // self.devices} on each of {self.devices} devices"
         text = (
             f"{self.name} on {self.device_kind}: {format_seconds(self.total_seconds)} per run "
             f"in {len(self._own)} instructions (mean of {runs}"
@@ -318,6 +412,8 @@ class Profile:
         wall = self.wall_seconds_per_run
         if wall is not None:
             text += f"; wall time {format_seconds(wall)} per run, dispatch included"
+        if self.busy_seconds:
+            text += f"; {self.total_seconds / self.busy_seconds:.1%} of the program's device time"
         return text + ")"
 
     def untraced_iterations(self) -> list[str]:
@@ -405,8 +501,9 @@ class Profile:
 
     def __repr__(self) -> str:
         lines = [
+            self.verdict(),
             self._headline(),
-            *filter(None, [self._section_line()]),
+            *filter(None, [self._hosts_line(), self._section_line()]),
             self._peak_line(),
             *self.untraced_iterations(),
         ]
@@ -433,8 +530,9 @@ class Profile:
         parts = [
             table_style(_KIND, _RULES),
             f'<div class="{root_classes(_KIND)}">',
-            f"<div><b>{html.escape(self._headline())}</b></div>",
-            f"<div>{html.escape(sections)}</div>" if sections else "",
+            f'<div class="verdict"><b>{html.escape(self.verdict())}</b></div>',
+            f"<div>{html.escape(self._headline())}</div>",
+            *(f"<div>{html.escape(t)}</div>" for t in (self._hosts_line(), sections) if t),
             *(f'<div class="warn">{html.escape(w)}</div>' for w in self.untraced_iterations()),
             f'<div class="note">{html.escape(self._peak_line())} Graph: .graph(); '
             "records: .table(), .table('group').</div>",

@@ -1,43 +1,41 @@
-"""Take a ``jax.profiler`` trace and read back the time of each HLO instruction.
+"""Read back the time of each HLO instruction of one program from a trace.
 
-No TensorBoard or server: the trace is written with ``jax.profiler.start_trace`` and
-read with ``jax.profiler.ProfileData``, whose planes hold lines of timed events. Each
-event is matched to the instruction of the optimized module it is named after. Where
-the events are depends on the backend:
+The trace (``_xspace``: one `TraceFile` per host) holds planes of lines of timed
+events; each event is matched to the instruction of the optimized module it ran for.
+Where the events are depends on the backend, as recorded on real machines:
 
-- CPU: the plane ``/host:CPU``; each line is a thread, and the XLA CPU client's threads
-  (``tf_XLAPjRtCpuClient/...``) have one event per executed instruction, with the stats
-  ``hlo_op``, ``hlo_module`` and ``run_id``;
-- GPU and TPU: the device planes ``/device:GPU:N`` and ``/device:TPU:N``, on the line
-  ``XLA Ops``, with the module's runs on the line ``XLA Modules``. Where a GPU trace has
-  no ``XLA Ops`` line (XLA:GPU from JAX 0.11), the kernels on the stream lines are read:
-  a kernel XLA generated is named after its fusion with ``.`` and ``-`` written ``_``
-  (``loop_pad_fusion_1`` for ``loop_pad_fusion.1``), and one a library launched (cuDNN,
-  cuBLAS) carries its instruction in the stat ``hlo_op``. Inside a command buffer (a CUDA
-  graph) ``hlo_op`` names the buffer (``command_buffer_1``), so the kernel's name is
-  tried first.
+- CPU: the plane ``/host:CPU``; the XLA CPU client's threads (``tf_XLAPjRtCpuClient/...``)
+  have one event per executed instruction, with the stats ``hlo_op``, ``hlo_module``
+  and ``run_id``.
+- TPU: the device planes ``/device:TPU:N``; the line ``XLA Modules`` has one event per
+  run, named ``jit_f(<fingerprint>)``; ``XLA Ops`` one event per executed instruction,
+  named with the instruction's whole HLO text (``%copy-done = f32[...] copy-done(...)``)
+  and its bare name as ``display_name``, with the stat ``program_id``; ``Async XLA Ops``
+  the time an asynchronous copy was in flight (overlapping the others, so kept apart).
+  The plane's stat ``device_type_string`` names the chip (``"TPU v6 Lite"``).
+- GPU: ``/device:GPU:N``; an ``XLA Ops`` line where XLA writes one, else the kernels on
+  the stream lines, each with ``hlo_op``, ``hlo_module`` and ``program_id``, placed at
+  their instruction by ``_gpu_kernels`` (ROCm's names end in ``.kd``). Several kernels
+  of one library call (cuDNN) are one execution; kernels of different runs never are.
 
-An event that holds others on its line (a ``while`` running its body) counts only its
-own time, so the instructions' times add up to the program's. XLA:CPU runs some
-instructions asynchronously (JAX 0.7's matmuls, on Eigen's threads): their event covers
-only the launch, and their ``end: NAME`` marker comes when the executor has long moved
-on; such an instruction is timed until the next instruction of its run starts.
+Each host's file names its chips ``/device:TPU:0..N`` again, so runs are keyed by host,
+plane and run. An event that holds others on its line (a ``while`` running its body)
+counts only its own time, so the instructions' times add up to the program's. XLA:CPU
+runs some instructions asynchronously (JAX 0.7's matmuls): their event covers only the
+launch, and such an instruction is timed until the next instruction of its run starts.
 """
 
 from __future__ import annotations
 
-import pathlib
-import time
+import statistics
 from collections import defaultdict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-import jax
-from jax.profiler import ProfileData
-
-from tpukit._errors import TpukitError
 from tpukit.compilation._gpu_kernels import attribute_kernels, kernel_name
+from tpukit.compilation._trace_programs import MODULE_LINE, split_program
+from tpukit.compilation._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
 from tpukit.hlo import HloModule
 
 #: The trace's plane of the host CPU (XLA:CPU runs each instruction on its client's threads).
@@ -46,12 +44,9 @@ CPU_PLANE = "/host:CPU"
 DEVICE_PLANE_PREFIXES = ("/device:GPU:", "/device:TPU:")
 #: The lines of a device plane with one event per HLO instruction, and with the module's runs.
 DEVICE_OP_LINE = "XLA Ops"
-DEVICE_MODULE_LINE = "XLA Modules"
-_TRACE_FILES = "*.xplane.pb"
-
-
-class ProfileError(TpukitError, RuntimeError):
-    """A trace could not be taken or held no per-instruction times for the program."""
+DEVICE_ASYNC_LINE = "Async XLA Ops"
+DEVICE_MODULE_LINE = MODULE_LINE
+_ROCM_SUFFIX = ".kd"
 
 
 @dataclass(frozen=True)
@@ -61,8 +56,8 @@ class OpEvent:
     name: str
     start: float
     duration: float
-    line: tuple[str, str]
-    run: tuple[Any, ...] | None  # (plane, device, run) when the trace says which run
+    line: tuple[str, str, str]  # (host, plane, line)
+    run: tuple[Any, ...] | None  # (host, plane, device, run) when the trace says which run
     flow: Any = None  # XLA:CPU's id for the event, which its "end: NAME" marker closes
     done: float | None = None  # when that marker came, if it did
     continues: bool = False  # one more kernel of the instruction's execution just before
@@ -70,78 +65,49 @@ class OpEvent:
 
 @dataclass(frozen=True)
 class InstructionTimes:
-    """Measured time per instruction: own seconds and executions, both per program run."""
+    """Measured time per instruction (own seconds and executions, per program run), and
+    what the trace says of the runs: the device busy time per run on each host, the time
+    from one run's start to the next, and asynchronous copies in flight."""
 
     seconds: dict[str, float]
     calls: dict[str, float]
     runs: int
     device: str
+    busy_seconds: float | None = None  # the program's device time per run (XLA Modules)
+    period_seconds: float | None = None  # median start-to-start time of consecutive runs
+    hosts: dict[str, float] = field(default_factory=dict)  # busy seconds per run, per host
+    in_flight: dict[str, float] = field(default_factory=dict)  # async copies, per run
+    devices: int = 1  # the devices (over every host) the events are on
 
 
-def trace_runs(
-    call: Callable[[], Any], repeat: int, folder: pathlib.Path, *, lean: bool
-) -> tuple[list[float], list[Any]]:
-    """Run ``call`` ``repeat`` times under the profiler writing to ``folder``.
+@dataclass
+class _Runs:
+    """The runs of the program on one device plane (from its ``XLA Modules`` line)."""
 
-    Returns the wall seconds of each run and the ``ProfileData`` of the trace files this
-    trace wrote (not older ones in the folder). A ``lean`` trace leaves out what only
-    XProf reads (Python function calls, the HLO protos); a kept one has everything.
-    """
-    options = jax.profiler.ProfileOptions()
-    if lean:
-        options.python_tracer_level = 0
-        options.enable_hlo_proto = False
-    before = {(path, path.stat().st_mtime_ns) for path in folder.rglob(_TRACE_FILES)}
-    try:
-        jax.profiler.start_trace(str(folder), profiler_options=options)
-    except RuntimeError as exc:
-        raise ProfileError(
-            f"Could not start the JAX profiler ({exc}). Another trace is running: stop it "
-            "with jax.profiler.stop_trace() (or leave its `with jax.profiler.trace(...)` "
-            "block), then profile again."
-        ) from None
-    walls = []
-    try:
-        for _ in range(repeat):
-            start = time.perf_counter()
-            jax.block_until_ready(call())
-            walls.append(time.perf_counter() - start)
-    finally:
-        jax.profiler.stop_trace()
-    return walls, read_traces(folder, skip=before)
-
-
-def read_traces(
-    folder: pathlib.Path, skip: set[tuple[pathlib.Path, int]] = frozenset()
-) -> list[Any]:
-    """``ProfileData`` of the trace files under ``folder`` (what ``jax.profiler`` wrote),
-    but those in ``skip`` as ``(path, modification time)``: files there before a trace."""
-    found = {(path, path.stat().st_mtime_ns) for path in folder.rglob(_TRACE_FILES)}
-    files = sorted(path for path, _ in found - skip)
-    if not files:
-        raise ProfileError(
-            f"No JAX profiler trace ({_TRACE_FILES}) under {str(folder)!r}. Pass the folder "
-            "given to jax.profiler.trace(...); if tpukit wrote it, check that the folder is "
-            "writable and that `with jax.profiler.trace('/tmp/t'): ...` writes one here."
-        )
-    return [ProfileData.from_file(str(path)) for path in files]
+    intervals: list[tuple[float, float]] = field(default_factory=list)
 
 
 def instruction_times(
-    data: Iterable[Any], module: HloModule, repeat: int | None = None
+    files: Sequence[TraceFile],
+    module: HloModule,
+    repeat: int | None = None,
+    program_id: str = "",
 ) -> InstructionTimes:
     """Each instruction's own time and executions per run of ``module`` in the traces.
 
-    ``repeat`` (the runs tpukit made) is used when the trace does not say which event
-    belongs to which run (GPU kernels carry no run id); without it, the ENTRY instruction
-    seen least often is taken to have run once per run.
+    ``program_id`` (a TPU fingerprint, a GPU program id) keeps only that program's events
+    when several programs share the module's name. ``repeat`` (the runs tpukit made) is
+    used when the trace does not say which event belongs to which run; without it, the
+    ENTRY instruction seen least often is taken to have run once per run.
     """
-    events, planes = op_events(data, module)
+    reader = _Reader(module, program_id, files)
+    events = reader.events
     if not events:
+        planes = sorted({plane.name for trace in files for plane in trace.planes})
         raise ProfileError(
             f"The trace holds no per-instruction events of {module.name!r} (planes: "
             f"{', '.join(planes) or 'none'}). tpukit reads them from {CPU_PLANE}'s XLA "
-            f"client threads and from the {DEVICE_OP_LINE!r} lines of "
+            f"client threads and from the {DEVICE_OP_LINE!r} lines or kernels of "
             f"{DEVICE_PLANE_PREFIXES[0]}N and {DEVICE_PLANE_PREFIXES[1]}N planes; this "
             "backend's trace has none there. Time the whole call with .timeit() instead, "
             "or open the trace in XProf (profile(trace_dir=...) keeps it)."
@@ -152,108 +118,236 @@ def instruction_times(
     for index, own in _own_times(events).items():
         seconds[events[index].name] += own * 1e-9 / runs
         count[events[index].name] += 0 if events[index].continues else 1
+    in_flight: dict[str, float] = defaultdict(float)
+    for name, nanoseconds in reader.in_flight:
+        in_flight[name] += nanoseconds * 1e-9 / runs
     return InstructionTimes(
         seconds=dict(seconds),
         calls={name: n / runs for name, n in count.items()},
         runs=runs,
-        device=_device_of(events),
+        device=reader.device_kind(events),
+        busy_seconds=reader.busy_per_run(),
+        period_seconds=reader.period(),
+        hosts=reader.hosts_busy(),
+        in_flight=dict(in_flight),
+        devices=len({event.line[:2] for event in events}),
     )
 
 
-def op_events(data: Iterable[Any], module: HloModule) -> tuple[list[OpEvent], list[str]]:
-    """The events of ``module``'s instructions in traces, and the names of the planes seen.
+def instruction_name(event: TraceEvent) -> str:
+    """The instruction an op event ran: its ``display_name`` or ``hlo_op`` where recorded,
+    else the name before `` = `` of a TPU event named with the whole HLO text.
 
-    Device planes (GPU, TPU) win over the host's: on a GPU, the host's threads only
-    launch the kernels. On a device plane the ``XLA Ops`` line is read; without one, every
-    event with an ``hlo_op`` stat (kernels on the stream lines). Events of other modules
-    (by the ``hlo_module`` stat, or outside the module's runs on ``XLA Modules``) and
-    names that are not instructions of ``module`` are left out.
+        >>> instruction_name(TraceEvent("%copy-done = f32[8]{0} copy-done(%s)", "", 0, 1, {}))
+        'copy-done'
     """
-    instructions = [instr.name for instr in module.instructions()]
-    names = {kernel_name(name): name for name in instructions}
-    names.update({name: name for name in instructions})
-    planes = [plane for profile in data for plane in profile.planes]
-    devices = [p for p in planes if p.name.startswith(DEVICE_PLANE_PREFIXES)]
-    events: list[OpEvent] = []
-    for plane in devices:
-        events += _plane_events(plane, module, names, device=True)
-    if not events:
-        for plane in planes:
-            if plane.name == CPU_PLANE:
-                events += _plane_events(plane, module, names, device=False)
-    return events, [plane.name for plane in planes]
+    hlo_op = event.stats.get("hlo_op")
+    if hlo_op is not None and not event.name.startswith("%"):
+        return str(hlo_op)
+    name = event.name
+    if " = " in name:
+        name = name.split(" = ", 1)[0]
+    return name.lstrip("%").strip()
 
 
-def _stats(event: Any) -> dict[str, Any]:
-    try:
-        return dict(event.stats)
-    except Exception:  # an event whose stats the reader cannot convert
-        return {}
+class _Reader:
+    """Collects the program's op events from every host and device plane of a trace."""
 
+    def __init__(self, module: HloModule, program_id: str, files: Sequence[TraceFile]):
+        self.module, self.program_id = module, program_id
+        instructions = [instr.name for instr in module.instructions()]
+        self.names = {kernel_name(name): name for name in instructions}
+        self.names.update({name: name for name in instructions})
+        self.launches = _launch_groups(files)
+        self.runs: dict[tuple[str, str], _Runs] = {}
+        self.kinds: dict[tuple[str, str], str] = {}
+        self.in_flight: list[tuple[str, float]] = []
+        self.events: list[OpEvent] = []
+        for trace in files:
+            for plane in trace.planes:
+                if plane.name.startswith(DEVICE_PLANE_PREFIXES):
+                    self.events += self._plane_events(trace.host, plane, device=True)
+        if not self.events:
+            for trace in files:
+                for plane in trace.planes:
+                    if plane.name == CPU_PLANE:
+                        self.events += self._plane_events(trace.host, plane, device=False)
 
-def _plane_events(
-    plane: Any, module: HloModule, names: dict[str, str], *, device: bool
-) -> list[OpEvent]:
-    """``names`` maps every instruction name, and the kernel name of each, to the instruction."""
-    module_name = module.name
-    lines = list(plane.lines)
-    runs = []
-    for line in lines:
-        if line.name == DEVICE_MODULE_LINE:
+    # -- which events are the program's -------------------------------------------------
+
+    def _is_program(self, text: str) -> bool:
+        """Whether an ``XLA Modules`` event (``jit_f(123)``) is a run of the program."""
+        name, program_id = split_program(text)
+        if name != self.module.name:
+            return False
+        return not self.program_id or not program_id or program_id == self.program_id
+
+    def _stats_fit(self, stats: dict[str, Any]) -> bool:
+        if str(stats.get("hlo_module", self.module.name)) != self.module.name:
+            return False
+        program = stats.get("program_id")
+        return not self.program_id or program is None or str(program) == self.program_id
+
+    def _plane_events(self, host: str, plane: TracePlane, *, device: bool) -> list[OpEvent]:
+        lines = plane.lines
+        runs = _Runs()
+        for line in lines:
+            if line.name == DEVICE_MODULE_LINE:
+                for event in line.events:
+                    if self._is_program(event.name):
+                        runs.intervals.append((event.start_ns, event.start_ns + event.duration_ns))
+        runs.intervals.sort()
+        self.runs[(host, plane.name)] = runs
+        kind = plane.stats.get("device_type_string")
+        if kind:
+            self.kinds[(host, plane.name)] = str(kind)
+        op_lines = [line for line in lines if line.name == DEVICE_OP_LINE] if device else []
+        found: list[OpEvent | None] = []
+        kernels: list[tuple[TraceEvent, str]] = []  # GPU kernels: (event, line name)
+        done: dict[Any, float] = {}  # XLA:CPU's "end: NAME" markers by the flow id they close
+        where = (host, plane.name)
+        for line in lines:
+            if line.name == DEVICE_ASYNC_LINE and op_lines:
+                for event in line.events:
+                    name = self.names.get(instruction_name_of_start(event))
+                    if name and self._stats_fit(event.stats) and _inside(runs, event.start_ns):
+                        self.in_flight.append((name, event.duration_ns))
+                continue
+            if line.name == DEVICE_MODULE_LINE or (op_lines and line.name != DEVICE_OP_LINE):
+                continue
             for event in line.events:
-                if event.name == module_name or event.name.startswith(module_name + "("):
-                    runs.append((event.start_ns, event.start_ns + event.duration_ns))
-    runs.sort()
-    op_lines = [line for line in lines if line.name == DEVICE_OP_LINE] if device else []
-    found: list[OpEvent | None] = []
-    kernels: list[tuple[Any, dict, str]] = []  # GPU kernels: (event, stats, line name)
-    done: dict[Any, float] = {}  # XLA:CPU's "end: NAME" markers by the flow id they close
-    for line in op_lines or lines:
-        if line.name == DEVICE_MODULE_LINE:
-            continue
-        for event in line.events:
-            stats = _stats(event)
-            if not device and event.name.startswith("end: ") and "_c" in stats:
-                done[stats["_c"]] = float(event.start_ns)
-            if not op_lines and "hlo_op" not in stats:
-                continue
-            if str(stats.get("hlo_module", module_name)) != module_name:
-                continue
-            if not op_lines and device:  # a kernel on a GPU stream: placed below
-                kernels.append((event, stats, line.name))
-                continue
-            name = names.get(str(stats.get("hlo_op") or event.name))
-            if name is None:
-                continue
-            found.append(_op_event(plane.name, line.name, name, event, stats, runs))
-    kernels.sort(key=lambda k: k[0].start_ns)
-    placed = attribute_kernels([(e.name, str(s["hlo_op"])) for e, s, _ in kernels], module, names)
-    previous = None
-    for (event, stats, line_name), name in zip(kernels, placed):
-        if name is not None:
-            op = _op_event(plane.name, line_name, name, event, stats, runs)
-            # A library call (cuDNN, cuBLAS) launches several kernels in one execution.
-            found.append(op and replace(op, continues=name == previous))
-        previous = name
-    found = [event for event in found if event is not None]
-    if device:
+                stats = event.stats
+                if not device and event.name.startswith("end: ") and "_c" in stats:
+                    done[stats["_c"]] = float(event.start_ns)
+                if not op_lines and "hlo_op" not in stats:
+                    continue
+                if not self._stats_fit(stats):
+                    continue
+                if not op_lines and device:  # a kernel on a GPU stream: placed below
+                    kernels.append((event, line.name))
+                    continue
+                name = self.names.get(event.display_name) or self.names.get(instruction_name(event))
+                if name is None:
+                    continue
+                found.append(_op_event(where, line.name, name, event, runs))
+        found += self._kernel_events(where, kernels, runs)
+        events = [event for event in found if event is not None]
+        if device:
+            return events
+        return _until_the_next_starts([replace(e, done=done.get(e.flow)) for e in events])
+
+    def _kernel_events(
+        self, where: tuple[str, str], kernels: list[tuple[TraceEvent, str]], runs: _Runs
+    ) -> list[OpEvent | None]:
+        """GPU kernels placed at their instructions; one execution spans several kernels only
+        for a library call launched within one host execution of the program."""
+        kernels.sort(key=lambda k: k[0].start_ns)
+        named = [
+            (e.name.removesuffix(_ROCM_SUFFIX), str(e.stats["hlo_op"]).removesuffix(_ROCM_SUFFIX))
+            for e, _ in kernels
+        ]
+        placed = attribute_kernels(named, self.module, self.names)
+        library = {
+            i.name
+            for i in self.module.instructions()
+            if i.opcode == "custom-call" or (i.opcode == "fusion" and i.fusion_kind == "kCustom")
+        }
+        found: list[OpEvent | None] = []
+        previous: tuple[str | None, Any] = (None, None)
+        for (event, line_name), name in zip(kernels, placed):
+            group = self.launches.get((where[0], event.stats.get("correlation_id")))
+            if name is not None:
+                op = _op_event(where, line_name, name, event, runs)
+                same = previous[0] == name and name in library
+                if same and group is not None and previous[1] is not None:
+                    same = group == previous[1]
+                found.append(op and replace(op, continues=same))
+            previous = (name, group)
         return found
-    return _until_the_next_starts([replace(e, done=done.get(e.flow)) for e in found])
+
+    # -- what the trace says of the runs ------------------------------------------------
+
+    def device_kind(self, events: list[OpEvent]) -> str:
+        first = events[0].line
+        kind = self.kinds.get(first[:2])
+        if kind:
+            return kind
+        if first[1].startswith(DEVICE_PLANE_PREFIXES):
+            return first[1].removeprefix("/device:").split(":")[0].lower()
+        return "cpu"
+
+    def _timed_planes(self) -> dict[tuple[str, str], _Runs]:
+        return {key: runs for key, runs in self.runs.items() if runs.intervals}
+
+    def busy_per_run(self) -> float | None:
+        """The program's device time per run (mean over devices and runs), from its runs on
+        ``XLA Modules``; None where the trace has no such line (CPU, GPU streams)."""
+        intervals = [i for runs in self._timed_planes().values() for i in runs.intervals]
+        if not intervals:
+            return None
+        return statistics.mean(end - start for start, end in intervals) * 1e-9
+
+    def period(self) -> float | None:
+        """The median time from one run's start to the next's, on each device."""
+        gaps = [
+            b[0] - a[0]
+            for runs in self._timed_planes().values()
+            for a, b in zip(runs.intervals, runs.intervals[1:])
+        ]
+        return statistics.median(gaps) * 1e-9 if gaps else None
+
+    def hosts_busy(self) -> dict[str, float]:
+        """Per host, the device time per run (the mean over its devices)."""
+        by_host: dict[str, list[float]] = defaultdict(list)
+        for (host, _), runs in self._timed_planes().items():
+            by_host[host] += [end - start for start, end in runs.intervals]
+        return {host: statistics.mean(values) * 1e-9 for host, values in sorted(by_host.items())}
+
+
+def instruction_name_of_start(event: TraceEvent) -> str:
+    """The instruction that started an async op (``copy-start``), from the event's HLO text."""
+    return instruction_name(replace(event, stats={}))
+
+
+def _launch_groups(files: Sequence[TraceFile]) -> dict[tuple[str, Any], tuple[str, int]]:
+    """``(host, correlation id)`` -> the host execution that launched it: the outermost
+    event on the host thread around the launch (one call of the program)."""
+    groups: dict[tuple[str, Any], tuple[str, int]] = {}
+    for trace in files:
+        for plane in trace.planes:
+            if plane.name != CPU_PLANE:
+                continue
+            for line in plane.lines:
+                if not any("correlation_id" in e.stats for e in line.events):
+                    continue
+                ordered = sorted(line.events, key=lambda e: (e.start_ns, -e.duration_ns))
+                top, end = -1, float("-inf")
+                for event in ordered:
+                    if event.start_ns >= end:
+                        top, end = top + 1, event.start_ns + event.duration_ns
+                    if "correlation_id" in event.stats:
+                        groups[(trace.host, event.stats["correlation_id"])] = (line.name, top)
+    return groups
+
+
+def _inside(runs: _Runs, start: float) -> bool:
+    return not runs.intervals or _run_index(runs.intervals, start) is not None
 
 
 def _op_event(
-    plane: str, line: str, name: str, event: Any, stats: dict, runs: list
+    where: tuple[str, str], line: str, name: str, event: TraceEvent, runs: _Runs
 ) -> OpEvent | None:
     """The event of one execution of instruction ``name``; None outside the module's runs."""
     start = float(event.start_ns)
+    stats = event.stats
     run: Any = stats.get("run_id")
-    if run is None and runs:
-        run = _run_index(runs, start)
+    if runs.intervals:
+        run = _run_index(runs.intervals, start)
         if run is None:  # outside every run of this module: another program's op
             return None
     device_id = stats.get("device_ordinal", stats.get("device_id"))
-    key = (plane, device_id, run) if run is not None else None
-    return OpEvent(name, start, float(event.duration_ns), (plane, line), key, stats.get("_p"))
+    key = (*where, device_id, run) if run is not None else None
+    return OpEvent(name, start, float(event.duration_ns), (*where, line), key, stats.get("_p"))
 
 
 def _until_the_next_starts(events: list[OpEvent]) -> list[OpEvent]:
@@ -287,7 +381,7 @@ def _run_index(runs: list[tuple[float, float]], start: float) -> int | None:
 def _own_times(events: list[OpEvent]) -> dict[int, float]:
     """Each event's duration less the events it holds on its own line (a loop's body)."""
     own = {}
-    by_line: dict[tuple[str, str], list[int]] = defaultdict(list)
+    by_line: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     for index, event in enumerate(events):
         by_line[event.line].append(index)
     for indices in by_line.values():
@@ -307,26 +401,19 @@ def _own_times(events: list[OpEvent]) -> dict[int, float]:
 
 
 def _run_count(events: list[OpEvent], module: HloModule, repeat: int | None) -> int:
-    """How many runs of the program (per device, added over devices) the events cover."""
+    """How many runs of the program (per device, added over devices and hosts) there are."""
     keys = {event.run for event in events}
     if None not in keys:
         return len(keys)
     if repeat:  # the runs tpukit made, on each device that has events
-        return repeat * len({event.line[0] for event in events})
+        return repeat * len({event.line[:2] for event in events})
     # A trace read offline: the ENTRY instruction seen least often ran once per run (a
     # GPU instruction may launch several kernels, but not all of them do).
     entry = {instr.name for instr in module.entry.instructions}
     counts: dict[str, int] = defaultdict(int)
     for event in events:
-        if event.name in entry:
+        if event.name in entry and not event.continues:
             counts[event.name] += 1
     if counts:
         return max(1, min(counts.values()))
     return 1
-
-
-def _device_of(events: list[OpEvent]) -> str:
-    plane = events[0].line[0]
-    if plane.startswith(DEVICE_PLANE_PREFIXES):
-        return plane.removeprefix("/device:").split(":")[0].lower()
-    return "cpu"
