@@ -6,6 +6,7 @@ matplotlib.use("Agg")
 
 import logging
 import re
+import time
 
 import jax
 import jax.numpy as jnp
@@ -493,3 +494,15 @@ def test_fit_trains_zoo_convnets(name, config, image):
     y = np.arange(16) % 10
     history = tpukit.fit(model, optax.sgd(0.01), (x, y), epochs=1, batch_size=8, verbose=False)
     assert np.isfinite(history.epochs[0]["loss"])
+
+
+def test_a_slow_input_iterable_is_named_as_what_bounds_training(capsys):
+    def slow_batches():
+        for i in range(0, 512, 64):
+            time.sleep(0.05)  # a host-side input pipeline far slower than the step
+            yield X[i : i + 64], Y[i : i + 64]
+
+    fit(MLP(nnx.Rngs(0)), optax.adam(1e-2), slow_batches(), epochs=1, steps_per_execution=2)
+    assert "waiting on the host for input" in capsys.readouterr().out
+    fit(MLP(nnx.Rngs(0)), optax.adam(1e-2), (X, Y), epochs=1, batch_size=64)
+    assert "waiting on the host" not in capsys.readouterr().out  # resident data never waits

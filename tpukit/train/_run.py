@@ -131,6 +131,39 @@ class Progress:
             self.bar = None
 
 
+class InputWait:
+    """Whether the device waited for the host's data, for streamed ``train_data``.
+
+    While a call runs, the host prepares the next call's chunk (draws batches from the
+    iterable, stacks them, starts the transfer). When that takes longer than the call,
+    the host no longer waits for the device afterwards: the device was idle, waiting
+    for input. :meth:`verdict` says so once an epoch shows it, with the figures.
+    """
+
+    def __init__(self, streamed: bool):
+        self.streamed = streamed
+        self.prepared = self.device_wait = self.seconds = 0.0
+        self.told = False
+
+    def add(self, prepared: float, device_wait: float, seconds: float) -> None:
+        self.prepared += prepared
+        self.device_wait += device_wait
+        self.seconds += seconds
+
+    def verdict(self) -> str | None:
+        """One line when preparing input took most of the time and the device sat idle."""
+        bound = self.prepared > 0.5 * self.seconds and self.device_wait < 0.1 * self.seconds
+        if not self.streamed or self.told or not bound:
+            return None
+        self.told = True
+        return (
+            f"waiting on the host for input: preparing the chunks took {self.prepared:.2f} s "
+            f"of {self.seconds:.2f} s of calls, and the device finished each call before the "
+            "next chunk was ready. Pass in-memory arrays (kept on the device) or make the "
+            "iterable faster (fewer Python steps per batch, batches prepared ahead)."
+        )
+
+
 class Evaluator:
     """Loss and metrics on ``eval_data`` after each epoch (eval mode, every example)."""
 
@@ -208,6 +241,7 @@ class Run:
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
         self.state: tuple = ()
+        self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
 
     # ----------------------------------------------------------------- the loop
     def train(self, state: tuple) -> History:
@@ -255,9 +289,15 @@ class Run:
             compiled = compile_count(fn)
             t0 = time.perf_counter()
             *state, stats = fn(self.state, data)
+            t1 = time.perf_counter()
             pending = next(executions, None)  # the next chunk's transfer overlaps this call
+            t2 = time.perf_counter()
             stats = jax.device_get(stats)
-            seconds = time.perf_counter() - t0
+            t3 = time.perf_counter()
+            seconds = t3 - t0
+            compiled = compile_count(fn) != compiled
+            if not compiled:  # a call that compiled says nothing about the input
+                self.input.add(prepared=t2 - t1, device_wait=t3 - t2, seconds=seconds)
             if self.guard.tripped(stats):
                 state, stopped = self._good_steps(fn, data, stats)
                 with deferred_interrupts():
@@ -265,9 +305,7 @@ class Run:
                 self._stop(stopped)
             with deferred_interrupts():
                 record = self._apply(tuple(state), stats, steps, seconds)
-            self.progress.advance(
-                steps, self._running(), seconds, compiled=compile_count(fn) != compiled
-            )
+            self.progress.advance(steps, self._running(), seconds, compiled=compiled)
             if self.spec.options.callbacks:
                 self._write_back(self.state)
                 for callback in self.spec.options.callbacks:
@@ -347,6 +385,9 @@ class Run:
             pos.step = 0
             pos.epoch_sums = {}
         self.progress.close_epoch(figures)
+        note = self.input.verdict()
+        if note and self.progress.show:
+            print(f"tpukit.fit: {note}", flush=True)
 
     def _stop(self, stats: dict) -> None:
         """Raise the guard's error; checkpoint the last good state first."""
