@@ -27,6 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tpukit._counts import as_count
 from tpukit._errors import ArgumentError
 from tpukit.compilation._compiled import check_stage
 from tpukit.compilation._plots import require_compiled, stages_of
@@ -411,6 +412,7 @@ class HloDiff:
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and
         the op counts (fusions opened) that differ, ``a`` and ``b`` side by side."""
+        top = as_count(top, "top (how many rows to show)")
         metrics = [
             r
             for r in self.changed

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tpukit._counts import as_count
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
@@ -76,7 +77,7 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
         >>> fig.axes[0].containers[1].datavalues  # optimized counts, top to bottom
     """
     compiled = require_compiled(compiled, "plot_ops")
-    _check_top(top)
+    top = as_count(top, "top (how many rows to show)")
     stages = stages_of(compiled)
     counts_by_stage = {stage: compiled.op_counts(stage) for stage in stages}
     lowered = counts_by_stage.get("lowered", {})
@@ -146,7 +147,7 @@ def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -
         ['ynn_fusion.1 (kCustom): dot', ...]
     """
     compiled = require_compiled(compiled, "plot_fusions")
-    _check_top(top)
+    top = as_count(top, "top (how many rows to show)")
     fusions = compiled.fusions()
     shown = sorted(fusions, key=lambda f: (-f.flops, -f.bytes, f.name))[:top]
     flops_ax, bytes_ax = _two_panels(ax, 11.0, 1.4 + 0.32 * max(len(shown), 1))
@@ -362,8 +363,3 @@ def _tick_formatter(format_value: Any) -> Any:
     from matplotlib.ticker import FuncFormatter
 
     return FuncFormatter(lambda value, _: format_value(value) if value > 0 else "0")
-
-
-def _check_top(top: int) -> None:
-    if not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be a positive int (how many rows to show), got {top!r}.")
