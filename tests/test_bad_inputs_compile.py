@@ -27,12 +27,15 @@ REFUSED: list[tuple[str, str]] = [
     # and the advice must fit a %tpu_compile line (no quotes), not only Python.
     ("%tpu_compile untyped(f32[2], tag='f32[2]')", "without quotes in a %tpu_compile line"),
     # Counts that are not whole numbers: raw TypeErrors from inside tpukit before.
-    ("f_small.timeit(x, repeat=3.0, number=1)", "repeat must be a whole number"),
+    ("f_small.timeit(x, repeat=3.0, number=1)", "repeat must be a positive whole number"),
     ("f_small.timeit(x, repeat='3', number=1)", "Pass the number itself: repeat=3"),
-    ("f_small.timeit(x, number=2.5)", "number must be a whole number"),
-    ("tpukit.plot_ops(f_small, top=2.5)", "top (how many rows to show) must be a whole number"),
+    ("f_small.timeit(x, number=2.5)", "number must be a positive whole number"),
+    (
+        "tpukit.plot_ops(f_small, top=2.5)",
+        "top must be a positive int (how many rows to show)",
+    ),
     # A negative count was taken as a slice from the end: a plot missing one row.
-    ("tpukit.diff(f_small, f_small).plot(top=-1)", "at least 1"),
+    ("tpukit.diff(f_small, f_small).plot(top=-1)", "top must be a positive int"),
 ]
 
 #: Valid inputs refused today; the cell may end in assertions about the result.

@@ -12,10 +12,10 @@ wishes, the ``TpukitError`` subclass to raise.
 3
 >>> as_count(0, "repeat")
 Traceback (most recent call last):
-tpukit._errors.ArgumentError: repeat must be a whole number of at least 1; got 0.
+tpukit._errors.ArgumentError: repeat must be a positive whole number; got 0.
 >>> as_count(2.0, "epochs")
 Traceback (most recent call last):
-tpukit._errors.ArgumentError: epochs must be a whole number of at least 1; got 2.0 (float). Pass an int such as 2 (use // rather than / to compute it).
+tpukit._errors.ArgumentError: epochs must be a positive whole number; got 2.0 (float). Pass an int such as 2 (use // rather than / to compute it).
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ def as_count(
     >>> as_count(np.int32(4), "cpu_devices")  # doctest: +SKIP
     4
     """
-    expected = f"{name} must be a whole number of at least {minimum}"
+    least = {1: "a positive whole number", 0: "a non-negative whole number"}
+    expected = f"{name} must be {least.get(minimum, f'a whole number of at least {minimum}')}"
     if not is_integer(value):
         hint = ""
         if isinstance(value, float) and value.is_integer():

@@ -12,7 +12,7 @@ Example::
     >>> RunOptions(epochs=0)
     Traceback (most recent call last):
     ...
-    tpukit.train._exceptions.TrainingInputError: epochs must be a whole number of at least 1; got 0.
+    tpukit.train._exceptions.TrainingInputError: epochs must be a positive whole number; got 0.
 """
 
 from __future__ import annotations
