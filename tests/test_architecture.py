@@ -1,7 +1,7 @@
 """The package's layers, checked from the source: who may import whom.
 
     display   <- hlo      <- compilation <- magics, __main__
-    _errors   <- runtime  <- compilation, train
+    _errors, _counts  <- runtime  <- compilation, train
     zoo, datasets stand apart; train never imports the zoo.
 
 `tpukit.hlo` is the pure HLO layer: it imports neither JAX nor a compilation, so anyone
@@ -28,12 +28,13 @@ PACKAGE = Path(tpukit.__file__).parent
 ALLOWED = {
     "display": {"display"},
     "hlo": {"hlo", "display", "_errors"},
-    "runtime": {"runtime", "display", "_errors", "_compat"},
-    "compilation": {"compilation", "runtime", "hlo", "display", "_errors", "_compat"},
-    "train": {"train", "compilation", "runtime", "hlo", "display", "_errors", "_compat"},
-    "zoo": {"zoo", "display", "_errors", "_compat"},
+    "runtime": {"runtime", "display", "_errors", "_counts", "_compat"},
+    "compilation": {"compilation", "runtime", "hlo", "display", "_errors", "_counts", "_compat"},
+    "train": {"train", "compilation", "runtime", "hlo", "display", "_errors", "_counts", "_compat"},
+    "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
     "datasets": {"datasets", "display", "_errors"},
     "_errors": set(),
+    "_counts": {"_errors"},
     "_compat": set(),
     "_install": set(),  # runs as a plain script before tpukit's requirements exist
 }

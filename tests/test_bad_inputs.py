@@ -5,7 +5,8 @@ some of these inputs used to abort or crash the whole process (a repeated mesh
 axis, a shape whose element count overflows XLA's 64-bit arithmetic): a crash
 then fails the case that caused it instead of killing the test run. For each
 case the child records the exception, its message, and whether the user's
-variables survived; the tests here check those records.
+variables survived; the tests here check those records. Other files of bad inputs
+reuse the machinery: ``run_in_child_shell`` and ``assert_one_clear_line``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
+
+import tpukit
 
 #: (input as a user types it in a cell, words the one-line message must contain)
 CASES: list[tuple[str, str]] = [
@@ -156,14 +159,20 @@ for code in cases["inputs"]:
 """
 
 
-@pytest.fixture(scope="module")
-def records(tmp_path_factory) -> dict[str, dict]:
-    folder = tmp_path_factory.mktemp("bad_inputs")
+def run_in_child_shell(folder: Path, setup: str, inputs: list[str]) -> dict[str, dict]:
+    """Run ``setup``, then each input, in one ``InteractiveShell`` of a child process.
+
+    Returns a record per input (see ``CHILD``); an input that killed the process gets
+    ``{"died": exit code, "stderr": ...}`` and the inputs after it no record.
+    The child imports the same tpukit as this process (a worktree's, not an install's).
+    """
     spec = folder / "cases.json"
-    spec.write_text(json.dumps({"setup": SETUP, "inputs": [code for code, _ in CASES]}))
+    spec.write_text(json.dumps({"setup": setup, "inputs": inputs}))
     progress = folder / "progress.jsonl"
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
+    source = str(Path(tpukit.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (source, env.get("PYTHONPATH")) if p)
     child = subprocess.run(
         [sys.executable, "-c", CHILD, str(spec), str(progress)],
         env=env,
@@ -188,14 +197,9 @@ def records(tmp_path_factory) -> dict[str, dict]:
     return found
 
 
-def test_there_are_at_least_sixty_cases():
-    assert len(CASES) >= 60
-    assert len({code for code, _ in CASES}) == len(CASES)
-
-
-@pytest.mark.parametrize("code, expected", CASES, ids=[code for code, _ in CASES])
-def test_bad_input_gives_one_clear_line_and_keeps_the_session(records, code, expected):
-    record = records.get(code)
+def assert_one_clear_line(record: dict | None, expected: str) -> None:
+    """The input was refused with one short tpukit line holding ``expected``, nothing lost."""
+    __tracebackhide__ = True
     assert record is not None, "not reached: an earlier case killed the process"
     assert "died" not in record, f"the process died (exit {record['died']}):\n{record['stderr']}"
     assert record["error"] is not None, "accepted instead of refused"
@@ -206,6 +210,22 @@ def test_bad_input_gives_one_clear_line_and_keeps_the_session(records, code, exp
     assert expected in message, message
     assert "tpukit/" not in message and "_compiled.py" not in message, message
     assert record["intact"], "the user's variables changed"
+
+
+@pytest.fixture(scope="module")
+def records(tmp_path_factory) -> dict[str, dict]:
+    folder = tmp_path_factory.mktemp("bad_inputs")
+    return run_in_child_shell(folder, SETUP, [code for code, _ in CASES])
+
+
+def test_there_are_at_least_sixty_cases():
+    assert len(CASES) >= 60
+    assert len({code for code, _ in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("code, expected", CASES, ids=[code for code, _ in CASES])
+def test_bad_input_gives_one_clear_line_and_keeps_the_session(records, code, expected):
+    assert_one_clear_line(records.get(code), expected)
 
 
 def test_a_replaced_variable_is_named_in_the_output(tmp_path):

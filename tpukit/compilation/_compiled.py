@@ -30,6 +30,7 @@ from flax import nnx
 from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._compat import attribute_library_frames_to_callers
+from tpukit._counts import as_count
 from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_facing
 from tpukit.compilation import _plots
 from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
@@ -382,6 +383,8 @@ class Compiled:
         arguments passed stay usable.
         """
 
+        repeat = as_count(repeat, "repeat")
+        number = None if number is None else as_count(number, "number")
         with self._device_memory_errors():
             call = self._ready_call(args, kwargs)
             times, number = time_call(call, number=number, repeat=repeat)

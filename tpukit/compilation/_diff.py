@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from tpukit._errors import ArgumentError
 from tpukit.compilation._compiled import check_stage
-from tpukit.compilation._plots import require_compiled, stages_of
+from tpukit.compilation._plots import check_top, require_compiled, stages_of
 from tpukit.compilation._signature import describe_tree
 from tpukit.display._figures import new_figure
 from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
@@ -411,6 +411,7 @@ class HloDiff:
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and
         the op counts (fusions opened) that differ, ``a`` and ``b`` side by side."""
+        top = check_top(top)
         metrics = [
             r
             for r in self.changed

@@ -20,7 +20,12 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tpukit._errors import ArgumentError
-from tpukit.compilation._signature import classify, is_array_like, positional_names
+from tpukit.compilation._signature import (
+    classify,
+    declared_parameters,
+    is_array_like,
+    positional_names,
+)
 
 
 def parse_mesh(text: str, devices: list[Any] | None = None) -> Mesh:
@@ -188,8 +193,10 @@ def place_arguments(
             f"its arguments are {names + list(kwargs)}."
         )
 
+    declared = declared_parameters(function)
+
     def place(name: str, value: Any) -> Any:
-        if classify(name, value) != "array":
+        if classify(name, value, declared.get(name)) != "array":
             return value
         return shard_abstract(value, mesh, specs.get(name, PartitionSpec()), name)
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tpukit._counts import is_integer
+from tpukit._errors import ArgumentError
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
@@ -76,7 +78,7 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
         >>> fig.axes[0].containers[1].datavalues  # optimized counts, top to bottom
     """
     compiled = require_compiled(compiled, "plot_ops")
-    _check_top(top)
+    top = check_top(top)
     stages = stages_of(compiled)
     counts_by_stage = {stage: compiled.op_counts(stage) for stage in stages}
     lowered = counts_by_stage.get("lowered", {})
@@ -146,7 +148,7 @@ def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -
         ['ynn_fusion.1 (kCustom): dot', ...]
     """
     compiled = require_compiled(compiled, "plot_fusions")
-    _check_top(top)
+    top = check_top(top)
     fusions = compiled.fusions()
     shown = sorted(fusions, key=lambda f: (-f.flops, -f.bytes, f.name))[:top]
     flops_ax, bytes_ax = _two_panels(ax, 11.0, 1.4 + 0.32 * max(len(shown), 1))
@@ -364,6 +366,8 @@ def _tick_formatter(format_value: Any) -> Any:
     return FuncFormatter(lambda value, _: format_value(value) if value > 0 else "0")
 
 
-def _check_top(top: int) -> None:
-    if not isinstance(top, int) or top < 1:
-        raise ValueError(f"top must be a positive int (how many rows to show), got {top!r}.")
+def check_top(top: Any) -> int:
+    """``top`` (how many rows a plot shows) as an ``int``; any integer type, at least 1."""
+    if not is_integer(top) or top < 1:
+        raise ArgumentError(f"top must be a positive int (how many rows to show), got {top!r}.")
+    return int(top)

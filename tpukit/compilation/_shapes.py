@@ -109,32 +109,48 @@ def parse_shape(
     return jax.ShapeDtypeStruct(dims, dtype)
 
 
-#: The largest array XLA can describe: its element count and byte size must fit in a
-#: signed 64-bit integer, or XLA aborts the whole process ("overflow in static extent
-#: product") instead of raising. Kept a factor of four below that for its byte arithmetic.
-MAX_ARRAY_BYTES = 2**61
+#: The largest array tpukit lets reach XLA, in bytes (8 PiB, more than any pod holds).
+#: XLA keeps sizes in signed 64-bit integers and aborts the whole process ("overflow in
+#: static extent product") instead of raising when a product of dimensions, or of
+#: dimensions and the element size, passes 2**63, even for an array with a zero
+#: dimension whose element count is 0. TPU layouts pad the two minor dimensions (up to
+#: x8 and x128), so the limit stays a factor of 2**10 below 2**63.
+MAX_ARRAY_BYTES = 2**53
 
 
 def check_extent(dims: tuple[int, ...], dtype: Any, what: str) -> None:
-    """Refuse a shape whose element count or byte size no device could ever hold.
+    """Refuse a shape whose size arithmetic would overflow XLA, which aborts the process.
 
-    Such a shape would otherwise reach XLA, which aborts the process on the overflow.
+    XLA multiplies the dimensions in several orders (the element count, strides in
+    each layout, the byte size), so every partial product must fit, not only the
+    element count. The largest of them is the product of the nonzero dimensions
+    times the element size: that is what is checked, zero-element shapes included.
 
     >>> check_extent((1024, 1024), np.float32, "f32[1024,1024]")  # fine: no error
     >>> parse_shape("f32[1099511627776,1099511627776]")  # 2**40 x 2**40
     Traceback (most recent call last):
-    tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776] has 1.2e+24 elements (4.8e+24 bytes); no device holds an array over 2.3e+18 bytes. Check the dimensions.
+    tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776] has 1.2e+24 elements (4.8e+24 bytes); no device holds an array over 9e+15 bytes. Check the dimensions.
+    >>> parse_shape("f32[1099511627776,1099511627776,0]")
+    Traceback (most recent call last):
+    tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776,0] has no elements, but its other dimensions multiply to 1.2e+24 (4.8e+24 bytes), past the 64-bit sizes XLA computes with; no device holds an array over 9e+15 bytes. Check the dimensions.
     """
-    elements = math.prod(int(d) for d in dims)
+    dims = tuple(int(d) for d in dims)
+    extent = math.prod(d for d in dims if d != 0)
     try:
         itemsize = max(np.dtype(dtype).itemsize, 1)
-    except TypeError:
-        itemsize = 1
-    if elements * itemsize > MAX_ARRAY_BYTES:
+    except TypeError:  # JAX's extended dtypes (PRNG keys): a few words per element
+        itemsize = 16
+    if extent * itemsize <= MAX_ARRAY_BYTES:
+        return
+    limit = f"no device holds an array over {MAX_ARRAY_BYTES:.2g} bytes. Check the dimensions."
+    if 0 in dims:
         raise ShapeSpecError(
-            f"{what} has {elements:.2g} elements ({elements * itemsize:.2g} bytes); "
-            f"no device holds an array over {MAX_ARRAY_BYTES:.2g} bytes. Check the dimensions."
+            f"{what} has no elements, but its other dimensions multiply to {extent:.2g} "
+            f"({extent * itemsize:.2g} bytes), past the 64-bit sizes XLA computes with; {limit}"
         )
+    raise ShapeSpecError(
+        f"{what} has {extent:.2g} elements ({extent * itemsize:.2g} bytes); {limit}"
+    )
 
 
 def _split_dims(dims_text: str) -> list[str]:

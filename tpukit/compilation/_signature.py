@@ -13,12 +13,18 @@ Which arguments are traced and which are static:
 * any other hashable value (a Python number, a string, a tuple of ints, a
   function) is static: the compile is specialised on it, as ``jax.jit``'s
   ``static_argnums`` would be.
+
+A string that reads like a shape (``'f32[3]'``) is held static only where the
+function declares the parameter as text (``tag: str`` or ``tag="..."``); anywhere
+else it is more likely a shape written as a string, and is refused with both fixes.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -120,8 +126,43 @@ def _short_repr(value: Any, limit: int = 40) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def classify(name: str, value: Any) -> ArgumentKind:
-    """Decide whether an argument is traced (``"array"``) or held static, or say why neither works."""
+def declared_parameters(function: Callable[..., Any]) -> dict[str, inspect.Parameter]:
+    """The function's parameters by name (empty when its signature cannot be read)."""
+    try:
+        return dict(inspect.signature(function).parameters)
+    except (TypeError, ValueError):
+        return {}
+
+
+def declares_text(parameter: inspect.Parameter | None) -> bool:
+    """True when a parameter says it takes text: a ``str`` annotation or a string default.
+
+    >>> def sk(x, tag: str, mode="train", other=None): ...
+    >>> [declares_text(p) for p in inspect.signature(sk).parameters.values()]
+    [False, True, True, False]
+    """
+    if parameter is None:
+        return False
+    if isinstance(parameter.default, str):
+        return True
+    annotation = parameter.annotation
+    if isinstance(annotation, str):  # from __future__ import annotations: "str", "str | None"
+        parts = {part.strip() for part in annotation.split("|")}
+        return "str" in parts or annotation.replace(" ", "") == "Optional[str]"
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):  # str | None
+        return str in typing.get_args(annotation)
+    return annotation is str
+
+
+def classify(name: str, value: Any, declared: inspect.Parameter | None = None) -> ArgumentKind:
+    """Decide whether an argument is traced (``"array"``) or held static, or say why neither works.
+
+    ``declared`` is the function's own parameter the value is bound to, if known: a
+    string that reads like a shape is static only where it declares text.
+
+    >>> classify("n", 3), classify("x", np.ones(3))
+    ('static', 'array')
+    """
     leaves = jax.tree_util.tree_leaves(value)
     array_leaves = [leaf for leaf in leaves if is_array_like(leaf)]
     if array_leaves:
@@ -133,11 +174,17 @@ def classify(name: str, value: Any) -> ArgumentKind:
                 "other values as separate arguments; non-array values are then held static."
             )
         return "array"
-    if isinstance(value, str) and SHAPE_LITERAL.fullmatch(value.strip()):
+    if (
+        isinstance(value, str)
+        and SHAPE_LITERAL.fullmatch(value.strip())
+        and not declares_text(declared)
+    ):
         raise ArgumentError(
-            f"Argument {name!r} is the string {value!r}. In Python, an abstract shape is "
-            f"written tpukit.shape({value!r}); a bare {value.strip()} works only in a "
-            "%tpu_compile line."
+            f"Argument {name!r} is the string {value!r}, which reads like a shape, and the "
+            f"function does not declare {name} as text. For an abstract array write "
+            f"{value.strip()} without quotes in a %tpu_compile line, or tpukit.shape({value!r}) "
+            f"in Python; to pass the text as a static value, annotate {name}: str or give "
+            "it a text default."
         )
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = [getattr(value, f.name, None) for f in dataclasses.fields(value)]
@@ -166,13 +213,18 @@ def bind_arguments(
 ) -> tuple[Parameter, ...]:
     """Name every argument of a call and decide whether it is traced or static."""
     names = positional_names(function, args, kwargs)
-    positional = [_parameter(name, value) for name, value in zip(names, args)]
-    keywords = [_parameter(name, value, keyword=True) for name, value in kwargs.items()]
+    declared = declared_parameters(function)
+    positional = [_parameter(name, value, declared.get(name)) for name, value in zip(names, args)]
+    keywords = [
+        _parameter(name, value, declared.get(name), keyword=True) for name, value in kwargs.items()
+    ]
     return tuple(positional + keywords)
 
 
-def _parameter(name: str, value: Any, keyword: bool = False) -> Parameter:
-    kind = classify(name, value)
+def _parameter(
+    name: str, value: Any, declared: inspect.Parameter | None, keyword: bool = False
+) -> Parameter:
+    kind = classify(name, value, declared)
     if kind == "array":
         value = jax.tree_util.tree_map(abstractify, value)
     return Parameter(name, kind, value, keyword)

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 import jax
 
+from tpukit._counts import as_count
 from tpukit._errors import DeviceNotFoundError, DeviceSetupError
 from tpukit.display._units import format_bytes
 from tpukit.runtime._environment import Environment, detect_environment, missing_platform_advice
@@ -274,8 +275,7 @@ def backends_started() -> bool:
 
 
 def _simulate_cpu_devices(count: int) -> None:
-    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-        raise ValueError(f"cpu_devices must be a positive whole number, not {count!r}.")
+    count = as_count(count, "cpu_devices")
     if backends_started():
         have = len(jax.devices("cpu"))
         if have == count:

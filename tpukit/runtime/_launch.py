@@ -36,6 +36,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
+from tpukit._counts import as_count
 from tpukit._errors import TpukitError
 
 
@@ -195,9 +196,8 @@ def launch(
     """
     out = out or sys.stdout
     err = err or sys.stderr
-    for name, value in (("processes", processes), ("devices_per_process", devices_per_process)):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise LaunchError(f"{name} must be a positive whole number; got {value!r}.")
+    processes = as_count(processes, "processes", error=LaunchError)
+    devices_per_process = as_count(devices_per_process, "devices_per_process", error=LaunchError)
     path = Path(script)
     if not path.is_file():
         raise LaunchError(

@@ -40,6 +40,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
+from tpukit._counts import as_count
+
+from ._checkpoint_folder import check_writable, os_reason, refuse
 from ._exceptions import CheckpointError, TrainingInputError
 from ._integrity import array_summary, check_file_digests, write_file_digests
 from ._layout import is_key as _is_key
@@ -92,35 +95,14 @@ class RunCheckpoints:
 
     def __init__(self, directory: str | os.PathLike, every: int | None, keep: int = 3):
         self.directory = Path(directory).expanduser().absolute()
-        if every is not None and (not isinstance(every, int) or every < 1):
-            raise TrainingInputError(
-                f"checkpoint_every must be a positive int or None; got {every!r}."
-            )
+        if every is not None:
+            every = as_count(every, "checkpoint_every (or None)", error=TrainingInputError)
         self.every = every
-        self.keep = keep
+        self.keep = as_count(keep, "keep", error=TrainingInputError)
         self._manager: ocp.CheckpointManager | None = None
         self.set_aside: list[str] = []
-        self._check_writable()
-
-    def _check_writable(self) -> None:
-        """Refuse a folder that cannot hold checkpoints before any step trains, not after."""
-        folder = self.directory
-        existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
-        problem = None
-        if folder.exists() and not folder.is_dir():
-            problem = "is a file, not a folder"
-        elif existing is not None and not existing.is_dir():
-            problem = f"cannot be created: {existing} is a file"
-        elif existing is not None and not os.access(existing, os.W_OK | os.X_OK):
-            problem = (
-                "is not writable" if existing == folder else f"cannot be created in {existing}"
-            )
-        if problem:
-            raise CheckpointError(
-                f"checkpoint_dir {str(folder)!r} {problem}, so checkpoints could not be saved. "
-                "Pass a folder you can write to (it is created if missing), or "
-                "checkpoint_dir=None to train without checkpoints."
-            )
+        # Before any step trains, not after the first epoch: written to, not only looked at.
+        check_writable(self.directory, keep_created=jax.process_count() > 1)
 
     def _reader(self) -> ocp.CheckpointManager:
         opts = ocp.CheckpointManagerOptions(
@@ -132,14 +114,20 @@ class RunCheckpoints:
         """Finished checkpoint steps, oldest first (empty when the folder does not exist)."""
         if not self.directory.is_dir():
             return []
-        with quiet_orbax():
-            return sorted(self._reader().all_steps())
+        try:
+            with quiet_orbax():
+                return sorted(self._reader().all_steps())
+        except OSError as error:
+            raise refuse(self.directory, f"cannot be listed ({os_reason(error)})") from None
 
     def unfinished(self) -> list[str]:
         """Names of temporary folders left by a save that never completed."""
         if not self.directory.is_dir():
             return []
-        return sorted(p.name for p in self.directory.iterdir() if _TMP_MARK in p.name)
+        try:
+            return sorted(p.name for p in self.directory.iterdir() if _TMP_MARK in p.name)
+        except OSError as error:
+            raise refuse(self.directory, f"cannot be listed ({os_reason(error)})") from None
 
     def check_new_run(self) -> None:
         """Refuse to start a fresh run on top of existing checkpoints (they would be mixed)."""
@@ -288,7 +276,14 @@ class RunCheckpoints:
                 n += 1
                 target = self.directory / f"{step}.damaged-{n}"
             if jax.process_index() == 0:
-                (self.directory / str(step)).rename(target)
+                try:
+                    (self.directory / str(step)).rename(target)
+                except OSError as error:
+                    raise CheckpointError(
+                        f"Checkpoint step {step} in {self.directory} is damaged, and setting it "
+                        f"aside as {target.name} failed ({os_reason(error)}). Remove the folder "
+                        f"{self.directory / str(step)} yourself, then resume again."
+                    ) from None
             self.set_aside.append(target.name)
         if jax.process_count() > 1:  # every process sees the same steps before saving again
             multihost_utils.sync_global_devices("tpukit: damaged checkpoints set aside")
@@ -336,8 +331,18 @@ class RunCheckpoints:
         never written (only ``stop_on_nan=False`` lets them reach here), so orbax's
         rotation of old steps can never drop the last good one for a bad one.
         """
-        with quiet_orbax():
-            return self._save(step, names, leaves, record)
+        try:
+            with quiet_orbax():
+                return self._save(step, names, leaves, record)
+        except Exception as error:  # orbax wraps the OS's refusal in its own errors
+            cause = _os_error_in(error)
+            if cause is None:
+                raise
+            raise CheckpointError(
+                f"Writing checkpoint step {step} to {self.directory} failed "
+                f"({os_reason(cause)}). Make it writable with free space, or pass another "
+                "checkpoint_dir; then continue with resume=True."
+            ) from None
 
     def _save(self, step: int, names: list[str], leaves: list[Any], record: dict) -> bool:
         if self._manager is None:
@@ -380,7 +385,8 @@ class RunCheckpoints:
         """
         folder = self.directory / str(step)
         if jax.process_index() == 0 and folder.is_dir():
-            (folder / STOPPED).write_text(json.dumps({"message": message}))
+            with contextlib.suppress(OSError):  # a note for a later resume, not the run's result
+                (folder / STOPPED).write_text(json.dumps({"message": message}))
 
     def close(self) -> None:
         if self._manager is not None:
@@ -457,6 +463,17 @@ def _reason(error: BaseException) -> str:
     if len(text) > 240:
         text = f"{text[:100]} ... {text[-130:]}"
     return f"{type(error).__name__}: {text}"
+
+
+def _os_error_in(error: BaseException) -> OSError | None:
+    """The OS error at the root of an orbax error, if there is one."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, OSError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _few(items: list[str], k: int = 3) -> str:

@@ -40,6 +40,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tpukit._counts import as_count
+
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._mesh import Plan
 
@@ -107,13 +109,7 @@ def check_lengths(arrays: Any, name: str) -> int:
 def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> int:
     """Validate ``batch_size`` against the dataset size and how the plan splits batches."""
     shards = plan.batch_shards
-    if (
-        not isinstance(batch_size, (int, np.integer))
-        or isinstance(batch_size, bool)
-        or batch_size < 1
-    ):
-        raise TrainingInputError(f"batch_size must be a positive integer; got {batch_size!r}.")
-    batch_size = int(batch_size)
+    batch_size = as_count(batch_size, "batch_size", error=TrainingInputError)
     if n is not None and batch_size > n:
         raise TrainingInputError(
             f"batch_size={batch_size} is larger than {name}, which has {n} examples. "

@@ -101,14 +101,17 @@ def check_file_digests(folder: Path) -> str | None:
         recorded = json.loads((folder / DIGESTS).read_text())
     except FileNotFoundError:
         return None  # written before digests, or stopped between the save and its digests
-    except (OSError, ValueError):
-        return f"its file list {DIGESTS} is unreadable"
+    except (OSError, ValueError) as error:
+        return f"its file list {DIGESTS} is unreadable ({type(error).__name__})"
     for name, (size, digest) in recorded.items():
         path = folder / name
         if not path.is_file():
             return f"the file {name} is missing"
-        if path.stat().st_size != size:
-            return f"the file {name} has {path.stat().st_size} bytes, {size} were written"
-        if _sha256(path) != digest:
-            return f"the file {name} differs from what was written"
+        try:
+            if path.stat().st_size != size:
+                return f"the file {name} has {path.stat().st_size} bytes, {size} were written"
+            if _sha256(path) != digest:
+                return f"the file {name} differs from what was written"
+        except OSError as error:  # no read permission, an I/O error: it cannot be restored
+            return f"the file {name} cannot be read ({type(error).__name__}: {error.strerror})"
     return None

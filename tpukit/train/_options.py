@@ -12,7 +12,7 @@ Example::
     >>> RunOptions(epochs=0)
     Traceback (most recent call last):
     ...
-    tpukit.train._exceptions.TrainingInputError: epochs must be a positive int; got 0.
+    tpukit.train._exceptions.TrainingInputError: epochs must be a positive whole number; got 0.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
+from tpukit._counts import as_count, is_integer
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 
@@ -48,16 +48,17 @@ class RunOptions:
     verbose: bool = True
 
     def __post_init__(self) -> None:
-        epochs = self.epochs
-        if not isinstance(epochs, (int, np.integer)) or isinstance(epochs, bool) or epochs < 1:
-            raise TrainingInputError(f"epochs must be a positive int; got {epochs!r}.")
+        epochs = as_count(self.epochs, "epochs", error=TrainingInputError)
         spe = self.steps_per_execution
-        if spe != "epoch" and (
-            isinstance(spe, bool) or not isinstance(spe, (int, np.integer)) or spe < 1
-        ):
-            raise TrainingInputError(
-                f"steps_per_execution must be 'epoch' or a positive int; got {spe!r}."
-            )
+        if not (isinstance(spe, str) and spe == "epoch"):
+            if not is_integer(spe) or spe < 1:
+                raise TrainingInputError(
+                    f"steps_per_execution must be 'epoch' or a positive int; got {spe!r}."
+                )
+            object.__setattr__(self, "steps_per_execution", int(spe))
+        if self.checkpoint_every is not None:
+            every = as_count(self.checkpoint_every, "checkpoint_every", error=TrainingInputError)
+            object.__setattr__(self, "checkpoint_every", every)
         if not isinstance(self.resume, bool) and self.resume not in RESUME_CHOICES[2:]:
             raise TrainingInputError(
                 f"resume must be False, True, 'latest_good' or 'force'; got {self.resume!r}."
@@ -67,7 +68,7 @@ class RunOptions:
                 f"resume={self.resume!r} needs checkpoint_dir=... (the folder of the run to "
                 "continue)."
             )
-        object.__setattr__(self, "epochs", int(epochs))
+        object.__setattr__(self, "epochs", epochs)
         object.__setattr__(self, "seed", int(self.seed))
         object.__setattr__(self, "shuffle", bool(self.shuffle))
         object.__setattr__(self, "callbacks", tuple(self.callbacks))

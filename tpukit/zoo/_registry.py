@@ -18,6 +18,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from tpukit._counts import as_count
 from tpukit.zoo._base import ZooModel, as_dtype
 from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
 from tpukit.zoo._mlp import MLP
@@ -99,7 +100,7 @@ def create(
         "param_dtype": as_dtype(param_dtype, "param_dtype"),
     }
     try:
-        return entry.cls(**kwargs, rngs=nnx.Rngs(int(seed)))
+        return entry.cls(**kwargs, rngs=nnx.Rngs(as_count(seed, "seed", minimum=0)))
     except ValueError as error:
         raise ValueError(f"zoo.create({name!r}): {error}") from None
 
