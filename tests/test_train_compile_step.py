@@ -62,7 +62,7 @@ def test_the_compiled_step_shows_fits_layout_loop_and_kept_input():
     step = trainer.compile_step((X, Y), batch_size=64, steps_per_execution=4)
     assert step.mesh == {"data": 4, "model": 2}
     assert [p.name for p in step.signature.parameters] == [
-        "params", "rest", "opt_state", "arrays", "indices", "start", "limit",
+        "params", "rest", "opt_state", "arrays", "indices", "start",
     ]  # fmt: skip
     params = step.input_shardings["params"]
     (l1_kernel,) = jax.tree.leaves(params["l1"]["kernel"])  # the NamedSharding in the Param

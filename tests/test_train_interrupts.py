@@ -20,6 +20,7 @@ import sys
 import textwrap
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
@@ -202,20 +203,46 @@ def poisoned(step: int, batch: int = 64) -> tuple[np.ndarray, np.ndarray]:
     return x, Y
 
 
-@pytest.mark.parametrize("bad_step, per_call", [(6, 4), (4, 4), (0, 3), (7, 1)])
-def test_a_stopped_run_keeps_bit_for_bit_a_run_of_exactly_the_good_steps(bad_step, per_call):
+def update_goes_bad_at(step: int) -> optax.GradientTransformation:
+    """Adam whose update at 0-based ``step`` is NaN though loss and gradients are finite:
+    found only by the check of the call's final state, then by the step-by-step run."""
+
+    def init(params):
+        return jnp.zeros((), jnp.int32)
+
+    def update(updates, count, params=None):
+        scale = jnp.where(count == step, jnp.nan, 1.0)
+        return jax.tree.map(lambda u: u * scale, updates), count + 1
+
+    return optax.chain(optax.adam(1e-2), optax.GradientTransformation(init, update))
+
+
+@pytest.mark.parametrize(
+    "bad_step, per_call, cause",
+    [(6, 4, "data"), (4, 4, "data"), (0, 3, "data"), (7, 1, "data"), (5, 4, "update"),
+     (3, 8, "update")],
+)  # fmt: skip
+def test_a_stopped_run_keeps_bit_for_bit_a_run_of_exactly_the_good_steps(bad_step, per_call, cause):
+    # Two paths: a NaN in the data makes the loss non-finite, which fit's call sees at
+    # that step; a NaN update with finite loss and gradients shows only in the call's
+    # final state, and the step-by-step run finds the step.
     kw = {"batch_size": 64, "shuffle": False, "verbose": False, "steps_per_execution": per_call}
     stopped = MLP(nnx.Rngs(0))
+    data = poisoned(bad_step) if cause == "data" else (X, Y)
+    optimizer = optax.adam(1e-2) if cause == "data" else update_goes_bad_at(bad_step)
     with pytest.raises(NonFiniteLossError) as err:
-        fit(stopped, optax.adam(1e-2), poisoned(bad_step), epochs=1, **kw)
-    assert err.value.step == bad_step + 1 and err.value.quantity == "loss"
+        fit(stopped, optimizer, data, epochs=1, **kw)
+    quantity = "loss" if cause == "data" else "new value of l1/bias"
+    assert err.value.step == bad_step + 1 and err.value.quantity == quantity
     good = MLP(nnx.Rngs(0))
     if bad_step:
-        fit(good, optax.adam(1e-2), (X[: bad_step * 64], Y[: bad_step * 64]), epochs=1, **kw)
+        good_data = (X[: bad_step * 64], Y[: bad_step * 64])
+        good_optimizer = optax.adam(1e-2) if cause == "data" else update_goes_bad_at(10**6)
+        fit(good, good_optimizer, good_data, epochs=1, **kw)
     for a, b in zip(
         jax.tree.leaves(nnx.state(stopped, nnx.Param)),
         jax.tree.leaves(nnx.state(good, nnx.Param)),
         strict=True,
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
-    assert Trainer(stopped, optax.adam(1e-2)).state.steps_done == bad_step
+    assert Trainer(stopped, optimizer).state.steps_done == bad_step

@@ -109,10 +109,9 @@ class Trainer:
 
         Returns a :class:`tpukit.Compiled` named ``fit_step``: ``graph()``,
         ``op_counts()``, ``collectives()``, ``cost``, ``memory``, ``hlo_text()``.
-        Calling it (``step(params, rest, opt_state, arrays=, indices=, start=,
-        limit=)``; ``chunk=, limit=`` for streamed data) returns ``(params, rest,
-        opt_state, stats)``; ``timeit()`` and ``profile()`` run it on that state, as
-        many times as asked.
+        Calling it (``step(params, rest, opt_state, arrays=, indices=, start=)``;
+        ``chunk=`` for streamed data) returns ``(params, rest, opt_state, stats)``;
+        ``timeit()`` and ``profile()`` run it on that state, as many times as asked.
 
         Example::
 

@@ -69,17 +69,22 @@ class NonFiniteGuard:
 
     @staticmethod
     def tripped(stats: dict) -> bool:
-        """Whether the call stopped at a non-finite step."""
-        return int(stats["bad_step"]) >= 0
+        """Whether the call met a non-finite step, or ended in a non-finite state."""
+        return int(stats["bad_step"]) >= 0 or not bool(stats.get("end_finite", True))
 
     def bad(self, finite: Any) -> list[str]:
-        """The names of the quantities whose flag is down, in step order."""
+        """The names of the quantities whose flag is down, in step order (none when the
+        flags are unknown, ``finite=None``)."""
+        if finite is None:
+            return []
         return [n for n, ok in zip(self.names, np.asarray(finite), strict=True) if not ok]
 
     @staticmethod
     def describe(bad: list[str]) -> str:
         """The first quantity that went bad, in words."""
-        if not bad or bad[0] == "loss":
+        if not bad:
+            return "a value of this compiled call (its first bad step could not be pinned down)"
+        if bad[0] == "loss":
             return "the loss"
         kind = next(k for k in _KINDS if bad[0].startswith(k))
         paths = [n.removeprefix(kind) for n in bad if n.startswith(kind)]

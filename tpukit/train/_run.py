@@ -56,6 +56,11 @@ class RunSpec:
     guard: bool
     fingerprint: ProgramFingerprint | None = None
 
+    @property
+    def guard_mode(self) -> str:
+        """How fit's calls check for non-finite values (see ``_steps._make_step``)."""
+        return "call" if self.guard else "off"
+
     def settings(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run that wrote the checkpoint."""
         return {
@@ -298,8 +303,8 @@ class Run:
             compiled = compile_count(fn) != compiled
             if not compiled:  # a call that compiled says nothing about the input
                 self.input.add(prepared=t2 - t1, device_wait=t3 - t2, seconds=seconds)
-            if self.guard.tripped(stats):
-                state, stopped = self._good_steps(fn, data, stats)
+            if self.spec.guard and self.guard.tripped(stats):
+                state, stopped = self._good_steps(fn, data)
                 with deferred_interrupts():
                     self._apply(tuple(state), stopped, steps, seconds)
                 self._stop(stopped)
@@ -315,25 +320,21 @@ class Run:
                     self.checkpointing.save(pos, self.history, self.state)
         self._finish_epoch(self.state, started)
 
-    def _good_steps(self, fn: _steps.Step, data: dict, stats: dict) -> tuple[list, dict]:
+    def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[list, dict]:
         """The state after a tripped call's good steps, and the stats naming the bad one.
 
-        The call did not consume its input, so the same program runs again from it with
-        ``limit`` at the bad step: the steps before it, bit for bit, and nothing after.
-        (Should a replay trip earlier, as a non-deterministic reduction could make it,
-        the earlier step is the one reported.)
+        The call did not consume its input, so its steps run again from it with every
+        quantity of every step checked: the state that comes back holds the good steps
+        and nothing after, and the flags say which step went bad and how. (Should that
+        run find nothing, as a non-deterministic reduction could make it, nothing of
+        the call is kept.)
         """
-        tripped = stats
-        while True:
-            *state, replay = fn(self.state, {**data, "limit": np.int32(tripped["bad_step"])})
-            replay = jax.device_get(replay)
-            if not self.guard.tripped(replay):
-                return state, {
-                    **replay,
-                    "bad_step": tripped["bad_step"],
-                    "finite": tripped["finite"],
-                }
-            tripped = replay
+        *state, diagnosed = fn.diagnosis()(self.state, data)
+        diagnosed = jax.device_get(diagnosed)
+        if int(diagnosed["bad_step"]) < 0:
+            zero = {n: 0.0 for n in self.names}
+            return list(self.state), {**zero, "steps": 0, "bad_step": 0, "finite": None}
+        return state, diagnosed
 
     def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
         """``(steps, compiled call, its data)`` for the rest of the current epoch."""
@@ -465,25 +466,20 @@ def executions(spec: RunSpec, pos: Position) -> Iterator[tuple[int, _steps.Step,
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
             fn = _steps.resident_execution(
-                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard
+                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard_mode
             )
             yield (
                 steps,
                 fn,
-                {
-                    "arrays": spec.source.arrays,
-                    "indices": indices,
-                    "start": np.int32(start),
-                    "limit": np.int32(steps),
-                },
+                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
             )
             start += steps
     else:
         fn = _steps.streamed_execution(
-            spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard
+            spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard_mode
         )
         for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
-            yield steps, fn, {"chunk": chunk, "limit": np.int32(steps)}
+            yield steps, fn, {"chunk": chunk}
 
 
 def _live(tree: Any) -> bool:

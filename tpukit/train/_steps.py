@@ -5,21 +5,20 @@ Inside these functions the NNX model is a pure pytree: ``(params, rest)`` from
 while tracing. So NNX's Python bookkeeping runs once per compilation, never per
 step, and the loop is a plain :func:`jax.lax.scan`.
 
-Each training step is guarded without a branch: every step computes its update,
-and a select that XLA fuses into the update keeps it or leaves the state as it was.
-A step whose loss, gradients, new parameters or new optimizer state are not finite
-stops the call: ``bad_step`` says where, ``finite`` which quantity went bad (one
-flag for the loss, then one per inexact gradient leaf, new parameter leaf and
-optimizer-state leaf, in :func:`finite_names` order), and every later step is
-dropped. (A finite gradient can still give a non-finite update:
-``optax.adam(eps=0.0)`` on a zero gradient, ``optax.sgd(inf)``.) The call does not
-donate its input state, so the host still holds the state the call started from:
-it runs the same program again with ``limit=bad_step`` and keeps exactly the good
-steps (``_run``). That replay is the guard's whole price on the failure path; on
-the main path it costs the per-leaf finite reductions, which fuse into the
-producers, and no ``lax.cond`` (on a GPU, a conditional in a loop waits for its
-predicate on the host). The same undonated input makes an interrupted call
+``fit``'s calls run their steps exactly as a hand-written ``lax.scan`` does, with no
+branch and no select, and check cheaply: each step's loss and gradients, and the
+call's final parameters and optimizer state once at its end (a non-finite value
+persists, so once per call catches it). When a call trips, the host (``_run``)
+discards its result and runs the same steps again from the call's input, which it
+still holds (calls do not donate their state), with every quantity of every step
+checked (``guard="step"``: one flag per loss, gradient leaf, new parameter leaf and
+optimizer-state leaf) and every step from the first bad one dropped: that run's
+state is exactly that of the good steps, and its flags name what went bad. (A finite
+gradient can still give a non-finite update: ``optax.adam(eps=0.0)`` on a zero
+gradient, ``optax.sgd(inf)``.) The same undonated input makes an interrupted call
 harmless: the host either takes its result or keeps the state it started from.
+Without ``lax.cond`` the loop has no branch to wait for (on a GPU, a conditional in
+a loop reads its predicate on the host).
 
 Builders are cached, so calling :func:`tpukit.fit` again reuses the compiled code.
 """
@@ -83,34 +82,35 @@ def _all_finite(tree: Any) -> list[jax.Array]:
     return [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if _inexact(x)]
 
 
-def _zero_stats(names: tuple[str, ...], params: Any, opt_state: Any) -> dict[str, jax.Array]:
-    stats = {n: jnp.zeros((), jnp.float32) for n in ("loss", *names)}
-    stats["steps"] = jnp.zeros((), jnp.int32)
-    stats["bad_step"] = jnp.full((), -1, jnp.int32)
-    stats["finite"] = jnp.ones((len(finite_names(params, opt_state)),), jnp.bool_)
-    return stats
-
-
 def _keep_if(active: jax.Array, new: Any, old: Any) -> Any:
-    """``new`` where ``active``, else ``old``, leaf by leaf. ``active`` is known before the
-    step starts, so XLA fuses this select into the fusions that compute ``new``."""
+    """``new`` where ``active``, else ``old``, leaf by leaf."""
     return jax.tree.map(lambda n, o: jnp.where(active, n, o), new, old)
 
 
+#: How a step checks for non-finite values: ``"off"``; ``"call"``, fit's main path (each
+#: step's loss and gradients, the call's final state once); ``"step"``, every quantity of
+#: every step with a flag per leaf (the diagnosis run after a call trips).
+GuardMode = str
+
+
 def _make_step(
-    graphdef: Any, objective: Objective, optimizer: optax.GradientTransformation, guard: bool
+    graphdef: Any, objective: Objective, optimizer: optax.GradientTransformation, guard: GuardMode
 ) -> Callable:
     """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``.
 
-    ``step(carry, batch, index, limit)`` applies the step when ``index < limit`` and
-    (with the guard) no earlier step of the call was bad; otherwise the state passes
-    through unchanged. There is no ``lax.cond``: every step computes, and a select that
-    fuses into the update keeps or drops the result. With the guard, a step whose loss,
-    gradients, new parameters or new optimizer state are not finite is recorded
-    (``bad_step``, ``finite``) and every later step of the call is dropped; its own
-    result *is* in the returned state, which the host therefore never uses: it runs the
-    call again from its (undonated) input with ``limit=bad_step``, the same program, so
-    the state it keeps is exactly that of the good steps.
+    ``guard="off"`` and ``guard="call"`` (``fit``'s calls) apply every step exactly as a
+    hand-written loop does: no branch, no select. With ``"call"`` a step whose loss or a
+    gradient is not finite is recorded (``bad_step``, the first one), and the call's
+    final parameters and optimizer state are checked once at its end (``end_finite``): a
+    non-finite value persists (``NaN + x``, ``0.9 * inf``), so once per call catches it
+    at a fraction of the cost of once per step. Steps after a bad one are not counted
+    in the figures, and the host never keeps the state of a call that tripped.
+
+    ``guard="step"`` is the run that decides what is kept: every step checks its loss,
+    each gradient leaf, each new parameter leaf and each new optimizer-state leaf; the
+    first bad step's flags go to ``finite`` (:func:`finite_names` order), and from that
+    step on the state passes through unchanged (a select that XLA fuses into the update),
+    so the call returns exactly the state of its good steps.
     """
 
     def loss_fn(p: Any, r: Any, batch: Any) -> tuple:
@@ -123,36 +123,61 @@ def _make_step(
         _, _, new_rest = split_model(model)
         return loss, (metrics, new_rest)
 
-    def step(carry: tuple, batch: Any, index: jax.Array, limit: jax.Array) -> tuple:
+    def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
         state, stats = carry
         params, rest, opt_state = state
         (loss, (metrics, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, rest, batch
         )
         updates, new_opt = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
-        active = index < limit
+        new_state = (optax.apply_updates(params, updates), new_rest, new_opt)
         stats = dict(stats)
-        if guard:
-            active = active & (stats["bad_step"] < 0)
+        counted = jnp.bool_(True)
+        if guard == "call":
+            good = jnp.isfinite(loss) & _every(_all_finite(grads))
+            counted = (stats["bad_step"] < 0) & good
+            stats["bad_step"] = jnp.where((stats["bad_step"] < 0) & ~good, index, stats["bad_step"])
+        elif guard == "step":
+            running = stats["bad_step"] < 0
             before = _flags([jnp.isfinite(loss), *_all_finite(grads)])
-            after = _flags([*_all_finite(new_params), *_all_finite(new_opt)])
+            after = _flags([*_all_finite(new_state[0]), *_all_finite(new_opt)])
             # The result of a bad loss or gradient is not news: name the cause only.
             flags = jnp.concatenate([before, after | ~jnp.all(before)])
-            good = jnp.all(flags)
-            first_bad = active & ~good
+            first_bad = running & ~jnp.all(flags)
             stats["bad_step"] = jnp.where(first_bad, index, stats["bad_step"])
             stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
-            counted = active & good
-        else:
-            counted = active
+            counted = running & ~first_bad
+            new_state = _keep_if(counted, new_state, state)
         stats["loss"] = stats["loss"] + jnp.where(counted, loss, 0.0)
         for name, value in metrics.items():
             stats[name] = stats[name] + jnp.where(counted, value, 0.0)
         stats["steps"] = stats["steps"] + counted.astype(jnp.int32)
-        return _keep_if(active, (new_params, new_rest, new_opt), state), stats
+        return new_state, stats
 
     return step
+
+
+def _every(flags: list[jax.Array]) -> jax.Array:
+    return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
+
+
+def _zero_stats(
+    names: tuple[str, ...], params: Any, opt_state: Any, guard: GuardMode
+) -> dict[str, jax.Array]:
+    stats = {n: jnp.zeros((), jnp.float32) for n in ("loss", *names)}
+    stats["steps"] = jnp.zeros((), jnp.int32)
+    stats["bad_step"] = jnp.full((), -1, jnp.int32)
+    if guard == "step":
+        stats["finite"] = jnp.ones((len(finite_names(params, opt_state)),), jnp.bool_)
+    return stats
+
+
+def _final_stats(stats: dict, state: tuple, guard: GuardMode) -> dict:
+    """The call's stats, with ``end_finite`` for ``guard="call"``: is the final state
+    (parameters, model state, optimizer state) finite, one check per call."""
+    if guard == "call":
+        stats = {**stats, "end_finite": _every(_all_finite(state))}
+    return stats
 
 
 def _flags(flags: list[jax.Array]) -> jax.Array:
@@ -170,7 +195,7 @@ class Step:
     ``jitted(state, data)`` is the :func:`jax.jit` function ``fit`` calls: ``state`` is
     ``(params, rest, opt_state)``, not donated (a stopped or interrupted call leaves it
     intact, see the module's docstring), and ``data`` the dict of the call's data
-    arrays, ``limit`` among them; it returns ``(params, rest, opt_state, stats)``.
+    arrays; it returns ``(params, rest, opt_state, stats)``.
     ``function`` is the same computation as a plain Python function with named
     parameters, ``function(params, rest, opt_state, **data)``, which
     ``Trainer.compile_step`` binds to describe the call (``tpukit.Compiled`` calls a
@@ -179,8 +204,9 @@ class Step:
 
     name = "fit_step"
 
-    def __init__(self, function: Callable):
+    def __init__(self, function: Callable, diagnosis: Callable[[], Step] | None = None):
         self.function = function
+        self._diagnosis = diagnosis
 
         def fit_step(state: tuple, data: dict) -> tuple:
             return function(*state, **data)
@@ -194,6 +220,14 @@ class Step:
         """``jax.stages.Lowered`` of the call on these arguments (nothing runs)."""
         return self.jitted.lower(state, data)
 
+    def diagnosis(self) -> Step:
+        """The same call with every quantity of every step checked (``guard="step"``),
+        run after this call trips: it returns the state of the good steps, the first
+        bad step and what went bad."""
+        if self._diagnosis is None:
+            raise TypeError("this step has no guard, so no diagnosis")
+        return self._diagnosis()
+
     def _cache_size(self) -> int:  # read by ``_progress.compile_count``
         return self.jitted._cache_size()
 
@@ -205,29 +239,37 @@ def resident_execution(
     optimizer: optax.GradientTransformation,
     plan: Plan,
     steps: int,
-    guard: bool,
+    guard: GuardMode,
 ) -> Step:
-    """``fit_step(params, rest, opt_state, *, arrays, indices, start, limit)``: ``steps`` steps.
+    """``fit_step(params, rest, opt_state, *, arrays, indices, start)``: ``steps`` steps.
 
     Step ``i`` trains on the rows ``indices[start + i]`` of the device-resident
-    ``arrays``; steps from ``limit`` on leave the state as it is. Returns ``(params,
-    rest, opt_state, stats)``.
+    ``arrays``. Returns ``(params, rest, opt_state, stats)``.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, *, arrays, indices, start, limit):
+    def run(params, rest, opt_state, *, arrays, indices, start):
         def body(carry, i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
             batch = plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
-            state, stats = step(carry, batch, i, limit)
+            state, stats = step(carry, batch, i)
             return (plan.constrain_state(state), stats), None
 
-        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params, opt_state))
-        (state, stats), _ = jax.lax.scan(body, carry, jnp.arange(steps))
+        stats = _zero_stats(objective.metric_names, params, opt_state, guard)
+        (state, stats), _ = jax.lax.scan(
+            body, ((params, rest, opt_state), stats), jnp.arange(steps)
+        )
         state = plan.constrain_state(state)
-        return (*state, stats)
+        return (*state, _final_stats(stats, state, guard))
 
-    return Step(run)
+    return Step(
+        run,
+        diagnosis=functools.partial(
+            resident_execution, graphdef, objective, optimizer, plan, steps, "step"
+        )
+        if guard == "call"
+        else None,
+    )
 
 
 @functools.lru_cache(maxsize=32)
@@ -236,29 +278,38 @@ def streamed_execution(
     objective: Objective,
     optimizer: optax.GradientTransformation,
     plan: Plan,
-    guard: bool,
+    guard: GuardMode,
 ) -> Step:
-    """``fit_step(params, rest, opt_state, *, chunk, limit)``: one step per stacked batch.
+    """``fit_step(params, rest, opt_state, *, chunk)``: one step per stacked batch.
 
-    ``chunk`` holds stacked batches ``[steps, batch, ...]``; steps from ``limit`` on
-    leave the state as it is. Returns ``(params, rest, opt_state, stats)``.
+    ``chunk`` holds stacked batches ``[steps, batch, ...]``. Returns ``(params, rest,
+    opt_state, stats)``.
     """
     step = _make_step(graphdef, objective, optimizer, guard)
 
-    def run(params, rest, opt_state, *, chunk, limit):
+    def run(params, rest, opt_state, *, chunk):
         steps = jax.tree.leaves(chunk)[0].shape[0]
 
         def body(carry, xs):
             i, batch = xs
-            state, stats = step(carry, plan.constrain_batch(batch), i, limit)
+            state, stats = step(carry, plan.constrain_batch(batch), i)
             return (plan.constrain_state(state), stats), None
 
-        carry = ((params, rest, opt_state), _zero_stats(objective.metric_names, params, opt_state))
-        (state, stats), _ = jax.lax.scan(body, carry, (jnp.arange(steps), chunk))
+        stats = _zero_stats(objective.metric_names, params, opt_state, guard)
+        (state, stats), _ = jax.lax.scan(
+            body, ((params, rest, opt_state), stats), (jnp.arange(steps), chunk)
+        )
         state = plan.constrain_state(state)
-        return (*state, stats)
+        return (*state, _final_stats(stats, state, guard))
 
-    return Step(run)
+    return Step(
+        run,
+        diagnosis=functools.partial(
+            streamed_execution, graphdef, objective, optimizer, plan, "step"
+        )
+        if guard == "call"
+        else None,
+    )
 
 
 @functools.lru_cache(maxsize=32)
