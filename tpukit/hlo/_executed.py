@@ -44,8 +44,7 @@ _RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 # Elementwise ops that move or relabel values without arithmetic: no FLOPs.
 _NOT_ARITHMETIC = frozenset(
-    "bitcast-convert convert reduce-precision stochastic-convert real imag complex "
-    "map".split()
+    "bitcast-convert convert reduce-precision stochastic-convert real imag complex map".split()
 )
 _WINDOW_SIZE = re.compile(r"size=([\dx]+)")
 

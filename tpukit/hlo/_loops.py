@@ -157,9 +157,7 @@ def _bindings(
     call: HloInstruction, comp: HloComputation, module: HloModule
 ) -> dict[int, _Affine | None]:
     """The affine values of a fusion's or call's operands, by parameter number."""
-    return {
-        k: _value(comp.get(name), comp, module, {}) for k, name in enumerate(call.operands)
-    }
+    return {k: _value(comp.get(name), comp, module, {}) for k, name in enumerate(call.operands)}
 
 
 def _value(
