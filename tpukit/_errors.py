@@ -52,6 +52,10 @@ class DeviceMemoryError(TpukitError, MemoryError):
     """A program or its data does not fit in the device's free memory."""
 
 
+class WrongTypeError(TpukitError, TypeError):
+    """A public function was given a value of a type it does not take."""
+
+
 class HloTextError(TpukitError, ValueError):
     """HLO text that cannot be read as a whole module: cut short, incomplete or malformed."""
 

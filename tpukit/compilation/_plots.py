@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tpukit._errors import WrongTypeError, user_facing
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
@@ -43,7 +44,7 @@ def require_compiled(obj: Any, function: str) -> Any:
     if isinstance(obj, HloModule):
         return open_hlo(obj)
     if not callable(getattr(obj, "hlo_module", None)):
-        raise TypeError(
+        raise WrongTypeError(
             f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
             f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
             f"or open HLO from elsewhere: c = tpukit.hlo.open('dump_folder_or_file'); "
@@ -64,6 +65,7 @@ def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes
     return new_figure(figsize=(width, height), layout="constrained")
 
 
+@user_facing
 def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """Instructions per opcode before and after XLA's passes, as horizontal grouped bars.
 
@@ -131,6 +133,7 @@ def _ops_legend(opcodes: list[str], stages: tuple[str, ...]) -> list[Any]:
     return handles
 
 
+@user_facing
 def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """FLOPs and bytes of the largest fusions of the optimized program, in two panels.
 
@@ -211,6 +214,7 @@ def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axe
     return ax, right
 
 
+@user_facing
 def plot_roofline(
     compiled: Compiled,
     *,

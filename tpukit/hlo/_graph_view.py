@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from tpukit._errors import user_facing
 from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._hlo_source import read_hlo_source
@@ -207,6 +208,7 @@ class HloGraph:
         return text
 
 
+@user_facing
 def graph(
     hlo: str | os.PathLike | HloModule | HloProgram,
     *,
