@@ -36,6 +36,8 @@ from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import HloModule
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
+from tpukit.hlo._executed import executed
+from tpukit.hlo._progress import progress
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -173,7 +175,8 @@ def diff(
         or not all(isinstance(label, str) for label in labels)
     ):
         raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
-    rows = _rows(a, b, stage_a, stage_b)
+    with progress(f"comparing {a.name} and {b.name}"):
+        rows = _rows(a, b, stage_a, stage_b)
     shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
     return HloDiff(
         rows,
@@ -220,6 +223,12 @@ def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]
 
     add("cost", "FLOPs", "flops", lambda c: c.cost.flops)
     add("cost", "FLOPs counted (dot/conv)", "flops", lambda c: c.cost.counted_flops)
+    add(
+        "cost",
+        "all FLOPs (dot/conv, elementwise, reduce)",
+        "flops",
+        lambda c: executed(c.hlo_module(stage_of[id(c)])).all_flops,
+    )
     add("cost", "FLOPs (XLA cost analysis)", "flops", lambda c: c.cost.backend_flops)
     add("cost", "transcendentals", "count", lambda c: c.cost.transcendentals)
     add("cost", "bytes accessed", "bytes", lambda c: c.cost.bytes_accessed)
