@@ -138,13 +138,13 @@ def check_complete(module: HloModule) -> None:
     that an instruction calls.
     """
     if module.computations and module.entry_name not in module.computations:
-        if len(module.computations) > 1:
-            raise HloTextError(
-                f"HLO module {module.name or '(unnamed)'!r} has no ENTRY computation (its "
-                f"{len(module.computations)} computations end with "
-                f"{list(module.computations)[-1]!r}): the text looks cut short. Open the "
-                "whole file XLA wrote; its last computation is marked ENTRY."
-            )
+        raise HloTextError(
+            f"HLO module {module.name or '(unnamed)'!r} has no ENTRY computation (its "
+            f"{len(module.computations)} computation(s) end with "
+            f"{list(module.computations)[-1]!r}): the text looks cut short. Open the "
+            "whole file XLA wrote (XLA marks its last computation ENTRY), or mark the "
+            "program's computation 'ENTRY' in hand-written HLO."
+        )
     for comp in module.computations.values():
         for instr in comp.instructions:
             for ref in instr.called_computations:

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tpukit._errors import ArgumentError, HloTextError, user_facing
+from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops
 from tpukit.hlo._cost import op_counts
@@ -330,9 +330,10 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
         program._modules[program.stage] = source  # parsed already: its text is not kept
         return program
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(
+        raise WrongTypeError(
             f"tpukit.hlo.open takes HLO text, a file's or a dump folder's path, or an "
-            f"HloModule; got {type(source).__name__}."
+            f"HloModule; got {type(source).__name__}. Pass e.g. "
+            "tpukit.hlo.open('/tmp/dump', module='jit_train_step')."
         )
     path = pathlib.Path(source) if isinstance(source, os.PathLike) else None
     if path is None and "\n" not in source.strip() and pathlib.Path(source).is_dir():
@@ -367,6 +368,8 @@ def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None
     texts = {s: read_hlo_source(found.files[s], "tpukit.hlo.open()")[0] for s in stages}
     program = HloProgram(texts, name=found.name, source=str(folder))
     program._files = {s: str(found.files[s]) for s in stages}
+    for each in stages:  # a cut or incomplete file is refused now, naming the file
+        program.hlo_module(each)
     return program
 
 
