@@ -10,8 +10,8 @@ what that budget goes to:
   their trip count) open first, then those moving the most bytes, so the layers and
   fusions that compute come before parameters, constants and tuples, and a loop's body
   before its condition;
-- a group of nothing but parameters and constants never opens (a model's RoPE tables
-  or shape constants are not its work);
+- a group of nothing but parameters, constants and values computed from constants
+  alone never opens (a model's RoPE tables or shape constants are not its work);
 - a training step opens on its sections with the forward and backward passes open and
   their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
   any computation that has many) and the ``outputs`` stay closed.
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS, instruction_bytes, instruction_flops
 from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.hlo._model import HloModule
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
@@ -92,12 +93,30 @@ def _costs(data: _GraphData) -> tuple[list[int], list[int]]:
 
 
 def _plumbing(data: _GraphData) -> list[bool]:
-    """Whether a node holds nothing but parameters and constants (through its groups)."""
+    """Whether a node holds only setup: parameters, constants and what is computed from
+    constants alone (RoPE tables, shape constants, iotas), through its groups."""
+    from_constants = _from_constants(data.module)
     only = [True] * len(data.kind)
     for node in range(len(data.kind) - 1, -1, -1):
         instr = data.instr[node]
         if instr is not None:
-            only[node] = instr.opcode in PARAMETER_CONSTANT_OPS and not data.children[node]
+            only[node] = not data.children[node] and (
+                instr.opcode == "parameter" or (instr.computation, instr.name) in from_constants
+            )
         else:
             only[node] = all(only[k] for k in data.children[node])
     return only
+
+
+def _from_constants(module: HloModule) -> set[tuple[str, str]]:
+    """``(computation, instruction)`` of every value computed from constants alone."""
+    found: set[tuple[str, str]] = set()
+    for comp in module.computations.values():
+        for instr in comp.instructions:  # HLO text defines a value before its uses
+            if instr.called_computations and instr.opcode != "reduce":
+                continue
+            if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
+                found.add((comp.name, instr.name))
+            elif instr.operands and all((comp.name, o) in found for o in instr.operands):
+                found.add((comp.name, instr.name))
+    return found
