@@ -39,8 +39,8 @@ from tpukit.hlo._cost import (
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 
-# Instructions whose traffic and work are those of the computations they run.
-_RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
+#: Instructions whose traffic and work are those of the computations they run.
+RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 # Elementwise ops that move or relabel values without arithmetic: no FLOPs.
 _NOT_ARITHMETIC = frozenset(
@@ -131,7 +131,7 @@ def _computation(
 def _instruction(instr: HloInstruction, module: HloModule, cache: dict, *, count_bytes: bool):
     opcode = instr.opcode
     own = Tally(dot_flops=own_dot_conv_flops(instr, module), all_flops=own_all_flops(instr, module))
-    if count_bytes and opcode not in _RUNS_COMPUTATIONS:
+    if count_bytes and opcode not in RUNS_COMPUTATIONS:
         own.bytes = instruction_bytes(instr, module)
     if opcode in COLLECTIVE_OPS and not opcode.endswith(("-done", "-update")):
         own.collectives[opcode.removesuffix("-start")] = [1, collective_bytes(instr, module)]

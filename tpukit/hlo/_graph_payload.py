@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_counts
+from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
 from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.hlo._loops import trip_count
@@ -41,7 +42,11 @@ def graph_payload(
         instr = data.instr[node]
         if instr is not None:
             flops[node] = instruction_flops(instr, module)
-            nbytes[node] = instruction_bytes(instr, module)
+            nbytes[node] = (  # a loop or call moves what it runs (loops times trips)
+                instruction_tally(instr, module).bytes
+                if instr.opcode in RUNS_COMPUTATIONS
+                else instruction_bytes(instr, module)
+            )
             cat[node] = CATEGORIES.index(category(instr, module))
             op[node] = instr.opcode
             shape[node] = clip(str(instr.shape), 400)

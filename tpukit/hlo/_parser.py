@@ -114,8 +114,8 @@ def parse_hlo(text: str) -> HloModule:
 def module_names(text: str) -> list[str]:
     """The names on the ``HloModule`` lines of ``text``, in order (a dump may hold several).
 
-        >>> module_names("HloModule a\nENTRY e {...}\nHloModule b, is_scheduled=true\n...")
-        ['a', 'b']
+    >>> module_names("HloModule a\nENTRY e {...}\nHloModule b, is_scheduled=true\n...")
+    ['a', 'b']
     """
     return _MODULE_LINE.findall(text)
 
