@@ -422,3 +422,14 @@ def test_a_rewritten_matvec_still_reads_as_work():
     assert "dot/conv FLOPs" in text and "all FLOPs" in text and "248 FLOP" in text
     row = tpukit.diff(hlo.open(SPACES), program).row("all FLOPs (dot/conv, elementwise, reduce)")
     assert (row.a, row.b) == (1_024, 248)
+
+
+def test_a_compiled_data_dependent_loop_says_its_trip_count_is_unknown():
+    import jax
+
+    def grow(x):
+        return jax.lax.while_loop(lambda x: x.sum() < 100.0, lambda x: x * 2.0, x)
+
+    compiled = tpukit.compile(grow, tpukit.shape("f32[8]"))
+    assert "loop(s) with unknown trip count" in repr(compiled)
+    assert hlo.open(compiled.hlo_text("optimized")).cost.unknown_loops

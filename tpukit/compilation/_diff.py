@@ -341,13 +341,14 @@ class HloDiff:
             for p in check_profiles(profiles, self._modules, self.labels)
         ]
         stage = self.stage if " vs " not in self.stage else None
-        return diff_graph(
-            *self._modules,
-            labels=self.labels,
-            times_a=times[0],
-            times_b=times[1],
-            stage=stage,
-        )
+        with progress(f"drawing {self.names[0]} beside {self.names[1]}"):
+            return diff_graph(
+                *self._modules,
+                labels=self.labels,
+                times_a=times[0],
+                times_b=times[1],
+                stage=stage,
+            )
 
     @property
     def changed(self) -> list[DiffRow]:

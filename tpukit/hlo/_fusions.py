@@ -42,10 +42,12 @@ class Fusion:
 
 
 def fusions_of(module: HloModule) -> list[Fusion]:
-    """Every fusion instruction outside fusion bodies, largest FLOPs first."""
+    """Every fusion instruction outside fusion bodies, largest FLOPs first (computations
+    that ENTRY never reaches left out)."""
     found = []
+    reached = module.reachable()
     for computation in module.computations.values():
-        if computation.kind == "fusion":
+        if computation.kind == "fusion" or computation.name not in reached:
             continue
         for instr in computation.instructions:
             if instr.opcode != "fusion":
