@@ -134,8 +134,9 @@ class HloProgram:
         self.stages = tuple(s for s in STAGES if s in texts)
         self.stage = self.stages[-1]
         self.source = source
-        self.name = name or ""
-        self.name = name or self.hlo_module().name
+        self.name = name or ""  # read by hlo_module() to name the text in its errors
+        if not self.name:
+            self.name = self.hlo_module().name
 
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
