@@ -433,3 +433,37 @@ def test_a_compiled_data_dependent_loop_says_its_trip_count_is_unknown():
     compiled = tpukit.compile(grow, tpukit.shape("f32[8]"))
     assert "loop(s) with unknown trip count" in repr(compiled)
     assert hlo.open(compiled.hlo_text("optimized")).cost.unknown_loops
+
+
+def _scan16(x, w):
+    import jax
+
+    return jax.lax.scan(lambda c, _: (c @ w, None), x, None, length=16)[0]
+
+
+def _fori7(x, w):
+    import jax
+
+    return jax.lax.fori_loop(0, 7, lambda i, c: c @ w, x)
+
+
+def _nested_4x3(x, w):
+    import jax
+
+    def outer(c, _):
+        return jax.lax.scan(lambda c2, _: (c2 @ w, None), c, None, length=3)[0], None
+
+    return jax.lax.scan(outer, x, None, length=4)[0]
+
+
+@pytest.mark.parametrize(("function", "steps"), [(_scan16, 16), (_fori7, 7), (_nested_4x3, 12)])
+def test_jax_loops_count_per_step_flops_times_their_steps(function, steps):
+    """JAX's lowered HLO has no known_trip_count: the counter gives it (issue 20's 'Done when')."""
+    import jax
+    import jax.numpy as jnp
+
+    lowered = jax.jit(function).lower(jnp.ones((8, 16)), jnp.ones((16, 16)))
+    for text in (lowered.as_text(dialect="hlo"), lowered.compile().as_text()):
+        program = hlo.open(text)
+        assert program.cost.flops == steps * STEP_FLOPS
+        assert program.cost.unknown_loops == ()
