@@ -219,3 +219,18 @@ def test_opening_a_large_module_says_what_it_is_doing(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "tpukit: parsing" in err and "MB of HLO" in err and "done in" in err
     assert "tpukit: comparing jit_f and jit_f" in err
+
+
+def test_a_cut_file_given_to_graph_is_named_in_the_error(tmp_path):
+    path = tmp_path / "module_0001.jit_f.cpu_after_optimizations.txt"
+    path.write_text(WHOLE[: WHOLE.index("  ROOT d")])
+    with pytest.raises(tpukit.TpukitError, match="cut short") as info:
+        hlo.graph(path)
+    assert str(path) in _one_line(info.value)
+
+
+@pytest.mark.parametrize("text", ["hello world", "ENTRY"])
+def test_text_that_is_not_hlo_is_one_tpukit_line(text):
+    with pytest.raises(ValueError, match="does not look like HLO") as info:
+        hlo.parse_hlo(text)
+    _one_line(info.value)

@@ -27,7 +27,7 @@ import gc
 import re
 from collections.abc import Iterator
 
-from tpukit._errors import HloTextError
+from tpukit._errors import HloTextError, WrongTypeError
 from tpukit.hlo._brackets import close_bracket, open_brackets, split_top
 from tpukit.hlo._model import (
     ComputationRef,
@@ -93,7 +93,7 @@ def parse_hlo(text: str) -> HloModule:
         ['parameter', 'sine']
     """
     if not isinstance(text, str):
-        raise TypeError(
+        raise WrongTypeError(
             f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
             "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
         )
@@ -240,7 +240,7 @@ def _parse(text: str) -> HloModule:
         )
     if not seen_header and not module.computations:
         preview = text.strip()[:60]
-        raise ValueError(
+        raise HloTextError(
             f"This does not look like HLO text (no 'HloModule' line and no computation): "
             f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
             "compiled.as_text(); StableHLO (MLIR) text is not supported."
