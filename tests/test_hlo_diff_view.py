@@ -17,6 +17,7 @@ from _notebook_page import NOTEBOOK_PAGE, ORIGIN
 from flax import nnx
 
 import tpukit
+from tpukit import hlo
 from tpukit._compat import module_list
 from tpukit.hlo import parse_hlo
 from tpukit.hlo._diff_view import ADDED, CHANGED, REMOVED, SAME, HloDiffView, diff_graph
@@ -223,7 +224,14 @@ def test_hlo_text_fusions_match_by_kind_and_root_not_by_name():
     assert whole.status == CHANGED and whole.ops_added == 1
     # fusion.3 reads 64 floats and writes 64: 512 bytes more.
     assert whole.delta("bytes") == 2 * 64 * 4
-    assert whole.instructions == (3, 4)
+    # As tpukit.diff counts them (issue 20): fusions opened, each computation once.
+    # a: 3 in ENTRY + 3 in fused_add; b: 4 in ENTRY + 2 in fused_mul + 3 in fused_add.
+    assert whole.instructions == (6, 9)
+    text_diff = tpukit.diff(hlo.open(FUSED_A), hlo.open(FUSED_B))
+    assert whole.instructions == (
+        text_diff.row("instructions (fusions opened)").a,
+        text_diff.row("instructions (fusions opened)").b,
+    )
 
 
 def test_time_deltas_need_both_sides_profiled(layers_view):
@@ -392,3 +400,37 @@ def test_labels_and_scope_names_from_user_code_show_as_text_and_never_run(browse
         assert side(page, index).locator(".tkd-linked").get_attribute("data-name") == EVIL
     assert page.locator("img").count() == 0 and dialogs == [] and errors == []
     page.close()
+
+
+# PyTorch/XLA numbers its op names anew at each stage: the same matmul is
+# "SyncTensorsGraph.171/aten__addmm.12" before and "SyncTensorsGraph.98/aten__addmm.40"
+# after. Equal FLOPs (2 * 8*4 * 16 = 1,024 each side) must read as one matched program.
+RENUMBERED = """HloModule SyncTensorsGraph.{graph}
+ENTRY main {{
+  x = f32[8,16]{{1,0}} parameter(0)
+  w = f32[16,4]{{1,0}} parameter(1)
+  d = f32[8,4]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}, metadata={{op_type="aten__addmm" op_name="SyncTensorsGraph.{graph}/aten__addmm.{op}/dot"}}
+  ROOT t = f32[8,4]{{1,0}} tanh(d), metadata={{op_type="aten__tanh" op_name="SyncTensorsGraph.{graph}/aten__tanh.{tanh}/tanh"}}
+}}
+"""
+
+
+def test_renumbered_op_names_match_by_shape_opcode_and_place():
+    before = RENUMBERED.format(graph=171, op=12, tanh=13)
+    after = RENUMBERED.format(graph=98, op=40, tanh=41)
+    view = diff_graph(before, after, labels=("before", "after"))
+    statuses = {g.name: g.status for g in view.groups}
+    assert ADDED not in statuses.values() and REMOVED not in statuses.values(), statuses
+    assert view.matched_ops == {"d": "d", "t": "t"}
+    assert view.group("whole program").flops == (1_024, 1_024)
+
+
+def test_the_whole_program_row_equals_the_text_diff_on_a_loop():
+    from tests.test_hlo_counting import SCAN
+
+    a, b = hlo.open(SCAN), hlo.open(SCAN.replace("constant(16)", "constant(8)"))
+    whole = diff_graph(a.hlo_module(), b.hlo_module()).group("whole program")
+    text = tpukit.diff(a, b)
+    assert whole.flops == (text.row("FLOPs").a, text.row("FLOPs").b) == (65_536, 32_768)
+    assert whole.bytes == (text.row("bytes accessed").a, text.row("bytes accessed").b)
+    assert whole.delta("bytes") < 0  # 8 steps move less than 16

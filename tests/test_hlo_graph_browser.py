@@ -689,3 +689,16 @@ def open_graph_in_state(browser, fragment: str, mode: str, state: str, root=".tk
         page.page.evaluate("html => window.showOutput(html)", fragment)
     page.page.locator(f"{root}[data-state={state}]").wait_for(timeout=15000)
     return page
+
+
+def test_the_programs_title_stays_inside_a_view_too_narrow_for_the_drawing(browser, step_graph):
+    """Issue 20: a drawing wider than the view shows its busiest column, and the title
+    heading the outermost box slides along instead of being cut at the left edge."""
+    page = open_in_lab(browser, step_graph, width=320)
+    p = page.page
+    view = p.locator(".tkg-root .tkg-viewport").bounding_box()
+    title = p.locator('.tkg-root .tkg-group[data-node="0"] .tkg-header text').first
+    drawing = p.locator('.tkg-root .tkg-group[data-node="0"] .tkg-frame').first.bounding_box()
+    assert drawing["x"] < view["x"], "the drawing is wider than the view and starts off screen"
+    assert title.bounding_box()["x"] >= view["x"]
+    assert page.errors == []

@@ -20,6 +20,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tpukit._errors import HloTextError
 from tpukit.hlo import (
     HloShape,
     dot_conv_flops,
@@ -303,7 +304,8 @@ def test_batched_dot_flops():
 def test_loop_flops_use_the_known_trip_count(compiled_programs):
     lowered, optimized, _ = compiled_programs["scan"]
     step = 2 * 8 * 16 * 16
-    assert dot_conv_flops(parse_hlo(lowered)) == step  # no backend_config before optimisation
+    # No backend_config before optimisation: the trip count is read from the loop counter.
+    assert dot_conv_flops(parse_hlo(lowered)) == 5 * step
     module = parse_hlo(optimized)
     loops = [i for i in module.instructions() if i.opcode == "while"]
     if loops and "known_trip_count" in loops[0].attributes.get("backend_config", ""):
@@ -496,18 +498,30 @@ def test_odd_lines_degrade_to_raw_strings():
         "%",
         "=",
         "x =",
-        "x = f32[",
         "ROOT",
-        "%a = (f32[2], (s32[]",
-        '%a = f32[2]{0} add(%b, "%c), metadata={op_name="',
         "%a = f32[2]{0} add(%b, %c)))), ,,,, =x",
-        "%a = f32[<=?,??]{0:T(} iota()",
         "/* comment */ %a = token[] after-all()",
     ],
 )
 def test_single_odd_lines_never_raise(line):
     module = parse_hlo(f"HloModule m\nENTRY e {{\n  {line}\n}}\n")
     assert "e" in module.computations
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "x = f32[",
+        "%a = (f32[2], (s32[]",
+        '%a = f32[2]{0} add(%b, "%c), metadata={op_name="',
+        "%a = f32[<=?,??]{0:T(} iota()",
+    ],
+)
+def test_a_line_that_leaves_brackets_open_is_refused_as_cut(line):
+    """A line left open swallows the closing brace: the text reads as cut mid-line
+    (issue 19), not as a shorter program."""
+    with pytest.raises(HloTextError, match="cut mid-line"):
+        parse_hlo(f"HloModule m\nENTRY e {{\n  {line}\n}}\n")
 
 
 def test_not_hlo_raises_a_clear_error():
@@ -581,7 +595,7 @@ def test_parsing_a_large_module_is_fast(compiled_programs):
     header, _, rest = text.partition("\n%")
     blocks = re.findall(r"^%?[\w.\-]+ \(.*?^}\n", "%" + rest, flags=re.M | re.S)
     block_lines = sum(len(b.splitlines()) for b in blocks)
-    copies = [
+    copies = blocks + [  # the originals, which ENTRY calls, and renamed copies
         re.sub(r"^%([\w.\-]+) \(", rf"%\1_{k} (", block, flags=re.M)
         for k in range(math.ceil(16_000 / block_lines))
         for block in blocks

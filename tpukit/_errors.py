@@ -52,6 +52,18 @@ class DeviceMemoryError(TpukitError, MemoryError):
     """A program or its data does not fit in the device's free memory."""
 
 
+class WrongTypeError(TpukitError, TypeError):
+    """A public function was given a value of a type it does not take."""
+
+
+class HloTextError(TpukitError, ValueError):
+    """HLO text that cannot be read as a whole module: cut short, incomplete or malformed."""
+
+
+class HloFileError(TpukitError, OSError):
+    """An HLO file or dump folder that cannot be read (missing, unreadable, not text)."""
+
+
 def user_facing(function: _F) -> _F:
     """Make a public function's ``TpukitError`` start at the caller's line.
 

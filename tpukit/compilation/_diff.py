@@ -27,7 +27,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, WrongTypeError, user_facing
 from tpukit.compilation._compiled import check_stage
 from tpukit.compilation._plots import check_top, require_compiled, stages_of
 from tpukit.compilation._signature import describe_tree
@@ -36,6 +36,8 @@ from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import HloModule
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
+from tpukit.hlo._executed import executed
+from tpukit.hlo._progress import progress
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -132,6 +134,7 @@ def _signed(delta: float, unit: str) -> str:
     return sign + _format(abs(delta), unit)
 
 
+@user_facing
 def diff(
     a: Compiled | HloProgram,
     b: Compiled | HloProgram,
@@ -172,7 +175,8 @@ def diff(
         or not all(isinstance(label, str) for label in labels)
     ):
         raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
-    rows = _rows(a, b, stage_a, stage_b)
+    with progress(f"comparing {a.name} and {b.name}"):
+        rows = _rows(a, b, stage_a, stage_b)
     shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
     return HloDiff(
         rows,
@@ -219,6 +223,12 @@ def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]
 
     add("cost", "FLOPs", "flops", lambda c: c.cost.flops)
     add("cost", "FLOPs counted (dot/conv)", "flops", lambda c: c.cost.counted_flops)
+    add(
+        "cost",
+        "all FLOPs (dot/conv, elementwise, reduce)",
+        "flops",
+        lambda c: executed(c.hlo_module(stage_of[id(c)])).all_flops,
+    )
     add("cost", "FLOPs (XLA cost analysis)", "flops", lambda c: c.cost.backend_flops)
     add("cost", "transcendentals", "count", lambda c: c.cost.transcendentals)
     add("cost", "bytes accessed", "bytes", lambda c: c.cost.bytes_accessed)
@@ -312,6 +322,7 @@ class HloDiff:
         self.stage = stage
         self._modules = modules
 
+    @user_facing
     def graph(self, profiles: tuple[Profile | None, Profile | None] = (None, None)) -> HloDiffView:
         """The two graphs side by side: groups (sections, layers, scopes) matched by name,
         added and removed fusions highlighted, per-group deltas of FLOPs, bytes and, when
@@ -325,15 +336,19 @@ class HloDiff:
             raise ArgumentError(
                 "This diff was built from rows alone; make it with tpukit.diff(a, b) to graph it."
             )
-        times = [p.instruction_seconds() if p is not None else None for p in profiles]
+        times = [
+            None if p is None else p.instruction_seconds()
+            for p in check_profiles(profiles, self._modules, self.labels)
+        ]
         stage = self.stage if " vs " not in self.stage else None
-        return diff_graph(
-            *self._modules,
-            labels=self.labels,
-            times_a=times[0],
-            times_b=times[1],
-            stage=stage,
-        )
+        with progress(f"drawing {self.names[0]} beside {self.names[1]}"):
+            return diff_graph(
+                *self._modules,
+                labels=self.labels,
+                times_a=times[0],
+                times_b=times[1],
+                stage=stage,
+            )
 
     @property
     def changed(self) -> list[DiffRow]:
@@ -426,6 +441,70 @@ class HloDiff:
         _plot_ratios(left, metrics, self.labels)
         _plot_op_counts(right, ops, self.labels)
         return fig
+
+
+def check_profiles(
+    profiles: Any, modules: tuple[HloModule, HloModule], labels: tuple[str, str]
+) -> tuple[Any, Any]:
+    """``profiles`` as a pair, each None or a profile of the program drawn on its side.
+
+    A profile holds the optimized `HloModule` it measured; it belongs to a side when
+    both modules hold the same instructions (name, opcode and shape of each), so a
+    swapped pair or a third program's profile is refused with one line.
+    """
+    if not isinstance(profiles, (tuple, list)) or len(profiles) != 2:
+        got = (
+            f"{len(profiles)} item(s)"
+            if isinstance(profiles, (tuple, list))
+            else type(profiles).__name__
+        )
+        raise ArgumentError(
+            f"profiles= takes two profiles, ({labels[0]}'s, {labels[1]}'s), either one may "
+            f"be None; got {got}. Pass profiles=(a.profile(), b.profile())."
+        )
+    for side, profile, module in zip(labels, profiles, modules):
+        if profile is None:
+            continue
+        if not callable(getattr(profile, "instruction_seconds", None)) or not isinstance(
+            getattr(profile, "module", None), HloModule
+        ):
+            raise WrongTypeError(
+                f"profiles= takes tpukit.Profile objects (compiled.profile(...)) or None; "
+                f"{side}'s is a {type(profile).__name__}."
+            )
+        if _fingerprint(profile.module) != _fingerprint(module):
+            swapped = [m for m in modules if _fingerprint(m) == _fingerprint(profile.module)]
+            hint = (
+                " The two profiles look swapped: give them in the order of diff(a, b)."
+                if swapped
+                else ""
+            )
+            raise ArgumentError(
+                f"The profile given for {side} measured another program "
+                f"({profile.module.name!r}, {_size(profile.module)} instructions), not the one "
+                f"drawn on that side ({module.name!r}, {_size(module)} instructions).{hint} "
+                "Profile each side's own compiled program."
+            )
+    return profiles[0], profiles[1]
+
+
+def _fingerprint(module: HloModule) -> int:
+    """A hash of every instruction's name, opcode and shape (cached on the module)."""
+    found = module._analysis.get("fingerprint")
+    if found is None:
+        found = hash(
+            frozenset(
+                (c.name, i.name, i.opcode, str(i.shape))
+                for c in module.computations.values()
+                for i in c.instructions
+            )
+        )
+        module._analysis["fingerprint"] = found
+    return found
+
+
+def _size(module: HloModule) -> int:
+    return sum(len(c.instructions) for c in module.computations.values())
 
 
 def _is_ops(row: DiffRow) -> bool:

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from tpukit._counts import is_integer
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, WrongTypeError, user_facing
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.display._figures import new_figure
 from tpukit.display._units import format_bytes, format_flops
@@ -45,7 +45,7 @@ def require_compiled(obj: Any, function: str) -> Any:
     if isinstance(obj, HloModule):
         return open_hlo(obj)
     if not callable(getattr(obj, "hlo_module", None)):
-        raise TypeError(
+        raise WrongTypeError(
             f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
             f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
             f"or open HLO from elsewhere: c = tpukit.hlo.open('dump_folder_or_file'); "
@@ -66,6 +66,7 @@ def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes
     return new_figure(figsize=(width, height), layout="constrained")
 
 
+@user_facing
 def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """Instructions per opcode before and after XLA's passes, as horizontal grouped bars.
 
@@ -133,6 +134,7 @@ def _ops_legend(opcodes: list[str], stages: tuple[str, ...]) -> list[Any]:
     return handles
 
 
+@user_facing
 def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """FLOPs and bytes of the largest fusions of the optimized program, in two panels.
 
@@ -213,6 +215,7 @@ def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axe
     return ax, right
 
 
+@user_facing
 def plot_roofline(
     compiled: Compiled,
     *,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from tpukit.compilation._placement import describe_tree_shardings
 from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.hlo._executed import executed
 
 if TYPE_CHECKING:
     from tpukit.compilation._compiled import Compiled
@@ -41,6 +42,12 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
         "XLA cost analysis: "
         + (format_flops(cost.backend_flops) if cost.backend_flops is not None else "none")
     )
+    unknown = executed(c.hlo_module("optimized")).unknown_loops
+    if unknown:  # never silently 1: the figure is a lower bound
+        detail.append(
+            f"{len(unknown)} loop(s) with unknown trip count ({', '.join(unknown[:3])}), "
+            "counted once"
+        )
     per_device = " per device" if len(c.devices) > 1 else ""
     facts = [(f"FLOPs{per_device}", f"{flops}  ({'; '.join(detail)})")]
     if cost.transcendentals is not None:

@@ -46,6 +46,7 @@ from tpukit.hlo._cost import (
     op_counts,
 )
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
+from tpukit.hlo._executed import Tally, executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph, graph
 from tpukit.hlo._model import (
@@ -76,6 +77,8 @@ __all__ = [
     "HloSourceFrame",
     "collectives_of",
     "dot_conv_flops",
+    "executed",
+    "Tally",
     "fusions_of",
     "instruction_bytes",
     "instruction_flops",

@@ -22,6 +22,7 @@ import math
 import re
 from collections import Counter
 
+from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, HloShape
 
 #: The categories `op_category` returns, and the opcodes in each.
@@ -97,7 +98,6 @@ _ASYNC_DONE = frozenset(
 # Library calls whose tuple result ends in a scratch buffer (cuBLAS's s8 workspace).
 _SCRATCH_TARGETS = ("__cublas", "__cudnn")
 _WINDOW_FIELD = re.compile(r"(\w+)=([\d_x-]+)")
-_TRIP_COUNT = re.compile(r'known_trip_count\\?"\s*:\s*\{\s*\\?"n\\?"\s*:\s*\\?"?(\d+)')
 _LHS_CONTRACTING = re.compile(r'lhs_contracting_dimensions\\?"\s*:\s*\[([^\]]*)\]')
 
 
@@ -152,8 +152,9 @@ def op_counts(module: HloModule, open_fusions: bool = True) -> Counter[str]:
     instructions (the ``fusion`` instructions themselves are counted either
     way). Scalar reducers and comparators (the ``to_apply`` of reduce, sort,
     scatter, all-reduce, ...) are not counted: they describe one element's
-    arithmetic, not program steps. Each computation counts once, however many
-    times a loop runs it.
+    arithmetic, not program steps. Instructions count *as written*: each computation
+    once, however many places call it or times a loop runs it; computations ENTRY
+    never reaches are left out.
 
         >>> op_counts(module).most_common(3)  # the tanh(x @ w) module above
         [('parameter', 5), ('fusion', 2), ('dot', 1)]
@@ -162,8 +163,9 @@ def op_counts(module: HloModule, open_fusions: bool = True) -> Counter[str]:
     """
     kinds = (_PROGRAM_KINDS | {"fusion"}) if open_fusions else _PROGRAM_KINDS
     counts: Counter[str] = Counter()
+    reached = module.reachable()
     for comp in module.computations.values():
-        if comp.kind in kinds:
+        if comp.kind in kinds and comp.name in reached:
             counts.update(instr.opcode for instr in comp.instructions)
     return counts
 
@@ -172,9 +174,11 @@ def dot_conv_flops(module: HloModule) -> int:
     """FLOPs (2 x multiply-adds) of every dot and convolution the module runs.
 
     Counts ``dot``, ``convolution``, cuBLAS gemm and cuDNN convolution
-    custom-calls from their shapes, inside fusions and calls, while bodies times
-    their ``known_trip_count`` (once when XLA does not know it) and, for a
-    conditional, its most expensive branch.
+    custom-calls from their shapes, *as executed*: inside fusions and calls (at every
+    call site), while bodies times their trip count (``known_trip_count``, else read
+    from the loop counter by `tpukit.hlo._loops.trip_count`; once when neither
+    gives it), conditions one time more, and for a conditional its most expensive
+    branch.
 
         >>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
         >>> dot_conv_flops(parse_hlo(jax.jit(jnp.dot).lower(x, w).as_text(dialect="hlo")))
@@ -209,7 +213,8 @@ def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str,
     return cache[comp.name]
 
 
-def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
+def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
+    """FLOPs of a dot, convolution or cuBLAS/cuDNN call itself (0 for any other op)."""
     opcode = instr.opcode
     if opcode == "dot":
         return _dot_flops(instr, module, _dims_attr(instr.attributes.get("lhs_contracting_dims")))
@@ -223,8 +228,14 @@ def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str
             found = _LHS_CONTRACTING.search(instr.attributes.get("backend_config", ""))
             dims = tuple(int(d) for d in re.findall(r"\d+", found.group(1))) if found else (1,)
             return _dot_flops(instr, module, dims)
-    if not instr.called_computations:
-        return 0
+    return 0
+
+
+def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
+    own = own_dot_conv_flops(instr, module)
+    if own or not instr.called_computations:
+        return own
+    opcode = instr.opcode
     called = [
         (module.computations[ref.name], ref.role)
         for ref in instr.called_computations
@@ -235,11 +246,14 @@ def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str
         return 0
     if opcode == "conditional":
         return max(_computation_flops(c, module, cache) for c, _ in called)
-    total = sum(_computation_flops(c, module, cache) for c, _ in called)
     if opcode == "while":
-        found = _TRIP_COUNT.search(instr.attributes.get("backend_config", ""))
-        total *= int(found.group(1)) if found else 1
-    return total
+        trips = trip_count(instr, module)
+        return sum(
+            _computation_flops(c, module, cache)
+            * (1 if trips is None else trips + (role == "condition"))
+            for c, role in called
+        )
+    return sum(_computation_flops(c, module, cache) for c, _ in called)
 
 
 def _dims_attr(value: str | None) -> tuple[int, ...]:
@@ -459,3 +473,36 @@ def _written(instr: HloInstruction, operands: list[HloShape | None]) -> HloShape
 
 def _same_array(a: HloShape, b: HloShape | None) -> bool:
     return b is not None and a.dtype == b.dtype and a.dims == b.dims
+
+
+#: Collectives whose result is as large as their operands (bytes = every element).
+_SAME_SIZE = ("all-reduce", "collective-broadcast", "all-to-all", "ragged-all-to-all")
+
+
+def collective_bytes(instr: HloInstruction, module: HloModule) -> int:
+    """Bytes a collective delivers per device: every array of its result, tokens as 0.
+
+    A combined all-reduce of ``(f32[1024], f32[256])`` carries 5,120 bytes; an async
+    ``-start`` counts the results its pair makes (not the operands it also holds);
+    ``send``/``recv`` count the data they carry (the first element of their
+    ``(data, context, token)`` result).
+
+        >>> collective_bytes(parse_instruction("ar = (f32[1024], f32[256]) all-reduce(a, b)"), m)
+        5120
+    """
+    opcode = instr.opcode.removesuffix("-start")
+    shape = instr.shape
+    if opcode in ("send", "recv"):
+        if opcode == "send":
+            data = _operand_shape(instr, module, 0)
+            if data is not None:
+                return data.nbytes
+        return _first_array(shape).nbytes if _first_array(shape) is not None else 0
+    if not shape.is_tuple or opcode in _SAME_SIZE or not instr.opcode.endswith("-start"):
+        return shape.nbytes
+    comp = module.computations.get(instr.computation)
+    operands = [
+        (comp.get(name).shape if comp is not None and comp.get(name) else None)
+        for name in instr.operands
+    ]
+    return _written(instr, operands).nbytes

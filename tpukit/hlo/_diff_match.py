@@ -24,6 +24,8 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tpukit.hlo._cost import op_counts
+from tpukit.hlo._executed import executed
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._model import HloInstruction
@@ -41,6 +43,8 @@ _HEAVY = frozenset(
     "all-gather reduce-scatter all-to-all collective-permute".split()
 )
 _NUMBER = re.compile(r"\.\d+\b")
+_DIGITS = re.compile(r"\d+")
+_WHOLE = ("flops", "bytes", "instructions")
 
 
 @dataclass(frozen=True)
@@ -127,6 +131,15 @@ class ProgramGroups:
                 self.ops.append(node)
         self.key_of = key_of
 
+    def whole(self, name: str) -> int:
+        """A whole-program figure as ``tpukit.diff`` counts it (`tpukit.hlo._executed`):
+        instructions as written (fusions opened), FLOPs and bytes as executed."""
+        module = self.data.module
+        if name == "instructions":
+            return sum(op_counts(module).values())
+        run = executed(module)
+        return run.dot_flops if name == "flops" else run.bytes
+
     def figure(self, name: str, node: int | None) -> int | float | None:
         if node is None:
             return None
@@ -191,6 +204,70 @@ def _pair_ops(a: ProgramGroups, b: ProgramGroups) -> tuple[dict[int, int], list[
     return pairs, sorted(removed), sorted(added)
 
 
+def _pair_by_shape(
+    a: ProgramGroups,
+    b: ProgramGroups,
+    pairs: dict[int, int],
+    removed: list[int],
+    added: list[int],
+) -> tuple[list[int], list[int]]:
+    """Pair the ops left over when names fail (PyTorch/XLA renumbers its op names per
+    stage): same group, opcode, fusion kind and result shape, in data-flow order."""
+    buckets: dict[tuple, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
+    for side, nodes, index in ((a, removed, 0), (b, added, 1)):
+        for node in nodes:
+            buckets[_loose_signature(side, node)][index].append(node)
+    for left, right in buckets.values():
+        for node, other in zip(left, right):
+            pairs[node] = other
+    paired = set(pairs.values())
+    return [n for n in removed if n not in pairs], [n for n in added if n not in paired]
+
+
+def _loose_signature(side: ProgramGroups, node: int) -> tuple:
+    instr = side.data.instr[node]
+    return (
+        side.key_of[side.group_of[node]],
+        instr.opcode,
+        instr.fusion_kind,
+        instr.custom_call_target if instr.opcode == "custom-call" else "",
+        str(instr.shape),
+    )
+
+
+def _align_renumbered(a: ProgramGroups, b: ProgramGroups) -> None:
+    """Give ``a``'s groups ``b``'s keys where their labels differ only in numbers.
+
+    A group of ``a`` whose key ``b`` lacks takes, in order, the first unclaimed key of
+    ``b`` under the same parent whose label reads the same with its numbers taken out
+    (``aten__addmm.171`` and ``aten__addmm.98``); the others keep theirs.
+    """
+    rename: dict[tuple[str, ...], tuple[str, ...]] = {(): ()}
+    children: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        key_a = stack.pop()
+        key_b = rename[key_a]
+        kids_b = list(b.children.get(key_b, ()))
+        kids_a = a.children.get(key_a, ())
+        direct = {(*key_b, kid[-1]) for kid in kids_a}
+        spare = [k for k in kids_b if k not in direct]
+        for kid in kids_a:
+            new = (*key_b, kid[-1])
+            if new not in kids_b:
+                digits = _DIGITS.sub("#", kid[-1])
+                found = next((k for k in spare if _DIGITS.sub("#", k[-1]) == digits), None)
+                if found is not None:
+                    spare.remove(found)
+                    new = found
+            rename[kid] = new
+            children[key_b].append(new)
+            stack.append(kid)
+    a.groups = {rename.get(k, k): v for k, v in a.groups.items()}
+    a.children = children
+    a.key_of = {n: rename.get(k, k) for n, k in a.key_of.items()}
+
+
 def _exact_name(instr: HloInstruction) -> str:
     return instr.name
 
@@ -249,7 +326,9 @@ class ProgramMatch:
 def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
     """Match the groups and working ops of two programs' graphs (module docstring)."""
     side_a, side_b = ProgramGroups(a), ProgramGroups(b)
+    _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
+    removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
     groups: list[GroupDiff] = []
     for key in _merged_keys(side_a, side_b):
@@ -263,6 +342,8 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
                 ("time", "time"),
             )
         }
+        if key == ():  # the whole program: the text diff's figures, by the same rules
+            figures.update({name: (side_a.whole(name), side_b.whole(name)) for name in _WHOLE})
         ops_added = new.get(nb, 0) if nb is not None else 0
         ops_removed = lost.get(na, 0) if na is not None else 0
         if na is None:

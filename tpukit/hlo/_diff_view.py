@@ -36,7 +36,7 @@ import uuid
 import zlib
 from collections.abc import Mapping
 
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, user_facing
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
 from tpukit.hlo._graph_view import (
@@ -302,6 +302,7 @@ def _script_json(value) -> str:
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
+@user_facing
 def diff_graph(
     a: str | os.PathLike | HloModule,
     b: str | os.PathLike | HloModule,

@@ -6,8 +6,12 @@ what that budget goes to:
 - a call or loop that holds most of its computation's instructions is entered
   whatever the budget: a GPU module runs all its work in one ``call`` to a command
   buffer, and a training loop's body is the program, so one closed box says nothing;
-- among the groups that could open, those holding the most FLOPs open first, so the
-  layers and fusions that compute come before parameters, constants and tuples;
+- among the groups that could open, those holding the most FLOPs (loops counted times
+  their trip count) open first, then those moving the most bytes, so the layers and
+  fusions that compute come before parameters, constants and tuples, and a loop's body
+  before its condition;
+- a group of nothing but parameters, constants and values computed from constants
+  alone never opens (a model's RoPE tables or shape constants are not its work);
 - a training step opens on its sections with the forward and backward passes open and
   their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
   any computation that has many) and the ``outputs`` stay closed.
@@ -17,8 +21,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import instruction_flops
+from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS, instruction_bytes, instruction_flops
 from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.hlo._model import HloModule
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
@@ -37,15 +42,19 @@ def first_view(data: _GraphData) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node in range(len(data.kind) - 1, 0, -1):
         sizes[data.parent[node]] += sizes[node]
-    flops = _flops(data)
+    flops, nbytes = _costs(data)
+    plumbing = _plumbing(data)
     opened = [0]
     visible = len(data.children[0])
     frontier = [0]
     while frontier:
         candidates = [
-            k for node in frontier for k in data.children[node] if _opens(data, k, node, sizes)
+            k
+            for node in frontier
+            for k in data.children[node]
+            if not plumbing[k] and _opens(data, k, node, sizes)
         ]
-        candidates.sort(key=lambda k: -flops[k])  # stable: program order among equals
+        candidates.sort(key=lambda k: (-flops[k], -nbytes[k]))  # stable: program order
         frontier = []
         for group in candidates:
             extra = len(data.children[group]) - 1
@@ -67,14 +76,47 @@ def _opens(data: _GraphData, node: int, parent: int, sizes: list[int]) -> bool:
     return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
 
 
-def _flops(data: _GraphData) -> list[int]:
-    """FLOPs per node: an instruction's own (with what it calls), a group's members' sum."""
+def _costs(data: _GraphData) -> tuple[list[int], list[int]]:
+    """FLOPs and bytes per node: an instruction's own (with what it calls), a group's sum."""
     flops = [0] * len(data.kind)
+    nbytes = [0] * len(data.kind)
     for node in range(len(data.kind) - 1, -1, -1):
         instr = data.instr[node]
         if instr is not None:
             if instr.opcode != "parameter":
                 flops[node] = instruction_flops(instr, data.module)
+                nbytes[node] = instruction_bytes(instr, data.module)
         else:
             flops[node] = sum(flops[k] for k in data.children[node])
-    return flops
+            nbytes[node] = sum(nbytes[k] for k in data.children[node])
+    return flops, nbytes
+
+
+def _plumbing(data: _GraphData) -> list[bool]:
+    """Whether a node holds only setup: parameters, constants and what is computed from
+    constants alone (RoPE tables, shape constants, iotas), through its groups."""
+    from_constants = _from_constants(data.module)
+    only = [True] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        if instr is not None:
+            only[node] = not data.children[node] and (
+                instr.opcode == "parameter" or (instr.computation, instr.name) in from_constants
+            )
+        else:
+            only[node] = all(only[k] for k in data.children[node])
+    return only
+
+
+def _from_constants(module: HloModule) -> set[tuple[str, str]]:
+    """``(computation, instruction)`` of every value computed from constants alone."""
+    found: set[tuple[str, str]] = set()
+    for comp in module.computations.values():
+        for instr in comp.instructions:  # HLO text defines a value before its uses
+            if instr.called_computations and instr.opcode != "reduce":
+                continue
+            if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
+                found.add((comp.name, instr.name))
+            elif instr.operands and all((comp.name, o) in found for o in instr.operands):
+                found.add((comp.name, instr.name))
+    return found

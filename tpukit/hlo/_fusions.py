@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpukit.hlo._cost import COLLECTIVE_OPS, instruction_bytes, instruction_flops
+from tpukit.hlo._cost import instruction_bytes, instruction_flops
+from tpukit.hlo._executed import executed
 from tpukit.hlo._model import HloModule
 
 
@@ -41,10 +42,12 @@ class Fusion:
 
 
 def fusions_of(module: HloModule) -> list[Fusion]:
-    """Every fusion instruction outside fusion bodies, largest FLOPs first."""
+    """Every fusion instruction outside fusion bodies, largest FLOPs first (computations
+    that ENTRY never reaches left out)."""
     found = []
+    reached = module.reachable()
     for computation in module.computations.values():
-        if computation.kind == "fusion":
+        if computation.kind == "fusion" or computation.name not in reached:
             continue
         for instr in computation.instructions:
             if instr.opcode != "fusion":
@@ -74,9 +77,11 @@ def fusions_of(module: HloModule) -> list[Fusion]:
 class Collective:
     """Cross-device communication of one kind in a program: how often, how many bytes.
 
-    ``bytes`` sums the result sizes (per device) of every instruction of this
-    opcode; async pairs count once (the ``-start``), and collectives inside loop
-    bodies count once per appearance in the program text, not per iteration.
+    Counted *as executed* in one run of the program (the rule of
+    `tpukit.hlo._executed`): a collective inside a loop body counts once per
+    iteration, async pairs once (at the ``-start``). ``bytes`` sums what each delivers
+    per device: every array of a tuple result (tokens as 0), and what ``send``/``recv``
+    carry.
     """
 
     opcode: str
@@ -86,16 +91,7 @@ class Collective:
 
 def collectives_of(module: HloModule) -> list[Collective]:
     """All-reduce, all-gather, reduce-scatter, all-to-all, collective-permute... largest first."""
-    found: dict[str, list[int]] = {}
-    for instr in module.instructions():
-        if instr.opcode not in COLLECTIVE_OPS or instr.opcode.endswith("-done"):
-            continue
-        opcode = instr.opcode.removesuffix("-start")
-        shape = instr.shape
-        result = shape.elements[-1] if shape.dtype == "tuple" and shape.elements else shape
-        entry = found.setdefault(opcode, [0, 0])
-        entry[0] += 1
-        entry[1] += result.nbytes
+    found = executed(module).collectives
     return sorted(
         (Collective(op, count, nbytes) for op, (count, nbytes) in found.items()),
         key=lambda c: (-c.bytes, c.opcode),

@@ -466,7 +466,7 @@ def _program_computations(
             continue
         if ref.role in _RUN_ROLES or (ref.role == "to_apply" and instr.opcode == "call"):
             called.append((comp, ref.role))
-    return called
+    return sorted(called, key=lambda c: c[1] == "condition")  # a loop's body first
 
 
 def _program_order(comp: HloComputation) -> list[float]:

@@ -13,9 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import instruction_bytes, instruction_flops
+from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_counts
+from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
 from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
+from tpukit.hlo._loops import trip_count
+from tpukit.hlo._model import HloInstruction, HloModule
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import _GraphData
@@ -39,7 +42,11 @@ def graph_payload(
         instr = data.instr[node]
         if instr is not None:
             flops[node] = instruction_flops(instr, module)
-            nbytes[node] = instruction_bytes(instr, module)
+            nbytes[node] = (  # a loop or call moves what it runs (loops times trips)
+                instruction_tally(instr, module).bytes
+                if instr.opcode in RUNS_COMPUTATIONS
+                else instruction_bytes(instr, module)
+            )
             cat[node] = CATEGORIES.index(category(instr, module))
             op[node] = instr.opcode
             shape[node] = clip(str(instr.shape), 400)
@@ -60,7 +67,13 @@ def graph_payload(
     for node in range(n):
         if data.kind[node] == INSTRUCTION and data.children[node]:
             count[node] = _direct_count(data, node)
-    note = [intern(data.notes.get(node, "")) for node in range(n)]
+    label = list(data.label)
+    notes = dict(data.notes)
+    for node in range(n):
+        instr = data.instr[node]
+        if instr is not None and instr.opcode == "while":
+            label[node], notes[node] = _loop_label(instr, module, label[node], notes.get(node))
+    note = [intern(notes.get(node, "")) for node in range(n)]
     return {
         **schema_payload(),
         "title": title,
@@ -69,7 +82,7 @@ def graph_payload(
         "strings": list(strings),
         "kind": data.kind,
         "parent": data.parent,
-        "label": data.label,
+        "label": label,
         "op": op,
         "cat": cat,
         "shape": shape,
@@ -81,13 +94,29 @@ def graph_payload(
         "source": source,
         "text": text,
         "note": note,
-        "instructions": sum(1 for kind in data.kind if kind == INSTRUCTION),
+        # As written, the summary's and diff's rule: each computation once (`op_counts`).
+        "instructions": sum(op_counts(module).values()),
         "params": {str(k): v for k, v in data.params.items()},
         "roots": {str(k): v for k, v in data.roots.items()},
         "blocks": [[owner, [x for edge in edges for x in edge]] for owner, edges in data.blocks],
         "open": data.initial_open(),
         **time_payload(data, times),
     }
+
+
+def _loop_label(
+    instr: HloInstruction, module: HloModule, label: str, note: str | None
+) -> tuple[str, str]:
+    """``while.3 x16`` and a panel note on where the count came from (or that it is unknown)."""
+    trips = trip_count(instr, module)
+    if trips is None:
+        said = (
+            "unknown trip count: the loop's counter pattern could not be read, so its "
+            "body's FLOPs and bytes are counted once"
+        )
+        return f"{label} x?", "; ".join(filter(None, [note, said]))
+    said = f"runs its body {trips} times per run; its FLOPs and bytes are multiplied by {trips}"
+    return f"{label} x{trips}", "; ".join(filter(None, [note, said]))
 
 
 def time_payload(data: _GraphData, times: Mapping[str, float] | None) -> dict:

@@ -43,6 +43,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._hlo_source import read_hlo_source
@@ -207,6 +208,7 @@ class HloGraph:
         return text
 
 
+@user_facing
 def graph(
     hlo: str | os.PathLike | HloModule | HloProgram,
     *,
@@ -250,12 +252,20 @@ def graph(
         module = program.hlo_module(stage)
         title = title if title is not None else program.name
     elif isinstance(hlo, (str, os.PathLike)):
-        module = parse_hlo(read_hlo_source(hlo)[0])
+        text, file = read_hlo_source(hlo)
+        try:
+            module = parse_hlo(text)
+        except HloTextError as exc:
+            if file is None:
+                raise
+            raise HloTextError(f"{file}: {exc}") from None
     else:
-        raise TypeError(
+        raise WrongTypeError(
             f"graph() takes HLO text, an HLO file's path or an HloModule, got "
             f"{type(hlo).__name__}. Pass e.g. jax.jit(f).lower(x).compile().as_text()."
         )
     if not module.computations:
-        raise ValueError("This HLO module has no computation to draw; pass the module's full text.")
+        raise ArgumentError(
+            "This HLO module has no computation to draw; pass the module's full text."
+        )
     return HloGraph(module, title=title, stage=stage, times=times)

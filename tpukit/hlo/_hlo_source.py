@@ -12,6 +12,8 @@ that lists what is there when the choice is not clear.
     ('0042', 'jit_step', 'optimized')
     >>> parse_dump_name("module_0042.jit_step.before_optimizations.txt")
     ('0042', 'jit_step', 'lowered')
+    >>> parse_dump_name("module_3879.SyncTensorsGraph.2199.sm_8.0_gpu_after_optimizations.txt")
+    ('3879', 'SyncTensorsGraph.2199', 'optimized')
     >>> parse_dump_name("module_0042.jit_step.after_optimizations-buffer-assignment.txt")
 """
 
@@ -22,13 +24,45 @@ import pathlib
 import re
 from dataclasses import dataclass, field
 
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, HloFileError
 
 #: The stages a program may have: as the framework lowered it, and after XLA's passes.
 STAGES = ("lowered", "optimized")
-_DUMP_NAME = re.compile(r"^module_(\d+)\.(.+?)\.(?:[\w.]*_)?(before|after)_optimizations\.txt$")
+# The module name may hold dots (``SyncTensorsGraph.2199``, ``cluster_3_.5``): it runs up
+# to the stage suffix, whose platform part (``cpu``, ``tpu``, ``sm_8.0_gpu``) holds a dot
+# only inside a GPU's compute capability.
+_DUMP_NAME = re.compile(
+    r"^module_(\d+)\.(.+)\.(?:(?:sm_\d+\.\d+_)?[A-Za-z][\w-]*?_)?(before|after)"
+    r"_optimizations\.txt$"
+)
 _MLIR = re.compile(r"^\s*(module\b|func\.func\b|#loc)|\b(stablehlo|mhlo)\.\w", re.MULTILINE)
 _DUMP_FLAG = "XLA_FLAGS=--xla_dump_to=DIR"
+
+
+class MissingHloFileError(HloFileError, FileNotFoundError):
+    """The path given as an HLO file does not exist."""
+
+
+def read_bytes(path: pathlib.Path) -> bytes:
+    """The file's bytes; an OS error becomes one `HloFileError` line naming the file."""
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise HloFileError(
+            f"Cannot read the HLO file {str(path)!r}: {exc.strerror or exc}. Check that it "
+            "exists and is readable (permissions, a mounted drive), or pass its text."
+        ) from None
+
+
+def list_folder(folder: pathlib.Path) -> list[pathlib.Path]:
+    """The folder's entries, sorted; an OS error becomes one `HloFileError` line."""
+    try:
+        return sorted(folder.iterdir())
+    except OSError as exc:
+        raise HloFileError(
+            f"Cannot list the dump folder {str(folder)!r}: {exc.strerror or exc}. Check its "
+            "permissions, or pass one of its HLO text files."
+        ) from None
 
 
 @dataclass
@@ -61,7 +95,7 @@ def parse_dump_name(file_name: str) -> tuple[str, str, str] | None:
 def dump_modules(folder: pathlib.Path) -> list[DumpModule]:
     """The HLO modules in a ``--xla_dump_to`` folder, by module number."""
     found: dict[tuple[str, str], DumpModule] = {}
-    for path in sorted(folder.iterdir()):
+    for path in list_folder(folder):
         parsed = parse_dump_name(path.name)
         if parsed is None or not path.is_file():
             continue
@@ -89,8 +123,8 @@ def pick_module(folder: pathlib.Path, module: str | int | None) -> DumpModule:
         chosen = modules
     else:
         key = str(module)
-        number = key.zfill(4) if key.isdigit() else None
-        chosen = [m for m in modules if key in (m.name, m.label) or m.number == number]
+        number = int(key) if key.isdigit() else None
+        chosen = [m for m in modules if key in (m.name, m.label) or int(m.number) == number]
         if not chosen:
             chosen = [m for m in modules if key in m.name]
     if len(chosen) == 1:
@@ -127,12 +161,12 @@ def read_hlo_source(source: str | os.PathLike, what: str = "graph()") -> tuple[s
                 "tpukit.hlo.open(folder, module=..., stage=...)."
             )
         if not path.is_file():
-            raise FileNotFoundError(
+            raise MissingHloFileError(
                 f"No HLO file at {str(path)!r}. {what} takes HLO text, the path of an HLO "
                 f"text file (run with {_DUMP_FLAG} and pass one of DIR's .txt files), or "
                 "an HloModule."
             )
-        data = path.read_bytes()
+        data = read_bytes(path)
         try:
             source = data.decode("utf-8")
         except UnicodeDecodeError:

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tpukit.display._cells import describe_location
 
@@ -367,6 +367,9 @@ class HloModule:
     )
     # FLOPs of each computation by name, filled by `tpukit.hlo._cost` as it counts them.
     _flops: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
+    # Other analyses computed once per module (`tpukit.hlo._executed`: tallies).
+    _analysis: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
+    _reachable: set[str] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __repr__(self) -> str:
         count = sum(len(c) for c in self.computations.values())
@@ -381,6 +384,24 @@ class HloModule:
         if self.entry_name in self.computations:
             return self.computations[self.entry_name]
         return list(self.computations.values())[-1]
+
+    def reachable(self) -> set[str]:
+        """Names of the computations ENTRY reaches through any call (ENTRY included).
+
+        A dump can hold computations nothing calls any more; they are no part of the
+        program and are left out of its figures.
+        """
+        if self._reachable is None:
+            found = {self.entry.name} if self.computations else set()
+            stack = list(found)
+            while stack:
+                for instr in self.computations[stack.pop()].instructions:
+                    for ref in instr.called_computations:
+                        if ref.name in self.computations and ref.name not in found:
+                            found.add(ref.name)
+                            stack.append(ref.name)
+            self._reachable = found
+        return self._reachable
 
     def instructions(self) -> Iterator[HloInstruction]:
         """Every instruction of every computation, in file order."""

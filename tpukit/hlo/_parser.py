@@ -27,6 +27,7 @@ import gc
 import re
 from collections.abc import Iterator
 
+from tpukit._errors import HloTextError, WrongTypeError
 from tpukit.hlo._brackets import close_bracket, open_brackets, split_top
 from tpukit.hlo._model import (
     ComputationRef,
@@ -49,6 +50,9 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^}]*)\})?")
 # ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
 # found without retrying inside every word of a long op_name).
 _META_FIELD = re.compile(r'(?<!\w)(\w++)=("(?:[^"\\]++|\\.)*+"|[^\s}]++)')
+#: Tuple shapes nest at most this deep (XLA's own programs stay within a few levels).
+MAX_TUPLE_DEPTH = 64
+_MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
 #: Attributes that name called computations, and the role they get in `ComputationRef`.
@@ -89,12 +93,68 @@ def parse_hlo(text: str) -> HloModule:
         ['parameter', 'sine']
     """
     if not isinstance(text, str):
-        raise TypeError(
+        raise WrongTypeError(
             f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
             "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
         )
+    names = module_names(text)
+    if len(names) > 1:
+        raise HloTextError(
+            f"This text holds {len(names)} HLO modules ({', '.join(names[:6])}"
+            f"{', ...' if len(names) > 6 else ''}); parse_hlo reads one. Pick one with "
+            f"tpukit.hlo.open(text, module={names[0]!r}), or split the text at its "
+            "'HloModule' lines."
+        )
     with paused_gc():
-        return _parse(text)
+        module = _parse(text)
+    check_complete(module)
+    return module
+
+
+def module_names(text: str) -> list[str]:
+    """The names on the ``HloModule`` lines of ``text``, in order (a dump may hold several).
+
+    >>> module_names("HloModule a\nENTRY e {...}\nHloModule b, is_scheduled=true\n...")
+    ['a', 'b']
+    """
+    return _MODULE_LINE.findall(text)
+
+
+def split_modules(text: str) -> list[tuple[str, str]]:
+    """``(name, text)`` of each module in text holding several ``HloModule``s, in order."""
+    starts = [m.start() for m in _MODULE_LINE.finditer(text)]
+    if len(starts) <= 1:
+        return [(module_names(text)[0] if starts else "", text)]
+    bounds = zip(starts, [*starts[1:], len(text)])
+    return [(_MODULE_LINE.match(text, a).group(1), text[a:b]) for a, b in bounds]
+
+
+def check_complete(module: HloModule) -> None:
+    """Refuse a module that is cut short or misses a computation it calls.
+
+    A dump cut while it was written (a full disk, a killed job, a partial copy) still
+    parses line by line; its figures would be those of a smaller program. Raises
+    `HloTextError` naming what is missing: the ENTRY computation, or a computation
+    that an instruction calls.
+    """
+    if module.computations and module.entry_name not in module.computations:
+        raise HloTextError(
+            f"HLO module {module.name or '(unnamed)'!r} has no ENTRY computation (its "
+            f"{len(module.computations)} computation(s) end with "
+            f"{list(module.computations)[-1]!r}): the text looks cut short. Open the "
+            "whole file XLA wrote (XLA marks its last computation ENTRY), or mark the "
+            "program's computation 'ENTRY' in hand-written HLO."
+        )
+    for comp in module.computations.values():
+        for instr in comp.instructions:
+            for ref in instr.called_computations:
+                if ref.name not in module.computations:
+                    raise HloTextError(
+                        f"Instruction {instr.name!r} in {comp.name!r} calls computation "
+                        f"{ref.name!r}, which module {module.name or '(unnamed)'!r} does not "
+                        "hold: the text is incomplete (cut short or edited). Open the whole "
+                        "module XLA wrote."
+                    )
 
 
 @contextlib.contextmanager
@@ -168,11 +228,19 @@ def _parse(text: str) -> HloModule:
         depth += open_brackets(stripped)
 
     if comp is not None:
+        cut = bool(pending) and open_brackets(pending[0]) > 0
         _flush(comp, pending)
-        module.computations[comp.name] = comp
+        last = comp.instructions[-1].text if comp.instructions else ""
+        raise HloTextError(
+            f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
+            + (f"; its last instruction is cut mid-line: {last[-70:]!r}" if cut else "")
+            + (f"; its last line reads {last[-70:]!r}" if last and not cut else "")
+            + ". Open the whole file XLA wrote (a dump still being written, or a partial "
+            "copy, ends early)."
+        )
     if not seen_header and not module.computations:
         preview = text.strip()[:60]
-        raise ValueError(
+        raise HloTextError(
             f"This does not look like HLO text (no 'HloModule' line and no computation): "
             f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
             "compiled.as_text(); StableHLO (MLIR) text is not supported."
@@ -228,10 +296,16 @@ def parse_shape(text: str) -> HloShape:
     return shape
 
 
-def _shape_at(text: str, pos: int) -> tuple[HloShape, int]:
+def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
     while pos < len(text) and text[pos] in " ,":
         pos += 1
     if pos < len(text) and text[pos] == "(":
+        if depth >= MAX_TUPLE_DEPTH:
+            raise HloTextError(
+                f"A tuple shape nests more than {MAX_TUPLE_DEPTH} levels deep "
+                f"({text[:40]!r}...); no XLA program does that. Check that this is the HLO "
+                "text XLA wrote (compiled.as_text() or a --xla_dump_to file)."
+            )
         pos += 1
         elements = []
         while pos < len(text):
@@ -240,7 +314,7 @@ def _shape_at(text: str, pos: int) -> tuple[HloShape, int]:
             if pos >= len(text) or text[pos] == ")":
                 pos += 1
                 break
-            element, new_pos = _shape_at(text, pos)
+            element, new_pos = _shape_at(text, pos, depth + 1)
             if new_pos == pos:
                 break
             elements.append(element)
@@ -283,6 +357,8 @@ def parse_instruction(line: str, computation: str = "") -> HloInstruction:
     pos = start.end()
     if line.startswith("(", pos):
         shape_end = close_bracket(line, pos)
+    elif array := _ARRAY_SHAPE.match(line, pos):  # ``f32[8, 16]{1,0}``: spaces are valid
+        shape_end = array.end()
     else:
         shape_end = line.find(" ", pos)
         shape_end = len(line) if shape_end < 0 else shape_end

@@ -33,20 +33,19 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes, format_flops
-from tpukit.hlo._cost import dot_conv_flops, instruction_bytes, op_counts
+from tpukit.hlo._cost import op_counts
+from tpukit.hlo._executed import executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
+from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloModule
-from tpukit.hlo._parser import parse_hlo
+from tpukit.hlo._parser import parse_hlo, split_modules
+from tpukit.hlo._progress import progress
 
-# Computations that run as program, each once (fusion bodies and scalar reducers not).
-_PROGRAM_KINDS = frozenset({"entry", "while_body", "while_condition", "branch", "called", "async"})
-# Instructions whose traffic is that of the computations they run, counted there.
-_RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
 _TOP_FUSIONS = 5
 
 
@@ -54,17 +53,26 @@ _TOP_FUSIONS = 5
 class HloCost:
     """FLOPs and bytes of one run of an HLO program, estimated from its text.
 
-    The fields a ``tpukit.Cost`` has, so reports read either: ``flops`` and
-    ``counted_flops`` are 2 x multiply-adds of every dot, convolution and
-    cuBLAS/cuDNN call (loops times their known trip count); ``bytes_accessed`` sums
-    what each instruction outside fusion bodies reads and writes (a fusion's traffic at
-    its boundary, each computation once). No backend ran, so ``backend_flops`` and
-    ``transcendentals`` are None.
+    The fields a ``tpukit.Cost`` has, so reports read either, counted *as executed*
+    (every call site, loop bodies times their trip count; the rules are in
+    `tpukit.hlo._executed`):
+
+    - ``flops`` and ``counted_flops``: **dot/conv FLOPs**, 2 x multiply-adds of every
+      dot, convolution and cuBLAS/cuDNN call;
+    - ``all_flops``: **all FLOPs**, those plus one per element of elementwise
+      arithmetic and reductions (a matvec XLA rewrote into multiply + reduce);
+    - ``bytes_accessed``: what each instruction outside fusion bodies reads and writes;
+    - ``unknown_loops``: the ``while`` loops whose trip count could not be read
+      (counted once: the figures are then a lower bound).
+
+    No backend ran, so ``backend_flops`` and ``transcendentals`` are None.
     """
 
     flops: float
     counted_flops: int
     bytes_accessed: float
+    all_flops: int = 0
+    unknown_loops: tuple[str, ...] = ()
     backend_flops: float | None = None
     transcendentals: float | None = None
 
@@ -80,15 +88,14 @@ class HloCost:
 
 def program_cost(module: HloModule) -> HloCost:
     """The `HloCost` of ``module``, from its shapes only."""
-    counted = dot_conv_flops(module)
-    traffic = sum(
-        instruction_bytes(instr, module)
-        for comp in module.computations.values()
-        if comp.kind in _PROGRAM_KINDS
-        for instr in comp.instructions
-        if instr.opcode not in _RUNS_COMPUTATIONS
+    run = executed(module)
+    return HloCost(
+        flops=float(run.dot_flops),
+        counted_flops=run.dot_flops,
+        bytes_accessed=float(run.bytes),
+        all_flops=run.all_flops,
+        unknown_loops=run.unknown_loops,
     )
-    return HloCost(flops=float(counted), counted_flops=counted, bytes_accessed=float(traffic))
 
 
 class HloProgram:
@@ -122,11 +129,14 @@ class HloProgram:
                 f"{sorted(texts) or 'none'}."
             )
         self._texts = dict(texts)
+        self._files: dict[str, str] = {}  # the file each stage was read from
         self._modules: dict[str, HloModule] = {}
         self.stages = tuple(s for s in STAGES if s in texts)
         self.stage = self.stages[-1]
         self.source = source
-        self.name = name or self.hlo_module().name
+        self.name = name or ""  # read by hlo_module() to name the text in its errors
+        if not self.name:
+            self.name = self.hlo_module().name
 
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
@@ -158,7 +168,8 @@ class HloProgram:
         """The HLO of ``stage`` parsed into tpukit's graph model (see ``tpukit.hlo``)."""
         stage = self._check_stage(stage)
         if stage not in self._modules:
-            self._modules[stage] = parse_hlo(self._texts[stage])
+            where = self._files.get(stage) or self.source
+            self._modules[stage] = parse_text(self._texts[stage], where, self.name or None)
         return self._modules[stage]
 
     def op_counts(self, stage: str | None = None, *, open_fusions: bool = True) -> Counter:
@@ -195,15 +206,23 @@ class HloProgram:
             (
                 "instructions",
                 f"{sum(opened.values()):,} (fusions opened), {sum(closed.values()):,} outside "
-                f"fusions, in {len(module.computations):,} computations",
+                f"fusions, in {len(module.reachable()):,} computations (as written: each "
+                "computation once)",
             ),
-            ("FLOPs", f"{format_flops(cost.flops)} (dot/conv/library calls, counted)"),
+            (
+                "dot/conv FLOPs",
+                f"{format_flops(cost.flops)} per run (dots, convolutions, library calls)",
+            ),
+            ("all FLOPs", f"{format_flops(cost.all_flops)} per run (with elementwise, reduce)"),
             (
                 "bytes",
-                f"{format_bytes(cost.bytes_accessed)} read and written (estimated)"
+                f"{format_bytes(cost.bytes_accessed)} read and written per run (estimated)"
                 + (f", {intensity:.3g} FLOP/byte" if intensity else ""),
             ),
         ]
+        loops = _loops_fact(module, cost.unknown_loops)
+        if loops:
+            facts.append(("loops", loops))
         fusions = self.fusions()
         top = ", ".join(
             f"{f.name} ({format_flops(f.flops) if f.flops else format_bytes(f.bytes)})"
@@ -242,10 +261,35 @@ class HloProgram:
         )
 
 
+def _loops_fact(module: HloModule, unknown: tuple[str, ...]) -> str:
+    """``while.3 x16, while.9 unknown trip count (counted once)``; empty without loops."""
+    loops = [
+        i
+        for c in module.computations.values()
+        if c.name in module.reachable()
+        for i in c
+        if i.opcode == "while"
+    ]
+    parts = []
+    for instr in loops[:_TOP_FUSIONS]:
+        trips = trip_count(instr, module)
+        parts.append(
+            f"{instr.name} unknown trip count (counted once)"
+            if trips is None
+            else f"{instr.name} x{trips}"
+        )
+    more = len(loops) - _TOP_FUSIONS
+    text = ", ".join(parts) + (f", and {more} more" if more > 0 else "")
+    if unknown and more > 0:
+        text += f"; {len(unknown)} with unknown trip count"
+    return text
+
+
 _KIND = "tpukit-hlo-program"
 _RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
+@user_facing
 def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
     source: str | os.PathLike | HloModule,
     *,
@@ -258,10 +302,11 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
       source: HLO text (``compiled.as_text()``), the path of an HLO text file, the
         path of a folder written with ``XLA_FLAGS=--xla_dump_to=DIR``, or an
         `HloModule`.
-      module: in a dump folder, which module: its name (``"jit_train_step"``), its
-        number (``42`` for ``module_0042.*``) or the file prefix
-        (``"module_0042.jit_train_step"``). Needed when the folder holds several;
-        the error lists them.
+      module: in a dump folder, which module: its name (``"jit_train_step"``,
+        dots and all), its number (``42`` for ``module_0042.*``) or the file prefix
+        (``"module_0042.jit_train_step"``); both stages of it are read. In text or a
+        file holding several ``HloModule``s, its name or position (``0``, ``1``...).
+        Needed when there are several; the error lists them.
       stage: ``"lowered"`` (before XLA's passes) or ``"optimized"`` (after). In a
         folder, the default keeps both stages the dump has; for a file, the default
         reads the stage from its dump name, else calls a scheduled module or one with
@@ -286,22 +331,19 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
         program._modules[program.stage] = source  # parsed already: its text is not kept
         return program
     if not isinstance(source, (str, os.PathLike)):
-        raise TypeError(
+        raise WrongTypeError(
             f"tpukit.hlo.open takes HLO text, a file's or a dump folder's path, or an "
-            f"HloModule; got {type(source).__name__}."
+            f"HloModule; got {type(source).__name__}. Pass e.g. "
+            "tpukit.hlo.open('/tmp/dump', module='jit_train_step')."
         )
     path = pathlib.Path(source) if isinstance(source, os.PathLike) else None
     if path is None and "\n" not in source.strip() and pathlib.Path(source).is_dir():
         path = pathlib.Path(source)
     if path is not None and path.is_dir():
         return _open_dump(path, module, stage)
-    if module is not None:
-        raise ArgumentError(
-            f"module= picks a module in a dump folder; {str(source)[:60]!r} is one module. "
-            "Leave module= out, or pass the folder."
-        )
     text, file = read_hlo_source(source, "tpukit.hlo.open()")
-    parsed = parse_hlo(text)
+    text = _one_module(text, module, file)
+    parsed = parse_text(text, file, None)
     if not parsed.computations:
         raise ArgumentError(
             "This HLO text has no computation; pass a module's full text (HloModule ... "
@@ -325,7 +367,56 @@ def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None
             "both stages (XLA writes before_optimizations and after_optimizations files)."
         )
     texts = {s: read_hlo_source(found.files[s], "tpukit.hlo.open()")[0] for s in stages}
-    return HloProgram(texts, name=found.name, source=str(folder))
+    program = HloProgram(texts, name=found.name, source=str(folder))
+    program._files = {s: str(found.files[s]) for s in stages}
+    for each in stages:  # a cut or incomplete file is refused now, naming the file
+        program.hlo_module(each)
+    return program
+
+
+def _one_module(text: str, module: str | int | None, file: str | None) -> str:
+    """The text of the one module ``module`` picks in text that may hold several."""
+    where = repr(file) if file else "This HLO text"
+    modules = split_modules(text)
+    if len(modules) == 1:
+        if module is None or str(module) in (modules[0][0], "0"):
+            return text
+        raise ArgumentError(
+            f"module= picks one of several modules; {where} holds one "
+            f"({modules[0][0] or 'unnamed'!r}). Leave module= out, or pass a dump folder."
+        )
+    names = [name for name, _ in modules]
+    listed = ", ".join(f"{k}: {name!r}" for k, name in enumerate(names[:12]))
+    listed += f", and {len(names) - 12} more" if len(names) > 12 else ""
+    if module is not None:
+        key = str(module)
+        chosen = [t for name, t in modules if name == key]
+        if key.isdigit() and int(key) < len(modules):
+            chosen = [modules[int(key)][1]]
+        if len(chosen) == 1:
+            return chosen[0]
+    raise ArgumentError(
+        f"{where} holds {len(modules)} HLO modules ({listed})"
+        + (
+            f", and module={module!r} picks {'none' if module is not None else 'one'}"
+            if module is not None
+            else ""
+        )
+        + f". Pick one with module=, by name or position, e.g. tpukit.hlo.open(..., "
+        f"module={names[-1]!r})."
+    )
+
+
+def parse_text(text: str, where: str | None, name: str | None) -> HloModule:
+    """Parse one module's text; an error names the file, a slow parse says so."""
+    what = f"parsing {where or name or 'HLO text'} ({len(text) / 1e6:.0f} MB of HLO)"
+    try:
+        with progress(what):
+            return parse_hlo(text)
+    except HloTextError as exc:
+        if not where:
+            raise
+        raise HloTextError(f"{where}: {exc}") from None
 
 
 def _guess_stage(module: HloModule) -> str:

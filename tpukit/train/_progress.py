@@ -33,7 +33,7 @@ from typing import Any
 
 from tpukit.compilation._peaks import DevicePeak
 from tpukit.display._units import format_seconds
-from tpukit.hlo import dot_conv_flops, parse_hlo
+from tpukit.hlo import executed, parse_hlo
 
 #: Least seconds between two redraws of a line (the last one is always drawn).
 REDRAW_SECONDS = 0.1
@@ -49,19 +49,21 @@ class Speed:
     devices: int = 1
     flops_per_step: float | None = None
 
-    def count_flops(self, fn: Any, args: tuple) -> None:
+    def count_flops(self, fn: Any, args: tuple, steps: int) -> None:
         """Count one optimizer step's FLOPs from ``fn``'s lowered HLO (once; only for MFU).
 
-        ``fn`` is a jitted multi-step call; in the lowered HLO its ``scan`` is a while
-        loop whose body XLA has not yet annotated with a trip count, so tpukit's
-        dot/convolution count (`tpukit.hlo`) gives the FLOPs of one step. Lowering
-        reuses the trace the call itself makes; nothing is compiled.
+        ``fn`` is a jitted call of ``steps`` steps; in its lowered HLO the ``scan`` is a
+        while loop whose trip count tpukit reads from the loop counter, so the
+        dot/convolution count as executed (`tpukit.hlo`) is ``steps`` steps' FLOPs. When
+        the count cannot be read, the loop counts once: one step. Lowering reuses the
+        trace the call itself makes; nothing is compiled.
         """
         if self.peak is None or self.flops_per_step is not None:
             return
         try:
             text = fn.lower(*args).as_text(dialect="hlo")
-            self.flops_per_step = float(dot_conv_flops(parse_hlo(text)))
+            run = executed(parse_hlo(text))
+            self.flops_per_step = float(run.dot_flops) / (1 if run.unknown_loops else steps)
         except Exception:  # noqa: BLE001 - MFU is a nicety; the call itself reports real errors
             self.flops_per_step = 0.0  # counted once: no MFU for this run
 

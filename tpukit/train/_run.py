@@ -290,7 +290,7 @@ class Run:
         pending = next(executions, None)
         while pending is not None:
             steps, fn, data = pending
-            self.progress.speed.count_flops(fn, (self.state, data))
+            self.progress.speed.count_flops(fn, (self.state, data), steps)
             compiled = compile_count(fn)
             t0 = time.perf_counter()
             *state, stats = fn(self.state, data)

@@ -101,6 +101,17 @@ GraphView.prototype.applyView = function () {
   var v = this.view;
   this.scene.setAttribute("transform", "translate(" + v.tx + "," + v.ty + ") scale(" + v.k + ")");
   this.root.setAttribute("data-scale", v.k.toFixed(3));
+  this.keepTitleInView();
+};
+
+// The program's title heads the outermost box; when a drawing too wide for the view shows
+// its busiest column, that box's left edge lies off screen, so the title slides right to
+// stay readable at the view's left edge.
+GraphView.prototype.keepTitleInView = function () {
+  var title = this.rootTitle, v = this.view;
+  if (!title || !v || !title.isConnected) return;
+  var left = (MARGIN - v.tx) / v.k - this.x[0];
+  title.setAttribute("x", String(Math.max(8, Math.min(left + 8, this.w[0] - 8))));
 };
 
 GraphView.prototype.resized = function () {

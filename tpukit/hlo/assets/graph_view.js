@@ -334,6 +334,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
     if (i !== 0) this.drawToggle(header, 6, 5, "\u2212");
     var text = svg("text", {x: i !== 0 ? 26 : 8, y: 16}, header);
     text.textContent = this.headerText(i);
+    if (i === 0) { this.rootTitle = text; this.keepTitleInView(); }
     this.drawHeaderTime(i, header, text.textContent.length);
     this.children[i].forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
     return;
