@@ -398,3 +398,17 @@ def test_tpu_profile_shows_the_verdict_first():
     assert any(word in verdict for word in ("launch-bound", "waiting on the host", "device-bound"))
     assert repr(profile).splitlines()[0] == verdict
     assert 'class="verdict"' in profile._repr_html_()
+
+
+def test_a_notebooks_trace_picks_the_program_that_ran_among_same_named_ones(tmp_path):
+    # A trace's metadata plane carries every program the process compiled, so a notebook
+    # holds several 'jit_mlp' or 'jit__lambda' of other shapes; only one of them ran.
+    f = jax.jit(lambda x: jnp.tanh(x @ x.T))
+    for n in (8, 16, 24):
+        f(jnp.ones((n, 4))).block_until_ready()  # three programs named jit__lambda
+    with jax.profiler.trace(str(tmp_path)):
+        f(jnp.ones((16, 4))).block_until_ready()
+    profile = tpukit.Profile.from_trace(tmp_path)  # no module: the HLO the trace carries
+    assert profile.runs == 1 and "f32[16,4]" in str(profile.module.entry.instructions[0].shape)
+    compiled = f.lower(jnp.ones((16, 4))).compile().as_text()
+    assert tpukit.Profile.from_trace(tmp_path, compiled).runs == 1  # with the module given

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from tpukit._errors import ArgumentError
 from tpukit.compilation._xspace import ProfileError, TraceFile
@@ -38,6 +38,7 @@ class TraceProgram:
     program_id: str  # "" when the trace gives none (XLA:CPU)
     device_seconds: float = 0.0  # on every device of every host, all runs
     hlo_proto: bytes | None = None
+    op_names: set[str] = field(default_factory=set)  # instructions seen running (XLA:CPU)
 
     @property
     def label(self) -> str:
@@ -71,7 +72,9 @@ def trace_programs(files: Sequence[TraceFile]) -> list[TraceProgram]:
                     for event in line.events:
                         module = event.stats.get("hlo_module")
                         if module is not None and "hlo_op" in event.stats:
-                            get(str(module), "").device_seconds += event.duration_ns * 1e-9
+                            program = get(str(module), str(event.stats.get("program_id", "")))
+                            program.device_seconds += event.duration_ns * 1e-9
+                            program.op_names.add(str(event.stats["hlo_op"]))
                 continue
             if not plane.name.startswith("/device:"):
                 continue
@@ -129,6 +132,15 @@ def pick_program(
                 "Pass the trace of a jitted call."
             )
         found = [p for p in ran if p.name == ran[0].name]
+    if any(p.device_seconds for p in found):  # a notebook's trace carries every program
+        found = [p for p in found if p.device_seconds]  # it compiled; keep those that ran
+    if len(found) == 1 and not found[0].program_id and wanted is None:
+        bare = found[0]  # XLA:CPU names the program that ran without its id
+        if module_name is not None:
+            return bare  # the caller's module gives the HLO
+        carried = _running(bare, [p for p in ran if p.name == bare.name and p.hlo_proto])
+        if carried is not None:
+            return carried
     with_ids = [p for p in found if p.program_id]
     if len(with_ids) > 1:
         raise ArgumentError(
@@ -136,6 +148,23 @@ def pick_program(
             f"{_listing(with_ids)}. Pass program='{with_ids[0].label}' (or another of these)."
         )
     return with_ids[0] if with_ids else found[0]
+
+
+def _running(bare: TraceProgram, carried: Sequence[TraceProgram]) -> TraceProgram | None:
+    """The one program whose carried HLO holds every instruction seen running, with the
+    bare entry's time and no id (XLA:CPU events carry none); None when not one alone."""
+    matches = []
+    for program in carried:
+        try:
+            text = hlo_text(program.hlo_proto)
+        except ProfileError:
+            continue
+        defined = set(re.findall(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=", text, re.MULTILINE))
+        if bare.op_names <= defined:
+            matches.append(program)
+    if len(matches) != 1:
+        return None
+    return replace(matches[0], program_id="", device_seconds=bare.device_seconds)
 
 
 def _listing(programs: Sequence[TraceProgram]) -> str:
