@@ -40,6 +40,13 @@ from tpukit.hlo._cost import dot_conv_flops, instruction_bytes, op_counts
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
+from tpukit.hlo._memory_ranges import (
+    LiveRanges,
+    dump_memory_files,
+    estimate_live_ranges,
+    read_live_ranges,
+)
+from tpukit.hlo._memory_view import MemoryView
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo
 
@@ -127,6 +134,7 @@ class HloProgram:
         self.stage = self.stages[-1]
         self.source = source
         self.name = name or self.hlo_module().name
+        self.live_ranges: LiveRanges | None = None  # XLA's, when a dump folder has them
 
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
@@ -184,6 +192,16 @@ class HloProgram:
         """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
         stage = self._check_stage(stage)
         return HloGraph(self.hlo_module(stage), title=self.name, stage=stage, times=times)
+
+    def memory_view(self, *, capacity: int | None = None) -> MemoryView:
+        """The program's memory: peak, buffers at the peak, live bytes along the schedule.
+
+        From XLA's buffer assignment and live ranges when the program was opened from a
+        dump folder that has them (``*-buffer-assignment.txt``, ``*-live-range.txt``);
+        otherwise estimated from the optimized schedule, and labelled an estimate.
+        """
+        ranges = self.live_ranges or estimate_live_ranges(self.hlo_module("optimized"))
+        return MemoryView(self.hlo_module("optimized"), ranges, name=self.name, capacity=capacity)
 
     def _facts(self) -> list[tuple[str, str]]:
         module = self.hlo_module()
@@ -325,7 +343,11 @@ def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None
             "both stages (XLA writes before_optimizations and after_optimizations files)."
         )
     texts = {s: read_hlo_source(found.files[s], "tpukit.hlo.open()")[0] for s in stages}
-    return HloProgram(texts, name=found.name, source=str(folder))
+    program = HloProgram(texts, name=found.name, source=str(folder))
+    memory = dump_memory_files(folder, found.label)  # memory hook: XLA's live ranges
+    if memory is not None and "optimized" in texts:
+        program.live_ranges = read_live_ranges(*memory)
+    return program
 
 
 def _guess_stage(module: HloModule) -> str:
