@@ -118,9 +118,12 @@ class LiveRanges:
 
     @property
     def peak_bytes(self) -> int:
-        """The bytes held at `peak_position` (XLA's figure when it reported one)."""
-        if self.reported_peak is not None:
-            return self.reported_peak[1]
+        """The bytes held at `peak_position`, each buffer at its buffer-assignment size.
+
+        XLA's live-range report totals the same buffers but sizes each element of a
+        tuple-shaped instruction (an all-reduce of several arrays) at the whole tuple's
+        bytes, so its "peak usage" line can be larger (`reported_peak` keeps it).
+        """
         return sum(v.size for v in self.live_at(self.peak_position))
 
 

@@ -168,6 +168,8 @@ class MemoryView:
             for prefix, role in self.roles.items():
                 if label.startswith(prefix):
                     return role
+            if instr is not None and instr.opcode != "parameter":
+                return "new state (in donated buffers)"
             return "other arguments"
         if value.kind == "output":
             return "results (new state)"
