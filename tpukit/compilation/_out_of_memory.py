@@ -54,10 +54,11 @@ def explain(
         view = None
     if view is not None:
         lines.append(
-            f"Its peak, {format_bytes(view.peak_bytes)} at {view.peak_instruction}, holds "
-            f"(largest first):"
+            f"It allocates {format_bytes(view.peak_bytes)}; at its peak, "
+            f"{view.peak_instruction}, it holds (largest first):"
         )
-        for buffer in view.buffers_at_peak()[:_SHOWN]:
+        shown = [b for b in view.buffers_at_peak() if not b.shares]
+        for buffer in shown[:_SHOWN]:
             source = f", {buffer.source}" if buffer.source else ""
             lines.append(
                 f"  {format_bytes(buffer.size):>10}  {buffer.shape:<18} {buffer.kind:<9} "

@@ -42,6 +42,10 @@ from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 #: What a buffer holds: an argument of the program, part of its result, a value made
 #: and dropped inside it, or a constant baked into it.
 KINDS = ("argument", "output", "temporary", "constant")
+#: XLA's allocations: an argument's buffer (donated ones included), an output not in an
+#: argument's buffer, the one preallocated buffer the temporaries are packed into,
+#: constants, and thread-local scratch of a kernel.
+ALLOCATION_KINDS = ("argument", "output", "temporary", "constant", "thread-local")
 
 # Ops whose result is (part of) another value's buffer: they allocate nothing.
 _ALIASING = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier"})
@@ -64,6 +68,16 @@ class LiveValue:
     size: int
     kind: str
     shape: str = ""
+    #: Where the buffer assignment put it: allocation number and offset (-1: unknown).
+    #: Several values can share one slot (a conditional's result and the branch value
+    #: that writes it; a donated argument and the new state written over it).
+    allocation: int = -1
+    offset: int = 0
+
+    @property
+    def slot(self) -> tuple[int, int, int] | None:
+        """``(allocation, offset, size)`` in XLA's buffer assignment, None if unknown."""
+        return None if self.allocation < 0 else (self.allocation, self.offset, self.size)
 
     @property
     def key(self) -> str:
@@ -90,6 +104,8 @@ class LiveRanges:
     source: str
     reported_peak: tuple[int, int] | None = None
     reported_peak_values: list[str] = field(default_factory=list)
+    #: XLA's allocations: ``{number: (size, kind)}``, kind one of `ALLOCATION_KINDS`.
+    allocations: dict[int, tuple[int, str]] = field(default_factory=dict)
 
     @property
     def is_estimate(self) -> bool:
@@ -118,19 +134,70 @@ class LiveRanges:
 
     @property
     def peak_bytes(self) -> int:
-        """The bytes held at `peak_position`, each buffer at its buffer-assignment size.
+        """The values held at `peak_position`, each at its buffer-assignment size, summed.
 
-        XLA's live-range report totals the same buffers but sizes each element of a
-        tuple-shaped instruction (an all-reduce of several arrays) at the whole tuple's
-        bytes, so its "peak usage" line can be larger (`reported_peak` keeps it).
+        This is what XLA's live-range report calls "peak usage": a sum over *logical*
+        values, so values that share one allocation slot (a conditional's result and the
+        branch's copy that writes it, a donated argument and the new state written into
+        it) each count. It is more than the device holds; see `allocated_bytes`.
         """
         return sum(v.size for v in self.live_at(self.peak_position))
+
+    def allocated(self) -> dict[str, int]:
+        """Bytes of XLA's allocations by kind (see `ALLOCATION_KINDS`); empty if unknown."""
+        totals = dict.fromkeys(ALLOCATION_KINDS, 0)
+        for size, kind in self.allocations.values():
+            totals[kind] += size
+        return totals if self.allocations else {}
+
+    @property
+    def allocated_bytes(self) -> int | None:
+        """What the device allocates to run the program: arguments + outputs that are not
+        in an argument's (donated) buffer + the temporaries' one preallocated buffer.
+
+        Equals ``memory_analysis()``'s ``argument_size_in_bytes + output_size_in_bytes -
+        alias_size_in_bytes + temp_size_in_bytes``. Constants (baked into the executable)
+        and thread-local scratch (kernel stack) are not counted, as XLA does not count
+        them in those fields. None for an estimate.
+        """
+        totals = self.allocated()
+        if not totals:
+            return None
+        return totals["argument"] + totals["output"] + totals["temporary"]
+
+    def distinct(self, values: list[LiveValue]) -> list[LiveValue]:
+        """``values`` less those whose bytes an earlier one already covers (same slot, or
+        inside it): what they occupy on the device, each byte once. An estimate's values
+        have no slots and are all kept."""
+        kept, spans = [], []
+        for value in values:
+            if value.slot is None:
+                kept.append(value)
+                continue
+            low, high = value.offset, value.offset + value.size
+            if any(a == value.allocation and s <= low and high <= e for a, s, e in spans):
+                continue
+            spans.append((value.allocation, low, high))
+            kept.append(value)
+        return kept
+
+    def in_use(self, position: int) -> dict[str, int]:
+        """Bytes of XLA's allocations in use at ``position`` by kind: the values live
+        then, each slot once (`distinct`). Empty for an estimate."""
+        if not self.allocations:
+            return {}
+        totals = dict.fromkeys(KINDS, 0)
+        for value in self.distinct(self.live_at(position)):
+            totals[value.kind] += value.size
+        return totals
 
 
 # ----------------------------------------------------------------------------- XLA's files
 
 _ALLOCATION = re.compile(r"^allocation (\d+): size (\d+)(.*)$")
-_VALUE = re.compile(r"^\s*value: <\d+ (\S+?)(\{[^}]*\})? @\d+> \(size=(\d+),offset=\d+\): (.*)$")
+_VALUE = re.compile(
+    r"^\s*value: <\d+ (\S+?)(\{[^}]*\})?(?: \(phi\))? @\d+> \(size=(\d+),offset=(\d+)\): (.*)$"
+)
 _SEQUENCE = re.compile(r"^\s+(\d+):(\S+)\s*$", re.M)
 _RANGE = re.compile(r"^\s+(\S+?)(\{[^}]*\}):(-?\d+)-(-?\d+)\s*$", re.M)
 _PEAK = re.compile(r"Live ranges at (\d+) \(peak\):")
@@ -139,30 +206,45 @@ _PEAK_TOTAL = re.compile(r"Stack trace breakdown for peak usage: ([\d ]+) bytes"
 
 
 def _allocation_kind(header: str) -> str:
+    """An allocation's kind (`ALLOCATION_KINDS`), as ``CompiledMemoryStats`` sorts them."""
     if ", parameter " in header:
         return "argument"
     if ", constant" in header:
         return "constant"
     if "maybe-live-out" in header:
         return "output"
+    if "thread-local" in header:
+        return "thread-local"
     return "temporary"
 
 
-def read_buffer_assignment(text: str) -> dict[str, tuple[int, str, str]]:
-    """``{value label: (size, kind, shape)}`` from a ``*-buffer-assignment.txt``."""
-    values: dict[str, tuple[int, str, str]] = {}
-    kind = None
+def read_allocations(text: str) -> dict[int, tuple[int, str]]:
+    """``{allocation number: (size, kind)}`` from a ``*-buffer-assignment.txt``."""
+    return {
+        int(found.group(1)): (int(found.group(2)), _allocation_kind(found.group(3)))
+        for found in map(_ALLOCATION.match, text.splitlines())
+        if found
+    }
+
+
+def read_buffer_assignment(text: str) -> dict[str, tuple[int, str, str, int, int]]:
+    """``{value label: (size, kind, shape, allocation, offset)}`` from a
+    ``*-buffer-assignment.txt`` (a thread-local value's kind is ``"temporary"``)."""
+    values: dict[str, tuple[int, str, str, int, int]] = {}
+    kind, number = None, -1
     for line in text.splitlines():
         found = _ALLOCATION.match(line)
         if found:
-            kind = _allocation_kind(found.group(3))
+            kind, number = _allocation_kind(found.group(3)), int(found.group(1))
+            kind = "temporary" if kind == "thread-local" else kind
             continue
         if kind is None:
             continue
         found = _VALUE.match(line)
         if found:
             label = found.group(1) + (found.group(2) or "{}")
-            values.setdefault(label, (int(found.group(3)), kind, found.group(4).strip()))
+            size, offset, shape = int(found.group(3)), int(found.group(4)), found.group(5)
+            values.setdefault(label, (size, kind, shape.strip(), number, offset))
         elif line and not line.startswith(" "):
             kind = None  # the allocation list is over (the summary follows)
     return values
@@ -181,8 +263,12 @@ def read_live_ranges(live_range_text: str, buffer_assignment_text: str) -> LiveR
     assignment = read_buffer_assignment(buffer_assignment_text)
     values = []
     for name, index, start, end in _RANGE.findall(ranges_text):
-        size, kind, shape = assignment.get(name + index, (0, "temporary", ""))
-        values.append(LiveValue(name, index, int(start), int(end), size, kind, shape))
+        size, kind, shape, number, offset = assignment.get(
+            name + index, (0, "temporary", "", -1, 0)
+        )
+        values.append(
+            LiveValue(name, index, int(start), int(end), size, kind, shape, number, offset)
+        )
     reported, peak_values = None, []
     peak = _PEAK.search(live_range_text)
     total = _PEAK_TOTAL.search(live_range_text)
@@ -190,7 +276,8 @@ def read_live_ranges(live_range_text: str, buffer_assignment_text: str) -> LiveR
         reported = (int(peak.group(1)), int(total.group(1).replace(" ", "")))
         listing = peak_text.split("Stack trace", 1)[0]
         peak_values = _PEAK_VALUE.findall(listing)
-    return LiveRanges(sequence, values, "xla", reported, peak_values)
+    allocations = read_allocations(buffer_assignment_text)
+    return LiveRanges(sequence, values, "xla", reported, peak_values, allocations)
 
 
 def dump_memory_files(folder: pathlib.Path, prefix: str) -> tuple[str, str] | None:

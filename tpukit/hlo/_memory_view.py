@@ -8,6 +8,28 @@ first, with their lifetimes), how much each layer holds at the peak, and how the
 compares with the device's capacity. It shows as a chart and tables in a notebook and
 as text elsewhere; ``Compiled.memory_view()`` and ``HloProgram.memory_view()`` make one.
 
+What the figures count (XLA's buffer assignment; measured on CPU, JAX 0.10):
+
+- `MemoryView.peak_bytes`, the headline: what the device allocates to run the program,
+  arguments + outputs not written into a donated argument + the one buffer XLA packs
+  all temporaries into. It equals ``memory_analysis()``'s ``argument_size_in_bytes +
+  output_size_in_bytes - alias_size_in_bytes + temp_size_in_bytes`` exactly
+  (``temp_size_in_bytes`` is that packed buffer's size: the heap simulator's peak, gaps
+  for alignment included). Constants and a kernel's thread-local scratch are left out,
+  as XLA leaves them out of those fields.
+- `MemoryView.values_at_peak_bytes`: XLA's live-range report's "peak usage" line, at its
+  peak moment "Live ranges at N (peak)": the sum of the *logical* values live then.
+  Values that share one slot (a conditional's result and the branch's copy that writes
+  it; a donated argument, the loop's copy of it and the new state written over it) each
+  count, so it is more than the device holds.
+- `MemoryView.in_use_at_peak_bytes`: the same values, each slot once: the bytes really
+  occupied at XLA's peak moment. The buffer list, the roll-ups and the chart use this.
+  The chart's highest point can be elsewhere (XLA picks its moment by logical sum); the
+  packed temporaries' buffer is as large as the most they ever occupy, plus gaps.
+- ``memory_analysis().peak_memory_in_bytes`` (``xla_peak``): on CPU, arguments + outputs -
+  aliases + constants; it leaves the temporaries out (the CPU buffer assignment carries
+  no heap trace for them), so it is below the headline by ``temp_size_in_bytes``.
+
     >>> from tpukit.hlo import parse_hlo
     >>> from tpukit.hlo._memory_ranges import estimate_live_ranges
     >>> module = parse_hlo('''
@@ -64,6 +86,7 @@ class PeakBuffer:
     source: str
     start: int
     end: int
+    shares: str = ""  # a buffer listed before it whose slot holds this one's bytes
 
     @property
     def lifetime(self) -> str:
@@ -117,8 +140,24 @@ class MemoryView:
 
     @property
     def peak_bytes(self) -> int:
-        """Bytes live at the peak (XLA's live-range figure, or the estimate)."""
+        """The headline: the bytes the device allocates for the program, XLA's
+        ``argument + output - alias + temp`` sizes (see the module docstring); for an
+        estimate, the most the estimated live ranges hold at once."""
+        allocated = self.ranges.allocated_bytes
+        return self.ranges.peak_bytes if allocated is None else allocated
+
+    @property
+    def values_at_peak_bytes(self) -> int:
+        """XLA's live-range "peak usage": the logical values live at its peak, summed."""
         return self.ranges.peak_bytes
+
+    @property
+    def in_use_at_peak_bytes(self) -> int:
+        """The bytes the values live at the peak moment occupy, each slot once."""
+        return sum(v.size for v in self.ranges.distinct(self._live_at_peak()))
+
+    def _live_at_peak(self) -> list[LiveValue]:
+        return self.ranges.live_at(self.peak_position)
 
     @property
     def peak_position(self) -> int:
@@ -136,17 +175,42 @@ class MemoryView:
         return None if self.capacity is None else self.peak_bytes <= self.capacity
 
     def timeline(self) -> list[dict[str, int]]:
-        """Bytes live at each position of the schedule, by kind (argument, output, ...)."""
+        """Bytes in use at each position of the schedule, by kind (argument, output, ...):
+        each slot of XLA's buffer assignment once; for an estimate, each value."""
+        if self.ranges.allocations:
+            return [self.ranges.in_use(k) for k in range(len(self.ranges.sequence))]
         return self.ranges.timeline()
 
     def buffers_at_peak(self) -> list[PeakBuffer]:
-        """Every buffer live at the peak, largest first."""
-        return [self._buffer(v) for v in self.ranges.live_at(self.peak_position)]
+        """Every value live at XLA's peak moment, largest first (XLA's live-range list);
+        ``shares`` names an earlier one whose slot already holds its bytes."""
+        live = self._live_at_peak()
+        kept = {id(v) for v in self.ranges.distinct(live)}
+        buffers = []
+        for value in live:
+            shares = ""
+            if id(value) not in kept:
+                shares = next(
+                    (
+                        o.label
+                        for o in live
+                        if id(o) in kept
+                        and o.allocation == value.allocation
+                        and o.offset <= value.offset
+                        and value.offset + value.size <= o.offset + o.size
+                    ),
+                    "",
+                )
+            buffers.append(self._buffer(value, shares))
+        return buffers
 
     def by_group(self) -> list[tuple[str, int]]:
-        """Bytes at the peak per layer and section (arguments per argument), largest first."""
+        """Bytes in use at the peak per layer and section (arguments together), each slot
+        once, largest first: they add up to `in_use_at_peak_bytes`."""
         totals: dict[str, int] = defaultdict(int)
         for buffer in self.buffers_at_peak():
+            if buffer.shares:
+                continue
             group = "arguments" if buffer.kind == "argument" else buffer.group
             totals[group] += buffer.size
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
@@ -157,7 +221,7 @@ class MemoryView:
         if not self.roles:
             return []
         totals: dict[str, int] = defaultdict(int)
-        for value in self.ranges.live_at(self.peak_position):
+        for value in self.ranges.distinct(self._live_at_peak()):
             totals[self._role(value)] += value.size
         return sorted(totals.items(), key=lambda item: -item[1])
 
@@ -180,7 +244,7 @@ class MemoryView:
         return "workspace"
 
     # ----------------------------------------------------------------- where each buffer is from
-    def _buffer(self, value: LiveValue) -> PeakBuffer:
+    def _buffer(self, value: LiveValue, shares: str = "") -> PeakBuffer:
         instr = self._instructions.get(value.name)
         shape = value.shape or (str(instr.shape) if instr is not None else "")
         return PeakBuffer(
@@ -193,6 +257,7 @@ class MemoryView:
             source=instr.source_location if instr is not None else "",
             start=value.start,
             end=value.end,
+            shares=shares,
         )
 
     def _group(self, name: str, instr: HloInstruction | None) -> str:
@@ -234,13 +299,32 @@ class MemoryView:
         return f"Memory of {self.name} ({kind})"
 
     def _facts(self) -> list[tuple[str, str]]:
-        facts = [
-            (
-                "peak",
-                f"{format_bytes(self.peak_bytes)} at step {self.peak_position} of "
-                f"{len(self.ranges.sequence)} ({self.peak_instruction})",
+        at = f"step {self.peak_position} of {len(self.ranges.sequence)} ({self.peak_instruction})"
+        allocated = self.ranges.allocated()
+        if allocated:
+            parts = ", ".join(
+                f"{what} {format_bytes(allocated[kind])}"
+                for kind, what in (
+                    ("argument", "arguments"),
+                    ("output", "outputs"),
+                    ("temporary", "temporaries (one packed buffer)"),
+                )
+                if allocated[kind]
             )
-        ]
+            facts = [
+                (
+                    "peak",
+                    f"{format_bytes(self.peak_bytes)} ({self.peak_bytes:,} B) allocated: {parts}",
+                ),
+                (
+                    "at XLA's peak",
+                    f"{at}: {format_bytes(self.in_use_at_peak_bytes)} in use; XLA's live-range "
+                    f"'peak usage' {self.values_at_peak_bytes:,} B counts values sharing a "
+                    "slot once each",
+                ),
+            ]
+        else:
+            facts = [("peak", f"{format_bytes(self.peak_bytes)} at {at}")]
         if self.xla_peak is not None:
             facts.append(("XLA's peak_memory", self._xla_peak_text()))
         if self.capacity is not None:
@@ -253,11 +337,11 @@ class MemoryView:
         at_peak = self.timeline()[self.peak_position] if self.ranges.sequence else {}
         split = ", ".join(f"{k} {format_bytes(at_peak[k])}" for k in KINDS if at_peak.get(k))
         if split:
-            facts.append(("at the peak", split))
+            facts.append(("in use at the peak", split))
         return facts
 
     def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
-        peak = self.peak_bytes or 1
+        peak = (self.peak_bytes if self.is_estimate else self.in_use_at_peak_bytes) or 1
         buffers = self.buffers_at_peak()
         rows = [
             [
@@ -269,6 +353,7 @@ class MemoryView:
                 b.group,
                 b.source,
                 b.lifetime,
+                f"in {b.shares}'s slot" if b.shares else "",
             ]
             for b in buffers[:_TOP]
         ]
@@ -276,11 +361,21 @@ class MemoryView:
         tables = [
             (
                 f"Buffers live at the peak{more}",
-                ["size", "share", "shape", "kind", "made by", "layer / section", "source", "live"],
+                [
+                    "size",
+                    "share",
+                    "shape",
+                    "kind",
+                    "made by",
+                    "layer / section",
+                    "source",
+                    "live",
+                    "shares",
+                ],  # fmt: skip
                 rows,
             ),
             (
-                "At the peak, by layer and section",
+                "In use at the peak, by layer and section (each slot once)",
                 ["group", "bytes", "share"],
                 [[g, format_bytes(n), f"{n / peak:.1%}"] for g, n in self.by_group()[:_TOP]],
             ),
@@ -335,6 +430,7 @@ class MemoryView:
         if not steps:
             return ""
         top = max(max(sum(s.values()) for s in steps), self.peak_bytes, 1)
+        allocated = self.ranges.allocated_bytes
         if self.capacity and self.capacity < top * 1.5:
             top = max(top, self.capacity)
         left, bottom, plot_w, plot_h = 64, height - 22, width - 74, height - 34
@@ -361,9 +457,18 @@ class MemoryView:
         shapes.append(
             f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{bottom - plot_h}" y2="{bottom}" '
             'stroke="#e15759" stroke-dasharray="3,2"/>'
-            f'<text x="{px + 3:.1f}" y="{bottom - plot_h + 10}" fill="#e15759">peak '
-            f"{html.escape(format_bytes(self.peak_bytes))}</text>"
+            f'<text x="{px + 3:.1f}" y="{bottom - plot_h + 10}" fill="#e15759">XLA\'s peak '
+            f"step {self.peak_position}</text>"
         )
+        if allocated:
+            ay = y(allocated)
+            shapes.append(
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{ay:.1f}" y2="{ay:.1f}" '
+                f'stroke="{MUTED_COLOR}" stroke-dasharray="4,3"/>'
+                f'<text x="{left + 4}" y="{ay - 3:.1f}" fill="{MUTED_COLOR}">allocated '
+                f"{html.escape(format_bytes(allocated))} (arguments + outputs + packed "
+                "temporaries)</text>"
+            )
         if self.capacity and self.capacity <= top:
             cy = y(self.capacity)
             shapes.append(
