@@ -319,8 +319,8 @@ class MemoryView:
                 (
                     "at XLA's peak",
                     f"{at}: {format_bytes(self.in_use_at_peak_bytes)} in use; XLA's live-range "
-                    f"'peak usage' {self.values_at_peak_bytes:,} B counts values sharing a "
-                    "slot once each",
+                    f"'peak usage' {self.values_at_peak_bytes:,} B counts every value, those sharing a "
+                    "slot included",
                 ),
             ]
         else:
