@@ -38,6 +38,7 @@ from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compiled import Compiled, compile
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
+from tpukit.compilation._memory import set_device_memory
 from tpukit.compilation._peaks import DevicePeak, peak_for
 from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
 from tpukit.compilation._profile import Profile
@@ -46,6 +47,7 @@ from tpukit.compilation._signature import Signature
 from tpukit.compilation._timing import TimingResult
 from tpukit.compilation._xspace import ProfileError
 from tpukit.hlo import Fusion
+from tpukit.hlo._memory_view import MemoryView
 from tpukit.runtime._devices import DeviceInfo, DeviceTable, connect, devices
 from tpukit.runtime._transfer import fetch, put
 from tpukit.train import CheckpointError, History, NonFiniteLossError, Trainer, evaluate, fit
@@ -87,6 +89,7 @@ __all__ = [
     "History",
     "HloDiff",
     "Memory",
+    "MemoryView",
     "NonFiniteLossError",
     "Profile",
     "ProfileError",
@@ -115,6 +118,7 @@ __all__ = [
     "plot_ops",
     "plot_roofline",
     "put",
+    "set_device_memory",
     "shape",
     "train",
     "unload_ipython_extension",

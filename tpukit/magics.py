@@ -1,5 +1,5 @@
 """IPython magics: ``%%tpu_compile``, ``%tpu_compile``, ``%tpu_devices``, ``%tpu_timeit``,
-``%tpu_profile``, ``%tpu_graph``.
+``%tpu_profile``, ``%tpu_graph``, ``%tpu_memory``.
 
 Magics only read their line, call the Python API (``tpukit.compile``,
 ``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``) and
@@ -164,6 +164,10 @@ _STAGE = Option(
     ("--stage",),
     "Which HLO to draw.",
     settings=(("default", "optimized"), ("choices", ["optimized", "lowered"])),
+)
+_CAPACITY = Option(
+    ("--capacity",),
+    "Compare the peak with this much device memory, e.g. 16GiB (default: the device's).",
 )
 _PLATFORM = Option(
     ("--platform",),
@@ -340,9 +344,29 @@ class TpuMagics(Magics):
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
         return compiled.graph(args.stage)
 
+    @with_options(_CAPACITY)
+    @no_var_expand
+    @line_magic
+    @usage_errors
+    def tpu_memory(self, line: str) -> Any:
+        """Show what fills the device for a call: peak, buffers at the peak, live bytes.
+
+        CALL is compiled first unless it names a compiled object; the same from Python:
+        ``compiled.memory_view()``.
+
+        Examples::
+
+            %tpu_memory train_step(model, opt_state, f32[128,784], s32[128])
+            %tpu_memory --capacity 16GiB predict_compiled(model, batch)
+        """
+        args, call_text = split_options(self.tpu_memory, line)
+        spec = self._call(call_text)
+        compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
+        return compiled.memory_view(capacity=args.capacity)
+
 
 _MAGIC_NAMES = {
-    "line": ("tpu_compile", "tpu_devices", "tpu_timeit", "tpu_profile", "tpu_graph"),
+    "line": ("tpu_compile", "tpu_devices", "tpu_timeit", "tpu_profile", "tpu_graph", "tpu_memory"),
     "cell": ("tpu_compile",),
 }
 

@@ -35,7 +35,9 @@ from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_
 from tpukit.compilation import _plots
 from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
 from tpukit.compilation._compile_cache import cache_hit_count
+from tpukit.compilation._memory import configured_capacity, memory_view_of
 from tpukit.compilation._module_scopes import module_scopes
+from tpukit.compilation._out_of_memory import explain, needed_bytes
 from tpukit.compilation._peaks import peak_for
 from tpukit.compilation._placement import mesh_of, place_arguments
 from tpukit.compilation._profile import Profile, profile_call
@@ -44,7 +46,6 @@ from tpukit.compilation._signature import Signature, bind_arguments
 from tpukit.compilation._summary import summary_html, summary_text
 from tpukit.compilation._timing import TimingResult, time_call
 from tpukit.compilation._user_errors import describe_compile_error
-from tpukit.display._units import format_bytes
 from tpukit.hlo import (
     Collective,
     Fusion,
@@ -154,10 +155,15 @@ def compile_lowering(
     try:
         executable = lowered.compile()
     except Exception as exc:
+        if "RESOURCE_EXHAUSTED" in str(exc):  # XLA could not place the program at all
+            raise DeviceMemoryError(
+                f"XLA could not fit {signature} in device memory while compiling it. Use "
+                "smaller shapes (a smaller batch) or more devices with mesh=."
+            ) from None
         raise CompileError(describe_compile_error(exc, str(signature))) from exc
     done = time.perf_counter()
     signature.output = _output_info(lowered, executable)
-    return Compiled(
+    compiled = Compiled(
         function=function,
         bound_arguments=bound_arguments,
         signature=signature,
@@ -168,6 +174,8 @@ def compile_lowering(
         from_cache=cache_hit_count() > hits_before,
         example_arguments=example_arguments,
     )
+    compiled._check_configured_capacity()  # memory hook: a set capacity refuses at compile
+    return compiled
 
 
 def _module_call(module: nnx.Module) -> Callable[..., Any]:
@@ -299,7 +307,10 @@ class Compiled:
     @user_facing
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
-        return self.jax_compiled(*self._traced_arguments((*self.bound_arguments, *args), kwargs))
+        traced = self._traced_arguments((*self.bound_arguments, *args), kwargs)
+        with self._device_memory_errors():  # memory hook: an out-of-memory explained
+            self._check_configured_capacity()
+            return self.jax_compiled(*traced)
 
     def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
@@ -343,6 +354,18 @@ class Compiled:
     def memory(self) -> Memory | None:
         """Argument, output, temporary and code bytes on the device, or None if unknown."""
         return memory_of(self.jax_compiled)
+
+    def memory_view(self, *, capacity: int | str | None = None):
+        """What fills the device: the peak, the buffers live then, live bytes over the schedule.
+
+        From XLA's own buffer assignment and live ranges (the lowering is compiled once more
+        with XLA's dump options); an estimate from the schedule, said so, where XLA gives
+        none. ``capacity`` (bytes or ``"16GiB"``) overrides the device's memory for the
+        comparison. Returns a ``MemoryView`` (a chart and tables in a notebook).
+
+            >>> c.memory_view().buffers_at_peak()[:3]  # doctest: +SKIP
+        """
+        return memory_view_of(self, capacity=capacity)
 
     def fusions(self) -> list[Fusion]:
         """The fusions of the optimized program, largest FLOPs first."""
@@ -461,27 +484,37 @@ class Compiled:
         except jax.errors.JaxRuntimeError as exc:
             if "RESOURCE_EXHAUSTED" not in str(exc):
                 raise
+            free = available_bytes(self.devices[0])
             raise DeviceMemoryError(
-                f"{self.name} ran out of device memory on {self.device_kind}"
-                f"{self._memory_phrase()}. Use smaller shapes (a smaller batch), or free "
-                "device arrays you no longer need (del them)."
+                f"{self.name} ran out of device memory on {self.device_kind} while running. "
+                "Free device arrays you no longer need (del them), or:\n"
+                + explain(self, free, "free now", compile_function=self._batch_compiler())
             ) from None
-
-    def _memory_phrase(self) -> str:
-        memory = self.memory
-        return f" (it needs {format_bytes(memory.total_bytes)})" if memory else ""
 
     def _check_fits_in_memory(self) -> None:
         """Refuse to run a program that cannot fit, before it allocates anything."""
-        memory = self.memory
-        free = available_bytes(self.devices[0])
-        if memory is None or free is None or memory.total_bytes <= free:
+        configured = configured_capacity()
+        free, origin = configured or (available_bytes(self.devices[0]), "free now")
+        needed = needed_bytes(self.jax_compiled)
+        if needed is None or free is None or needed <= free:
             return
         raise DeviceMemoryError(
-            f"{self.name} needs {format_bytes(memory.total_bytes)} of memory per device but "
-            f"{self.device_kind} has {format_bytes(free)} free. Use smaller shapes (a smaller "
-            "batch), or more devices with --mesh to split the arrays."
+            explain(self, free, origin, compile_function=self._batch_compiler())
         )
+
+    def _check_configured_capacity(self) -> None:
+        """Refuse a program over the capacity of `tpukit.set_device_memory` / TPUKIT_DEVICE_MEMORY."""
+        configured = configured_capacity()
+        memory = self.memory if configured else None
+        if configured and memory is not None and memory.total_bytes > configured[0]:
+            raise DeviceMemoryError(
+                explain(self, *configured, compile_function=self._batch_compiler())
+            )
+
+    def _batch_compiler(self) -> Callable[..., Any] | None:
+        """What recompiles this program at another batch size (not fit's step: its batch
+        size is fit's argument)."""
+        return compile if self.example_arguments is None else None
 
     def __repr__(self) -> str:
 

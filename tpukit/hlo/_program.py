@@ -42,6 +42,13 @@ from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
 from tpukit.hlo._loops import trip_count
+from tpukit.hlo._memory_ranges import (
+    LiveRanges,
+    dump_memory_files,
+    estimate_live_ranges,
+    read_live_ranges,
+)
+from tpukit.hlo._memory_view import MemoryView
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, split_modules
 from tpukit.hlo._progress import progress
@@ -137,6 +144,7 @@ class HloProgram:
         self.name = name or ""  # read by hlo_module() to name the text in its errors
         if not self.name:
             self.name = self.hlo_module().name
+        self.live_ranges: LiveRanges | None = None  # XLA's, when a dump folder has them
 
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
@@ -195,6 +203,16 @@ class HloProgram:
         """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
         stage = self._check_stage(stage)
         return HloGraph(self.hlo_module(stage), title=self.name, stage=stage, times=times)
+
+    def memory_view(self, *, capacity: int | None = None) -> MemoryView:
+        """The program's memory: peak, buffers at the peak, live bytes along the schedule.
+
+        From XLA's buffer assignment and live ranges when the program was opened from a
+        dump folder that has them (``*-buffer-assignment.txt``, ``*-live-range.txt``);
+        otherwise estimated from the optimized schedule, and labelled an estimate.
+        """
+        ranges = self.live_ranges or estimate_live_ranges(self.hlo_module("optimized"))
+        return MemoryView(self.hlo_module("optimized"), ranges, name=self.name, capacity=capacity)
 
     def _facts(self) -> list[tuple[str, str]]:
         module = self.hlo_module()
@@ -371,6 +389,9 @@ def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None
     program._files = {s: str(found.files[s]) for s in stages}
     for each in stages:  # a cut or incomplete file is refused now, naming the file
         program.hlo_module(each)
+    memory = dump_memory_files(folder, found.label)  # memory hook: XLA's live ranges
+    if memory is not None and "optimized" in texts:
+        program.live_ranges = read_live_ranges(*memory)
     return program
 
 

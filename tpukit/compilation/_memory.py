@@ -1,0 +1,173 @@
+"""A compiled program's memory from XLA's own buffer assignment, and the device's capacity.
+
+``Compiled.memory_view()`` compiles the program's lowering once more with XLA's dump
+options (``xla_dump_to``, ``xla_dump_hlo_as_text``) into a temporary folder and reads
+the buffer assignment and live ranges XLA wrote there (`tpukit.hlo._memory_ranges`): the
+figures are XLA's, not tpukit's. When XLA writes no live-range report (a persistent-cache
+hit skips the compiler; older XLA versions), the view falls back to live ranges computed
+from the optimized program's schedule and says it is an estimate.
+
+The capacity a program is checked against is, in order: `set_device_memory`, the
+``TPUKIT_DEVICE_MEMORY`` environment variable (``"2GiB"``, ``"512MB"``, bytes), and the
+device's own ``memory_stats()["bytes_limit"]``. Setting one makes a small device out of
+any device, so out-of-memory paths can be tried on a CPU::
+
+    >>> parse_bytes("1.5GiB"), parse_bytes("512MB"), parse_bytes("4096")
+    (1610612736, 512000000, 4096)
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import tempfile
+from typing import Any
+
+from tpukit._errors import ArgumentError
+from tpukit.hlo import parse_hlo
+from tpukit.hlo._memory_ranges import (
+    LiveRanges,
+    dump_memory_files,
+    estimate_live_ranges,
+    read_live_ranges,
+)
+from tpukit.hlo._memory_view import MemoryView
+
+ENVIRONMENT_VARIABLE = "TPUKIT_DEVICE_MEMORY"
+_UNITS = {
+    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*")
+# fit's step takes state = (parameters, other model state, optimizer state) and data.
+_STEP_ROLES = {
+    "state[0]": "parameters",
+    "state[1]": "other model state",
+    "state[2]": "optimizer state",
+    "data": "data",
+}
+_capacity_override: int | None = None
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"2GiB"`` -> 2147483648; an int is bytes already."""
+    if isinstance(text, int):
+        return text
+    found = _SIZE.fullmatch(str(text))
+    if not found or found.group(2).lower() not in _UNITS:
+        raise ArgumentError(
+            f"Cannot read the memory size {text!r}: write a number of bytes or a number with "
+            "a unit, e.g. 2GiB, 512MiB or 800MB."
+        )
+    return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
+
+
+def set_device_memory(size: str | int | None) -> None:
+    """Check every program against ``size`` bytes of device memory (None: the device's own).
+
+    For trying out-of-memory handling on a small budget, on any device, CPU included:
+    ``tpukit.set_device_memory("64MiB")``. The environment variable
+    ``TPUKIT_DEVICE_MEMORY`` does the same for a whole process (tests, CI).
+    """
+    global _capacity_override
+    _capacity_override = None if size is None else parse_bytes(size)
+
+
+def configured_capacity() -> tuple[int, str] | None:
+    """The capacity set by `set_device_memory` or ``TPUKIT_DEVICE_MEMORY``, with its origin."""
+    if _capacity_override is not None:
+        return _capacity_override, "set by tpukit.set_device_memory"
+    text = os.environ.get(ENVIRONMENT_VARIABLE)
+    if text:
+        return parse_bytes(text), f"set by {ENVIRONMENT_VARIABLE}={text}"
+    return None
+
+
+def device_capacity(device: Any) -> tuple[int | None, str]:
+    """The memory a program may use on ``device``: a configured capacity, else the device's."""
+    configured = configured_capacity()
+    if configured is not None:
+        return configured
+    try:
+        stats = device.memory_stats() or {}
+    except Exception:  # CPU devices and some plugins have no memory statistics
+        stats = {}
+    limit = stats.get("bytes_limit")
+    if limit:
+        return int(limit), f"{device.device_kind} bytes_limit"
+    return None, ""
+
+
+def xla_live_ranges(lowered: Any, module_name: str) -> tuple[LiveRanges, str] | None:
+    """XLA's live ranges and optimized HLO text of ``lowered``, compiled again with dumps on.
+
+    None when XLA wrote no live-range report (an older XLA, or a persistent-cache hit).
+    """
+    with tempfile.TemporaryDirectory(prefix="tpukit-memory-") as folder:
+        options = {
+            "xla_dump_to": folder,
+            "xla_dump_hlo_as_text": True,
+            "xla_dump_hlo_module_re": re.escape(module_name),
+            "xla_dump_hlo_pass_re": "",
+        }
+        try:
+            lowered.compile(compiler_options=options)
+        except Exception:  # an option this XLA does not know, or a compile that fails
+            return None
+        path = pathlib.Path(folder)
+        for live in sorted(path.glob("*after_optimizations-live-range.txt")):
+            prefix = live.name.split(".", 1)[0] + "." + module_name
+            files = dump_memory_files(path, prefix)
+            texts = sorted(path.glob(f"{prefix}.*after_optimizations.txt"))
+            if files is not None and texts:
+                return read_live_ranges(*files), texts[0].read_text()
+    return None
+
+
+def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> MemoryView:
+    """The `MemoryView` of a ``tpukit.Compiled`` (see ``Compiled.memory_view``)."""
+    module = compiled.hlo_module("optimized")
+    found = xla_live_ranges(compiled.lowered, module.name)
+    if found is not None:
+        ranges, text = found
+        module = parse_hlo(text)
+    else:
+        ranges = estimate_live_ranges(module)
+    if capacity is not None:
+        limit, origin = parse_bytes(capacity), "given"
+    else:
+        limit, origin = device_capacity(compiled.devices[0])
+    stats = _memory_analysis(compiled.jax_compiled)
+    xla_peak = getattr(stats, "peak_memory_in_bytes", None) if stats is not None else None
+    arguments = [p.metadata.op_name for p in module.entry.parameters]
+    is_step = any(name.startswith("state[2]") for name in arguments)
+    return MemoryView(
+        module,
+        ranges,
+        name=compiled.name,
+        xla_peak=int(xla_peak) if xla_peak else None,
+        xla_peak_note=_peak_note(compiled, stats),
+        capacity=limit,
+        capacity_source=origin,
+        roles=_STEP_ROLES if is_step else None,
+    )
+
+
+def _memory_analysis(executable: Any) -> Any:
+    try:
+        return executable.memory_analysis()
+    except Exception:
+        return None
+
+
+def _peak_note(compiled: Any, stats: Any) -> str:
+    """Why XLA's ``peak_memory_in_bytes`` differs from the live-range peak, where known."""
+    if stats is None or compiled.devices[0].platform != "cpu":
+        return "XLA's buffer-assignment figure, against the live-range report's"
+    temp = getattr(stats, "temp_size_in_bytes", 0) or 0
+    return (
+        "on CPU, XLA's figure is arguments + outputs - aliases + constants: it leaves out "
+        f"the packed temporaries' buffer (temp_size_in_bytes, {temp:,} B), which the peak "
+        "above counts"
+    )

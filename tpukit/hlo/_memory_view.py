@@ -1,0 +1,502 @@
+"""What fills the device: a program's memory along its schedule, and who holds the peak.
+
+`MemoryView` joins a program's `LiveRanges` (XLA's own, or tpukit's estimate) with its
+HLO, so every buffer gets the instruction that made it, its layer and section (the
+groups the graph shows: ``backward › layers[0] (Linear) backward``) and its source
+line. It answers: how high is the peak and where, which buffers are live then (largest
+first, with their lifetimes), how much each layer holds at the peak, and how the peak
+compares with the device's capacity. It shows as a chart and tables in a notebook and
+as text elsewhere; ``Compiled.memory_view()`` and ``HloProgram.memory_view()`` make one.
+
+What the figures count (XLA's buffer assignment; measured on CPU, JAX 0.10):
+
+- `MemoryView.peak_bytes`, the headline: what the device allocates to run the program,
+  arguments + outputs not written into a donated argument + the one buffer XLA packs
+  all temporaries into. It equals ``memory_analysis()``'s ``argument_size_in_bytes +
+  output_size_in_bytes - alias_size_in_bytes + temp_size_in_bytes`` exactly
+  (``temp_size_in_bytes`` is that packed buffer's size: the heap simulator's peak, gaps
+  for alignment included). Constants and a kernel's thread-local scratch are left out,
+  as XLA leaves them out of those fields.
+- `MemoryView.values_at_peak_bytes`: XLA's live-range report's "peak usage" line, at its
+  peak moment "Live ranges at N (peak)": the sum of the *logical* values live then.
+  Values that share one slot (a conditional's result and the branch's copy that writes
+  it; a donated argument, the loop's copy of it and the new state written over it) each
+  count, so it is more than the device holds.
+- `MemoryView.in_use_at_peak_bytes`: the same values, each slot once: the bytes really
+  occupied at XLA's peak moment. The buffer list, the roll-ups and the chart use this.
+  The chart's highest point can be elsewhere (XLA picks its moment by logical sum); the
+  packed temporaries' buffer is as large as the most they ever occupy, plus gaps.
+- ``memory_analysis().peak_memory_in_bytes`` (``xla_peak``): on CPU, arguments + outputs -
+  aliases + constants; it leaves the temporaries out (the CPU buffer assignment carries
+  no heap trace for them), so it is below the headline by ``temp_size_in_bytes``.
+
+    >>> from tpukit.hlo import parse_hlo
+    >>> from tpukit.hlo._memory_ranges import estimate_live_ranges
+    >>> module = parse_hlo('''
+    ... HloModule f, is_scheduled=true
+    ... ENTRY main {
+    ...   x = f32[256]{0} parameter(0)
+    ...   e = f32[256]{0} exponential(x)
+    ...   ROOT n = f32[256]{0} negate(e)
+    ... }
+    ... ''')
+    >>> view = MemoryView(module, estimate_live_ranges(module), capacity=2048)
+    >>> view.peak_bytes, view.fits
+    (3072, False)
+    >>> [(b.name, b.kind, b.size) for b in view.buffers_at_peak()]
+    [('e', 'temporary', 1024), ('n', 'output', 1024), ('x', 'argument', 1024)]
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+from dataclasses import dataclass
+
+from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
+from tpukit.display._units import format_bytes
+from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
+from tpukit.hlo._model import HloInstruction, HloModule
+from tpukit.hlo._user_scopes import FORWARD, place_label, plan_scopes
+
+_COLORS = {
+    "argument": "#4e79a7",
+    "output": "#59a14f",
+    "temporary": "#f28e2b",
+    "constant": "#9c755f",
+}
+_TOP = 20
+
+
+@dataclass(frozen=True)
+class PeakBuffer:
+    """One buffer live at the peak: what it is, who made it, and how long it is held.
+
+    ``start``/``end`` are positions in the program's instruction sequence; ``group`` is
+    its layer and section (``forward › layers[0] (Linear)``), or the argument's name for
+    an argument (``state[0]['layers'][0]['kernel'].value``).
+    """
+
+    name: str
+    size: int
+    shape: str
+    kind: str
+    opcode: str
+    group: str
+    source: str
+    start: int
+    end: int
+    shares: str = ""  # a buffer listed before it whose slot holds this one's bytes
+
+    @property
+    def lifetime(self) -> str:
+        return f"{self.start}-{self.end}"
+
+
+class MemoryView:
+    """A program's memory: the peak, the buffers at the peak, and live bytes over time.
+
+    Args:
+      module: the optimized, scheduled program.
+      ranges: its buffers' live ranges (`read_live_ranges` or `estimate_live_ranges`).
+      name: a title.
+      xla_peak: ``memory_analysis().peak_memory_in_bytes`` when the compiler gave one.
+      capacity: the device's memory in bytes, to compare the peak with.
+      capacity_source: where ``capacity`` comes from, for the report.
+      xla_peak_note: why ``xla_peak`` differs from the live ranges' peak, when it does.
+      roles: for a training step, ``{argument name prefix: role}`` (``"state[0]"``:
+        ``"parameters"``) used by `breakdown`.
+    """
+
+    def __init__(
+        self,
+        module: HloModule,
+        ranges: LiveRanges,
+        *,
+        name: str | None = None,
+        xla_peak: int | None = None,
+        capacity: int | None = None,
+        capacity_source: str = "",
+        xla_peak_note: str = "",
+        roles: dict[str, str] | None = None,
+    ) -> None:
+        self.module = module
+        self.ranges = ranges
+        self.name = name or module.name
+        self.xla_peak = xla_peak
+        self.capacity = capacity
+        self.capacity_source = capacity_source
+        self.xla_peak_note = xla_peak_note
+        self.roles = dict(roles or {})
+        self._instructions = {i.name: i for i in module.instructions()}
+        self._groups: dict[str, str] | None = None
+        self._sections: dict[str, str] = {}
+
+    # ----------------------------------------------------------------- the numbers
+    @property
+    def is_estimate(self) -> bool:
+        """True when the live ranges were computed by tpukit, not read from XLA."""
+        return self.ranges.is_estimate
+
+    @property
+    def peak_bytes(self) -> int:
+        """The headline: the bytes the device allocates for the program, XLA's
+        ``argument + output - alias + temp`` sizes (see the module docstring); for an
+        estimate, the most the estimated live ranges hold at once."""
+        allocated = self.ranges.allocated_bytes
+        return self.ranges.peak_bytes if allocated is None else allocated
+
+    @property
+    def values_at_peak_bytes(self) -> int:
+        """XLA's live-range "peak usage": the logical values live at its peak, summed."""
+        return self.ranges.peak_bytes
+
+    @property
+    def in_use_at_peak_bytes(self) -> int:
+        """The bytes the values live at the peak moment occupy, each slot once."""
+        return sum(v.size for v in self.ranges.distinct(self._live_at_peak()))
+
+    def _live_at_peak(self) -> list[LiveValue]:
+        return self.ranges.live_at(self.peak_position)
+
+    @property
+    def peak_position(self) -> int:
+        return self.ranges.peak_position
+
+    @property
+    def peak_instruction(self) -> str:
+        """The instruction that runs at the peak."""
+        sequence = self.ranges.sequence
+        return sequence[self.peak_position] if sequence else ""
+
+    @property
+    def fits(self) -> bool | None:
+        """Whether the peak is within ``capacity`` (None when the capacity is unknown)."""
+        return None if self.capacity is None else self.peak_bytes <= self.capacity
+
+    def timeline(self) -> list[dict[str, int]]:
+        """Bytes in use at each position of the schedule, by kind (argument, output, ...):
+        each slot of XLA's buffer assignment once; for an estimate, each value."""
+        if self.ranges.allocations:
+            return [self.ranges.in_use(k) for k in range(len(self.ranges.sequence))]
+        return self.ranges.timeline()
+
+    def buffers_at_peak(self) -> list[PeakBuffer]:
+        """Every value live at XLA's peak moment, largest first (XLA's live-range list);
+        ``shares`` names an earlier one whose slot already holds its bytes."""
+        live = self._live_at_peak()
+        kept = {id(v) for v in self.ranges.distinct(live)}
+        buffers = []
+        for value in live:
+            shares = ""
+            if id(value) not in kept:
+                shares = next(
+                    (
+                        o.label
+                        for o in live
+                        if id(o) in kept
+                        and o.allocation == value.allocation
+                        and o.offset <= value.offset
+                        and value.offset + value.size <= o.offset + o.size
+                    ),
+                    "",
+                )
+            buffers.append(self._buffer(value, shares))
+        return buffers
+
+    def by_group(self) -> list[tuple[str, int]]:
+        """Bytes in use at the peak per layer and section (arguments together), each slot
+        once, largest first: they add up to `in_use_at_peak_bytes`."""
+        totals: dict[str, int] = defaultdict(int)
+        for buffer in self.buffers_at_peak():
+            if buffer.shares:
+                continue
+            group = "arguments" if buffer.kind == "argument" else buffer.group
+            totals[group] += buffer.size
+        return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
+
+    def breakdown(self) -> list[tuple[str, int]]:
+        """For a training step: the peak as parameters, optimizer state, data, activations
+        kept for the backward pass, new state (outputs) and workspace. Empty without roles."""
+        if not self.roles:
+            return []
+        totals: dict[str, int] = defaultdict(int)
+        for value in self.ranges.distinct(self._live_at_peak()):
+            totals[self._role(value)] += value.size
+        return sorted(totals.items(), key=lambda item: -item[1])
+
+    def _role(self, value: LiveValue) -> str:
+        instr = self._instructions.get(value.name)
+        if value.kind == "argument":
+            label = self._group(value.name, instr) if instr is not None else value.name
+            for prefix, role in self.roles.items():
+                if label.startswith(prefix):
+                    return role
+            if instr is not None and instr.opcode != "parameter":
+                return "new state (in donated buffers)"
+            return "other arguments"
+        if value.kind == "output":
+            return "results (new state)"
+        if value.kind == "constant":
+            return "constants"
+        if self._section(value.name) == FORWARD:
+            return "activations kept for backward"
+        return "workspace"
+
+    # ----------------------------------------------------------------- where each buffer is from
+    def _buffer(self, value: LiveValue, shares: str = "") -> PeakBuffer:
+        instr = self._instructions.get(value.name)
+        shape = value.shape or (str(instr.shape) if instr is not None else "")
+        return PeakBuffer(
+            name=value.label,
+            size=value.size,
+            shape=shape.split("{")[0] if shape.endswith("}") else shape,
+            kind=value.kind,
+            opcode=instr.opcode if instr is not None else "",
+            group=self._group(value.name, instr),
+            source=instr.source_location if instr is not None else "",
+            start=value.start,
+            end=value.end,
+            shares=shares,
+        )
+
+    def _group(self, name: str, instr: HloInstruction | None) -> str:
+        if instr is None:
+            return ""
+        if instr.opcode == "parameter" and instr.metadata.op_name:
+            return instr.metadata.op_name.replace("\\'", "'")
+        if self._groups is None:
+            self._plan()
+        return self._groups.get(name, "")
+
+    def _section(self, name: str) -> str:
+        if self._groups is None:
+            self._plan()
+        return self._sections.get(name, "")
+
+    def _plan(self) -> None:
+        self._groups = {}
+        for comp in self.module.computations.values():
+            if comp.kind not in ("entry", "while_body", "while_condition", "branch", "called"):
+                continue
+            callers = self.module.callers(comp.name)
+            plan = plan_scopes(comp, self.module, callers[0] if callers else None)
+            for instr in comp.instructions:
+                section = plan.section.get(instr.name, "")
+                self._sections[instr.name] = section
+                self._groups[instr.name] = place_label(section, plan.path.get(instr.name, []))
+
+    # ----------------------------------------------------------------- one description, two outputs
+    def _xla_peak_text(self) -> str:
+        xla_peak, peak = self.xla_peak or 0, self.peak_bytes
+        if xla_peak == peak:
+            return f"{format_bytes(xla_peak)} (the same)"
+        note = f": {self.xla_peak_note}" if self.xla_peak_note else ""
+        return f"{format_bytes(xla_peak)} ({xla_peak:,} B against {peak:,} B{note})"
+
+    def _headline(self) -> str:
+        kind = "estimated from the HLO schedule" if self.is_estimate else "XLA's buffer assignment"
+        return f"Memory of {self.name} ({kind})"
+
+    def _facts(self) -> list[tuple[str, str]]:
+        at = f"step {self.peak_position} of {len(self.ranges.sequence)} ({self.peak_instruction})"
+        allocated = self.ranges.allocated()
+        if allocated:
+            parts = ", ".join(
+                f"{what} {format_bytes(allocated[kind])}"
+                for kind, what in (
+                    ("argument", "arguments"),
+                    ("output", "outputs"),
+                    ("temporary", "temporaries (one packed buffer)"),
+                )
+                if allocated[kind]
+            )
+            facts = [
+                (
+                    "peak",
+                    f"{format_bytes(self.peak_bytes)} ({self.peak_bytes:,} B) allocated: {parts}",
+                ),
+                (
+                    "at XLA's peak",
+                    f"{at}: {format_bytes(self.in_use_at_peak_bytes)} in use; XLA's live-range "
+                    f"'peak usage' {self.values_at_peak_bytes:,} B counts every value, those sharing a "
+                    "slot included",
+                ),
+            ]
+        else:
+            facts = [("peak", f"{format_bytes(self.peak_bytes)} at {at}")]
+        if self.xla_peak is not None:
+            facts.append(("XLA's peak_memory", self._xla_peak_text()))
+        if self.capacity is not None:
+            share = self.peak_bytes / self.capacity if self.capacity else float("inf")
+            verdict = "fits" if self.fits else "does NOT fit"
+            where = f" ({self.capacity_source})" if self.capacity_source else ""
+            facts.append(
+                ("device", f"{format_bytes(self.capacity)}{where}: {verdict}, {share:.0%} used")
+            )
+        at_peak = self.timeline()[self.peak_position] if self.ranges.sequence else {}
+        split = ", ".join(f"{k} {format_bytes(at_peak[k])}" for k in KINDS if at_peak.get(k))
+        if split:
+            facts.append(("in use at the peak", split))
+        return facts
+
+    def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
+        peak = (self.peak_bytes if self.is_estimate else self.in_use_at_peak_bytes) or 1
+        buffers = self.buffers_at_peak()
+        rows = [
+            [
+                format_bytes(b.size),
+                f"{b.size / peak:.1%}",
+                b.shape,
+                b.kind,
+                f"{b.name} ({b.opcode})" if b.opcode else b.name,
+                b.group,
+                b.source,
+                b.lifetime,
+                f"in {b.shares}'s slot" if b.shares else "",
+            ]
+            for b in buffers[:_TOP]
+        ]
+        more = f" ({_TOP} largest of {len(buffers)})" if len(buffers) > _TOP else ""
+        tables = [
+            (
+                f"Buffers live at the peak{more}",
+                [
+                    "size",
+                    "share",
+                    "shape",
+                    "kind",
+                    "made by",
+                    "layer / section",
+                    "source",
+                    "live",
+                    "shares",
+                ],  # fmt: skip
+                rows,
+            ),
+            (
+                "In use at the peak, by layer and section (each slot once)",
+                ["group", "bytes", "share"],
+                [[g, format_bytes(n), f"{n / peak:.1%}"] for g, n in self.by_group()[:_TOP]],
+            ),
+        ]
+        breakdown = self.breakdown()
+        if breakdown:
+            tables.append(
+                (
+                    "Training step at the peak",
+                    ["what", "bytes", "share"],
+                    [[w, format_bytes(n), f"{n / peak:.1%}"] for w, n in breakdown],
+                )
+            )
+        return tables
+
+    def __repr__(self) -> str:
+        facts = self._facts()
+        width = max(len(k) for k, _ in facts)
+        lines = [self._headline(), *(f"  {k.ljust(width)}  {v}" for k, v in facts)]
+        for title, headers, rows in self._tables():
+            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+            lines += ["", title]
+            lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)))
+            lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        facts = "".join(
+            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._facts()
+        )
+        parts = [
+            f'{table_style(_KIND, _RULES)}<div class="{root_classes(_KIND)}">',
+            f"<div><b>{html.escape(self._headline())}</b></div><table>{facts}</table>",
+            self._chart_svg(),
+        ]
+        for title, headers, rows in self._tables():
+            head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+            body = "".join(
+                "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                for row in rows
+            )
+            parts.append(
+                f"<details open><summary>{html.escape(title)}</summary>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
+            )
+        parts.append("</div>")
+        return "".join(parts)
+
+    def _chart_svg(self, width: int = 720, height: int = 180) -> str:
+        """Live bytes along the schedule, stacked by kind, the peak and capacity marked."""
+        steps = self.timeline()
+        if not steps:
+            return ""
+        top = max(max(sum(s.values()) for s in steps), self.peak_bytes, 1)
+        allocated = self.ranges.allocated_bytes
+        if self.capacity and self.capacity < top * 1.5:
+            top = max(top, self.capacity)
+        left, bottom, plot_w, plot_h = 64, height - 22, width - 74, height - 34
+        x_step = plot_w / max(len(steps) - 1, 1)
+
+        def y(value: float) -> float:
+            return bottom - plot_h * value / top
+
+        shapes, base = [], [0] * len(steps)
+        for kind in KINDS:
+            upper = [b + s[kind] for b, s in zip(base, steps)]
+            if upper == base:
+                continue
+            points = [f"{left + k * x_step:.1f},{y(v):.1f}" for k, v in enumerate(upper)]
+            points += [
+                f"{left + k * x_step:.1f},{y(v):.1f}" for k, v in reversed(list(enumerate(base)))
+            ]
+            shapes.append(
+                f'<polygon points="{" ".join(points)}" fill="{_COLORS[kind]}" fill-opacity=".75">'
+                f"<title>{kind}s</title></polygon>"
+            )
+            base = upper
+        px = left + self.peak_position * x_step
+        shapes.append(
+            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{bottom - plot_h}" y2="{bottom}" '
+            'stroke="#e15759" stroke-dasharray="3,2"/>'
+            f'<text x="{px + 3:.1f}" y="{bottom - plot_h + 10}" fill="#e15759">XLA\'s peak '
+            f"step {self.peak_position}</text>"
+        )
+        if allocated:
+            ay = y(allocated)
+            shapes.append(
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{ay:.1f}" y2="{ay:.1f}" '
+                f'stroke="{MUTED_COLOR}" stroke-dasharray="4,3"/>'
+                f'<text x="{left + 4}" y="{ay - 3:.1f}" fill="{MUTED_COLOR}">allocated '
+                f"{html.escape(format_bytes(allocated))} (arguments + outputs + packed "
+                "temporaries)</text>"
+            )
+        if self.capacity and self.capacity <= top:
+            cy = y(self.capacity)
+            shapes.append(
+                f'<line x1="{left}" x2="{left + plot_w}" y1="{cy:.1f}" y2="{cy:.1f}" '
+                'stroke="#e15759"/>'
+                f'<text x="{left + plot_w - 4}" y="{cy - 3:.1f}" text-anchor="end" '
+                f'fill="#e15759">capacity {html.escape(format_bytes(self.capacity))}</text>'
+            )
+        legend = "".join(
+            f'<tspan fill="{_COLORS[k]}">■</tspan> {k}s ' for k in KINDS if any(s[k] for s in steps)
+        )
+        return (
+            f'<svg width="{width}" height="{height}" role="img" font-size="11" '
+            'font-family="inherit" style="display:block;margin:4px 0">'
+            f"<title>live bytes along the schedule of {html.escape(self.name)}</title>"
+            f'<line x1="{left}" x2="{left}" y1="{bottom - plot_h}" y2="{bottom}" '
+            f'stroke="{BORDER_COLOR}"/><line x1="{left}" x2="{left + plot_w}" y1="{bottom}" '
+            f'y2="{bottom}" stroke="{BORDER_COLOR}"/>'
+            f'<text x="{left - 4}" y="{bottom - plot_h + 8}" text-anchor="end" '
+            f'fill="{MUTED_COLOR}">{html.escape(format_bytes(top))}</text>'
+            f'<text x="{left - 4}" y="{bottom}" text-anchor="end" fill="{MUTED_COLOR}">0</text>'
+            f'<text x="{left}" y="{height - 6}" fill="{MUTED_COLOR}">{legend} · schedule '
+            f"step 0-{len(steps) - 1} →</text>{''.join(shapes)}</svg>"
+        )
+
+
+_KIND = "tpukit-memory"
+_RULES = (
+    f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:1100px}}"
+    "& svg text{fill-opacity:1}"
+)
