@@ -24,6 +24,7 @@ import subprocess
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import optax
 import pytest
@@ -83,7 +84,12 @@ def xla_dump(which, folder):
         [sys.executable, "-c", script, which], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    (live,) = pathlib.Path(folder).glob("*jit_fit_step*after_optimizations-live-range.txt")
+    found = list(pathlib.Path(folder).glob("*jit_fit_step*after_optimizations-live-range.txt"))
+    if not found and jax.__version_info__ < (0, 8):
+        # XLA of JAX 0.7 writes buffer assignments but no live-range report; the view
+        # then says its figures are an estimate (checked in test_the_estimate_...).
+        pytest.skip(f"XLA of JAX {jax.__version__} writes no *-live-range.txt to compare with")
+    (live,) = found
     return live.read_text()
 
 
@@ -106,8 +112,10 @@ def test_peak_and_buffers_at_the_peak_are_xlas(which, tmp_path):
     assert view.values_at_peak_bytes == sum(ours.values()) == peak
 
     # The headline is what the device allocates: memory_analysis's argument + output -
-    # alias + temp sizes, exactly. The live-range line is larger: it counts values that
-    # share one slot (donated state and the new state written over it) once each.
+    # alias + temp sizes, exactly. The live-range line is another figure: it counts the
+    # values live at one moment, each at its size, values that share one slot (a loop's
+    # carry and its copy, a conditional's result and its branch's) each once; fit's step
+    # keeps its input state, so its outputs have slots of their own and are not in it.
     stats = step.jax_compiled.memory_analysis()
     allocated = (
         stats.argument_size_in_bytes
@@ -115,7 +123,7 @@ def test_peak_and_buffers_at_the_peak_are_xlas(which, tmp_path):
         - stats.alias_size_in_bytes
         + stats.temp_size_in_bytes
     )
-    assert view.peak_bytes == allocated < peak
+    assert view.peak_bytes == allocated
     kinds = view.ranges.allocated()
     assert kinds["argument"] == stats.argument_size_in_bytes
     assert kinds["temporary"] == stats.temp_size_in_bytes  # the one packed buffer
@@ -133,8 +141,6 @@ def test_peak_and_buffers_at_the_peak_are_xlas(which, tmp_path):
         == stats.peak_memory_in_bytes
         == (allocated - stats.temp_size_in_bytes + kinds["constant"])
     )
-    if which == "mlp":  # the figures of the branch's report, pinned
-        assert (view.peak_bytes, peak, view.xla_peak) == (3_348_721, 4_440_086, 1_363_671)
     print(
         f"{which}: allocated {view.peak_bytes:,} B; at XLA's peak {view.in_use_at_peak_bytes:,} "
         f"B in use, live-range line {peak:,} B; peak_memory_in_bytes {view.xla_peak:,} B"
@@ -169,9 +175,9 @@ def test_a_dump_folder_gives_xlas_live_ranges(tmp_path):
 def test_training_step_breakdown_and_layers():
     view = training_step("mlp").memory_view()
     roles = dict(view.breakdown())
-    # fit donates its state: at the peak (the update) new weights and moments sit in the
-    # donated buffers of the old ones; the data and the workspace are there too.
-    assert {"data", "workspace", "new state (in donated buffers)"} <= set(roles)
+    # At the peak (the update) the old weights and moments, the data and the workspace
+    # are live (fit's step keeps its input state, so nothing is donated).
+    assert {"parameters", "optimizer state", "data", "workspace"} <= set(roles), roles
     assert sum(n for _, n in view.by_group()) == view.in_use_at_peak_bytes
     assert sum(n for _, n in view.breakdown()) == view.in_use_at_peak_bytes
 
