@@ -86,6 +86,20 @@ def _script_safe(js: str, what: str) -> str:
     return js
 
 
+def graph_data(module: HloModule) -> _GraphData:
+    """The graph's tree of groups for ``module``, built once per module and kept on it.
+
+    A program drawn again (its graph, then with a profile's times, then beside another
+    in a diff) reuses the grouping: it depends on the module alone, not on the title,
+    the stage or the times.
+    """
+    data = module._analysis.get("graph_data")
+    if data is None:
+        with paused_gc():  # hundreds of thousands of objects, no cycles to find
+            data = module._analysis["graph_data"] = _GraphData(module)
+    return data
+
+
 class HloGraph:
     """An interactive graph of an HLO module, shown inline by notebooks.
 
@@ -113,8 +127,7 @@ class HloGraph:
         self.title = title if title is not None else module.name
         self.stage = stage
         self.times = dict(times) if times is not None else None
-        with paused_gc():  # hundreds of thousands of objects, no cycles to find
-            self._data = _GraphData(module)
+        self._data = graph_data(module)
         self._payload_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
 

@@ -43,7 +43,7 @@ from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloModule
-from tpukit.hlo._parser import parse_hlo, split_modules
+from tpukit.hlo._parser import module_names, parse_hlo, split_modules
 from tpukit.hlo._progress import progress
 
 _TOP_FUSIONS = 5
@@ -134,8 +134,8 @@ class HloProgram:
         self.stages = tuple(s for s in STAGES if s in texts)
         self.stage = self.stages[-1]
         self.source = source
-        self.name = name or ""
-        self.name = name or self.hlo_module().name
+        # The header names the module: read it there rather than parse the whole text.
+        self.name = name or next(iter(module_names(self._texts[self.stage])), "")
 
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
