@@ -34,6 +34,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from tpukit.display._cells import describe_location
+from tpukit.hlo._attributes import split_attributes
 
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {
@@ -134,7 +135,7 @@ class HloSourceFrame(NamedTuple):
     function: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class HloMetadata:
     """The ``metadata={...}`` of an instruction: which JAX op and source line made it.
 
@@ -176,7 +177,6 @@ class HloEdge(NamedTuple):
     nbytes: int
 
 
-@dataclass
 class HloInstruction:
     """One line of HLO: ``%dot.3 = f32[8,4]{1,0} dot(%x, %w), lhs_contracting_dims={1}``.
 
@@ -192,19 +192,77 @@ class HloInstruction:
         ('dot', ['param_0', 'param_1'], '{1}')
         >>> instr.metadata.op_name, instr.name_scope, instr.source_location
         ('jit(f)/dot_general', 'jit(f)', 'model.py:7')
+
+    A module holds hundreds of thousands of these, so the record is lean: fixed slots,
+    and ``attributes`` split out of ``text`` on first use (the parser reads the called
+    computations and the metadata when it builds the record; most attributes of most
+    instructions are never asked for). Instructions with the same ``metadata={...}``
+    text share one `HloMetadata`.
     """
 
-    name: str
-    opcode: str
-    shape: HloShape
-    operands: list[str] = field(default_factory=list)
-    attributes: dict[str, str] = field(default_factory=dict)
-    called_computations: list[ComputationRef] = field(default_factory=list)
-    metadata: HloMetadata = field(default_factory=HloMetadata)
-    is_root: bool = False
-    text: str = ""
-    operand_text: str = ""
-    computation: str = ""
+    __slots__ = (
+        "name", "opcode", "shape", "operands", "_attributes", "called_computations",
+        "metadata", "is_root", "text", "operand_text", "computation", "_rest_at",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        opcode: str,
+        shape: HloShape,
+        operands: list[str] | None = None,
+        attributes: dict[str, str] | None = None,
+        called_computations: list[ComputationRef] | None = None,
+        metadata: HloMetadata | None = None,
+        is_root: bool = False,
+        text: str = "",
+        operand_text: str = "",
+        computation: str = "",
+        *,
+        rest_at: int = -1,
+    ) -> None:
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[str] = [] if operands is None else operands
+        # None until asked for: then split from ``text[rest_at:]`` (see `attributes`).
+        self._attributes = attributes if attributes is not None or rest_at < 0 else None
+        if self._attributes is None and rest_at < 0:
+            self._attributes = {}
+        self._rest_at = rest_at
+        self.called_computations: list[ComputationRef] = (
+            [] if called_computations is None else called_computations
+        )
+        self.metadata: HloMetadata = HloMetadata() if metadata is None else metadata
+        self.is_root = is_root
+        self.text = text
+        self.operand_text = operand_text
+        self.computation = computation
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """Every ``key=value`` after the operands, as raw strings (split on first use)."""
+        if self._attributes is None:
+            self._attributes = split_attributes(self.text[self._rest_at :].strip())
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, str]) -> None:
+        self._attributes = value
+
+    def _fields(self) -> tuple:
+        return (
+            self.name, self.opcode, self.shape, self.operands, self.attributes,
+            self.called_computations, self.metadata, self.is_root, self.text,
+            self.operand_text, self.computation,
+        )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __repr__(self) -> str:
         return (
