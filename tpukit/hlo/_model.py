@@ -357,9 +357,11 @@ class HloComputation:
 
     def get(self, name: str) -> HloInstruction | None:
         """The instruction called ``name`` (with or without ``%``), or None."""
-        if self._by_name is None or len(self._by_name) != len(self.instructions):
-            self._by_name = {i.name: i for i in self.instructions}
-        return self._by_name.get(name.lstrip("%"))
+        by_name = self._by_name
+        if by_name is None or len(by_name) != len(self.instructions):
+            by_name = self._by_name = {i.name: i for i in self.instructions}
+        found = by_name.get(name)  # asked for every operand of every instruction: no % first
+        return found if found is not None or name[:1] != "%" else by_name.get(name.lstrip("%"))
 
     def __getitem__(self, name: str) -> HloInstruction:
         instr = self.get(name)

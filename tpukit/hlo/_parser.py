@@ -463,6 +463,14 @@ def _general_head(line: str, computation: str, shared: dict | None) -> HloInstru
     return bool(start.group(1)), name, shape, opcode, operand_text, operands, pos
 
 
+def metadata_text(instr: HloInstruction) -> str:
+    """The raw ``{...}`` of ``instr``'s ``metadata=`` (``""`` when none), read without
+    splitting its other attributes when the parser left them for later."""
+    if instr._attributes is None:  # the parser found it alone: it finds it again
+        return _metadata_alone(instr.text[instr._rest_at :]) or ""
+    return instr.attributes.get("metadata", "")
+
+
 def _metadata_alone(rest: str) -> str | None:
     """The ``metadata={...}`` value of ``rest`` (``""`` when it has none), found without
     splitting the other attributes; None when only a full split can tell."""
