@@ -194,7 +194,8 @@ class HloInstruction:
         ('jit(f)/dot_general', 'jit(f)', 'model.py:7')
 
     A module holds hundreds of thousands of these, so the record is lean: fixed slots,
-    and ``attributes`` split out of ``text`` on first use (the parser reads the called
+    ``operand_text`` read from ``text`` when asked, and ``attributes`` split out of
+    ``text`` on first use (the parser reads the called
     computations and the metadata when it builds the record; most attributes of most
     instructions are never asked for). Instructions with the same ``metadata={...}``
     text share one `HloMetadata`.
@@ -202,7 +203,7 @@ class HloInstruction:
 
     __slots__ = (
         "name", "opcode", "shape", "operands", "_attributes", "called_computations",
-        "metadata", "is_root", "text", "operand_text", "computation", "_rest_at",
+        "metadata", "is_root", "text", "_operand_text", "computation", "_rest_at",
     )  # fmt: skip
 
     def __init__(
@@ -216,7 +217,7 @@ class HloInstruction:
         metadata: HloMetadata | None = None,
         is_root: bool = False,
         text: str = "",
-        operand_text: str = "",
+        operand_text: str | int = "",
         computation: str = "",
         *,
         rest_at: int = -1,
@@ -236,8 +237,21 @@ class HloInstruction:
         self.metadata: HloMetadata = HloMetadata() if metadata is None else metadata
         self.is_root = is_root
         self.text = text
-        self.operand_text = operand_text
+        # The text, or where it starts in ``text`` (it then ends at the next ``)``).
+        self._operand_text = operand_text
         self.computation = computation
+
+    @property
+    def operand_text(self) -> str:
+        """The raw text between the opcode's parentheses (``"3"`` for ``parameter(3)``)."""
+        found = self._operand_text
+        if found.__class__ is int:  # read from the line when asked: one string fewer each
+            return self.text[found : self.text.find(")", found)]  # type: ignore[index]
+        return found  # type: ignore[return-value]
+
+    @operand_text.setter
+    def operand_text(self, value: str) -> None:
+        self._operand_text = value
 
     @property
     def attributes(self) -> dict[str, str]:

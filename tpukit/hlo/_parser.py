@@ -12,11 +12,16 @@ odd text never raises.
     >>> module.entry.root.opcode, module.entry.root.fusion_kind
     ('fusion', 'kLoop')
 
-Speed: attributes are split at their top-level commas inside one regex match per
-attribute (`_brackets.split_top`), shapes and metadata are parsed once per distinct
-spelling, each stack frame's user line is found once, and the garbage collector
-pauses while the objects pile up (`paused_gc`), so a 25k-instruction training step
-parses in about 0.25 s on one core.
+Speed and memory (a 400,000-instruction dump is what a large model gives): most lines
+are read by one regex (`_COMMON`: name, shape, opcode, operands without nesting), their
+operand names by one more; an instruction's attributes are split only when someone asks
+(`HloInstruction.attributes`), the parser itself reading just the called computations
+(lines that name one are split at once) and the metadata; equal names and equal metadata
+texts of one module are stored once (`parse_instruction`'s ``shared``); shapes and
+metadata fields are parsed once per distinct spelling; and the garbage collector pauses
+while the objects pile up (`paused_gc`). Odd lines take the general path, which splits
+attributes at their top-level commas inside one regex match per attribute
+(`_brackets.split_top`).
 """
 
 from __future__ import annotations
@@ -381,6 +386,7 @@ def parse_instruction(
             [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
         )
         pos = common.end()
+        operand_text = common.start(5)  # kept as a place in the line (see HloInstruction)
     else:
         head = _general_head(line, computation, shared)
         if isinstance(head, HloInstruction):
