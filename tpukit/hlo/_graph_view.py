@@ -49,6 +49,7 @@ from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
+from tpukit.hlo._progress import progress
 
 if TYPE_CHECKING:
     from tpukit.hlo._program import HloProgram
@@ -95,7 +96,8 @@ def graph_data(module: HloModule) -> _GraphData:
     """
     data = module._analysis.get("graph_data")
     if data is None:
-        with paused_gc():  # hundreds of thousands of objects, no cycles to find
+        # A long open says what it does (past about 2 s: see `_progress`).
+        with progress(f"grouping {module.name or 'the module'} for its graph"), paused_gc():
             data = module._analysis["graph_data"] = _GraphData(module)
     return data
 
@@ -145,7 +147,7 @@ class HloGraph:
 
     def _payload(self) -> str:
         if self._payload_b64 is None:
-            with paused_gc():
+            with progress(f"drawing the graph of {self.title}"), paused_gc():
                 payload = self._data.payload(self.title, self.stage, times=self.times)
             raw = json.dumps(payload, separators=(",", ":"))
             # Level 5: a fifth of level 9's time on a 5 MB payload, about 10% larger.
