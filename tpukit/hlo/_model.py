@@ -194,6 +194,7 @@ class HloInstruction:
         ('jit(f)/dot_general', 'jit(f)', 'model.py:7')
 
     A module holds hundreds of thousands of these, so the record is lean: fixed slots,
+    ``text`` a place in the module's text (which it keeps alive) rather than a copy,
     ``operand_text`` read from ``text`` when asked, and ``attributes`` split out of
     ``text`` on first use (the parser reads the called
     computations and the metadata when it builds the record; most attributes of most
@@ -203,7 +204,8 @@ class HloInstruction:
 
     __slots__ = (
         "name", "opcode", "shape", "operands", "_attributes", "called_computations",
-        "metadata", "is_root", "text", "_operand_text", "computation", "_rest_at",
+        "metadata", "is_root", "_text", "_at", "_end", "_operand_text", "computation",
+        "_rest_at",
     )  # fmt: skip
 
     def __init__(
@@ -221,6 +223,8 @@ class HloInstruction:
         computation: str = "",
         *,
         rest_at: int = -1,
+        source: str | None = None,
+        at: int = 0,
     ) -> None:
         self.name = name
         self.opcode = opcode
@@ -236,17 +240,30 @@ class HloInstruction:
         )
         self.metadata: HloMetadata = HloMetadata() if metadata is None else metadata
         self.is_root = is_root
-        self.text = text
+        if source is None:
+            self._text, self._at, self._end = text, -1, 0
+        else:  # ``text`` is ``source[at:at + len(text)]``: kept as that place, not a copy
+            self._text, self._at, self._end = source, at, at + len(text)
         # The text, or where it starts in ``text`` (it then ends at the next ``)``).
         self._operand_text = operand_text
         self.computation = computation
+
+    @property
+    def text(self) -> str:
+        """The instruction's HLO line, as written (continuation lines joined by spaces)."""
+        return self._text if self._at < 0 else self._text[self._at : self._end]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text, self._at, self._end = value, -1, 0
 
     @property
     def operand_text(self) -> str:
         """The raw text between the opcode's parentheses (``"3"`` for ``parameter(3)``)."""
         found = self._operand_text
         if found.__class__ is int:  # read from the line when asked: one string fewer each
-            return self.text[found : self.text.find(")", found)]  # type: ignore[index]
+            text = self.text
+            return text[found : text.find(")", found)]  # type: ignore[index]
         return found  # type: ignore[return-value]
 
     @operand_text.setter

@@ -203,7 +203,9 @@ def _parse(text: str) -> HloModule:
     seen_header = False
     shared: dict[str, object] = {}  # names and metadata texts -> one object each
 
-    for line in text.splitlines():
+    pending_at = end = 0  # where the pending instruction starts in ``text``; this line ends
+    for line in text.splitlines(True):
+        start, end = end, end + len(line)
         stripped = line.strip()
         if comp is None:
             if not stripped or stripped.startswith("//"):
@@ -219,20 +221,21 @@ def _parse(text: str) -> HloModule:
             elif header := _COMPUTATION_HEADER.match(stripped):
                 comp = _new_computation(header, module)
             else:
-                module.unparsed.append(line)
+                module.unparsed.append((line.splitlines() or [""])[0])
             continue
 
         if not stripped or stripped.startswith("//"):
             continue
         if _NEW_INSTRUCTION.match(stripped):
-            _flush(comp, pending, shared)
+            _flush(comp, pending, shared, text, pending_at)
             # Most instructions fit on one line: their depth is counted only when needed.
             pending, depth = [stripped], None
+            pending_at = start + len(line) - len(line.lstrip())
             continue
         if depth is None:
             depth = open_brackets(pending[0])
         if stripped.startswith("}") and depth <= 0:
-            _flush(comp, pending, shared)
+            _flush(comp, pending, shared, text, pending_at)
             pending = []
             module.computations[comp.name] = comp
             comp = None
@@ -240,19 +243,21 @@ def _parse(text: str) -> HloModule:
         header = _COMPUTATION_HEADER.match(stripped)
         if header:
             # A new header before the closing brace: close the current computation.
-            _flush(comp, pending, shared)
+            _flush(comp, pending, shared, text, pending_at)
             pending, depth = [], 0
             module.computations[comp.name] = comp
             comp = _new_computation(header, module)
             continue
         # A continuation line of a multi-line instruction (or an odd line: it is
         # kept in the previous instruction's text and raw attributes).
+        if not pending:
+            pending_at = start + len(line) - len(line.lstrip())
         pending.append(stripped)
         depth += open_brackets(stripped)
 
     if comp is not None:
         cut = bool(pending) and open_brackets(pending[0]) > 0
-        _flush(comp, pending, shared)
+        _flush(comp, pending, shared, text, pending_at)
         last = comp.instructions[-1].text if comp.instructions else ""
         raise HloTextError(
             f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
@@ -283,10 +288,20 @@ def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation
     return comp
 
 
-def _flush(comp: HloComputation, pending: list[str], shared: dict[str, object]) -> None:
-    if pending:
-        line = pending[0] if len(pending) == 1 else " ".join(pending)
-        comp.instructions.append(parse_instruction(line, comp.name, shared))
+def _flush(
+    comp: HloComputation,
+    pending: list[str],
+    shared: dict[str, object],
+    source: str | None = None,
+    at: int = 0,
+) -> None:
+    if len(pending) == 1:  # one line: the record points into the module's text
+        line = pending[0]
+        if source is not None and not source.startswith(line, at):
+            source = None  # (never, unless the offsets are wrong: then keep a copy)
+        comp.instructions.append(parse_instruction(line, comp.name, shared, source, at))
+    elif pending:
+        comp.instructions.append(parse_instruction(" ".join(pending), comp.name, shared))
 
 
 def _unquote(value: str) -> str:
@@ -362,14 +377,20 @@ def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
 
 
 def parse_instruction(
-    line: str, computation: str = "", shared: dict[str, object] | None = None
+    line: str,
+    computation: str = "",
+    shared: dict[str, object] | None = None,
+    source: str | None = None,
+    at: int = 0,
 ) -> HloInstruction:
     """Parse one instruction line; unknown syntax degrades to raw attribute strings.
 
     ``shared`` maps what the instructions of one module repeat -- names (an operand is
     another instruction's name) and ``metadata={...}`` texts -- to one object each, so
     equal names are one string and equal metadata one `HloMetadata`. (A table of the
-    parse, unlike ``sys.intern``'s, is freed with it.)
+    parse, unlike ``sys.intern``'s, is freed with it.) When ``line`` is
+    ``source[at:at + len(line)]``, pass ``source`` and ``at``: the record then keeps that
+    place in ``source`` instead of its own copy of the line.
 
     >>> parse_instruction("ROOT %t = f32[2]{0} tanh(f32[2]{0} %x), metadata={op_name=\\"a/b\\"}")
     HloInstruction(name='t', opcode='tanh', shape=f32[2]{0}, operands=['x'])
@@ -415,6 +436,7 @@ def parse_instruction(
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
+        source=source, at=at,
     )  # fmt: skip
 
 
