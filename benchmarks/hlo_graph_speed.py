@@ -20,6 +20,12 @@ already compiled) and seeing the graph.
 
 ``--hlo`` takes any HLO text file (``.gz`` too), e.g. a module compiled elsewhere; keep such
 files out of the repository. Prints a table and writes JSON under ``benchmarks/results/``.
+
+The large-module row (``--large 400000``, 0 to skip) generates a module of that many
+instructions in fused computations of 1,000 (`_large_hlo`, about 200 bytes a line) and
+measures the parser alone: instructions parsed per second, and the memory the parsed
+module keeps (resident memory after parsing less before, the text already in memory)
+as a multiple of the text's size; then the graph's group and HTML times on it.
 """
 
 from __future__ import annotations
@@ -115,6 +121,65 @@ def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     built = time.perf_counter()
     times = {"parse_s": parsed - start, "group_s": grouped - parsed, "html_s": built - grouped}
     return times, (g, page)
+
+
+def _resident_bytes() -> int:
+    """This process's resident memory now (Linux ``/proc``; 0 elsewhere)."""
+    try:
+        pages = int(pathlib.Path("/proc/self/statm").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE")
+
+
+def large_row(instructions: int) -> dict:
+    """Parse speed and memory on a generated module of about ``instructions`` instructions."""
+    import gc
+
+    from _large_hlo import large_module
+
+    from tpukit.hlo import parse_hlo
+    from tpukit.hlo._graph_view import HloGraph
+
+    text = large_module(max(1, instructions // 1_000), 1_000)
+    gc.collect()
+    before = _resident_bytes()
+    start = time.perf_counter()
+    cpu = time.process_time()
+    module = parse_hlo(text)
+    parse_s, parse_cpu_s = time.perf_counter() - start, time.process_time() - cpu
+    gc.collect()
+    kept = _resident_bytes() - before
+    count = sum(len(c) for c in module.computations.values())
+    start = time.perf_counter()
+    g = HloGraph(module, title="large", stage="optimized")
+    grouped = time.perf_counter()
+    page = g.to_html()
+    built = time.perf_counter()
+    return {
+        "title": f"generated, {count:,} instructions",
+        "instructions": count,
+        "hlo_bytes": len(text.encode()),
+        "parse_s": round(parse_s, 3),
+        "parse_cpu_s": round(parse_cpu_s, 3),
+        "instructions_per_s": round(count / parse_s),
+        "instructions_per_cpu_s": round(count / parse_cpu_s),
+        "kept_bytes": kept,
+        "memory_x_text": round(kept / len(text.encode()), 2),
+        "group_s": round(grouped - start, 3),
+        "html_s": round(built - grouped, 3),
+        "html_bytes": len(page.encode()),
+    }
+
+
+def large_table(row: dict) -> str:
+    return (
+        f"{row['title']}: {row['hlo_bytes'] / 1e6:.0f} MB of HLO parsed in {row['parse_s']:.2f} s "
+        f"({row['instructions_per_s']:,}/s; {row['instructions_per_cpu_s']:,}/s of CPU time), "
+        f"keeps {row['kept_bytes'] / 1e6:.0f} MB ({row['memory_x_text']:.2f}x the text); "
+        f"group {row['group_s']:.2f} s, HTML {row['html_s']:.2f} s "
+        f"({row['html_bytes'] / 1e6:.1f} MB)"
+    )
 
 
 def _clear_caches() -> None:
@@ -243,6 +308,9 @@ def main() -> None:
         "--hlo", type=pathlib.Path, nargs="*", default=[], help="HLO text files (.gz too)"
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--large", type=int, default=400_000, help="instructions of the generated row (0: none)"
+    )
     parser.add_argument("--label", default="", help="a word for the JSON's name, e.g. before")
     parser.add_argument(
         "--build-only", action="store_true", help="only compile and cache the steps"
@@ -258,6 +326,10 @@ def main() -> None:
         results.append(measure(text, title, args.repeats))
         print(table(results[-1:]).splitlines()[-1], flush=True)
     print(table(results))
+    if args.large:
+        large = large_row(args.large)
+        results.append(large)
+        print(large_table(large))
     RESULTS.mkdir(parents=True, exist_ok=True)
     label = f"-{args.label}" if args.label else ""
     out = RESULTS / f"hlo_graph_speed{label}-{time.strftime('%Y%m%d-%H%M%S')}.json"

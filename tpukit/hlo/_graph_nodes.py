@@ -34,6 +34,7 @@ from tpukit.hlo._graph_schema import INSTRUCTION as INSTRUCTION
 from tpukit.hlo._graph_schema import PART as PART
 from tpukit.hlo._graph_schema import SCOPE as SCOPE
 from tpukit.hlo._model import HloInstruction, HloModule
+from tpukit.hlo._parser import metadata_text
 from tpukit.hlo._user_scopes import split_scope
 
 #: Ops that carry values around without computing: a part's label leaves them out.
@@ -96,7 +97,7 @@ def part_label(instrs: Iterable[HloInstruction], module: HloModule) -> str:
 def display_text(instr: HloInstruction) -> str:
     """The instruction's HLO line without its metadata, which the panel shows apart."""
     text = instr.text
-    metadata = instr.attributes.get("metadata")
+    metadata = metadata_text(instr)
     if metadata:
         text = text.replace(f", metadata={metadata}", "")
     return text

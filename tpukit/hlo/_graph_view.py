@@ -49,6 +49,7 @@ from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
+from tpukit.hlo._progress import progress
 
 if TYPE_CHECKING:
     from tpukit.hlo._program import HloProgram
@@ -86,6 +87,21 @@ def _script_safe(js: str, what: str) -> str:
     return js
 
 
+def graph_data(module: HloModule) -> _GraphData:
+    """The graph's tree of groups for ``module``, built once per module and kept on it.
+
+    A program drawn again (its graph, then with a profile's times, then beside another
+    in a diff) reuses the grouping: it depends on the module alone, not on the title,
+    the stage or the times.
+    """
+    data = module._analysis.get("graph_data")
+    if data is None:
+        # A long open says what it does (past about 2 s: see `_progress`).
+        with progress(f"grouping {module.name or 'the module'} for its graph"), paused_gc():
+            data = module._analysis["graph_data"] = _GraphData(module)
+    return data
+
+
 class HloGraph:
     """An interactive graph of an HLO module, shown inline by notebooks.
 
@@ -113,8 +129,7 @@ class HloGraph:
         self.title = title if title is not None else module.name
         self.stage = stage
         self.times = dict(times) if times is not None else None
-        with paused_gc():  # hundreds of thousands of objects, no cycles to find
-            self._data = _GraphData(module)
+        self._data = graph_data(module)
         self._payload_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
 
@@ -132,7 +147,7 @@ class HloGraph:
 
     def _payload(self) -> str:
         if self._payload_b64 is None:
-            with paused_gc():
+            with progress(f"drawing the graph of {self.title}"), paused_gc():
                 payload = self._data.payload(self.title, self.stage, times=self.times)
             raw = json.dumps(payload, separators=(",", ":"))
             # Level 5: a fifth of level 9's time on a 5 MB payload, about 10% larger.

@@ -34,6 +34,7 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from tpukit.display._cells import describe_location
+from tpukit.hlo._attributes import split_attributes
 
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {
@@ -134,7 +135,7 @@ class HloSourceFrame(NamedTuple):
     function: str = ""
 
 
-@dataclass
+@dataclass(slots=True)
 class HloMetadata:
     """The ``metadata={...}`` of an instruction: which JAX op and source line made it.
 
@@ -176,7 +177,6 @@ class HloEdge(NamedTuple):
     nbytes: int
 
 
-@dataclass
 class HloInstruction:
     """One line of HLO: ``%dot.3 = f32[8,4]{1,0} dot(%x, %w), lhs_contracting_dims={1}``.
 
@@ -192,19 +192,108 @@ class HloInstruction:
         ('dot', ['param_0', 'param_1'], '{1}')
         >>> instr.metadata.op_name, instr.name_scope, instr.source_location
         ('jit(f)/dot_general', 'jit(f)', 'model.py:7')
+
+    A module holds hundreds of thousands of these, so the record is lean: fixed slots,
+    ``text`` a place in the module's text (which it keeps alive) rather than a copy,
+    ``operand_text`` read from ``text`` when asked, and ``attributes`` split out of
+    ``text`` on first use (the parser reads the called
+    computations and the metadata when it builds the record; most attributes of most
+    instructions are never asked for). Instructions with the same ``metadata={...}``
+    text share one `HloMetadata`.
     """
 
-    name: str
-    opcode: str
-    shape: HloShape
-    operands: list[str] = field(default_factory=list)
-    attributes: dict[str, str] = field(default_factory=dict)
-    called_computations: list[ComputationRef] = field(default_factory=list)
-    metadata: HloMetadata = field(default_factory=HloMetadata)
-    is_root: bool = False
-    text: str = ""
-    operand_text: str = ""
-    computation: str = ""
+    __slots__ = (
+        "name", "opcode", "shape", "operands", "_attributes", "called_computations",
+        "metadata", "is_root", "_text", "_at", "_end", "_operand_text", "computation",
+        "_rest_at",
+    )  # fmt: skip
+
+    def __init__(
+        self,
+        name: str,
+        opcode: str,
+        shape: HloShape,
+        operands: list[str] | None = None,
+        attributes: dict[str, str] | None = None,
+        called_computations: list[ComputationRef] | None = None,
+        metadata: HloMetadata | None = None,
+        is_root: bool = False,
+        text: str = "",
+        operand_text: str | int = "",
+        computation: str = "",
+        *,
+        rest_at: int = -1,
+        source: str | None = None,
+        at: int = 0,
+    ) -> None:
+        self.name = name
+        self.opcode = opcode
+        self.shape = shape
+        self.operands: list[str] = [] if operands is None else operands
+        # None until asked for: then split from ``text[rest_at:]`` (see `attributes`).
+        self._attributes = attributes if attributes is not None or rest_at < 0 else None
+        if self._attributes is None and rest_at < 0:
+            self._attributes = {}
+        self._rest_at = rest_at
+        self.called_computations: list[ComputationRef] = (
+            [] if called_computations is None else called_computations
+        )
+        self.metadata: HloMetadata = HloMetadata() if metadata is None else metadata
+        self.is_root = is_root
+        if source is None:
+            self._text, self._at, self._end = text, -1, 0
+        else:  # ``text`` is ``source[at:at + len(text)]``: kept as that place, not a copy
+            self._text, self._at, self._end = source, at, at + len(text)
+        # The text, or where it starts in ``text`` (it then ends at the next ``)``).
+        self._operand_text = operand_text
+        self.computation = computation
+
+    @property
+    def text(self) -> str:
+        """The instruction's HLO line, as written (continuation lines joined by spaces)."""
+        return self._text if self._at < 0 else self._text[self._at : self._end]
+
+    @text.setter
+    def text(self, value: str) -> None:
+        self._text, self._at, self._end = value, -1, 0
+
+    @property
+    def operand_text(self) -> str:
+        """The raw text between the opcode's parentheses (``"3"`` for ``parameter(3)``)."""
+        found = self._operand_text
+        if found.__class__ is int:  # read from the line when asked: one string fewer each
+            text = self.text
+            return text[found : text.find(")", found)]  # type: ignore[index]
+        return found  # type: ignore[return-value]
+
+    @operand_text.setter
+    def operand_text(self, value: str) -> None:
+        self._operand_text = value
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        """Every ``key=value`` after the operands, as raw strings (split on first use)."""
+        if self._attributes is None:
+            self._attributes = split_attributes(self.text[self._rest_at :].strip())
+        return self._attributes
+
+    @attributes.setter
+    def attributes(self, value: dict[str, str]) -> None:
+        self._attributes = value
+
+    def _fields(self) -> tuple:
+        return (
+            self.name, self.opcode, self.shape, self.operands, self.attributes,
+            self.called_computations, self.metadata, self.is_root, self.text,
+            self.operand_text, self.computation,
+        )  # fmt: skip
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return self._fields() == other._fields()  # type: ignore[attr-defined]
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
 
     def __repr__(self) -> str:
         return (
@@ -299,9 +388,11 @@ class HloComputation:
 
     def get(self, name: str) -> HloInstruction | None:
         """The instruction called ``name`` (with or without ``%``), or None."""
-        if self._by_name is None or len(self._by_name) != len(self.instructions):
-            self._by_name = {i.name: i for i in self.instructions}
-        return self._by_name.get(name.lstrip("%"))
+        by_name = self._by_name
+        if by_name is None or len(by_name) != len(self.instructions):
+            by_name = self._by_name = {i.name: i for i in self.instructions}
+        found = by_name.get(name)  # asked for every operand of every instruction: no % first
+        return found if found is not None or name[:1] != "%" else by_name.get(name.lstrip("%"))
 
     def __getitem__(self, name: str) -> HloInstruction:
         instr = self.get(name)

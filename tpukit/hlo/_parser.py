@@ -12,11 +12,16 @@ odd text never raises.
     >>> module.entry.root.opcode, module.entry.root.fusion_kind
     ('fusion', 'kLoop')
 
-Speed: attributes are split at their top-level commas inside one regex match per
-attribute (`_brackets.split_top`), shapes and metadata are parsed once per distinct
-spelling, each stack frame's user line is found once, and the garbage collector
-pauses while the objects pile up (`paused_gc`), so a 25k-instruction training step
-parses in about 0.25 s on one core.
+Speed and memory (a 400,000-instruction dump is what a large model gives): most lines
+are read by one regex (`_COMMON`: name, shape, opcode, operands without nesting), their
+operand names by one more; an instruction's attributes are split only when someone asks
+(`HloInstruction.attributes`), the parser itself reading just the called computations
+(lines that name one are split at once) and the metadata; equal names and equal metadata
+texts of one module are stored once (`parse_instruction`'s ``shared``); shapes and
+metadata fields are parsed once per distinct spelling; and the garbage collector pauses
+while the objects pile up (`paused_gc`). Odd lines take the general path, which splits
+attributes at their top-level commas inside one regex match per attribute
+(`_brackets.split_top`).
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import re
 from collections.abc import Iterator
 
 from tpukit._errors import HloTextError, WrongTypeError
+from tpukit.hlo._attributes import attribute_pairs
 from tpukit.hlo._brackets import close_bracket, open_brackets, split_top
 from tpukit.hlo._model import (
     ComputationRef,
@@ -52,6 +58,22 @@ _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^}]*)\})?")
 _META_FIELD = re.compile(r'(?<!\w)(\w++)=("(?:[^"\\]++|\\.)*+"|[^\s}]++)')
 #: Tuple shapes nest at most this deep (XLA's own programs stay within a few levels).
 MAX_TUPLE_DEPTH = 64
+# Any key that names a called computation (then the attributes are split at parse time).
+_CALL_KEY = re.compile(
+    r"(?<![\w-])(?:calls|to_apply|body|condition|true_computation|false_computation"
+    r"|branch_computations|select|scatter|called_computations)\s*="
+)
+# The ``{...}`` of ``metadata={...}``: strings may hold any character.
+_METADATA_VALUE = re.compile(r'\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
+# The common instruction line: ``[ROOT] [%]name = f32[8]{0} opcode(<no nesting, no quotes>)``.
+_COMMON = re.compile(
+    r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*([a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?)"
+    r'\s*([A-Za-z][\w\-.$]*)\(([^()"]*)\)'
+)
+# Operands that are plain ``[shape] [%]name`` pieces, and the names in them.
+_PIECE_SHAPE = r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+)?"
+_OPERANDS = re.compile(rf"(?:\s*{_PIECE_SHAPE}%?[^\s,()\[\]{{}}%\"]+\s*(?:,(?!\s*$)|$))*")
+_OPERAND_NAME = re.compile(rf"\s*{_PIECE_SHAPE}%?([^\s,()\[\]{{}}%\"]+)")
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -179,8 +201,11 @@ def _parse(text: str) -> HloModule:
     pending: list[str] = []
     depth: int | None = 0
     seen_header = False
+    shared: dict[str, object] = {}  # names and metadata texts -> one object each
 
-    for line in text.splitlines():
+    pending_at = end = 0  # where the pending instruction starts in ``text``; this line ends
+    for line in text.splitlines(True):
+        start, end = end, end + len(line)
         stripped = line.strip()
         if comp is None:
             if not stripped or stripped.startswith("//"):
@@ -196,20 +221,21 @@ def _parse(text: str) -> HloModule:
             elif header := _COMPUTATION_HEADER.match(stripped):
                 comp = _new_computation(header, module)
             else:
-                module.unparsed.append(line)
+                module.unparsed.append((line.splitlines() or [""])[0])
             continue
 
         if not stripped or stripped.startswith("//"):
             continue
         if _NEW_INSTRUCTION.match(stripped):
-            _flush(comp, pending)
+            _flush(comp, pending, shared, text, pending_at)
             # Most instructions fit on one line: their depth is counted only when needed.
             pending, depth = [stripped], None
+            pending_at = start + len(line) - len(line.lstrip())
             continue
         if depth is None:
             depth = open_brackets(pending[0])
         if stripped.startswith("}") and depth <= 0:
-            _flush(comp, pending)
+            _flush(comp, pending, shared, text, pending_at)
             pending = []
             module.computations[comp.name] = comp
             comp = None
@@ -217,19 +243,21 @@ def _parse(text: str) -> HloModule:
         header = _COMPUTATION_HEADER.match(stripped)
         if header:
             # A new header before the closing brace: close the current computation.
-            _flush(comp, pending)
+            _flush(comp, pending, shared, text, pending_at)
             pending, depth = [], 0
             module.computations[comp.name] = comp
             comp = _new_computation(header, module)
             continue
         # A continuation line of a multi-line instruction (or an odd line: it is
         # kept in the previous instruction's text and raw attributes).
+        if not pending:
+            pending_at = start + len(line) - len(line.lstrip())
         pending.append(stripped)
         depth += open_brackets(stripped)
 
     if comp is not None:
         cut = bool(pending) and open_brackets(pending[0]) > 0
-        _flush(comp, pending)
+        _flush(comp, pending, shared, text, pending_at)
         last = comp.instructions[-1].text if comp.instructions else ""
         raise HloTextError(
             f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
@@ -260,10 +288,20 @@ def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation
     return comp
 
 
-def _flush(comp: HloComputation, pending: list[str]) -> None:
-    if pending:
-        line = pending[0] if len(pending) == 1 else " ".join(pending)
-        comp.instructions.append(parse_instruction(line, comp.name))
+def _flush(
+    comp: HloComputation,
+    pending: list[str],
+    shared: dict[str, object],
+    source: str | None = None,
+    at: int = 0,
+) -> None:
+    if len(pending) == 1:  # one line: the record points into the module's text
+        line = pending[0]
+        if source is not None and not source.startswith(line, at):
+            source = None  # (never, unless the offsets are wrong: then keep a copy)
+        comp.instructions.append(parse_instruction(line, comp.name, shared, source, at))
+    elif pending:
+        comp.instructions.append(parse_instruction(" ".join(pending), comp.name, shared))
 
 
 def _unquote(value: str) -> str:
@@ -338,12 +376,73 @@ def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
     )
 
 
-def parse_instruction(line: str, computation: str = "") -> HloInstruction:
+def parse_instruction(
+    line: str,
+    computation: str = "",
+    shared: dict[str, object] | None = None,
+    source: str | None = None,
+    at: int = 0,
+) -> HloInstruction:
     """Parse one instruction line; unknown syntax degrades to raw attribute strings.
+
+    ``shared`` maps what the instructions of one module repeat -- names (an operand is
+    another instruction's name) and ``metadata={...}`` texts -- to one object each, so
+    equal names are one string and equal metadata one `HloMetadata`. (A table of the
+    parse, unlike ``sys.intern``'s, is freed with it.) When ``line`` is
+    ``source[at:at + len(line)]``, pass ``source`` and ``at``: the record then keeps that
+    place in ``source`` instead of its own copy of the line.
 
     >>> parse_instruction("ROOT %t = f32[2]{0} tanh(f32[2]{0} %x), metadata={op_name=\\"a/b\\"}")
     HloInstruction(name='t', opcode='tanh', shape=f32[2]{0}, operands=['x'])
     """
+    common = None if "/*" in line else _COMMON.match(line)
+    if common is not None:  # most lines: one match finds name, shape, opcode and operands
+        is_root, name, shape_text, opcode, operand_text = common.groups()
+        shape = parse_shape(shape_text)
+        if shared is not None:
+            name = shared.setdefault(name, name)
+            opcode = shared.setdefault(opcode, opcode)
+        is_root = is_root is not None
+        operands = (
+            [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
+        )
+        pos = common.end()
+        operand_text = common.start(5)  # kept as a place in the line (see HloInstruction)
+    else:
+        head = _general_head(line, computation, shared)
+        if isinstance(head, HloInstruction):
+            return head
+        is_root, name, shape, opcode, operand_text, operands, pos = head
+    called: list[ComputationRef] = []
+    metadata = None
+    attributes: dict[str, str] | None = {}
+    rest = line[pos:]
+    if rest and not rest.isspace():
+        calls = (  # a plain search per word is quicker than one regex of all of them
+            "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
+            or "_computation" in rest or "select" in rest or "scatter" in rest
+        ) and _CALL_KEY.search(rest)  # fmt: skip
+        quick = None if calls else _metadata_alone(rest)
+        if quick is not None:  # no called computation: the rest is split when asked for
+            attributes, value = None, quick
+            if value:
+                metadata = shared.get(value) if shared is not None else None  # type: ignore[assignment]
+                if metadata is None:
+                    metadata = _parse_metadata(value)
+                    if shared is not None:
+                        shared[value] = metadata
+        else:
+            metadata = _parse_attributes(rest.strip(), attributes, called)
+    return HloInstruction(  # by position: a keyword call costs more, 400,000 times
+        name, opcode, shape, operands, attributes, called, metadata, is_root, line,
+        operand_text, computation, rest_at=pos if attributes is None else -1,
+        source=source, at=at,
+    )  # fmt: skip
+
+
+def _general_head(line: str, computation: str, shared: dict | None) -> HloInstruction | tuple:
+    """Name, shape, opcode and operands of any line (tuple shapes, nested or quoted
+    operands, comments); an ``unknown`` instruction when the line is not one."""
     start = _INSTRUCTION_START.match(line)
     if not start:
         return HloInstruction(
@@ -363,10 +462,11 @@ def parse_instruction(line: str, computation: str = "") -> HloInstruction:
         shape_end = line.find(" ", pos)
         shape_end = len(line) if shape_end < 0 else shape_end
     shape = parse_shape(line[pos:shape_end])
+    name = start.group(2)
     found = _OPCODE.match(line, shape_end)
     if not found:
         return HloInstruction(
-            name=start.group(2),
+            name=name,
             opcode="unknown",
             shape=shape,
             attributes={"": line[shape_end:].strip()},
@@ -386,33 +486,44 @@ def parse_instruction(line: str, computation: str = "") -> HloInstruction:
             inner = line[pos + 1 : close - 1]
         operand_text = inner
         if opcode not in ("constant", "parameter"):
-            operands = _operand_names(inner)
+            operands = _operand_names(inner, shared)
         pos = close
-    attributes: dict[str, str] = {}
-    called: list[ComputationRef] = []
-    metadata = None
-    rest = line[pos:].strip()
-    if rest:
-        metadata = _parse_attributes(rest, attributes, called)
-    return HloInstruction(
-        name=start.group(2),
-        opcode=opcode,
-        shape=shape,
-        operands=operands,
-        attributes=attributes,
-        called_computations=called,
-        metadata=HloMetadata() if metadata is None else metadata,
-        is_root=bool(start.group(1)),
-        text=line,
-        operand_text=operand_text,
-        computation=computation,
-    )
+    return bool(start.group(1)), name, shape, opcode, operand_text, operands, pos
 
 
-def _operand_names(inner: str) -> list[str]:
+def metadata_text(instr: HloInstruction) -> str:
+    """The raw ``{...}`` of ``instr``'s ``metadata=`` (``""`` when none), read without
+    splitting its other attributes when the parser left them for later."""
+    if instr._attributes is None:  # the parser found it alone: it finds it again
+        return _metadata_alone(instr.text[instr._rest_at :]) or ""
+    return instr.attributes.get("metadata", "")
+
+
+def _metadata_alone(rest: str) -> str | None:
+    """The ``metadata={...}`` value of ``rest`` (``""`` when it has none), found without
+    splitting the other attributes; None when only a full split can tell."""
+    at = rest.find("metadata")
+    if at < 0:
+        return ""
+    if rest.find("metadata", at + 8) >= 0 or rest[:at].rstrip()[-1:] != ",":
+        return None
+    found = _METADATA_VALUE.match(rest, at + 9) if rest.startswith("=", at + 8) else None
+    if found is None:
+        return None
+    end = found.end()
+    if end != len(rest) and rest[end:].strip()[:1] not in ("", ","):
+        return None
+    return found.group()
+
+
+def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     if "/*" in inner:
         inner = _COMMENT.sub("", inner)
-    return [part.rsplit(None, 1)[-1].lstrip("%") for part in split_top(inner) if part.strip()]
+    if _OPERANDS.fullmatch(inner):  # ``f32[8]{0} %a, %b``: each name ends a piece
+        names = _OPERAND_NAME.findall(inner)
+    else:
+        names = [part.rsplit(None, 1)[-1].lstrip("%") for part in split_top(inner) if part.strip()]
+    return names if shared is None else [shared.setdefault(n, n) for n in names]
 
 
 def _parse_attributes(
@@ -420,16 +531,10 @@ def _parse_attributes(
 ) -> HloMetadata | None:
     """Fill ``attributes`` and ``called`` from the text after the operands; the metadata."""
     metadata = None
-    for part in split_top(rest):
-        part = part.strip()
-        if not part:
+    for key, value in attribute_pairs(rest):
+        if not key:
+            attributes[""] = (attributes.get("", "") + ", " + value).lstrip(", ")
             continue
-        key, eq, value = part.partition("=")
-        key = key.strip()
-        if not eq or not key.replace("_", "").replace("-", "").isalnum():
-            attributes[""] = (attributes.get("", "") + ", " + part).lstrip(", ")
-            continue
-        value = value.strip()
         attributes[key] = value
         role = CALL_ROLES.get(key)
         if role is not None:

@@ -142,7 +142,7 @@ class HloProgram:
         self.stage = self.stages[-1]
         self.source = source
         self.name = name or ""  # read by hlo_module() to name the text in its errors
-        if not self.name:
+        if not self.name:  # parsed once, here: a cut or incomplete text is refused at open
             self.name = self.hlo_module().name
         self.live_ranges: LiveRanges | None = None  # XLA's, when a dump folder has them
 
