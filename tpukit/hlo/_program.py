@@ -369,7 +369,7 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
         )
     named = parse_dump_name(pathlib.Path(file).name) if file else None
     stage = stage or (named[2] if named else _guess_stage(parsed))
-    program = HloProgram({stage: text}, source=file)
+    program = HloProgram({stage: text}, name=parsed.name, source=file)
     program._modules[stage] = parsed
     return program
 
