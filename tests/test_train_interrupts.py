@@ -246,3 +246,44 @@ def test_a_stopped_run_keeps_bit_for_bit_a_run_of_exactly_the_good_steps(bad_ste
     ):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert Trainer(stopped, optimizer).state.steps_done == bad_step
+
+
+def test_a_gradient_the_optimizer_would_hide_is_still_caught_at_its_step():
+    # fit's calls check the gradients every step only where the optimizer could hide a
+    # NaN (a probe at trace time); optax.zero_nans hides every one, so here each step's
+    # gradients are checked, and the step with an infinite gradient of gate stops fit.
+    from test_train import Gated, poisoned_loss
+
+    marks = np.zeros(len(X), np.int32)
+    marks[5 * 64 + 3] = 2  # step 6: sqrt at 0 on the gate's path, the loss finite
+    data = {"x": X, "labels": Y, "marker": marks}
+    kw = {"batch_size": 64, "loss": poisoned_loss, "shuffle": False, "verbose": False}
+    hiding = optax.chain(optax.zero_nans(), optax.adam(1e-2))
+    model = Gated(nnx.Rngs(3))
+    with pytest.raises(NonFiniteLossError) as err:
+        fit(model, hiding, data, epochs=1, steps_per_execution=4, **kw)
+    assert (err.value.step, err.value.quantity) == (6, "gradient of gate")
+    good = Gated(nnx.Rngs(3))
+    fit(good, hiding, jax.tree.map(lambda a: a[: 5 * 64], data), epochs=1, **kw)
+    for a, b in zip(
+        jax.tree.leaves(nnx.state(model, nnx.Param)),
+        jax.tree.leaves(nnx.state(good, nnx.Param)),
+        strict=True,
+    ):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_the_probe_tells_which_optimizers_can_hide_a_gradient():
+    from tpukit.train._steps import _hidden_gradients
+
+    params = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
+    assert _hidden_gradients(optax.adam(1e-3), params) == [False, False]
+    assert _hidden_gradients(optax.sgd(0.1), params) == [False, False]
+    assert _hidden_gradients(optax.chain(optax.zero_nans(), optax.sgd(0.1)), params) == [
+        True,
+        True,
+    ]
+    frozen = optax.multi_transform(
+        {"train": optax.adam(1e-3), "frozen": optax.set_to_zero()}, {"w": "train", "b": "frozen"}
+    )
+    assert _hidden_gradients(frozen, params) == [True, False]  # leaves in order: b, w

@@ -134,7 +134,9 @@ def _make_step(
         stats = dict(stats)
         counted = jnp.bool_(True)
         if guard == "call":
-            good = jnp.isfinite(loss) & _every(_all_finite(grads))
+            hidden = _hidden_gradients(optimizer, params)
+            checked = [g for g, h in zip(_inexact_leaves(grads), hidden, strict=True) if h]
+            good = jnp.isfinite(loss) & _every([jnp.all(jnp.isfinite(g)) for g in checked])
             counted = (stats["bad_step"] < 0) & good
             stats["bad_step"] = jnp.where((stats["bad_step"] < 0) & ~good, index, stats["bad_step"])
         elif guard == "step":
@@ -155,6 +157,44 @@ def _make_step(
         return new_state, stats
 
     return step
+
+
+def _inexact_leaves(tree: Any) -> list[jax.Array]:
+    return [x for x in jax.tree.leaves(tree) if _inexact(x)]
+
+
+def _hidden_gradients(optimizer: optax.GradientTransformation, params: Any) -> list[bool]:
+    """For each inexact gradient leaf: could a non-finite value there leave no trace in
+    the new parameters and optimizer state? Then fit's call checks that leaf every step.
+
+    Most optimizers carry a NaN gradient into the update (Adam's moments, SGD's step),
+    where it persists and the check of the call's final state finds it, so checking the
+    gradients every step would be paid for nothing. An optimizer that sanitizes them
+    (``optax.zero_nans``, ``optax.apply_if_finite``, a frozen leaf's ``set_to_zero``)
+    would hide one; this probe finds out by running the optimizer once, at trace time,
+    on all-NaN gradients and zero parameters of the same shapes.
+    """
+    with jax.ensure_compile_time_eval():
+        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), params)
+        nans = jax.tree.map(
+            lambda x: jnp.full(x.shape, jnp.nan, x.dtype) if _inexact(x) else x, zeros
+        )
+        try:
+            updates, new_state = optimizer.update(nans, optimizer.init(zeros), zeros)
+        except Exception:  # noqa: BLE001 - an optimizer that cannot be probed: check all
+            return [True] * len(_inexact_leaves(params))
+        bad_state = [
+            name
+            for name, x in leaf_paths(new_state)
+            if _inexact(x) and not bool(jnp.all(jnp.isfinite(x)))
+        ]
+        names = [name for name, x in leaf_paths(params) if _inexact(x)]
+        finite = [bool(jnp.all(jnp.isfinite(u))) for u in _inexact_leaves(updates)]
+
+    def traced_in_state(name: str) -> bool:  # optax states mirror the parameters' paths
+        return any(n == name or n.endswith("/" + name) for n in bad_state)
+
+    return [ok and not traced_in_state(name) for name, ok in zip(names, finite, strict=True)]
 
 
 def _every(flags: list[jax.Array]) -> jax.Array:
