@@ -2,7 +2,7 @@
 
 The parsed model and every figure (op counts, FLOPs, bytes, fusions, the graph's groups
 and first view, the viewer's payload) of the fixtures under ``tests/data/hlo`` and of
-generated modules, hashed by `tests._hlo_fingerprint` and compared with the hashes the
+generated modules, hashed by `_hlo_fingerprint` and compared with the hashes the
 code gave before issue 24's speed work. A change that alters a number fails here; if
 the change is meant (a counting rule fixed), update the hashes in the same commit and
 say why.
@@ -13,11 +13,11 @@ from __future__ import annotations
 import pathlib
 
 import pytest
+from _hlo_fingerprint import fingerprint
+from test_hlo_counting import SCAN
+from test_hlo_first_view import _named, _unnamed
 
 from benchmarks._large_hlo import large_module
-from tests._hlo_fingerprint import fingerprint
-from tests.test_hlo_counting import SCAN
-from tests.test_hlo_first_view import _named, _unnamed
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
 
@@ -28,7 +28,7 @@ GENERATED = {
     "large_4x300": lambda: large_module(4, 300),
 }
 
-#: Hashes from the code before issue 24 (``python -m tests.test_hlo_fingerprint`` prints them).
+#: Hashes from the code before issue 24 (``python tests/test_hlo_fingerprint.py`` prints them).
 EXPECTED: dict[str, dict[str, str]] = {
     "dump/module_0003.jit_predict.before_optimizations.txt": {
         "model": "ce26c96d7dc4aca6",

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-from tests.test_hlo_counting import SCAN
+from test_hlo_counting import SCAN
+
 from tpukit import hlo
 
 
