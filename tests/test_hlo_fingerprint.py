@@ -28,7 +28,7 @@ GENERATED = {
     "large_4x300": lambda: large_module(4, 300),
 }
 
-#: Hashes from the code before issue 24 (``python tests/test_hlo_fingerprint.py`` prints them).
+#: Hashes from the code before issue 24 (``PYTHONPATH=.:tests python tests/test_hlo_fingerprint.py`` prints them).
 EXPECTED: dict[str, dict[str, str]] = {
     "dump/module_0003.jit_predict.before_optimizations.txt": {
         "model": "ce26c96d7dc4aca6",
