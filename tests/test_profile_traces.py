@@ -412,3 +412,23 @@ def test_a_notebooks_trace_picks_the_program_that_ran_among_same_named_ones(tmp_
     assert profile.runs == 1 and "f32[16,4]" in str(profile.module.entry.instructions[0].shape)
     compiled = f.lower(jnp.ones((16, 4))).compile().as_text()
     assert tpukit.Profile.from_trace(tmp_path, compiled).runs == 1  # with the module given
+
+
+def test_a_trace_without_the_given_module_says_so_whatever_else_it_carries(tmp_path):
+    # Two programs named like the module were compiled (so the trace's metadata carries
+    # them) but another one ran: the profile says the module has no events in the trace.
+    def layer(x):
+        return jnp.tanh(x @ x.T)
+
+    def other(v):
+        return jnp.sin(v) * 2
+
+    layer_jit, other_jit = jax.jit(layer), jax.jit(other)
+    module = layer_jit.lower(jnp.ones((8, 4))).compile().as_text()
+    for n in (8, 12):
+        layer_jit(jnp.ones((n, 4))).block_until_ready()  # two programs named jit_layer
+    other_jit(jnp.ones(8)).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        other_jit(jnp.ones(8)).block_until_ready()
+    with pytest.raises(tpukit.ProfileError, match="no per-instruction events of 'jit_layer'"):
+        tpukit.Profile.from_trace(tmp_path, module)

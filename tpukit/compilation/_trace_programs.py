@@ -121,7 +121,9 @@ def pick_program(
                 "these as program=, by name or as name(id)."
             )
     elif module_name is not None:
-        found = [p for p in ran if p.name == module_name]
+        # The caller has the module: only a program of that name that ran can be it
+        # (a notebook's trace carries every program the process compiled).
+        found = [p for p in ran if p.name == module_name and p.device_seconds]
         if not found:
             return None
     else:
