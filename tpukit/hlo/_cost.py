@@ -81,6 +81,19 @@ _CONV_TARGETS = {
 }
 # Computation roles that execute as program, not as a per-element reducer/comparator.
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
+
+
+def run_computations(instr: HloInstruction, module: HloModule) -> list[tuple[HloComputation, str]]:
+    """``(computation, role)`` for each computation ``instr`` runs as program (a loop's
+    body and condition, a call's or conditional's computations), not its reducers."""
+    return [
+        (module.computations[ref.name], ref.role)
+        for ref in instr.called_computations
+        if ref.name in module.computations
+        and (ref.role in _RUN_ROLES or (ref.role == "to_apply" and instr.opcode == "call"))
+    ]
+
+
 _PROGRAM_KINDS = frozenset({"entry", "while_body", "while_condition", "branch", "called", "async"})
 _NO_TRAFFIC = frozenset(
     "parameter constant tuple get-tuple-element bitcast after-all add-dependency "
@@ -236,12 +249,7 @@ def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str
     if own or not instr.called_computations:
         return own
     opcode = instr.opcode
-    called = [
-        (module.computations[ref.name], ref.role)
-        for ref in instr.called_computations
-        if ref.name in module.computations
-        and (ref.role in _RUN_ROLES or (ref.role == "to_apply" and opcode == "call"))
-    ]
+    called = run_computations(instr, module)
     if not called:
         return 0
     if opcode == "conditional":

@@ -35,13 +35,13 @@ from tpukit.hlo._cost import (
     collective_bytes,
     instruction_bytes,
     own_dot_conv_flops,
+    run_computations,
 )
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 
 #: Instructions whose traffic and work are those of the computations they run.
 RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
-_RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 # Elementwise ops that move or relabel values without arithmetic: no FLOPs.
 _NOT_ARITHMETIC = frozenset(
     "bitcast-convert convert reduce-precision stochastic-convert real imag complex map".split()
@@ -135,12 +135,7 @@ def _instruction(instr: HloInstruction, module: HloModule, cache: dict, *, count
         own.bytes = instruction_bytes(instr, module)
     if opcode in COLLECTIVE_OPS and not opcode.endswith(("-done", "-update")):
         own.collectives[opcode.removesuffix("-start")] = [1, collective_bytes(instr, module)]
-    called = [
-        (module.computations[ref.name], ref.role)
-        for ref in instr.called_computations
-        if ref.name in module.computations
-        and (ref.role in _RUN_ROLES or (ref.role == "to_apply" and opcode == "call"))
-    ]
+    called = run_computations(instr, module)
     if not called:
         return own
     inner = count_bytes and opcode != "fusion"  # a fusion's traffic is at its boundary
