@@ -39,15 +39,52 @@ def cross_entropy(outputs: jax.Array, labels: jax.Array) -> jax.Array:
     return optax.softmax_cross_entropy_with_integer_labels(outputs, labels).mean()
 
 
+def _per_example_cross_entropy(outputs: jax.Array, labels: jax.Array) -> jax.Array:
+    """``optax.softmax_cross_entropy_with_integer_labels``, with the label's logit picked by
+    a one-hot product instead of a gather: the pick then fuses with the softmax's own
+    reductions, and its gradient is ``softmax - one_hot``, with no scatter. Equal to
+    optax's to rounding (one term of the product is the logit, the others exact zeros)."""
+    one_hot = jax.nn.one_hot(labels, outputs.shape[-1], dtype=outputs.dtype)
+    label_logits = jnp.sum(outputs * one_hot, axis=-1)
+    return jax.nn.logsumexp(outputs, axis=-1) - label_logits
+
+
 def accuracy(outputs: jax.Array, labels: jax.Array) -> jax.Array:
     """Fraction of examples whose highest logit is the label."""
-    return (jnp.argmax(outputs, axis=-1) == labels).mean()
+    return _correct(outputs, labels).mean()
 
 
 def top_k_accuracy(outputs: jax.Array, labels: jax.Array, k: int = 5) -> jax.Array:
     """Fraction of examples whose label is among the ``k`` highest logits."""
+    return _in_top_k(outputs, labels, k).mean()
+
+
+def _correct(outputs: jax.Array, labels: jax.Array) -> jax.Array:
+    return (jnp.argmax(outputs, axis=-1) == labels).astype(jnp.float32)
+
+
+def _in_top_k(outputs: jax.Array, labels: jax.Array, k: int) -> jax.Array:
     label_logit = jnp.take_along_axis(outputs, labels[..., None].astype(jnp.int32), axis=-1)
-    return ((outputs > label_logit).sum(axis=-1) < k).mean()
+    return ((outputs > label_logit).sum(axis=-1) < k).astype(jnp.float32)
+
+
+class _Accuracy:
+    """The ``"accuracy"`` metric, with its per-example values (see :meth:`Objective.terms`)."""
+
+    __name__ = "accuracy"
+
+    def __call__(self, outputs: jax.Array, labels: jax.Array) -> jax.Array:
+        return accuracy(outputs, labels)
+
+    @staticmethod
+    def per_example(outputs: jax.Array, labels: jax.Array) -> jax.Array:
+        return _correct(outputs, labels)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Accuracy)
+
+    def __hash__(self) -> int:
+        return hash("accuracy")
 
 
 class _TopK:
@@ -59,6 +96,9 @@ class _TopK:
 
     def __call__(self, outputs: jax.Array, labels: jax.Array) -> jax.Array:
         return top_k_accuracy(outputs, labels, self.k)
+
+    def per_example(self, outputs: jax.Array, labels: jax.Array) -> jax.Array:
+        return _in_top_k(outputs, labels, self.k)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, _TopK) and other.k == self.k
@@ -82,10 +122,10 @@ def resolve_metrics(metrics: Sequence[Metric]) -> tuple[tuple[str, Callable], ..
         metrics = [metrics]
     out = []
     for m in metrics:
-        if callable(m):
+        if m == "accuracy" or m is accuracy:
+            out.append(("accuracy", _Accuracy()))
+        elif callable(m):
             out.append((getattr(m, "__name__", "metric"), m))
-        elif m == "accuracy":
-            out.append(("accuracy", accuracy))
         elif isinstance(m, str) and (match := _TOP_K.match(m)):
             k = int(match.group(1))
             out.append((f"top{k}_accuracy", _TopK(k)))
@@ -144,21 +184,49 @@ class Objective:
         return hash(self.key())
 
     def __call__(self, model: Any, batch: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """``(mean loss, {metric: batch mean})`` of ``model`` on ``batch``, in float32."""
+        loss, terms = self.terms(model, batch)
+        return loss, {name: jnp.mean(terms[name]) for name in self.metric_names}
+
+    def terms(self, model: Any, batch: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
+        """``(mean loss, terms)``: the loss to differentiate, and each figure as the
+        values whose mean is its batch mean (``"loss"`` first, then the metrics).
+
+        Per-example values where the loss or metric gives them (the default
+        cross-entropy, a loss that returns per-example values, the built-in accuracies),
+        else the batch mean. ``fit``'s step adds the terms up elementwise, step after
+        step, and takes their means once per call: an addition that fuses into the
+        kernel computing them, where a mean per step costs reductions of its own
+        (on a GPU, kernel launches that made ``fit`` 1.2x the hand-written step).
+
+        Example::
+
+            >>> objective = Objective("pair", None, ["accuracy"])
+            >>> model = lambda x: x
+            >>> loss, terms = objective.terms(model, (jnp.eye(3), jnp.array([0, 1, 0])))
+            >>> terms["accuracy"].tolist()
+            [1.0, 1.0, 0.0]
+        """
         if self.kind == "pair":
             inputs, labels = batch
             outputs = model(inputs)
-            loss = jnp.mean(self.loss(outputs, labels))
+            if self.default_loss:
+                values = _per_example_cross_entropy(outputs, labels)
+            else:
+                values = self.loss(outputs, labels)
         else:
-            result = self.loss(model, batch)
+            values = self.loss(model, batch)
             outputs = None
-            if isinstance(result, tuple):
-                result, outputs = result
-            loss = jnp.mean(result)
+            if isinstance(values, tuple):
+                values, outputs = values
             labels = batch.get("labels") if isinstance(batch, dict) else None
-        values = {}
+        values = jnp.asarray(values)
+        terms = {"loss": values.astype(jnp.float32)}
         for name, fn in self.metrics:
-            values[name] = jnp.mean(fn(outputs, labels)).astype(jnp.float32)
-        return loss.astype(jnp.float32), values
+            per_example = getattr(fn, "per_example", None)
+            value = per_example(outputs, labels) if per_example else jnp.mean(fn(outputs, labels))
+            terms[name] = jnp.asarray(value).astype(jnp.float32)
+        return jnp.mean(values).astype(jnp.float32), terms
 
 
 def pick_default_metrics(kind: str, loss: Callable | None, labels: Any) -> tuple[str, ...]:

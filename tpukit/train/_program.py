@@ -86,6 +86,30 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), tree)
 
 
+def _traced_update(optimizer: optax.GradientTransformation, shapes: Any) -> tuple:
+    """:func:`traced` of ``optimizer.update`` on the parameters' ``shapes``, once per
+    optimizer object and shapes: a second ``fit`` with the same optimizer skips the
+    trace (tens of milliseconds)."""
+    leaves, treedef = jax.tree.flatten(shapes)
+    key = (optimizer.init, optimizer.update, treedef, tuple((x.shape, x.dtype) for x in leaves))
+    try:
+        hash(key)
+    except TypeError:  # a pytree whose structure cannot be hashed: trace every time
+        return _trace_update(optimizer.init, optimizer.update, shapes)
+    if key not in _TRACED:
+        if len(_TRACED) >= 32:
+            _TRACED.pop(next(iter(_TRACED)))
+        _TRACED[key] = _trace_update(optimizer.init, optimizer.update, shapes)
+    return _TRACED[key]
+
+
+_TRACED: dict[tuple, tuple] = {}
+
+
+def _trace_update(init: Any, update: Any, shapes: Any) -> tuple:
+    return traced(update, shapes, jax.eval_shape(init, shapes), shapes)
+
+
 class OptimizerProgram:
     """An optax optimizer, compared by the program its ``update`` traces to.
 
@@ -98,8 +122,7 @@ class OptimizerProgram:
         self.optimizer = optimizer
         shapes = _abstract(params)
         try:
-            state = jax.eval_shape(optimizer.init, shapes)
-            self.key, self.constants, self.size = traced(optimizer.update, shapes, state, shapes)
+            self.key, self.constants, self.size = _traced_update(optimizer, shapes)
         except Exception as e:
             raise TrainingInputError(
                 f"The optimizer failed on the model's parameters: optimizer.init(params) and "

@@ -6,8 +6,9 @@ while tracing. So NNX's Python bookkeeping runs once per compilation, never per
 step, and the loop is a plain :func:`jax.lax.scan`.
 
 ``fit``'s calls run their steps exactly as a hand-written ``lax.scan`` does, with no
-branch and no select, and check cheaply: each step's loss and gradients, and the
-call's final parameters and optimizer state once at its end (a non-finite value
+branch, no select and no per-step reduction: each figure (loss, metrics) is summed
+elementwise over the call's steps and averaged once at its end, and the call's summed
+loss terms, final parameters and optimizer state are checked once (a non-finite value
 persists, so once per call catches it). When a call trips, the host (``_run``)
 discards its result and runs the same steps again from the call's input, which it
 still holds (calls do not donate their state), with every quantity of every step
@@ -95,16 +96,22 @@ GuardMode = str
 
 def _make_step(
     graphdef: Any, objective: Objective, optimizer: optax.GradientTransformation, guard: GuardMode
-) -> Callable:
-    """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``.
+) -> tuple[Callable, Callable]:
+    """One optimizer step on one batch, as a ``scan`` body over ``(state, stats)``, and
+    ``terms_of(params, rest, batch)``, the loss terms' shapes (to size the stats).
+
+    The stats add up each figure's terms (:meth:`Objective.terms`: per-example values
+    where there are any) elementwise, step after step; :func:`_final_stats` takes their
+    means once per call. So a step adds no reduction and no scalar kernel of its own to
+    the hand-written step: the additions fuse into the kernels computing the terms.
 
     ``guard="off"`` and ``guard="call"`` (``fit``'s calls) apply every step exactly as a
-    hand-written loop does: no branch, no select. With ``"call"`` a step whose loss or a
-    gradient is not finite is recorded (``bad_step``, the first one), and the call's
-    final parameters and optimizer state are checked once at its end (``end_finite``): a
-    non-finite value persists (``NaN + x``, ``0.9 * inf``), so once per call catches it
-    at a fraction of the cost of once per step. Steps after a bad one are not counted
-    in the figures, and the host never keeps the state of a call that tripped.
+    hand-written loop does: no branch, no select, no per-step check. With ``"call"`` the
+    call's summed loss terms and its final parameters, model state and optimizer state
+    are checked once at its end (``end_finite``): a non-finite value persists (``NaN +
+    x``, ``0.9 * inf``), so once per call catches it. Only gradient leaves that the
+    optimizer could hide a NaN in (:func:`_hidden_gradients`) are checked every step, and
+    only when there are any. The host never keeps the state of a call that tripped.
 
     ``guard="step"`` is the run that decides what is kept: every step checks its loss,
     each gradient leaf, each new parameter leaf and each new optimizer-state leaf; the
@@ -119,27 +126,24 @@ def _make_step(
         model = nnx.merge(graphdef, p, r, copy=True)
         model.train()
         with module_scopes(model):  # the graph of fit's step names the model's layers
-            loss, metrics = objective(model, batch)
+            loss, terms = objective.terms(model, batch)
         _, _, new_rest = split_model(model)
-        return loss, (metrics, new_rest)
+        return loss, (terms, new_rest)
+
+    def terms_of(params: Any, rest: Any, batch: Any) -> dict:
+        return jax.eval_shape(loss_fn, params, rest, batch)[1][0]
 
     def step(carry: tuple, batch: Any, index: jax.Array) -> tuple:
         state, stats = carry
         params, rest, opt_state = state
-        (loss, (metrics, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+        (loss, (terms, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, rest, batch
         )
         updates, new_opt = optimizer.update(grads, opt_state, params)
         new_state = (optax.apply_updates(params, updates), new_rest, new_opt)
         stats = dict(stats)
-        counted = jnp.bool_(True)
-        if guard == "call":
-            hidden = _hidden_gradients(optimizer, params)
-            checked = [g for g, h in zip(_inexact_leaves(grads), hidden, strict=True) if h]
-            good = jnp.isfinite(loss) & _every([jnp.all(jnp.isfinite(g)) for g in checked])
-            counted = (stats["bad_step"] < 0) & good
-            stats["bad_step"] = jnp.where((stats["bad_step"] < 0) & ~good, index, stats["bad_step"])
-        elif guard == "step":
+        sums = dict(stats["sums"])
+        if guard == "step":
             running = stats["bad_step"] < 0
             before = _flags([jnp.isfinite(loss), *_all_finite(grads)])
             after = _flags([*_all_finite(new_state[0]), *_all_finite(new_opt)])
@@ -150,13 +154,20 @@ def _make_step(
             stats["finite"] = jnp.where(first_bad, flags, stats["finite"])
             counted = running & ~first_bad
             new_state = _keep_if(counted, new_state, state)
-        stats["loss"] = stats["loss"] + jnp.where(counted, loss, 0.0)
-        for name, value in metrics.items():
-            stats[name] = stats[name] + jnp.where(counted, value, 0.0)
-        stats["steps"] = stats["steps"] + counted.astype(jnp.int32)
+            stats["steps"] = stats["steps"] + counted.astype(jnp.int32)
+            terms = {n: jnp.where(counted, t, 0.0) for n, t in terms.items()}
+        elif guard == "call":
+            hidden = _hidden_gradients(optimizer, params)
+            checked = [g for g, h in zip(_inexact_leaves(grads), hidden, strict=True) if h]
+            if checked:
+                good = _every([jnp.all(jnp.isfinite(g)) for g in checked])
+                stats["gradients_finite"] = stats["gradients_finite"] & good
+        for name, value in terms.items():
+            sums[name] = sums[name] + value
+        stats["sums"] = sums
         return new_state, stats
 
-    return step
+    return step, terms_of
 
 
 def _inexact_leaves(tree: Any) -> list[jax.Array]:
@@ -201,23 +212,40 @@ def _every(flags: list[jax.Array]) -> jax.Array:
     return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
 
 
-def _zero_stats(
-    names: tuple[str, ...], params: Any, opt_state: Any, guard: GuardMode
-) -> dict[str, jax.Array]:
-    stats = {n: jnp.zeros((), jnp.float32) for n in ("loss", *names)}
-    stats["steps"] = jnp.zeros((), jnp.int32)
-    stats["bad_step"] = jnp.full((), -1, jnp.int32)
+def _zero_stats(terms: dict, params: Any, opt_state: Any, guard: GuardMode) -> dict:
+    """The stats a call starts from: zero sums of the figures' terms (shaped like them,
+    :meth:`Objective.terms`), and what the guard mode tracks."""
+    stats: dict[str, Any] = {"sums": {n: jnp.zeros(t.shape, jnp.float32) for n, t in terms.items()}}
     if guard == "step":
+        stats["steps"] = jnp.zeros((), jnp.int32)
+        stats["bad_step"] = jnp.full((), -1, jnp.int32)
         stats["finite"] = jnp.ones((len(finite_names(params, opt_state)),), jnp.bool_)
+    elif guard == "call":
+        stats["gradients_finite"] = jnp.bool_(True)
     return stats
 
 
-def _final_stats(stats: dict, state: tuple, guard: GuardMode) -> dict:
-    """The call's stats, with ``end_finite`` for ``guard="call"``: is the final state
-    (parameters, model state, optimizer state) finite, one check per call."""
+def _final_stats(stats: dict, state: tuple, steps: int, guard: GuardMode) -> dict:
+    """The figures a call hands the host: each figure's sum over its steps of the batch
+    means, ``steps`` (the steps applied) and ``bad_step`` (-1 unless a step went bad).
+
+    With ``guard="call"``, ``end_finite`` says whether the summed loss terms, the
+    checked gradients and the final state (parameters, model state, optimizer state)
+    are all finite: one check per call."""
+    sums = stats["sums"]
+    out = {n: jnp.sum(t) / max(t.size, 1) for n, t in sums.items()}
+    if guard == "step":
+        out.update(steps=stats["steps"], bad_step=stats["bad_step"], finite=stats["finite"])
+        return out
+    out["steps"] = jnp.int32(steps)
+    out["bad_step"] = jnp.int32(-1)
     if guard == "call":
-        stats = {**stats, "end_finite": _every(_all_finite(state))}
-    return stats
+        out["end_finite"] = (
+            stats["gradients_finite"]
+            & jnp.all(jnp.isfinite(sums["loss"]))
+            & _every(_all_finite(state))
+        )
+    return out
 
 
 def _flags(flags: list[jax.Array]) -> jax.Array:
@@ -286,21 +314,24 @@ def resident_execution(
     Step ``i`` trains on the rows ``indices[start + i]`` of the device-resident
     ``arrays``. Returns ``(params, rest, opt_state, stats)``.
     """
-    step = _make_step(graphdef, objective, optimizer, guard)
+    step, terms_of = _make_step(graphdef, objective, optimizer, guard)
 
     def run(params, rest, opt_state, *, arrays, indices, start):
-        def body(carry, i):
+        def batch_at(i):
             rows = jax.lax.dynamic_index_in_dim(indices, start + i, keepdims=False)
-            batch = plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
-            state, stats = step(carry, batch, i)
+            return plan.constrain_batch(jax.tree.map(lambda a: _gather(a, rows), arrays))
+
+        def body(carry, i):
+            state, stats = step(carry, batch_at(i), i)
             return (plan.constrain_state(state), stats), None
 
-        stats = _zero_stats(objective.metric_names, params, opt_state, guard)
+        first = jax.eval_shape(batch_at, 0)
+        stats = _zero_stats(terms_of(params, rest, first), params, opt_state, guard)
         (state, stats), _ = jax.lax.scan(
             body, ((params, rest, opt_state), stats), jnp.arange(steps)
         )
         state = plan.constrain_state(state)
-        return (*state, _final_stats(stats, state, guard))
+        return (*state, _final_stats(stats, state, steps, guard))
 
     return Step(
         run,
@@ -325,7 +356,7 @@ def streamed_execution(
     ``chunk`` holds stacked batches ``[steps, batch, ...]``. Returns ``(params, rest,
     opt_state, stats)``.
     """
-    step = _make_step(graphdef, objective, optimizer, guard)
+    step, terms_of = _make_step(graphdef, objective, optimizer, guard)
 
     def run(params, rest, opt_state, *, chunk):
         steps = jax.tree.leaves(chunk)[0].shape[0]
@@ -335,12 +366,13 @@ def streamed_execution(
             state, stats = step(carry, plan.constrain_batch(batch), i)
             return (plan.constrain_state(state), stats), None
 
-        stats = _zero_stats(objective.metric_names, params, opt_state, guard)
+        first = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), chunk)
+        stats = _zero_stats(terms_of(params, rest, first), params, opt_state, guard)
         (state, stats), _ = jax.lax.scan(
             body, ((params, rest, opt_state), stats), (jnp.arange(steps), chunk)
         )
         state = plan.constrain_state(state)
-        return (*state, _final_stats(stats, state, guard))
+        return (*state, _final_stats(stats, state, steps, guard))
 
     return Step(
         run,
