@@ -64,11 +64,24 @@ def scan_epoch(model, optimizer, x, y, indices):
     jax.block_until_ready(epoch(*args))  # compile
     run = lambda: epoch(*args)  # noqa: E731
     run.hlo_text = lambda: epoch.lower(*args).compile().as_text()
+    run.profile = lambda repeat: tpukit.compile(epoch, *args).profile(*args, repeat=repeat)
     return run
 
 
 #: Instructions that launch no kernel of their own (views, tuples, constants).
 NO_KERNEL = {"parameter", "get-tuple-element", "tuple", "constant", "bitcast", "after-all"}
+
+
+KERNEL_LISTS = False  # --kernels: every kernel's time per step, the scan's and fit's
+
+
+def per_step_kernels(profile, steps: int) -> list[tuple[str, str, float]]:
+    """``(instruction, where, µs per step)`` of every timed instruction, longest first."""
+    return [
+        (r["name"], r["group"], r["seconds"] / steps * 1e6)
+        for r in profile.table()
+        if r["seconds"] > 0
+    ]
 
 
 def kernels_per_step(hlo_text: str) -> int:
@@ -116,6 +129,10 @@ def measure(name: str, examples: int, rounds: int, rng: np.random.Generator) -> 
             times[key].append(seconds(run))
     median = {k: float(np.median(v)) for k, v in times.items()}
     profile = guarded.profile(repeat=3)
+    kernels_us = {
+        "guard_on": per_step_kernels(profile, steps),
+        "scan": per_step_kernels(scan.profile(3), steps) if KERNEL_LISTS else [],
+    }
     sections: dict[str, float] = {}
     for record in profile.table("group"):
         section = record["section"] or "other"
@@ -131,6 +148,7 @@ def measure(name: str, examples: int, rounds: int, rng: np.random.Generator) -> 
         "on_over_off": median["guard_on"] / median["guard_off"],
         "fit_sections_share": sections,
         "top_instructions": profile.table()[:8],
+        "kernel_us_per_step": kernels_us,
         "untraced": list(profile.untraced_iterations()),
     }
 
@@ -140,8 +158,13 @@ def main() -> int:
     parser.add_argument("--examples", type=int, help="examples per call (default: EXAMPLES)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--models", default="mlp,lenet5")
+    parser.add_argument(
+        "--kernels", action="store_true", help="list every kernel's µs/step, scan and fit"
+    )
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
+    global KERNEL_LISTS
+    KERNEL_LISTS = args.kernels
     device = jax.devices()[0]
     rng = np.random.default_rng(0)
     results = [
@@ -180,6 +203,12 @@ def main() -> int:
         print(f"{'':8} fit step by section: {shares}")
         for t in r["top_instructions"][:4]:
             print(f"{'':10}{t['name']:28} {t['group']:34} {t['share']:6.1%}")
+        if KERNEL_LISTS:
+            for key in ("scan", "guard_on"):
+                rows = r["kernel_us_per_step"][key]
+                print(f"{'':8} {labels[key]}: {sum(t for *_, t in rows):.1f} µs/step in kernels")
+                for name, group, us_step in rows:
+                    print(f"{'':10}{name:34} {group[:40]:40} {us_step:7.2f}")
         for warning in r["untraced"]:
             print(f"{'':8} note: {warning}")
         print()

@@ -222,6 +222,19 @@ class Checkpointing:
         self.store.close()
 
 
+@dataclass
+class _Flight:
+    """A compiled call in flight: what was dispatched, and its results on the device."""
+
+    steps: int
+    fn: _steps.Step
+    data: dict
+    state: tuple  # (params, rest, opt_state) after its steps
+    stats: dict
+    dispatched: float  # time.perf_counter() at dispatch
+    compiled: bool  # whether dispatching it compiled the function
+
+
 class Run:
     """One ``fit`` call: the loop over epochs and compiled calls, and its collaborators."""
 
@@ -246,6 +259,10 @@ class Run:
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
         self.state: tuple = ()
+        self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
+        # the next epoch's first call, dispatched ahead, and the rest of its calls
+        self._next_epoch: tuple[_Flight, Iterator] | None = None
+        self._read = 0.0  # when the last call's figures came back (time.perf_counter())
         self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
 
     # ----------------------------------------------------------------- the loop
@@ -280,37 +297,43 @@ class Run:
         return self.history
 
     def _epoch(self) -> None:
-        """Run the rest of the current epoch, one compiled call at a time."""
+        """Run the rest of the current epoch, one compiled call at a time.
+
+        The next call is dispatched before this one's figures are read back, on this
+        call's (not yet applied) result, so that the device never waits on the host
+        between calls (:meth:`_ahead_of`). Only a call that was applied feeds the model:
+        when a call trips the guard or the run stops, the call dispatched after it is
+        dropped, unread.
+        """
         pos = self.position
         self.progress.start_epoch(
             pos.epoch + 1, self.spec.options.epochs, self.spec.steps_per_epoch, initial=pos.step
         )
         started = time.perf_counter()
-        executions = self._executions()
-        pending = next(executions, None)
-        while pending is not None:
-            steps, fn, data = pending
-            self.progress.speed.count_flops(fn, (self.state, data), steps)
-            compiled = compile_count(fn)
-            t0 = time.perf_counter()
-            *state, stats = fn(self.state, data)
+        flight, calls = self._next_epoch or (None, self._executions())
+        self._next_epoch = None
+        if flight is None:
+            pending = next(calls, None)
+            flight = self._dispatch(pending, self.state) if pending is not None else None
+        while flight is not None:
             t1 = time.perf_counter()
-            pending = next(executions, None)  # the next chunk's transfer overlaps this call
+            pending = next(calls, None)  # the next chunk's transfer overlaps this call
+            following = self._ahead_of(flight, pending)
             t2 = time.perf_counter()
-            stats = jax.device_get(stats)
+            stats = jax.device_get(flight.stats)
             t3 = time.perf_counter()
-            seconds = t3 - t0
-            compiled = compile_count(fn) != compiled
-            if not compiled:  # a call that compiled says nothing about the input
+            seconds = t3 - max(flight.dispatched, self._read)
+            self._read = t3
+            if not flight.compiled:  # a call that compiled says nothing about the input
                 self.input.add(prepared=t2 - t1, device_wait=t3 - t2, seconds=seconds)
             if self.spec.guard and self.guard.tripped(stats):
-                state, stopped = self._good_steps(fn, data)
+                state, stopped = self._good_steps(flight.fn, flight.data)
                 with deferred_interrupts():
-                    self._apply(tuple(state), stopped, steps, seconds)
+                    self._apply(tuple(state), stopped, flight.steps, seconds)
                 self._stop(stopped)
             with deferred_interrupts():
-                record = self._apply(tuple(state), stats, steps, seconds)
-            self.progress.advance(steps, self._running(), seconds, compiled=compiled)
+                record = self._apply(tuple(flight.state), stats, flight.steps, seconds)
+            self.progress.advance(flight.steps, self._running(), seconds, compiled=flight.compiled)
             if self.spec.options.callbacks:
                 self._write_back(self.state)
                 for callback in self.spec.options.callbacks:
@@ -318,7 +341,43 @@ class Run:
             if self.checkpointing and self.checkpointing.due_after_execution(pos.executions):
                 with deferred_interrupts():
                     self.checkpointing.save(pos, self.history, self.state)
+            if following is None and pending is not None:
+                following = self._dispatch(pending, self.state)
+            flight = following
         self._finish_epoch(self.state, started)
+
+    def _dispatch(self, pending: tuple[int, _steps.Step, dict], state: tuple) -> _Flight:
+        """Start one compiled call on ``state``; its results stay on the device."""
+        steps, fn, data = pending
+        self.progress.speed.count_flops(fn, (state, data), steps)
+        before = compile_count(fn)
+        dispatched = time.perf_counter()
+        *new_state, stats = fn(state, data)
+        return _Flight(
+            steps, fn, data, tuple(new_state), stats, dispatched, compile_count(fn) != before
+        )
+
+    def _ahead_of(self, flight: _Flight, pending: tuple | None) -> _Flight | None:
+        """Dispatch the call after ``flight`` on its result before reading it back, when
+        that is safe: no callback may look at the model between calls, and the call
+        needs no compiling (it is the same compiled function). At the epoch's end this
+        starts the next epoch's first call, unless an evaluation must run first; its
+        indices are shuffled and sent now either way."""
+        speculate = not self.spec.options.callbacks
+        if pending is not None:
+            if speculate and pending[1] is flight.fn:
+                return self._dispatch(pending, flight.state)
+            return None
+        self._prefetch_next_epoch()
+        if speculate and self.evaluator is None and self._indices is not None:
+            epoch, indices = self._indices
+            ahead = Position(epoch_base=self.position.epoch_base, epoch=epoch)
+            calls = executions(self.spec, ahead, indices)
+            first = next(calls, None)
+            if first is not None and first[1] is flight.fn:
+                self._indices = None
+                self._next_epoch = (self._dispatch(first, flight.state), calls)
+        return None
 
     def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[list, dict]:
         """The state after a tripped call's good steps, and the stats naming the bad one.
@@ -338,7 +397,19 @@ class Run:
 
     def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
         """``(steps, compiled call, its data)`` for the rest of the current epoch."""
-        return executions(self.spec, self.position)
+        indices, self._indices = self._indices, None
+        ready = indices[1] if indices and indices[0] == self.position.epoch else None
+        return executions(self.spec, self.position, ready)
+
+    def _prefetch_next_epoch(self) -> None:
+        """Shuffle the next epoch and start its indices' transfer while the device still
+        runs this epoch's last call, so that the next epoch starts without a gap."""
+        pos, spec = self.position, self.spec
+        if isinstance(spec.source, ResidentData) and pos.epoch + 1 < spec.options.epochs:
+            self._indices = (
+                pos.epoch + 1,
+                epoch_indices_on_device(spec, pos.epoch + 1 + pos.epoch_base),
+            )
 
     def _apply(self, state: tuple, stats: dict, steps: int, seconds: float) -> dict:
         """Take one call's new state, advance the position by its steps and add its
@@ -452,16 +523,26 @@ class Run:
         )
 
 
-def executions(spec: RunSpec, pos: Position) -> Iterator[tuple[int, _steps.Step, dict]]:
-    """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
-    makes, and the data it passes (``Trainer.compile_step`` takes the first)."""
-    if isinstance(spec.source, ResidentData):
-        key = epoch_key(spec.options.seed, pos.epoch_base + pos.epoch)
-        indices = spec.plan.put_replicated(
-            epoch_indices(
-                key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
-            )
+def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
+    """Epoch ``epoch``'s (counted over the model's training) shuffled example indices,
+    ``[steps, batch]``, put on every device."""
+    key = epoch_key(spec.options.seed, epoch)
+    return spec.plan.put_replicated(
+        epoch_indices(
+            key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
         )
+    )
+
+
+def executions(
+    spec: RunSpec, pos: Position, indices: jax.Array | None = None
+) -> Iterator[tuple[int, _steps.Step, dict]]:
+    """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
+    makes, and the data it passes (``Trainer.compile_step`` takes the first).
+    ``indices`` are the epoch's, when they were already put on the devices."""
+    if isinstance(spec.source, ResidentData):
+        if indices is None:
+            indices = epoch_indices_on_device(spec, pos.epoch_base + pos.epoch)
         start = pos.step
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
