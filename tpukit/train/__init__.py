@@ -43,6 +43,7 @@ from ._history import History
 from ._layout import ShardingSummary
 from ._losses import accuracy, cross_entropy, top_k_accuracy
 from ._mesh import FSDP, DataParallel, MeshRules
+from ._state import TrainingState
 
 __all__ = [
     "CheckpointError",
@@ -53,6 +54,7 @@ __all__ = [
     "NonFiniteLossError",
     "ShardingSummary",
     "Trainer",
+    "TrainingState",
     "accuracy",
     "cross_entropy",
     "evaluate",

@@ -26,8 +26,18 @@ from jax.sharding import Sharding
 
 from tpukit.display._units import format_bytes
 
+_KEY_FIELDS = {
+    jax.tree_util.DictKey: "key",
+    jax.tree_util.GetAttrKey: "name",
+    jax.tree_util.SequenceKey: "idx",
+    jax.tree_util.FlattenedIndexKey: "key",
+}
+
 
 def _key_name(k: Any) -> str:
+    field = _KEY_FIELDS.get(type(k))
+    if field is not None:
+        return str(getattr(k, field))
     for attr in ("key", "name", "idx"):
         if hasattr(k, attr):
             return str(getattr(k, attr))

@@ -40,7 +40,6 @@ from flax import nnx
 
 from ._exceptions import TrainingInputError
 from ._losses import Objective
-from ._state import ATTRIBUTE
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -187,7 +186,7 @@ def describe_model(model: nnx.Module) -> dict[str, dict[str, str]]:
             continue
         settings = {"class": _name(type(node))}
         for key, value in sorted(vars(node).items()):
-            if key.startswith(("_pytree__", "_object__")) or key == ATTRIBUTE:
+            if key.startswith(("_pytree__", "_object__")):
                 continue
             text = _describe(value)
             if text is not None:

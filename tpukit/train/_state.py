@@ -1,18 +1,18 @@
 """What carries over from one ``fit`` call to the next on the same model.
 
-A model trained by :func:`tpukit.fit` keeps a :class:`TrainingState` as its
-attribute ``_tpukit_training``: how many epochs and steps it has trained (so the
-next call shuffles with the next epoch's order and counts steps on), and the
-optimizer state with the key of the optimizer program it belongs to (so the next
-call with the same optimizer, the same object or an equal new one, continues
-Adam's moments). Nothing else is kept, and nothing lives outside the model:
-delete the model and its training state goes with it. ``Trainer(model, ...).state``
-shows it; ``state.reset()`` starts the counts and the optimizer afresh.
+Each model trained by :func:`tpukit.fit` has a :class:`TrainingState`: how many
+epochs and steps it has trained (so the next call shuffles with the next epoch's
+order and counts steps on), and the optimizer state with the key of the optimizer
+program it belongs to (so the next call with the same optimizer, the same object
+or an equal new one, continues Adam's moments). ``Trainer(model, ...).state`` and
+``TrainingState.of(model)`` show it; ``state.reset()`` starts the counts and the
+optimizer afresh.
 
-The attribute stays out of the model's structure: :func:`detached` takes it off
-while ``nnx.split`` runs, so compiled steps never hold it, and it compares equal
-to any other ``TrainingState``, so graph definitions a user makes compare as
-before. A copy, clone or unpickled model starts with a fresh state.
+tpukit keeps it beside the model, not in it: a table keyed by the model object,
+holding the model only weakly, so delete the model and its training state goes
+with it. Nothing is written into the model, so its structure, equality, copies
+and pickles are exactly NNX's; a copy, clone or unpickled model is another object
+and starts with a fresh state.
 
 Example::
 
@@ -24,14 +24,10 @@ Example::
 
 from __future__ import annotations
 
-import contextlib
 import weakref
-from collections.abc import Iterator
 from typing import Any
 
 import jax
-
-ATTRIBUTE = "_tpukit_training"
 
 
 class TrainingState:
@@ -50,8 +46,7 @@ class TrainingState:
             with the same settings finishes that epoch first, in the same order.
     """
 
-    def __init__(self, owner: Any = None):
-        self._owner = weakref.ref(owner) if owner is not None else None
+    def __init__(self) -> None:
         self.epochs_done = 0
         self.steps_done = 0
         self.optimizer_key: str | None = None
@@ -61,10 +56,12 @@ class TrainingState:
     @classmethod
     def of(cls, model: Any) -> TrainingState:
         """The model's training state, made (counts at zero) the first time it is asked for."""
-        state = vars(model).get(ATTRIBUTE)
-        if not isinstance(state, cls) or state._owner is None or state._owner() is not model:
-            state = cls(model)
-            vars(model)[ATTRIBUTE] = state  # not setattr: NNX's attribute bookkeeping stays as is
+        key = id(model)
+        kept = _STATES.get(key)
+        if kept is not None and kept[0]() is model:
+            return kept[1]
+        state = cls()
+        _STATES[key] = (weakref.ref(model, lambda _, key=key: _STATES.pop(key, None)), state)
         return state
 
     def optimizer_state(self, key: str) -> Any:
@@ -109,24 +106,7 @@ class TrainingState:
             f"{inside}, optimizer state: {kept})"
         )
 
-    # A training state is not part of what the model *is*.
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, TrainingState)
 
-    def __hash__(self) -> int:
-        return hash(TrainingState)
-
-    def __reduce__(self) -> tuple:
-        return (TrainingState, ())
-
-
-@contextlib.contextmanager
-def detached(model: Any) -> Iterator[None]:
-    """Take the training state off ``model`` for the duration (around ``nnx.split``)."""
-    attributes = vars(model)
-    state = attributes.pop(ATTRIBUTE, None)
-    try:
-        yield
-    finally:
-        if state is not None:
-            attributes[ATTRIBUTE] = state
+#: Each live model's training state, by ``id(model)``, with a weak reference that
+#: drops the entry when the model goes.
+_STATES: dict[int, tuple[weakref.ref, TrainingState]] = {}

@@ -40,17 +40,11 @@ from tpukit.compilation._module_scopes import module_scopes
 from ._layout import leaf_paths
 from ._losses import Objective
 from ._mesh import Plan
-from ._state import detached
 
 
 def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
-    """``(graphdef, params, rest)``: trainable parameters apart from all other state.
-
-    The model's :class:`~tpukit.train._state.TrainingState` is left out of
-    ``graphdef``, so a compiled step never holds an optimizer state alive.
-    """
-    with detached(model):
-        return nnx.split(model, nnx.Param, ...)
+    """``(graphdef, params, rest)``: trainable parameters apart from all other state."""
+    return nnx.split(model, nnx.Param, ...)
 
 
 def _inexact(x: Any) -> bool:
@@ -142,7 +136,6 @@ def _make_step(
         updates, new_opt = optimizer.update(grads, opt_state, params)
         new_state = (optax.apply_updates(params, updates), new_rest, new_opt)
         stats = dict(stats)
-        sums = dict(stats["sums"])
         if guard == "step":
             running = stats["bad_step"] < 0
             before = _flags([jnp.isfinite(loss), *_all_finite(grads)])
@@ -162,9 +155,10 @@ def _make_step(
             if checked:
                 good = _every([jnp.all(jnp.isfinite(g)) for g in checked])
                 stats["gradients_finite"] = stats["gradients_finite"] & good
-        for name, value in terms.items():
-            sums[name] = sums[name] + value
-        stats["sums"] = sums
+        stats["sums"] = [
+            total + jnp.stack([terms[n] for n in names])
+            for total, names in zip(stats["sums"], _term_groups(terms), strict=True)
+        ]
         return new_state, stats
 
     return step, terms_of
@@ -212,10 +206,23 @@ def _every(flags: list[jax.Array]) -> jax.Array:
     return jnp.all(jnp.stack(flags)) if flags else jnp.bool_(True)
 
 
+def _term_groups(terms: dict) -> list[list[str]]:
+    """The figures' names grouped by their terms' shape, in order. Each group is summed
+    as one stacked array: one kernel adds up the loss and the accuracy of a step."""
+    groups: dict[tuple, list[str]] = {}
+    for name, term in terms.items():
+        groups.setdefault(tuple(term.shape), []).append(name)
+    return list(groups.values())
+
+
 def _zero_stats(terms: dict, params: Any, opt_state: Any, guard: GuardMode) -> dict:
-    """The stats a call starts from: zero sums of the figures' terms (shaped like them,
-    :meth:`Objective.terms`), and what the guard mode tracks."""
-    stats: dict[str, Any] = {"sums": {n: jnp.zeros(t.shape, jnp.float32) for n, t in terms.items()}}
+    """The stats a call starts from: zero sums of the figures' terms (stacked by shape,
+    :func:`_term_groups`), and what the guard mode tracks."""
+    sums = [
+        jnp.zeros((len(names), *terms[names[0]].shape), jnp.float32)
+        for names in _term_groups(terms)
+    ]
+    stats: dict[str, Any] = {"sums": sums}
     if guard == "step":
         stats["steps"] = jnp.zeros((), jnp.int32)
         stats["bad_step"] = jnp.full((), -1, jnp.int32)
@@ -225,14 +232,18 @@ def _zero_stats(terms: dict, params: Any, opt_state: Any, guard: GuardMode) -> d
     return stats
 
 
-def _final_stats(stats: dict, state: tuple, steps: int, guard: GuardMode) -> dict:
+def _final_stats(stats: dict, terms: dict, state: tuple, steps: int, guard: GuardMode) -> dict:
     """The figures a call hands the host: each figure's sum over its steps of the batch
     means, ``steps`` (the steps applied) and ``bad_step`` (-1 unless a step went bad).
 
     With ``guard="call"``, ``end_finite`` says whether the summed loss terms, the
     checked gradients and the final state (parameters, model state, optimizer state)
     are all finite: one check per call."""
-    sums = stats["sums"]
+    sums = {
+        name: total[i]
+        for total, names in zip(stats["sums"], _term_groups(terms), strict=True)
+        for i, name in enumerate(names)
+    }
     out = {n: jnp.sum(t) / max(t.size, 1) for n, t in sums.items()}
     if guard == "step":
         out.update(steps=stats["steps"], bad_step=stats["bad_step"], finite=stats["finite"])
@@ -326,12 +337,13 @@ def resident_execution(
             return (plan.constrain_state(state), stats), None
 
         first = jax.eval_shape(batch_at, 0)
-        stats = _zero_stats(terms_of(params, rest, first), params, opt_state, guard)
+        terms = terms_of(params, rest, first)
+        stats = _zero_stats(terms, params, opt_state, guard)
         (state, stats), _ = jax.lax.scan(
             body, ((params, rest, opt_state), stats), jnp.arange(steps)
         )
         state = plan.constrain_state(state)
-        return (*state, _final_stats(stats, state, steps, guard))
+        return (*state, _final_stats(stats, terms, state, steps, guard))
 
     return Step(
         run,
@@ -367,12 +379,13 @@ def streamed_execution(
             return (plan.constrain_state(state), stats), None
 
         first = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], a.dtype), chunk)
-        stats = _zero_stats(terms_of(params, rest, first), params, opt_state, guard)
+        terms = terms_of(params, rest, first)
+        stats = _zero_stats(terms, params, opt_state, guard)
         (state, stats), _ = jax.lax.scan(
             body, ((params, rest, opt_state), stats), (jnp.arange(steps), chunk)
         )
         state = plan.constrain_state(state)
-        return (*state, _final_stats(stats, state, steps, guard))
+        return (*state, _final_stats(stats, terms, state, steps, guard))
 
     return Step(
         run,

@@ -13,6 +13,7 @@ Example::
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import jax
@@ -185,6 +186,27 @@ def _check_loss_value(value: Any, batch_size: int, call: str) -> None:
         )
 
 
+def _label_range(labels: Any) -> tuple[int, int]:
+    """``(min, max)`` of the labels. Host labels stay on the host; a JAX array's range is
+    read once (the array cannot change), so a second ``fit`` on it pays nothing."""
+    if not isinstance(labels, jax.Array):
+        return int(np.min(labels)), int(np.max(labels))
+    key = id(labels)
+    kept = _LABEL_RANGES.get(key)
+    if kept is not None and kept[0]() is labels:
+        return kept[1]
+    lo, hi = (int(v) for v in jax.device_get((jnp.min(labels), jnp.max(labels))))
+    try:
+        ref = weakref.ref(labels, lambda _, key=key: _LABEL_RANGES.pop(key, None))
+    except TypeError:  # an array type without weak references: read every time
+        return lo, hi
+    _LABEL_RANGES[key] = (ref, (lo, hi))
+    return lo, hi
+
+
+_LABEL_RANGES: dict[int, tuple[weakref.ref, tuple[int, int]]] = {}
+
+
 def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
     """The default loss wants integer class labels of shape ``outputs.shape[:-1]``."""
     expected = tuple(out.shape[:-1])
@@ -209,8 +231,7 @@ def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
             )
         )
     classes = out.shape[-1]
-    xp = np if isinstance(labels, np.ndarray) else jnp  # host labels stay on the host
-    lo, hi = int(xp.min(labels)), int(xp.max(labels))
+    lo, hi = _label_range(labels)
     if lo < 0 or hi >= classes:
         raise TrainingInputError(
             f"The {name} labels range over [{lo}, {hi}], but the model has {classes} outputs, "
