@@ -287,3 +287,56 @@ def test_the_probe_tells_which_optimizers_can_hide_a_gradient():
         {"train": optax.adam(1e-3), "frozen": optax.set_to_zero()}, {"w": "train", "b": "frozen"}
     )
     assert _hidden_gradients(frozen, params) == [True, False]  # leaves in order: b, w
+
+
+# ------------------------------------------------ the next call dispatched ahead
+def test_a_stop_during_a_dispatch_ahead_is_held_until_that_calls_turn():
+    import signal
+
+    from tpukit.train._interrupts import held_interrupts
+
+    with held_interrupts() as held:
+        os.kill(os.getpid(), signal.SIGINT)  # lands inside: held, not raised
+    with pytest.raises(KeyboardInterrupt):
+        held.deliver()
+    held.deliver()  # delivered once only
+
+
+def test_a_run_dispatches_each_call_once_and_its_figures_are_those_of_calls_one_by_one():
+    from tpukit.train import _steps
+
+    counts = []
+    original = _steps.Step.__call__
+
+    def counting(self, *a, **k):
+        counts.append(1)
+        return original(self, *a, **k)
+
+    def run(callbacks):
+        model = MLP(nnx.Rngs(0))
+        history = fit(
+            model,
+            optax.adam(1e-2),
+            (X, Y),
+            epochs=3,
+            batch_size=64,
+            steps_per_execution=3,
+            verbose=False,
+            callbacks=callbacks,
+        )
+        return history, jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(model, nnx.Param)))
+
+    _steps.Step.__call__ = counting
+    try:
+        ahead, ahead_state = run([])  # calls dispatched ahead of their turn
+        dispatched = len(counts)
+        counts.clear()
+        one_by_one, one_by_one_state = run([lambda record: None])  # a callback: no look-ahead
+    finally:
+        _steps.Step.__call__ = original
+    assert dispatched == len(counts)  # no call run twice or wasted
+    assert jax.tree.all(jax.tree.map(np.array_equal, ahead_state, one_by_one_state))
+    for a, b in zip(ahead.epochs, one_by_one.epochs, strict=True):
+        assert {k: v for k, v in a.items() if k != "seconds"} == {
+            k: v for k, v in b.items() if k != "seconds"
+        }

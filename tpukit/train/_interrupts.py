@@ -26,22 +26,47 @@ from typing import Any
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[None]:
     """Run the block whole: a SIGINT that arrives inside it is raised when it ends."""
-    if threading.current_thread() is not threading.main_thread():
+    with held_interrupts() as held:
         yield
+    held.deliver()
+
+
+class HeldInterrupt:
+    """A SIGINT held back by :func:`held_interrupts`, to be delivered later."""
+
+    def __init__(self, handler: Any = None):
+        self.handler = handler
+        self.received: list[tuple[int, Any]] = []
+
+    def deliver(self) -> None:
+        """Raise the held SIGINT now (Python's handler raises ``KeyboardInterrupt``)."""
+        received, self.received = self.received, []
+        if received and callable(self.handler):
+            self.handler(*received[0])
+
+
+@contextlib.contextmanager
+def held_interrupts() -> Iterator[HeldInterrupt]:
+    """Hold back a SIGINT that arrives inside the block; ``deliver()`` raises it later.
+
+    ``fit`` dispatches a call ahead of its turn: a ^C that lands during that dispatch
+    is delivered when the call's turn comes, so that it stops the run at the same
+    point as it would have without the look-ahead.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield HeldInterrupt()
         return
     previous = signal.getsignal(signal.SIGINT)
     if not callable(previous) and previous != signal.default_int_handler:
-        yield  # SIGINT ignored or left to the OS: nothing to defer
+        yield HeldInterrupt()  # SIGINT ignored or left to the OS: nothing to hold
         return
-    received: list[tuple[int, Any]] = []
+    held = HeldInterrupt(previous)
 
     def hold(signum: int, frame: Any) -> None:
-        received.append((signum, frame))
+        held.received.append((signum, frame))
 
     signal.signal(signal.SIGINT, hold)
     try:
-        yield
+        yield held
     finally:
         signal.signal(signal.SIGINT, previous)
-        if received and callable(previous):
-            previous(*received[0])  # Python's default handler raises KeyboardInterrupt here

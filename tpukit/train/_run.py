@@ -31,7 +31,7 @@ from . import _checkpoint, _steps
 from ._data import ResidentData, epoch_indices, epoch_key
 from ._guard import NonFiniteGuard
 from ._history import History
-from ._interrupts import deferred_interrupts
+from ._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
 from ._losses import Objective
 from ._mesh import Plan
 from ._options import RunOptions
@@ -176,9 +176,20 @@ class Evaluator:
         self.fn = fn
         self.source = source
 
-    def __call__(self, params: Any, rest: Any) -> dict[str, float]:
-        values = jax.device_get(self.fn(params, rest, self.source.arrays))
-        return {f"val_{n}": float(v) for n, v in values.items()}
+    def __call__(
+        self, params: Any, rest: Any, started: dict[str, jax.Array] | None = None
+    ) -> dict[str, float]:
+        """The figures on ``(params, rest)``, from the evaluation ``started`` on them
+        when there is one (:meth:`start`)."""
+        return self.read(self.start(params, rest) if started is None else started)
+
+    def start(self, params: Any, rest: Any) -> dict[str, jax.Array]:
+        """Dispatch the evaluation; its figures stay on the device until :meth:`read`."""
+        return self.fn(params, rest, self.source.arrays)
+
+    @staticmethod
+    def read(values: dict[str, jax.Array]) -> dict[str, float]:
+        return {f"val_{n}": float(v) for n, v in jax.device_get(values).items()}
 
 
 class Checkpointing:
@@ -262,6 +273,8 @@ class Run:
         self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
         # the next epoch's first call, dispatched ahead, and the rest of its calls
         self._next_epoch: tuple[_Flight, Iterator] | None = None
+        self._evaluation: tuple[tuple, dict] | None = None  # (on what state, its figures)
+        self._held = HeldInterrupt()  # a ^C that came while a call was dispatched ahead
         self._read = 0.0  # when the last call's figures came back (time.perf_counter())
         self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
 
@@ -310,8 +323,10 @@ class Run:
             pos.epoch + 1, self.spec.options.epochs, self.spec.steps_per_epoch, initial=pos.step
         )
         started = time.perf_counter()
-        flight, calls = self._next_epoch or (None, self._executions())
+        flight, calls = self._next_epoch or (None, None)
         self._next_epoch = None
+        self._held.deliver()  # a ^C held while this epoch's first call was dispatched ahead
+        calls = calls or self._executions()
         if flight is None:
             pending = next(calls, None)
             flight = self._dispatch(pending, self.state) if pending is not None else None
@@ -341,6 +356,7 @@ class Run:
             if self.checkpointing and self.checkpointing.due_after_execution(pos.executions):
                 with deferred_interrupts():
                     self.checkpointing.save(pos, self.history, self.state)
+            self._held.deliver()  # a ^C held while the next call was dispatched ahead
             if following is None and pending is not None:
                 following = self._dispatch(pending, self.state)
             flight = following
@@ -361,22 +377,27 @@ class Run:
         """Dispatch the call after ``flight`` on its result before reading it back, when
         that is safe: no callback may look at the model between calls, and the call
         needs no compiling (it is the same compiled function). At the epoch's end this
-        starts the next epoch's first call, unless an evaluation must run first; its
-        indices are shuffled and sent now either way."""
+        starts the epoch's evaluation on ``flight``'s result (read back once that result
+        is applied), then the next epoch's first call, whose indices are shuffled and
+        sent now."""
         speculate = not self.spec.options.callbacks
         if pending is not None:
             if speculate and pending[1] is flight.fn:
-                return self._dispatch(pending, flight.state)
+                with held_interrupts() as self._held:
+                    return self._dispatch(pending, flight.state)
             return None
         self._prefetch_next_epoch()
-        if speculate and self.evaluator is None and self._indices is not None:
+        if self.evaluator is not None:  # queued before the next epoch's call, not after it
+            self._evaluation = (flight.state, self.evaluator.start(*flight.state[:2]))
+        if speculate and self._indices is not None:
             epoch, indices = self._indices
             ahead = Position(epoch_base=self.position.epoch_base, epoch=epoch)
             calls = executions(self.spec, ahead, indices)
             first = next(calls, None)
             if first is not None and first[1] is flight.fn:
                 self._indices = None
-                self._next_epoch = (self._dispatch(first, flight.state), calls)
+                with held_interrupts() as self._held:
+                    self._next_epoch = (self._dispatch(first, flight.state), calls)
         return None
 
     def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[list, dict]:
@@ -443,7 +464,11 @@ class Run:
         pos = self.position
         figures = self._running()
         if self.evaluator is not None:
-            figures.update(self.evaluator(state[0], state[1]))
+            started_on, values = self._evaluation or (None, None)
+            self._evaluation = None
+            if started_on is None or started_on[0] is not state[0]:
+                values = None
+            figures.update(self.evaluator(state[0], state[1], values))
         with deferred_interrupts():
             self.history.add_epoch(
                 {
