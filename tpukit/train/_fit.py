@@ -59,8 +59,10 @@ class Trainer:
     ``Trainer(model, optax.adam(1e-3)).fit(data, epochs=1, batch_size=128)`` is the
     same as ``fit(model, optax.adam(1e-3), data, epochs=1, batch_size=128)``, and
     :meth:`fit` takes the same options as :func:`fit`. What carries over from one
-    call to the next lives on the model (:attr:`state`), so a second ``Trainer`` or
-    ``fit`` call on the same model continues where the first one stopped.
+    call to the next belongs to the model (:attr:`state`, a
+    :class:`~tpukit.train.TrainingState` that tpukit keeps beside the model, not in it),
+    so a second ``Trainer`` or ``fit`` call on the same model continues where the first
+    one stopped.
     :meth:`compile_step` gives the compiled call ``fit`` runs, to graph, profile
     or read.
     """
@@ -330,9 +332,9 @@ def fit(
 ) -> History:
     """Train ``model`` in place with ``optimizer``, running many steps per compiled call.
 
-    What carries over between calls: the model keeps its training state
-    (``Trainer(model, optimizer).state``): the epochs and steps done, so a second call
-    shuffles with the next epochs' orders and counts steps on, and the optimizer
+    What carries over between calls: the model's training state
+    (``TrainingState.of(model)``, kept beside the model): the epochs and steps done, so a
+    second call shuffles with the next epochs' orders and counts steps on, and the optimizer
     state, which the next call continues when its optimizer is the same program (the
     same object, or a new one with the same settings, e.g. ``optax.adam(1e-3)``
     again); another optimizer starts from its ``init``. The compiled step is reused
