@@ -340,3 +340,19 @@ def test_a_run_dispatches_each_call_once_and_its_figures_are_those_of_calls_one_
         assert {k: v for k, v in a.items() if k != "seconds"} == {
             k: v for k, v in b.items() if k != "seconds"
         }
+
+
+def test_calls_are_dispatched_ahead_only_while_a_third_copy_of_the_state_is_small():
+    import tpukit
+    from tpukit.train._run import look_ahead_fits
+
+    state = (nnx.state(MLP(nnx.Rngs(0)), nnx.Param),)
+    size = sum(x.nbytes for x in jax.tree.leaves(state))
+    try:
+        tpukit.set_device_memory(size * 100)  # the state is 1% of the device
+        assert look_ahead_fits(state)
+        tpukit.set_device_memory(size * 10)  # 10%: no look-ahead
+        assert not look_ahead_fits(state)
+    finally:
+        tpukit.set_device_memory(None)
+    assert look_ahead_fits(state)  # a CPU says no capacity: small states go ahead

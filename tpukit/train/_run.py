@@ -27,6 +27,8 @@ import jax
 import numpy as np
 from flax import nnx
 
+from tpukit.compilation._memory import device_capacity
+
 from . import _checkpoint, _steps
 from ._data import ResidentData, epoch_indices, epoch_key
 from ._guard import NonFiniteGuard
@@ -275,6 +277,7 @@ class Run:
         self._next_epoch: tuple[_Flight, Iterator] | None = None
         self._evaluation: tuple[tuple, dict] | None = None  # (on what state, its figures)
         self._held = HeldInterrupt()  # a ^C that came while a call was dispatched ahead
+        self._look_ahead = False  # whether calls are dispatched ahead (set by train)
         self._read = 0.0  # when the last call's figures came back (time.perf_counter())
         self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
 
@@ -290,6 +293,7 @@ class Run:
         """
         pos, epochs = self.position, self.spec.options.epochs
         self.state = state  # the newest applied state, whatever stops the loop
+        self._look_ahead = not self.spec.options.callbacks and look_ahead_fits(state)
         try:
             while pos.epoch < epochs:
                 self._epoch()
@@ -380,7 +384,7 @@ class Run:
         starts the epoch's evaluation on ``flight``'s result (read back once that result
         is applied), then the next epoch's first call, whose indices are shuffled and
         sent now."""
-        speculate = not self.spec.options.callbacks
+        speculate = self._look_ahead
         if pending is not None:
             if speculate and pending[1] is flight.fn:
                 with held_interrupts() as self._held:
@@ -546,6 +550,24 @@ class Run:
             opt_state if _live(opt_state) else None,
             in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
+
+
+#: Calls are dispatched ahead only while a third copy of the training state (the
+#: applied one, the current call's result, the next call's) takes at most this share
+#: of a device's memory; for a state that large a call is long and the gap small.
+LOOK_AHEAD_SHARE = 0.05
+#: Where the device does not say its memory (CPU): the most state dispatched ahead.
+LOOK_AHEAD_BYTES = 256 * 2**20
+
+
+def look_ahead_fits(state: tuple) -> bool:
+    """Whether one more copy of ``state`` (its bytes over all devices, an upper bound
+    of what one device holds) is small beside a device's memory."""
+    leaves = jax.tree.leaves(state)
+    size = sum(getattr(x, "nbytes", 0) for x in leaves)
+    devices = [d for x in leaves[:1] for d in getattr(x, "devices", lambda: ())()]
+    capacity, _ = device_capacity(devices[0]) if devices else (None, "")
+    return size <= (capacity * LOOK_AHEAD_SHARE if capacity else LOOK_AHEAD_BYTES)
 
 
 def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
