@@ -6,7 +6,12 @@ indices), Adam:
 
 1. the baseline: a hand-written ``lax.scan`` over the tutorial's step, no checks;
 2. ``fit``'s step with the guard (``Trainer(...).compile_step``, ``stop_on_nan=True``);
-3. the same step without it (``stop_on_nan=False``).
+3. the same step without it (``stop_on_nan=False``);
+4. the guarded step with ``metrics=()``: the loss is its only figure (the scan has none).
+
+Each row also gives the kernels per step: the fusions, copies and library calls in the
+optimized program's loop body, what a small model on a GPU pays per launch for
+(``--kernels`` lists every kernel's measured µs per step, the scan's and ``fit``'s).
 
 The three take turns, ``--rounds`` times, so a slow spell of a shared machine hurts each
 alike; each program's median call counts. Then ``fit``'s guarded step is profiled with
@@ -17,6 +22,7 @@ Targets (issue 18): fit's guarded step at most 1.05x the scan, and guard-on with
 guard-off, for both models; printed as PASS or FAIL (exit status 1 on a FAIL).
 
     .venv/bin/python benchmarks/profile_fit_step.py [--examples N] [--rounds 7] [--models mlp]
+        [--kernels]
 """
 
 from __future__ import annotations
