@@ -15,11 +15,17 @@ from pathlib import Path
 
 import jax
 
+from tpukit._errors import TpukitError
+
 _hits = 0
 _hits_lock = threading.Lock()
 _listening = False
 
 _COLAB_DRIVE = Path("/content/drive/MyDrive")
+
+
+class CompileCacheError(TpukitError, OSError):
+    """The compile cache folder cannot be created or written."""
 
 
 def default_cache_dir() -> Path:
@@ -54,7 +60,7 @@ def enable_compile_cache(
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OSError(
+        raise CompileCacheError(
             f"Cannot create the compile cache folder {str(folder)!r} ({exc.strerror}). "
             "Pass a writable folder: tpukit.enable_compile_cache('/tmp/jax-cache')."
         ) from None

@@ -43,7 +43,7 @@ from tpukit.compilation._placement import mesh_of, place_arguments
 from tpukit.compilation._profile import Profile, profile_call
 from tpukit.compilation._sample_data import concrete_arguments
 from tpukit.compilation._signature import Signature, bind_arguments
-from tpukit.compilation._summary import summary_html, summary_text
+from tpukit.compilation._summary import summary
 from tpukit.compilation._timing import TimingResult, time_call
 from tpukit.compilation._user_errors import describe_compile_error
 from tpukit.hlo import (
@@ -517,12 +517,10 @@ class Compiled:
         return compile if self.example_arguments is None else None
 
     def __repr__(self) -> str:
-
-        return summary_text(self)
+        return summary(self).text()
 
     def _repr_html_(self) -> str:
-
-        return summary_html(self)
+        return summary(self).html()
 
 
 def _place_like(tree: Any, shardings: Any) -> Any:
@@ -539,7 +537,7 @@ def _place_like(tree: Any, shardings: Any) -> Any:
 def check_stage(stage: str) -> None:
     """Refuse a stage name other than ``"lowered"`` and ``"optimized"``, saying which exist."""
     if stage not in STAGES:
-        raise ValueError(
+        raise ArgumentError(
             f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO as "
             "JAX emitted it, 'optimized' the program after XLA's passes."
         )

@@ -20,19 +20,19 @@ shows what XLA's passes did to a program compiled anywhere.
 
 from __future__ import annotations
 
-import html
 import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tpukit._errors import ArgumentError, WrongTypeError, user_facing
+from tpukit._errors import ArgumentError, UnknownNameError, WrongTypeError, user_facing
 from tpukit.compilation._compiled import check_stage
 from tpukit.compilation._plots import check_top, require_compiled, stages_of
 from tpukit.compilation._signature import describe_tree
 from tpukit.display._figures import new_figure
-from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
+from tpukit.display._html_style import MUTED_COLOR
+from tpukit.display._table import Column, Report, Row, Section, Table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import HloModule
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
@@ -174,7 +174,7 @@ def diff(
         or len(labels) != 2
         or not all(isinstance(label, str) for label in labels)
     ):
-        raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
+        raise ArgumentError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
     with progress(f"comparing {a.name} and {b.name}"):
         rows = _rows(a, b, stage_a, stage_b)
     shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
@@ -362,7 +362,7 @@ class HloDiff:
             if r.metric == metric and (section is None or r.section == section):
                 return r
         known = ", ".join(dict.fromkeys(r.metric for r in self.rows if not _is_ops(r)))
-        raise KeyError(
+        raise UnknownNameError(
             f"no row {metric!r}{f' in section {section!r}' if section else ''}; "
             f"rows are {known}, and one per opcode in {OPS_OPENED!r} and {OPS_CLOSED!r}."
         )
@@ -374,54 +374,29 @@ class HloDiff:
         )
         return f"HLO diff: {a} vs {b}, {self.stage} HLO"
 
-    def __repr__(self) -> str:
-        changed = self.changed
-        title = f"{self._title()}: {len(changed)} of {len(self.rows)} rows differ"
+    def _report(self) -> Report:
+        """Every row by section, the changed ones marked: the text lists only those."""
+        rows: list[Row | Section] = []
+        for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
+            rows.append(Section(section))
+            rows += [
+                Row((r.metric, *r.cells()), "changed" if r.changed else "", r.unit == "text")
+                for r in group
+            ]
+        a, b = self.labels
+        columns = [Column(""), *(Column(h, "right") for h in (a, b, "delta", f"{b}/{a}"))]
+        changed = len(self.changed)
+        title = f"{self._title()}: {changed} of {len(self.rows)} rows differ"
         if not changed:
-            return title + " (the programs match)"
-        header = ("", *self.labels, "delta", f"{self.labels[1]}/{self.labels[0]}")
-        table = [(r.metric, *r.cells()) for r in changed if r.unit != "text"]
-        widths = [max(len(cells[i]) for cells in [header, *table]) for i in range(5)]
+            title += " (the programs match)"
+        table = Table(columns, rows, marked_only_in_text=True)
+        return Report(_KIND, title, [table], _RULES)
 
-        def line(cells: tuple[str, ...]) -> str:
-            numbers = "".join(f"  {cell.rjust(w)}" for cell, w in zip(cells[1:], widths[1:]))
-            return f"    {cells[0].ljust(widths[0])}{numbers}".rstrip()
-
-        lines = [title, line(header)]
-        label_width = max(len(label) for label in self.labels)
-        for section, group in itertools.groupby(changed, key=lambda r: r.section):
-            lines.append(f"  {section}")
-            for r in group:
-                if r.unit != "text":
-                    lines.append(line((r.metric, *r.cells())))
-                    continue
-                lines.append(f"    {r.metric}")
-                for label, value in zip(self.labels, r.cells()[:2]):
-                    lines.append(f"      {label.ljust(label_width)}  {value}")
-        return "\n".join(lines)
+    def __repr__(self) -> str:
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        labels = [html.escape(label) for label in self.labels]
-        head = "<th></th>" + "".join(
-            f'<th class="num">{h}</th>' for h in (*labels, "delta", f"{labels[1]}/{labels[0]}")
-        )
-        body = []
-        for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
-            body.append(f'<tr><th colspan="5" class="section">{html.escape(section)}</th></tr>')
-            for r in group:
-                mark = ' class="changed"' if r.changed else ""
-                align = "" if r.unit == "text" else ' class="num"'
-                cells = "".join(f"<td{align}>{html.escape(c)}</td>" for c in r.cells())
-                body.append(f"<tr{mark}><td>{html.escape(r.metric)}</td>{cells}</tr>")
-        changed = len(self.changed)
-        return (
-            f"{table_style(_KIND, _RULES)}"
-            f'<div class="{root_classes(_KIND)}">'
-            f"<div><b>{html.escape(self._title())}</b>: {changed} of {len(self.rows)} rows "
-            "differ (highlighted)</div>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            "</div>"
-        )
+        return self._report().html()
 
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and

@@ -241,12 +241,12 @@ def plot_roofline(
 
     compiled = require_compiled(compiled, "plot_roofline")
     if peak is not None and not isinstance(peak, DevicePeak):
-        raise TypeError(
+        raise WrongTypeError(
             f"peak must be a tpukit.DevicePeak, got {type(peak).__name__}; "
             "use tpukit.peak_for('TPU v5 lite') or DevicePeak(name, bf16_tflops, hbm_gbps)."
         )
     if timing is not None and not hasattr(timing, "flops_per_second"):
-        raise TypeError(
+        raise WrongTypeError(
             f"timing must be a tpukit.TimingResult, got {type(timing).__name__}; "
             "pass timing=compiled.timeit(...)."
         )

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
+from tpukit._errors import UnknownNameError
 from tpukit.display._cells import describe_location
 from tpukit.hlo._attributes import split_attributes
 
@@ -397,7 +398,7 @@ class HloComputation:
     def __getitem__(self, name: str) -> HloInstruction:
         instr = self.get(name)
         if instr is None:
-            raise KeyError(
+            raise UnknownNameError(
                 f"No instruction {name!r} in computation {self.name!r}; "
                 f"it has {len(self.instructions)} instructions, e.g. "
                 f"{[i.name for i in self.instructions[:3]]}."
@@ -505,7 +506,7 @@ class HloModule:
             instr = comp.get(name)
             if instr is not None:
                 return instr
-        raise KeyError(
+        raise UnknownNameError(
             f"No instruction {name!r} in module {self.name!r}. Instruction names are "
             "the left-hand sides of the HLO lines, e.g. 'dot.3' for '%dot.3 = ...'."
         )
@@ -515,7 +516,7 @@ class HloModule:
         try:
             return self.computations[name.lstrip("%")]
         except KeyError:
-            raise KeyError(
+            raise UnknownNameError(
                 f"No computation {name!r} in module {self.name!r}; it has "
                 f"{list(self.computations)[:5]}..."
             ) from None

@@ -24,7 +24,7 @@ import numpy as np
 from flax import nnx
 
 from tpukit._compat import iter_modules
-from tpukit._errors import TpukitError
+from tpukit._errors import TpukitError, WrongTypeError
 from tpukit.zoo._resnet import ResNet
 from tpukit.zoo._vgg import VGG
 
@@ -140,7 +140,7 @@ def load_torch_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> n
     elif isinstance(model, ResNet):
         slots = dict(_resnet_slots(model))
     else:
-        raise TypeError(
+        raise WrongTypeError(
             "load_torch_state_dict knows torchvision's names for the zoo's VGG and ResNet "
             f"models; got {type(model).__name__}. Create one with zoo.create('vgg16'), "
             "zoo.create('resnet50') and so on."
