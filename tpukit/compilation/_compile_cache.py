@@ -3,8 +3,12 @@
 A big model can take minutes to compile; with the cache on, a restarted kernel
 (or a Colab runtime with Drive mounted) reuses the executable XLA built before.
 
->>> import tpukit
->>> path = tpukit.enable_compile_cache()      # doctest: +SKIP
+Once per kernel, before the first compile::
+
+    path = tpukit.enable_compile_cache()  # or enable_compile_cache("/tmp/jax-cache")
+
+>>> default_cache_dir().name  # off Colab, without $TPUKIT_COMPILE_CACHE: ~/.cache/tpukit/...
+'jax-compile'
 """
 
 from __future__ import annotations

@@ -5,13 +5,17 @@ two batch sizes) and ``diff`` says what XLA did differently: op counts with
 fusions opened and closed, fusions by kind, FLOPs, bytes accessed, device memory,
 compile time and the signatures.
 
+    >>> def mlp(x, w):
+    ...     return jax.nn.relu(x @ w)
     >>> a = tpukit.compile(mlp, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
     >>> b = tpukit.compile(mlp, tpukit.shape("bf16[128,784]"), tpukit.shape("bf16[784,10]"))
     >>> d = diff(a, b, labels=("f32", "bf16"))
     >>> d.row("argument bytes").ratio  # bf16 arguments take half the bytes
     0.5
-    >>> d          # the rows that differ, as text; a table in notebooks
-    >>> d.plot()   # ratios b/a of what differs, and the op counts that differ
+    >>> print(d)   # the rows that differ, as text; a table in notebooks
+    HLO diff: f32 (mlp) vs bf16 (mlp), optimized HLO: ... rows differ
+    ...
+    >>> fig = d.plot()   # ratios b/a of what differs, and the op counts that differ
 
 Either side may also be a ``tpukit.hlo.HloProgram``, HLO read from a file or a dump
 folder: ``diff(hlo.open(dump, stage="lowered"), hlo.open(dump, stage="optimized"))``
@@ -152,12 +156,15 @@ def diff(
     two sides in tables and plots (default: the names, the stages when the names are
     the same and the stages differ, else ``"a"`` and ``"b"``).
 
+        >>> f = lambda x: jnp.tanh(x).sum()
+        >>> x32, x16 = tpukit.shape("f32[64,64]"), tpukit.shape("bf16[64,64]")
         >>> d = diff(tpukit.compile(f, x32), tpukit.compile(f, x16), labels=("f32", "bf16"))
         >>> [r.metric for r in d.changed]
-        ['instructions (fusions opened)', ..., 'argument bytes', ...]
-        >>> before = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="lowered")
-        >>> after = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="optimized")
-        >>> diff(before, after).row("fusions").b  # doctest: +SKIP
+        [..., 'argument bytes', ...]
+        >>> before = tpukit.hlo.open(dump, module="jit_predict", stage="lowered")
+        >>> after = tpukit.hlo.open(dump, module="jit_predict", stage="optimized")
+        >>> diff(before, after).row("fusions").b
+        1
     """
     a = require_compiled(a, "diff")
     b = require_compiled(b, "diff")
@@ -328,9 +335,11 @@ class HloDiff:
         added and removed fusions highlighted, per-group deltas of FLOPs, bytes and, when
         both ``profiles`` are given (``compiled.profile(...)`` of each side), measured time.
 
-            >>> d = tpukit.diff(two_layers, three_layers, labels=("2", "3"))  # doctest: +SKIP
-            >>> d.graph()                                    # doctest: +SKIP
-            >>> d.graph(profiles=(two_layers.profile(), three_layers.profile()))  # doctest: +SKIP
+            >>> two = tpukit.compile(lambda x: jnp.tanh(jnp.tanh(x)), x32)
+            >>> three = tpukit.compile(lambda x: jnp.tanh(jnp.tanh(jnp.tanh(x))), x32)
+            >>> d = tpukit.diff(two, three, labels=("2", "3"))
+            >>> view = d.graph()
+            >>> view = d.graph(profiles=(two.profile(x32, repeat=1), three.profile(x32, repeat=1)))
         """
         if self._modules is None:
             raise ArgumentError(

@@ -9,9 +9,15 @@ of it reached; ``table()`` gives the same as plain records, and ``graph()`` the 
 graph coloured by time. ``Profile.from_trace`` reads a trace taken elsewhere (a TPU or
 GPU job) beside the optimized HLO of the program it ran.
 
-    >>> p = tpukit.compile(f, tpukit.shape("f32[256,784]")).profile(repeat=5)  # doctest: +SKIP
-    >>> p.table()[0]["name"], p.table(by="group")[0]["group"]                    # doctest: +SKIP
-    ('ynn_fusion.2', 'forward › layers[0] (Linear)')
+    >>> f = lambda x: jnp.tanh(x @ x.T)
+    >>> p = tpukit.compile(f, tpukit.shape("f32[256,784]")).profile(repeat=2)
+    >>> p.table()[0]["seconds"] > 0, p.table()[0]["share"] <= 1
+    (True, True)
+
+Read from a trace taken anywhere (here a TPU v6e's), with the HLO it carries:
+
+    >>> tpukit.Profile.from_trace(trace).table()[0]["name"]
+    'copy-done.2'
 """
 
 from __future__ import annotations
@@ -216,8 +222,8 @@ class Profile:
             program with the most device time.
 
         Example:
-            >>> p = tpukit.Profile.from_trace("/tmp/trace")                  # doctest: +SKIP
-            >>> p = tpukit.Profile.from_trace("/tmp/trace", program="jit_dot(49)")  # doctest: +SKIP
+            >>> p = tpukit.Profile.from_trace(trace)  # a folder, or one file
+            >>> p = tpukit.Profile.from_trace(trace, program="jit_f(12190760917235803885)")
         """
         files = read_trace_path(trace)
         where = str(trace)

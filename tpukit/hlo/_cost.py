@@ -6,6 +6,7 @@ VGG-19 on 100 images reports about 7e9 FLOPs where about 4e12 are done. The
 functions here count from the shapes in the HLO text instead, so every
 backend's module is measured the same way.
 
+    >>> from tpukit.hlo import parse_hlo
     >>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
     >>> module = parse_hlo(jax.jit(lambda x, w: jnp.tanh(x @ w)).lower(x, w).compile().as_text())
     >>> op_counts(module)["dot"]
@@ -495,7 +496,14 @@ def collective_bytes(instr: HloInstruction, module: HloModule) -> int:
     ``send``/``recv`` count the data they carry (the first element of their
     ``(data, context, token)`` result).
 
-        >>> collective_bytes(parse_instruction("ar = (f32[1024], f32[256]) all-reduce(a, b)"), m)
+        >>> ar = parse_hlo('''
+        ... HloModule m
+        ... ENTRY e {
+        ...   a = f32[1024] parameter(0)
+        ...   b = f32[256] parameter(1)
+        ...   ROOT ar = (f32[1024], f32[256]) all-reduce(a, b)
+        ... }''')
+        >>> collective_bytes(ar.instruction("ar"), ar)
         5120
     """
     opcode = instr.opcode.removesuffix("-start")

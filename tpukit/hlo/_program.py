@@ -330,9 +330,13 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
       ``graph()``; ``tpukit.diff`` and the plots accept it.
 
     Example:
-        >>> dump = tpukit.hlo.open("/tmp/dump", module="jit_train_step")  # doctest: +SKIP
-        >>> tpukit.diff(tpukit.hlo.open("/tmp/dump", module=1, stage="lowered"),
-        ...             tpukit.hlo.open("/tmp/dump", module=1, stage="optimized"))  # doctest: +SKIP
+        >>> program = tpukit.hlo.open(dump, module="jit_predict")  # a --xla_dump_to folder
+        >>> program.stage, program.op_counts()["dot"]
+        ('optimized', 2)
+        >>> d = tpukit.diff(tpukit.hlo.open(dump, module=3, stage="lowered"),
+        ...                 tpukit.hlo.open(dump, module=3, stage="optimized"))
+        >>> d.row("fusions").a, d.row("fusions").b
+        (0, 1)
     """
     if stage is not None and stage not in STAGES:
         raise ArgumentError(

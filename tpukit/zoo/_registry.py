@@ -2,7 +2,12 @@
 
 >>> from tpukit import zoo
 >>> model = zoo.create("resnet18", dtype="bfloat16", seed=1)
->>> zoo.list()                                   # a table in a notebook
+>>> model.input_shape, zoo.count_params(model)
+((224, 224, 3), 11689512)
+>>> print(zoo.list())                            # a table in a notebook
+name              parameters  FLOPs/example  input shape  reference
+mlp                  109,386        218.4 k          784  MNIST MLP ...
+...
 """
 
 from __future__ import annotations
