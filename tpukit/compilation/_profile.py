@@ -22,6 +22,7 @@ Read from a trace taken anywhere (here a TPU v6e's), with the HLO it carries:
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import os
 import pathlib
@@ -84,12 +85,10 @@ def profile_call(
 
 def runs_count(repeat: Any) -> int:
     """``repeat`` as an ``int`` of at least 1: any integral type (NumPy's too), no bool."""
-    try:
-        if isinstance(repeat, bool):
-            raise TypeError
-        value = operator.index(repeat)
-    except TypeError:
-        value = None
+    value = None
+    if not isinstance(repeat, bool):
+        with contextlib.suppress(TypeError):
+            value = operator.index(repeat)
     if value is None or value < 1:
         raise ArgumentError(f"repeat must be a whole number of runs, at least 1; got {repeat!r}.")
     return value
