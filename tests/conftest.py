@@ -1,8 +1,9 @@
-"""Test session set-up shared by every test file.
+"""Test session set-up shared by every test file, and the fixtures several files use.
 
 JAX reads ``XLA_FLAGS`` once, when its CPU backend starts, so the eight simulated
 CPU devices that the sharding tests need are requested here, before any test
-imports JAX. Tests never touch the network or ``../shared``.
+imports JAX. Tests never touch the network or ``../shared``. Plain helpers (small
+models and their programs) are in ``_fixtures.py``.
 """
 
 import os
@@ -45,3 +46,16 @@ def browser():
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
         chromium.close()
+
+
+@pytest.fixture(scope="module")
+def shell():
+    """IPython's shell as a notebook kernel runs it, with ``%load_ext tpukit`` done and
+    ``jax``, ``jnp`` and ``np`` imported; the extension is unloaded after the module."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    ip = InteractiveShell.instance()
+    ip.run_cell("%load_ext tpukit", store_history=False)
+    ip.run_cell("import jax, jax.numpy as jnp, numpy as np", store_history=False)
+    yield ip
+    ip.run_cell("%unload_ext tpukit", store_history=False)

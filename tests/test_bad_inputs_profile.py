@@ -18,7 +18,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 import tpukit
 
@@ -119,9 +118,7 @@ def failing(x):
     return jax.pure_callback(boom, jax.ShapeDtypeStruct(x.shape, x.dtype), x)
 
 
-def test_a_program_that_fails_at_run_time_under_tpu_profile_is_one_line(tmp_path):
-    shell = InteractiveShell.instance()
-    shell.run_cell("%load_ext tpukit", store_history=False)
+def test_a_program_that_fails_at_run_time_under_tpu_profile_is_one_line(tmp_path, shell):
     shell.user_ns["failing"] = failing
     result = shell.run_cell("%tpu_profile -r 2 failing(f32[4])", store_history=False)
     assert isinstance(result.error_in_exec, UsageError), result.error_in_exec

@@ -10,6 +10,7 @@ import pathlib
 import re
 import zlib
 
+import _fixtures
 import jax
 import jax.numpy as jnp
 import pytest
@@ -31,17 +32,9 @@ from tpukit.hlo._graph_view import HloGraph, graph
 EVIL = "</script><img src=x onerror=alert(1)>"
 
 
-def mlp_loss(x, w1, w2):
-    with jax.named_scope("dense_1"):
-        h = jax.nn.relu(x @ w1)
-    with jax.named_scope("dense_2"):
-        return jnp.tanh(h @ w2).sum()
-
-
 @pytest.fixture(scope="module")
 def mlp_hlo():
-    args = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 4)))
-    return jax.jit(jax.grad(mlp_loss, argnums=(1, 2))).lower(*args).compile().as_text()
+    return _fixtures.mlp_hlo()
 
 
 def payload_of(fragment: str) -> dict:

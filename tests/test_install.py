@@ -5,8 +5,13 @@ into a fresh venv); here its plan is checked for the cases a CPU machine cannot 
 a too-old package, a missing one, and a too-old JAX that drives a TPU.
 """
 
+import subprocess
+import sys
+from pathlib import Path
+
 from packaging.requirements import Requirement
 
+import tpukit
 from tpukit import _install
 
 REQUIRED = [Requirement(r) for r in ("jax>=0.7.2", "flax>=0.11.2", "tqdm>=4.67.3")]
@@ -76,3 +81,23 @@ def test_doctor_stops_at_the_first_failing_step_and_says_what_to_do(monkeypatch)
     assert "tpukit does not work yet: the zoo check failed." in text
     assert text.rstrip().splitlines()[-1].startswith("next: ")
     assert "fit" not in text and "tpukit works" not in text
+
+
+# As install.sh runs it: a plain script whose package cannot be imported (JAX not there yet).
+AS_A_SCRIPT = """
+import runpy, sys
+sys.modules["tpukit"] = None  # any import of the package fails, as before the requirements
+sys.path.insert(0, sys.argv[1])  # what `python .../tpukit/_install.py` puts first
+found = runpy.run_path(sys.argv[1] + "/_install.py", run_name="installer")
+print(issubclass(found["InstallError"], (found["TpukitError"], RuntimeError)))
+"""
+
+
+def test_the_installers_error_is_a_tpukit_error_even_when_it_runs_as_a_plain_script():
+    assert issubclass(_install.InstallError, tpukit.TpukitError)
+    assert issubclass(_install.InstallError, RuntimeError)
+    folder = str(Path(_install.__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-c", AS_A_SCRIPT, folder], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr

@@ -13,15 +13,6 @@ from IPython.core.interactiveshell import InteractiveShell
 import tpukit
 
 
-@pytest.fixture(scope="module")
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext tpukit", store_history=False)
-    ip.run_cell("import jax, jax.numpy as jnp, numpy as np", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext tpukit", store_history=False)
-
-
 def run(shell, code):
     result = shell.run_cell(code, store_history=False)
     return result

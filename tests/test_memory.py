@@ -220,11 +220,7 @@ def test_set_device_memory_and_bad_sizes():
         tpukit.set_device_memory("two gigs")
 
 
-def test_tpu_memory_magic():
-    from IPython.core.interactiveshell import InteractiveShell
-
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "tpukit")
+def test_tpu_memory_magic(shell):
     shell.user_ns.update(predict=predict, model=tpukit.zoo.create("mlp"))
     view = shell.run_line_magic("tpu_memory", "--capacity 1GiB predict(model, f32[32,784])")
     assert isinstance(view, tpukit.MemoryView) and view.fits and view.capacity == 1 << 30

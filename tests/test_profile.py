@@ -19,7 +19,6 @@ import jax.numpy as jnp
 import pytest
 from _steps import tutorial_train_step
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 from jax.profiler import ProfileData
 
 import tpukit
@@ -463,13 +462,10 @@ def test_a_device_trace_without_op_events_is_a_clear_error():
 
 
 @pytest.fixture(scope="module")
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext tpukit", store_history=False)
-    ip.run_cell("import jax, jax.numpy as jnp", store_history=False)
-    ip.run_cell("def square(x):\n    return jnp.tanh(x @ x.T)", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext tpukit", store_history=False)
+def shell(shell):
+    """conftest's shell, with a function to profile."""
+    shell.run_cell("def square(x):\n    return jnp.tanh(x @ x.T)", store_history=False)
+    return shell
 
 
 def test_tpu_profile_magic_stores_shows_the_tables_and_the_graph(shell, capsys):

@@ -18,7 +18,6 @@ import pathlib
 import jax
 import jax.numpy as jnp
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
 
 import tpukit
 from tpukit.compilation._xspace import _CLASSES
@@ -386,10 +385,8 @@ def test_a_cpu_trace_opens_with_the_hlo_it_carries(tmp_path):
     assert repr(profile).startswith("Verdict: the device was busy")
 
 
-def test_tpu_profile_shows_the_verdict_first():
-    shell = InteractiveShell.instance()
-    shell.run_cell("%load_ext tpukit", store_history=False)
-    shell.run_cell("import jax.numpy as jnp\ndef sq(x):\n    return jnp.tanh(x @ x.T)")
+def test_tpu_profile_shows_the_verdict_first(shell):
+    shell.run_cell("def sq(x):\n    return jnp.tanh(x @ x.T)")
     result = shell.run_cell("%tpu_profile -r 3 --no-graph sq(f32[64, 32])", store_history=False)
     assert result.success, result.error_in_exec
     profile = shell.user_ns["sq_profile"]

@@ -12,7 +12,6 @@ import optax
 import pytest
 from _numerics import assert_close_across_processors
 from flax import nnx
-from IPython.core.interactiveshell import InteractiveShell
 
 import tpukit
 from tpukit import zoo
@@ -554,14 +553,6 @@ FORWARD_CELL = """%%tpu_compile --quiet forward(model, {shape})
 def forward(model, x):
     return model(x)
 """
-
-
-@pytest.fixture(scope="module")
-def shell():
-    ip = InteractiveShell.instance()
-    ip.run_cell("%load_ext tpukit", store_history=False)
-    yield ip
-    ip.run_cell("%unload_ext tpukit", store_history=False)
 
 
 def test_every_zoo_model_has_a_tiny_configuration():

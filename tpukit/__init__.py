@@ -32,6 +32,8 @@ from tpukit._errors import (
     ShapeSpecError,
     SignatureMismatchError,
     TpukitError,
+    UnknownNameError,
+    WrongTypeError,
 )
 from tpukit.compilation._analysis import Cost, Memory
 from tpukit.compilation._call_line import CallSpec, parse_call_line
@@ -99,6 +101,8 @@ __all__ = [
     "TimingResult",
     "TpukitError",
     "Trainer",
+    "UnknownNameError",
+    "WrongTypeError",
     "compile",
     "connect",
     "datasets",

@@ -51,7 +51,7 @@ def as_count(
 ) -> int:
     """``value`` as a Python ``int`` of at least ``minimum``, or ``error`` saying what to pass.
 
-    >>> as_count(np.int32(4), "cpu_devices")  # doctest: +SKIP
+    >>> as_count(np.int32(4), "cpu_devices")
     4
     """
     least = {1: "a positive whole number", 0: "a non-negative whole number"}

@@ -29,7 +29,8 @@ class CallLineError(TpukitError, ValueError):
 
 
 class ArgumentError(TpukitError, ValueError):
-    """An argument can neither be traced as an array nor be held static."""
+    """An argument has a value tpukit cannot use: out of range, not one of the choices,
+    or (for a compile) neither traceable as an array nor usable as a static value."""
 
 
 class CompileError(TpukitError, RuntimeError):
@@ -54,6 +55,19 @@ class DeviceMemoryError(TpukitError, MemoryError):
 
 class WrongTypeError(TpukitError, TypeError):
     """A public function was given a value of a type it does not take."""
+
+
+class UnknownNameError(TpukitError, KeyError):
+    """A name looked up in a collection (a model, an instruction, a row) is not there.
+
+    The message reads as written; a plain ``KeyError`` would print it quoted.
+
+    >>> str(UnknownNameError("no model named 'mlp2'; valid names: mlp, lenet5"))
+    "no model named 'mlp2'; valid names: mlp, lenet5"
+    """
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
 
 
 class HloTextError(TpukitError, ValueError):

@@ -38,11 +38,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+if __package__:
+    from tpukit._errors import TpukitError
+else:  # run as a script, before tpukit's requirements exist: the standard-library-only file beside it
+    from _errors import TpukitError  # type: ignore[no-redef]
+
 # Distributions that make up a JAX build; pinned whenever other packages are installed.
 _JAX_BUILD = re.compile(r"^(jax|jaxlib|libtpu(-nightly)?|jax-cuda\d+-(plugin|pjrt)|jax-rocm.*)$")
 
 
-class InstallError(Exception):
+class InstallError(TpukitError, RuntimeError):
     """A step failed; ``next_step`` says what the user should do."""
 
     def __init__(self, message: str, next_step: str):

@@ -3,8 +3,12 @@
 A big model can take minutes to compile; with the cache on, a restarted kernel
 (or a Colab runtime with Drive mounted) reuses the executable XLA built before.
 
->>> import tpukit
->>> path = tpukit.enable_compile_cache()      # doctest: +SKIP
+Once per kernel, before the first compile::
+
+    path = tpukit.enable_compile_cache()  # or enable_compile_cache("/tmp/jax-cache")
+
+>>> default_cache_dir().name  # off Colab, without $TPUKIT_COMPILE_CACHE: ~/.cache/tpukit/...
+'jax-compile'
 """
 
 from __future__ import annotations
@@ -15,11 +19,17 @@ from pathlib import Path
 
 import jax
 
+from tpukit._errors import TpukitError
+
 _hits = 0
 _hits_lock = threading.Lock()
 _listening = False
 
 _COLAB_DRIVE = Path("/content/drive/MyDrive")
+
+
+class CompileCacheError(TpukitError, OSError):
+    """The compile cache folder cannot be created or written."""
 
 
 def default_cache_dir() -> Path:
@@ -54,7 +64,7 @@ def enable_compile_cache(
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise OSError(
+        raise CompileCacheError(
             f"Cannot create the compile cache folder {str(folder)!r} ({exc.strerror}). "
             "Pass a writable folder: tpukit.enable_compile_cache('/tmp/jax-cache')."
         ) from None

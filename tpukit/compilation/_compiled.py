@@ -43,7 +43,7 @@ from tpukit.compilation._placement import mesh_of, place_arguments
 from tpukit.compilation._profile import Profile, profile_call
 from tpukit.compilation._sample_data import concrete_arguments
 from tpukit.compilation._signature import Signature, bind_arguments
-from tpukit.compilation._summary import summary_html, summary_text
+from tpukit.compilation._summary import summary
 from tpukit.compilation._timing import TimingResult, time_call
 from tpukit.compilation._user_errors import describe_compile_error
 from tpukit.hlo import (
@@ -95,8 +95,14 @@ def compile(  # noqa: A001
 
     Example::
 
-        >>> c = tpukit.compile(lambda x, w: x @ w, tpukit.shape("f32[8,4]"), w)  # doctest: +SKIP
-        >>> c = tpukit.compile(f, x, w, mesh="data=8", shard={"x": "data"})  # doctest: +SKIP
+        >>> w = jnp.ones((4, 2))
+        >>> c = tpukit.compile(lambda x, w: x @ w, tpukit.shape("f32[8,4]"), w)
+        >>> c.signature.output.shape
+        (8, 2)
+        >>> s = tpukit.compile(f, jnp.ones((128, 784)), jnp.ones((784, 10)), mesh="data=8",
+        ...                    shard={"x": "data"})  # with eight devices here
+        >>> s.mesh
+        {'data': 8}
     """
     if not callable(function):
         raise ArgumentError(
@@ -363,7 +369,9 @@ class Compiled:
         none. ``capacity`` (bytes or ``"16GiB"``) overrides the device's memory for the
         comparison. Returns a ``MemoryView`` (a chart and tables in a notebook).
 
-            >>> c.memory_view().buffers_at_peak()[:3]  # doctest: +SKIP
+            >>> view = c.memory_view()
+            >>> view.peak_bytes == c.memory.total_bytes
+            True
         """
         return memory_view_of(self, capacity=capacity)
 
@@ -517,12 +525,10 @@ class Compiled:
         return compile if self.example_arguments is None else None
 
     def __repr__(self) -> str:
-
-        return summary_text(self)
+        return summary(self).text()
 
     def _repr_html_(self) -> str:
-
-        return summary_html(self)
+        return summary(self).html()
 
 
 def _place_like(tree: Any, shardings: Any) -> Any:
@@ -539,7 +545,7 @@ def _place_like(tree: Any, shardings: Any) -> Any:
 def check_stage(stage: str) -> None:
     """Refuse a stage name other than ``"lowered"`` and ``"optimized"``, saying which exist."""
     if stage not in STAGES:
-        raise ValueError(
+        raise ArgumentError(
             f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO as "
             "JAX emitted it, 'optimized' the program after XLA's passes."
         )

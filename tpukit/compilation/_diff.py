@@ -5,13 +5,17 @@ two batch sizes) and ``diff`` says what XLA did differently: op counts with
 fusions opened and closed, fusions by kind, FLOPs, bytes accessed, device memory,
 compile time and the signatures.
 
+    >>> def mlp(x, w):
+    ...     return jax.nn.relu(x @ w)
     >>> a = tpukit.compile(mlp, tpukit.shape("f32[128,784]"), tpukit.shape("f32[784,10]"))
     >>> b = tpukit.compile(mlp, tpukit.shape("bf16[128,784]"), tpukit.shape("bf16[784,10]"))
     >>> d = diff(a, b, labels=("f32", "bf16"))
     >>> d.row("argument bytes").ratio  # bf16 arguments take half the bytes
     0.5
-    >>> d          # the rows that differ, as text; a table in notebooks
-    >>> d.plot()   # ratios b/a of what differs, and the op counts that differ
+    >>> print(d)   # the rows that differ, as text; a table in notebooks
+    HLO diff: f32 (mlp) vs bf16 (mlp), optimized HLO: ... rows differ
+    ...
+    >>> fig = d.plot()   # ratios b/a of what differs, and the op counts that differ
 
 Either side may also be a ``tpukit.hlo.HloProgram``, HLO read from a file or a dump
 folder: ``diff(hlo.open(dump, stage="lowered"), hlo.open(dump, stage="optimized"))``
@@ -20,19 +24,19 @@ shows what XLA's passes did to a program compiled anywhere.
 
 from __future__ import annotations
 
-import html
 import itertools
 import re
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tpukit._errors import ArgumentError, WrongTypeError, user_facing
+from tpukit._errors import ArgumentError, UnknownNameError, WrongTypeError, user_facing
 from tpukit.compilation._compiled import check_stage
 from tpukit.compilation._plots import check_top, require_compiled, stages_of
 from tpukit.compilation._signature import describe_tree
 from tpukit.display._figures import new_figure
-from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
+from tpukit.display._html_style import MUTED_COLOR
+from tpukit.display._table import Column, Report, Row, Section, Table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import HloModule
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
@@ -152,12 +156,15 @@ def diff(
     two sides in tables and plots (default: the names, the stages when the names are
     the same and the stages differ, else ``"a"`` and ``"b"``).
 
+        >>> f = lambda x: jnp.tanh(x).sum()
+        >>> x32, x16 = tpukit.shape("f32[64,64]"), tpukit.shape("bf16[64,64]")
         >>> d = diff(tpukit.compile(f, x32), tpukit.compile(f, x16), labels=("f32", "bf16"))
         >>> [r.metric for r in d.changed]
-        ['instructions (fusions opened)', ..., 'argument bytes', ...]
-        >>> before = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="lowered")
-        >>> after = tpukit.hlo.open("/tmp/dump", module="jit_step", stage="optimized")
-        >>> diff(before, after).row("fusions").b  # doctest: +SKIP
+        [..., 'argument bytes', ...]
+        >>> before = tpukit.hlo.open(dump, module="jit_predict", stage="lowered")
+        >>> after = tpukit.hlo.open(dump, module="jit_predict", stage="optimized")
+        >>> diff(before, after).row("fusions").b
+        1
     """
     a = require_compiled(a, "diff")
     b = require_compiled(b, "diff")
@@ -174,7 +181,7 @@ def diff(
         or len(labels) != 2
         or not all(isinstance(label, str) for label in labels)
     ):
-        raise ValueError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
+        raise ArgumentError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
     with progress(f"comparing {a.name} and {b.name}"):
         rows = _rows(a, b, stage_a, stage_b)
     shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
@@ -328,9 +335,11 @@ class HloDiff:
         added and removed fusions highlighted, per-group deltas of FLOPs, bytes and, when
         both ``profiles`` are given (``compiled.profile(...)`` of each side), measured time.
 
-            >>> d = tpukit.diff(two_layers, three_layers, labels=("2", "3"))  # doctest: +SKIP
-            >>> d.graph()                                    # doctest: +SKIP
-            >>> d.graph(profiles=(two_layers.profile(), three_layers.profile()))  # doctest: +SKIP
+            >>> two = tpukit.compile(lambda x: jnp.tanh(jnp.tanh(x)), x32)
+            >>> three = tpukit.compile(lambda x: jnp.tanh(jnp.tanh(jnp.tanh(x))), x32)
+            >>> d = tpukit.diff(two, three, labels=("2", "3"))
+            >>> view = d.graph()
+            >>> view = d.graph(profiles=(two.profile(x32, repeat=1), three.profile(x32, repeat=1)))
         """
         if self._modules is None:
             raise ArgumentError(
@@ -362,7 +371,7 @@ class HloDiff:
             if r.metric == metric and (section is None or r.section == section):
                 return r
         known = ", ".join(dict.fromkeys(r.metric for r in self.rows if not _is_ops(r)))
-        raise KeyError(
+        raise UnknownNameError(
             f"no row {metric!r}{f' in section {section!r}' if section else ''}; "
             f"rows are {known}, and one per opcode in {OPS_OPENED!r} and {OPS_CLOSED!r}."
         )
@@ -374,54 +383,29 @@ class HloDiff:
         )
         return f"HLO diff: {a} vs {b}, {self.stage} HLO"
 
-    def __repr__(self) -> str:
-        changed = self.changed
-        title = f"{self._title()}: {len(changed)} of {len(self.rows)} rows differ"
+    def _report(self) -> Report:
+        """Every row by section, the changed ones marked: the text lists only those."""
+        rows: list[Row | Section] = []
+        for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
+            rows.append(Section(section))
+            rows += [
+                Row((r.metric, *r.cells()), "changed" if r.changed else "", r.unit == "text")
+                for r in group
+            ]
+        a, b = self.labels
+        columns = [Column(""), *(Column(h, "right") for h in (a, b, "delta", f"{b}/{a}"))]
+        changed = len(self.changed)
+        title = f"{self._title()}: {changed} of {len(self.rows)} rows differ"
         if not changed:
-            return title + " (the programs match)"
-        header = ("", *self.labels, "delta", f"{self.labels[1]}/{self.labels[0]}")
-        table = [(r.metric, *r.cells()) for r in changed if r.unit != "text"]
-        widths = [max(len(cells[i]) for cells in [header, *table]) for i in range(5)]
+            title += " (the programs match)"
+        table = Table(columns, rows, marked_only_in_text=True)
+        return Report(_KIND, title, [table], _RULES)
 
-        def line(cells: tuple[str, ...]) -> str:
-            numbers = "".join(f"  {cell.rjust(w)}" for cell, w in zip(cells[1:], widths[1:]))
-            return f"    {cells[0].ljust(widths[0])}{numbers}".rstrip()
-
-        lines = [title, line(header)]
-        label_width = max(len(label) for label in self.labels)
-        for section, group in itertools.groupby(changed, key=lambda r: r.section):
-            lines.append(f"  {section}")
-            for r in group:
-                if r.unit != "text":
-                    lines.append(line((r.metric, *r.cells())))
-                    continue
-                lines.append(f"    {r.metric}")
-                for label, value in zip(self.labels, r.cells()[:2]):
-                    lines.append(f"      {label.ljust(label_width)}  {value}")
-        return "\n".join(lines)
+    def __repr__(self) -> str:
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        labels = [html.escape(label) for label in self.labels]
-        head = "<th></th>" + "".join(
-            f'<th class="num">{h}</th>' for h in (*labels, "delta", f"{labels[1]}/{labels[0]}")
-        )
-        body = []
-        for section, group in itertools.groupby(self.rows, key=lambda r: r.section):
-            body.append(f'<tr><th colspan="5" class="section">{html.escape(section)}</th></tr>')
-            for r in group:
-                mark = ' class="changed"' if r.changed else ""
-                align = "" if r.unit == "text" else ' class="num"'
-                cells = "".join(f"<td{align}>{html.escape(c)}</td>" for c in r.cells())
-                body.append(f"<tr{mark}><td>{html.escape(r.metric)}</td>{cells}</tr>")
-        changed = len(self.changed)
-        return (
-            f"{table_style(_KIND, _RULES)}"
-            f'<div class="{root_classes(_KIND)}">'
-            f"<div><b>{html.escape(self._title())}</b>: {changed} of {len(self.rows)} rows "
-            "differ (highlighted)</div>"
-            f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
-            "</div>"
-        )
+        return self._report().html()
 
     def plot(self, *, top: int = 20) -> Figure:
         """Two panels: the ratio b/a of every figure that differs (log axis), and

@@ -19,8 +19,17 @@ the duration of the block, and finds each module's path when it is first called:
   submodules after it; with no unique match, after its class;
 * a call inside a call nests its scope; ``super().__call__`` adds none.
 
-    >>> with module_scopes(model=model):           # doctest: +SKIP
-    ...     lowered = jax.jit(train_step).lower(model, opt_state, x, y)
+    >>> from flax import nnx
+    >>> from tpukit import zoo
+    >>> model = zoo.create("mlp")
+    >>> graphdef, state = nnx.split(model)
+    >>> def forward(state, x):
+    ...     return nnx.merge(graphdef, state)(x)
+    >>> with module_scopes(model=model):
+    ...     lowered = jax.jit(forward).lower(state, jnp.ones((2, 784)))
+    >>> 'op_name="jit(forward)/model (MLP)/layers[0] (Linear)/dot_general"' in lowered.as_text(
+    ...     dialect="hlo", debug_info=True)
+    True
 
 ``tpukit.compile`` traces every function this way; a training loop calls
 ``with module_scopes(model):`` inside the step function it traces.
@@ -61,10 +70,13 @@ def module_scopes(*trees: Any, **named_trees: Any) -> Iterator[None]:
 
     Example::
 
-        >>> def step(state, x):                        # doctest: +SKIP
+        >>> def step(state, x):
         ...     model = nnx.merge(graphdef, state)
         ...     with module_scopes(model):
         ...         return model(x)
+        >>> "layers[1] (Linear)" in jax.jit(step).lower(state, jnp.ones((2, 784))).as_text(
+        ...     dialect="hlo", debug_info=True)
+        True
     """
     registry = _Registry()
     roots = [("model", tree) for tree in trees] + list(named_trees.items())

@@ -5,8 +5,9 @@ partition spec of each argument and output, and the collectives XLA inserted.
 The magics' ``--mesh data=4,model=2`` and ``--shard x=data`` options are read
 here too.
 
->>> parse_partition_spec("data,None")
-PartitionSpec('data', None)
+>>> from jax.sharding import PartitionSpec
+>>> parse_partition_spec("data,None") == PartitionSpec("data", None)
+True
 """
 
 from __future__ import annotations

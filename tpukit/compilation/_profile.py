@@ -9,14 +9,20 @@ of it reached; ``table()`` gives the same as plain records, and ``graph()`` the 
 graph coloured by time. ``Profile.from_trace`` reads a trace taken elsewhere (a TPU or
 GPU job) beside the optimized HLO of the program it ran.
 
-    >>> p = tpukit.compile(f, tpukit.shape("f32[256,784]")).profile(repeat=5)  # doctest: +SKIP
-    >>> p.table()[0]["name"], p.table(by="group")[0]["group"]                    # doctest: +SKIP
-    ('ynn_fusion.2', 'forward › layers[0] (Linear)')
+    >>> f = lambda x: jnp.tanh(x @ x.T)
+    >>> p = tpukit.compile(f, tpukit.shape("f32[256,784]")).profile(repeat=2)
+    >>> p.table()[0]["seconds"] > 0, p.table()[0]["share"] <= 1
+    (True, True)
+
+Read from a trace taken anywhere (here a TPU v6e's), with the HLO it carries:
+
+    >>> tpukit.Profile.from_trace(trace).table()[0]["name"]
+    'copy-done.2'
 """
 
 from __future__ import annotations
 
-import html
+import contextlib
 import operator
 import os
 import pathlib
@@ -34,7 +40,8 @@ from tpukit.compilation._trace_programs import hlo_text, pick_program, trace_pro
 from tpukit.compilation._trace_runs import read_traces, run_failures, trace_runs
 from tpukit.compilation._verdict import verdict
 from tpukit.compilation._xspace import TraceFile, from_profile_data, read_xspace
-from tpukit.display._html_style import MUTED_COLOR, root_classes, table_style
+from tpukit.display._html_style import MUTED_COLOR
+from tpukit.display._table import Column, Line, Report, Table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo import (
     HloComputation,
@@ -78,12 +85,10 @@ def profile_call(
 
 def runs_count(repeat: Any) -> int:
     """``repeat`` as an ``int`` of at least 1: any integral type (NumPy's too), no bool."""
-    try:
-        if isinstance(repeat, bool):
-            raise TypeError
-        value = operator.index(repeat)
-    except TypeError:
-        value = None
+    value = None
+    if not isinstance(repeat, bool):
+        with contextlib.suppress(TypeError):
+            value = operator.index(repeat)
     if value is None or value < 1:
         raise ArgumentError(f"repeat must be a whole number of runs, at least 1; got {repeat!r}.")
     return value
@@ -216,8 +221,8 @@ class Profile:
             program with the most device time.
 
         Example:
-            >>> p = tpukit.Profile.from_trace("/tmp/trace")                  # doctest: +SKIP
-            >>> p = tpukit.Profile.from_trace("/tmp/trace", program="jit_dot(49)")  # doctest: +SKIP
+            >>> p = tpukit.Profile.from_trace(trace)  # a folder, or one file
+            >>> p = tpukit.Profile.from_trace(trace, program="jit_f(12190760917235803885)")
         """
         files = read_trace_path(trace)
         where = str(trace)
@@ -463,105 +468,75 @@ class Profile:
             " operand read only in part)."
         )
 
-    def _columns(self, by: str) -> list[tuple[str, str, Callable[[dict], str]]]:
+    def _columns(self, by: str) -> list[Column]:
+        """The columns of a table of records (each cell is given the whole record)."""
         first = (
             [
-                ("instruction", "", lambda r: r["name"]),
-                ("op", "", lambda r: r["fusion_kind"] or r["opcode"]),
-                ("group", "", lambda r: r["group"]),
-                ("source", "", lambda r: r["source"] or "-"),
+                Column("instruction", format=lambda r: r["name"]),
+                Column("op", format=lambda r: r["fusion_kind"] or r["opcode"]),
+                Column("group", format=lambda r: r["group"]),
+                Column("source", format=lambda r: r["source"] or "-"),
             ]
             + self._calls_column()
             if by == "instruction"
             else [
-                ("group", "", lambda r: r["group"]),
-                ("ops", "num", lambda r: str(r["instructions"])),
+                Column("group", format=lambda r: r["group"]),
+                Column("ops", "right", lambda r: str(r["instructions"])),
             ]
         )
         rest = [
-            ("time", "num", lambda r: format_seconds(r["seconds"])),
-            ("share", "num", lambda r: f"{r['share']:.1%}"),
-            ("FLOPs", "num", lambda r: format_flops(r["flops"]) if r["flops"] else "-"),
-            ("bytes", "num", lambda r: format_bytes(r["bytes"]) if r["bytes"] else "-"),
-            ("FLOP/s", "num", lambda r: _rate(r["flops_per_second"], "FLOP/s")),
-            ("bandwidth", "num", lambda r: _rate(r["bytes_per_second"], "B/s")),
+            Column("time", "right", lambda r: format_seconds(r["seconds"])),
+            Column("share", "right", _share, markup=_share_bar),
+            Column("FLOPs", "right", lambda r: format_flops(r["flops"]) if r["flops"] else "-"),
+            Column("bytes", "right", lambda r: format_bytes(r["bytes"]) if r["bytes"] else "-"),
+            Column("FLOP/s", "right", lambda r: _rate(r["flops_per_second"], "FLOP/s")),
+            Column("bandwidth", "right", lambda r: _rate(r["bytes_per_second"], "B/s")),
         ]
         if self.peak is not None:
             rest += [
-                ("roofline", "num", _roofline_text),
-                ("reached", "num", lambda r: _reached(r["roofline_share"])),
+                Column("roofline", "right", _roofline_text),
+                Column("reached", "right", lambda r: _reached(r["roofline_share"])),
             ]
         return first + rest
 
-    def _calls_column(self) -> list[tuple[str, str, Callable[[dict], str]]]:
+    def _calls_column(self) -> list[Column]:
         """Runs per program run, shown only when some instruction runs more than once."""
         if all(round(calls, 3) == 1 for calls in self._calls.values()):
             return []
-        return [("calls", "num", lambda r: f"{r['calls']:g}")]
+        return [Column("calls", "right", lambda r: f"{r['calls']:g}")]
 
-    def __repr__(self) -> str:
+    def _report(self) -> Report:
         lines = [
-            self.verdict(),
-            self._headline(),
-            *filter(None, [self._hosts_line(), self._section_line()]),
-            self._peak_line(),
-            *self.untraced_iterations(),
+            Line(self._headline()),
+            *(Line(t) for t in (self._hosts_line(), self._section_line()) if t),
+            *(Line(w, "warn") for w in self.untraced_iterations()),
+            Line(
+                f"{self._peak_line()} Graph: .graph(); records: .table(), .table('group').", "note"
+            ),
         ]
-        for by, title in (("instruction", "instructions"), ("group", "groups")):
-            records = self.table(by)
-            columns = self._columns(by)
-            rows = [[c[0] for c in columns]] + [
-                [c[2](r) for c in columns] for r in records[:TOP_ROWS]
-            ]
-            widths = [max(len(row[k]) for row in rows) for k in range(len(columns))]
-            lines.append(f"{title} by time ({len(records)}):")
-            for row in rows:
-                cells = [
-                    cell.rjust(w) if column[1] == "num" else cell.ljust(w)
-                    for cell, w, column in zip(row, widths, columns)
-                ]
-                lines.append("  " + "  ".join(cells).rstrip())
-            if len(records) > TOP_ROWS:
-                lines.append(f"  ... {len(records) - TOP_ROWS} more: .table({by!r})")
-        return "\n".join(lines)
-
-    def _repr_html_(self) -> str:
-        sections = self._section_line()
-        parts = [
-            table_style(_KIND, _RULES),
-            f'<div class="{root_classes(_KIND)}">',
-            f'<div class="verdict"><b>{html.escape(self.verdict())}</b></div>',
-            f"<div>{html.escape(self._headline())}</div>",
-            *(f"<div>{html.escape(t)}</div>" for t in (self._hosts_line(), sections) if t),
-            *(f'<div class="warn">{html.escape(w)}</div>' for w in self.untraced_iterations()),
-            f'<div class="note">{html.escape(self._peak_line())} Graph: .graph(); '
-            "records: .table(), .table('group').</div>",
-        ]
+        tables = []
         for by, title in (("instruction", "top instructions"), ("group", "groups (layers)")):
             records = self.table(by)
+            columns = self._columns(by)
             shown = records[:TOP_ROWS]
             more = f"; {len(shown)} longest shown" if len(records) > len(shown) else ""
-            parts.append(
-                f"<details open><summary>{title} by time "
-                f"({len(records)}{more})</summary>{self._html_table(by, shown)}</details>"
+            tables.append(
+                Table(
+                    columns,
+                    [[record] * len(columns) for record in shown],
+                    caption=f"{title} by time ({len(records)}{more})",
+                    notes=[f"{len(records) - len(shown)} more: .table({by!r})"] if more else [],
+                )
             )
-        parts.append("</div>")
-        return "".join(parts)
+        return Report(
+            _KIND, self.verdict(), [*lines, *tables], _RULES, title_style="verdict", indent=""
+        )
 
-    def _html_table(self, by: str, records: list[dict[str, Any]]) -> str:
-        columns = self._columns(by)
-        head = "".join(f'<th class="{cls}">{html.escape(title)}</th>' for title, cls, _ in columns)
-        body = []
-        for record in records:
-            cells = []
-            for title, cls, text in columns:
-                content = html.escape(text(record))
-                if title == "share":
-                    width = max(1, round(60 * record["share"]))
-                    content = f'<span class="bar" style="width:{width}px"></span>{content}'
-                cells.append(f'<td class="{cls}">{content}</td>')
-            body.append("<tr>" + "".join(cells) + "</tr>")
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    def __repr__(self) -> str:
+        return self._report().text()
+
+    def _repr_html_(self) -> str:
+        return self._report().html()
 
 
 _KIND = "tpukit-profile"
@@ -575,6 +550,16 @@ _RULES = (
     "& .bar{display:inline-block;height:8px;margin-right:6px;vertical-align:middle;"
     "background:#e8710a;border-radius:1px;opacity:.85}"
 )
+
+
+def _share(record: dict[str, Any]) -> str:
+    return f"{record['share']:.1%}"
+
+
+def _share_bar(record: dict[str, Any]) -> str:
+    """The share with a bar as long as it (60 px for all the time) before it."""
+    width = max(1, round(60 * record["share"]))
+    return f'<span class="bar" style="width:{width}px"></span>{_share(record)}'
 
 
 def _rate(value: float | None, unit: str) -> str:

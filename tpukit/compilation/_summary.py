@@ -1,16 +1,16 @@
 """The summary a ``Compiled`` object shows: compile time, signature, cost, memory, HLO.
 
-The same facts are laid out twice: as a compact HTML card for notebooks and as
-aligned text for terminals and logs.
+The facts are described once, as a `Report`, which renders as a compact HTML card
+for notebooks and as aligned text for terminals and logs.
 """
 
 from __future__ import annotations
 
-import html
 from typing import TYPE_CHECKING
 
 from tpukit.compilation._placement import describe_tree_shardings
-from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
+from tpukit.display._html_style import BORDER_COLOR
+from tpukit.display._table import Column, Line, Report, Table, fact_table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo._executed import executed
 
@@ -116,7 +116,7 @@ def _op_rows(c: Compiled) -> list[tuple[str, int, int]]:
     return [(op, lowered.get(op, 0), optimized.get(op, 0)) for op in opcodes]
 
 
-def _fusion_rows(c: Compiled) -> list[tuple[str, str, str, str, str, str]]:
+def _fusion_rows(c: Compiled) -> list[tuple[str, str, str, float, int, str]]:
     rows = []
     for fusion in c.fusions()[:_TOP_FUSIONS]:
         ops = ", ".join(
@@ -128,86 +128,44 @@ def _fusion_rows(c: Compiled) -> list[tuple[str, str, str, str, str, str]]:
                 fusion.name,
                 fusion.kind,
                 ops,
-                format_flops(fusion.flops) if fusion.flops else "-",
-                format_bytes(fusion.bytes),
+                fusion.flops,
+                fusion.bytes,
                 fusion.source_location or "-",
             )
         )
     return rows
 
 
-def summary_text(c: Compiled) -> str:
-    """The summary as plain text."""
-    lines = [_headline(c), f"  {c.signature}"]
-    facts = _facts(c)
-    width = max(len(k) for k, _ in facts)
-    lines += [f"  {k.ljust(width)}  {v}" for k, v in facts]
-    rows = _op_rows(c)
-    lines.append("  op counts (lowered -> optimized, fusions opened):")
-    op_width = max([len(r[0]) for r in rows[:_TOP_OPS]] + [6])
-    for op, low, opt in rows[:_TOP_OPS]:
-        lines.append(f"    {op.ljust(op_width)}  {low:>6} -> {opt:<6}")
-    if len(rows) > _TOP_OPS:
-        lines.append(f"    ... {len(rows) - _TOP_OPS} more opcodes: .op_counts(stage)")
-    fusions = _fusion_rows(c)
-    if fusions:
-        lines.append("  largest fusions:")
-        for name, kind, ops, flops, nbytes, source in fusions:
-            lines.append(f"    {name} ({kind}): {ops}; {flops}, {nbytes}; {source}")
-    return "\n".join(lines)
-
-
 _KIND = "tpukit-summary"
 _RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
-def _table(
-    header: tuple[str, ...],
-    rows: list[tuple],
-    numeric: set[int] = frozenset(),
-    nowrap: set[int] = frozenset(),
-) -> str:
-    def cls(i: int) -> str:
-        names = ["num"] * (i in numeric) + ["nowrap"] * (i in nowrap)
-        return f' class="{" ".join(names)}"' if names else ""
-
-    head = "".join(f"<th{cls(i)}>{html.escape(h)}</th>" for i, h in enumerate(header))
-    body = "".join(
-        "<tr>"
-        + "".join(f"<td{cls(i)}>{html.escape(str(cell))}</td>" for i, cell in enumerate(row))
-        + "</tr>"
-        for row in rows
-    )
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def summary_html(c: Compiled) -> str:
-    """The summary as one self-contained HTML fragment."""
-    facts = "".join(
-        f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in _facts(c)
-    )
+def summary(c: Compiled) -> Report:
+    """The summary: headline, signature, facts, op counts and the largest fusions."""
     rows = _op_rows(c)
-    ops_table = _table(("opcode", "lowered", "optimized"), rows, numeric={1, 2})
-    parts = [
-        table_style(_KIND, _RULES),
-        f'<div class="{root_classes(_KIND)}">',
-        f"<div><b>{html.escape(_headline(c))}</b></div>",
-        f"<div><code>{html.escape(str(c.signature))}</code></div>",
-        f"<table>{facts}</table>",
-        f"<details open><summary>op counts ({len(rows)} opcodes, fusions opened)</summary>{ops_table}</details>",
-    ]
+    ops = Table(
+        [Column("opcode"), Column("lowered", "right"), Column("optimized", "right")],
+        rows,
+        caption=f"op counts ({len(rows)} opcodes, lowered -> optimized, fusions opened)",
+        text_limit=_TOP_OPS,
+        more="opcodes in .op_counts(stage)",
+    )
+    blocks: list[Line | Table] = [Line(str(c.signature), code=True), fact_table(_facts(c)), ops]
     fusions = _fusion_rows(c)
     if fusions:
-        total = len(c.fusions())
-        parts.append(
-            f"<details><summary>fusions ({total}; largest {len(fusions)} shown)</summary>"
-            + _table(
-                ("fusion", "kind", "ops inside", "FLOPs", "bytes", "source"),
+        blocks.append(
+            Table(
+                [
+                    Column("fusion", nowrap=True),
+                    Column("kind"),
+                    Column("ops inside"),
+                    Column("FLOPs", "right", lambda f: format_flops(f) if f else "-", nowrap=True),
+                    Column("bytes", "right", format_bytes, nowrap=True),
+                    Column("source", nowrap=True),
+                ],
                 fusions,
-                numeric={3, 4},
-                nowrap={0, 3, 4, 5},
+                caption=f"fusions ({len(c.fusions())}; largest {len(fusions)} shown)",
+                open=False,
             )
-            + "</details>"
         )
-    parts.append("</div>")
-    return "".join(parts)
+    return Report(_KIND, _headline(c), blocks, _RULES)

@@ -7,7 +7,6 @@ stops the clock, warms up first, and picks the batch size like ``%timeit``.
 
 from __future__ import annotations
 
-import html
 import statistics
 import time
 from collections.abc import Callable
@@ -16,7 +15,9 @@ from typing import Any
 
 import jax
 
+from tpukit._errors import ArgumentError
 from tpukit.compilation._peaks import DevicePeak
+from tpukit.display._table import Line, Report
 from tpukit.display._units import format_flops, format_seconds
 
 
@@ -29,7 +30,7 @@ def time_call(
     least ``min_seconds``, as ``%timeit`` does.
     """
     if repeat < 1 or (number is not None and number < 1):
-        raise ValueError("number and repeat must be at least 1.")
+        raise ArgumentError("number and repeat must be at least 1.")
     jax.block_until_ready(call())  # warm-up: first-call transfers and allocation
 
     def run(n: int) -> float:
@@ -103,10 +104,12 @@ class TimingResult:
             lines.append(rate)
         return lines
 
+    def _report(self) -> Report:
+        first, *rest = self.lines()
+        return Report("tpukit-timeit", first, [Line(line) for line in rest], indent="")
+
     def __repr__(self) -> str:
-        return "\n".join(self.lines())
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        body = "<br>".join(html.escape(line) for line in self.lines())
-        style = "font-family:var(--jp-code-font-family,monospace);color:var(--jp-ui-font-color1,inherit)"
-        return f'<div class="tpukit-out tpukit-timeit" style="{style}">{body}</div>'
+        return self._report().html()

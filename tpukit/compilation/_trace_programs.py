@@ -8,8 +8,9 @@ module as an ``HloProto`` (stat ``Hlo Proto``). Several programs may share a nam
 (``jit_dot`` for every shape ``jnp.dot`` was called with): `pick_program` tells them
 apart by id and lists them when the choice is the user's.
 
-    >>> programs = trace_programs(files)                      # doctest: +SKIP
-    >>> [(p.name, p.program_id) for p in programs][:1]        # doctest: +SKIP
+    >>> from tpukit.compilation._xspace import read_xspace
+    >>> programs = trace_programs([read_xspace(trace)])  # one file per host
+    >>> [(p.name, p.program_id) for p in programs][:1]
     [('jit_f', '12190760917235803885')]
 """
 

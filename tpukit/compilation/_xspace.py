@@ -10,9 +10,9 @@ instruction name), the stats of the event metadata (the HLO protos of the
 here (six small messages, built with ``protobuf``'s descriptor API: no generated code,
 no new dependency) and decoded by the ``protobuf`` package JAX already depends on.
 
-    >>> space = read_xspace("/tmp/t/plugins/profile/2026_01_01/vm.xplane.pb")  # doctest: +SKIP
-    >>> [plane.name for plane in space.planes][:2]                               # doctest: +SKIP
-    ['/host:metadata', '/host:CPU']
+    >>> space = read_xspace(trace)  # e.g. a TPU's <run>/plugins/profile/<date>/<host>.xplane.pb
+    >>> [plane.name for plane in space.planes][:2]
+    ['/device:TPU:0', '/host:metadata']
 """
 
 from __future__ import annotations

@@ -16,7 +16,15 @@ warns with :class:`SampleDataWarning`; ``mnist(source=...)`` reads local files i
 
 from tpukit.datasets._download import ChecksumError, DownloadError
 from tpukit.datasets._idx import IDXFormatError, read_idx, write_idx
-from tpukit.datasets._mnist import CHECKSUMS, MIRRORS, SampleDataWarning, Split, mnist
+from tpukit.datasets._mnist import (
+    CHECKSUMS,
+    MIRRORS,
+    MnistSourceError,
+    MnistSourceNotFoundError,
+    SampleDataWarning,
+    Split,
+    mnist,
+)
 
 __all__ = [
     "CHECKSUMS",
@@ -24,6 +32,8 @@ __all__ = [
     "ChecksumError",
     "DownloadError",
     "IDXFormatError",
+    "MnistSourceError",
+    "MnistSourceNotFoundError",
     "SampleDataWarning",
     "Split",
     "mnist",

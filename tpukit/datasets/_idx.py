@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpukit._errors import TpukitError
+from tpukit._errors import TpukitError, WrongTypeError
 
 _DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"),
@@ -109,7 +109,7 @@ def write_idx(array: np.ndarray) -> bytes:
     codes = {dtype.newbyteorder("="): code for code, dtype in _DTYPES.items()}
     code = codes.get(array.dtype.newbyteorder("="))
     if code is None:
-        raise TypeError(
+        raise WrongTypeError(
             f"write_idx expected an array of uint8, int8, int16, int32, float32 or float64, "
             f"received {array.dtype}. Convert it first, e.g. array.astype(np.uint8)."
         )

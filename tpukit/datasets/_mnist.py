@@ -33,8 +33,18 @@ from pathlib import Path
 
 import numpy as np
 
+from tpukit._errors import ArgumentError, TpukitError
 from tpukit.datasets._download import DownloadError, fetch
 from tpukit.datasets._idx import IDXFormatError, read_idx
+
+
+class MnistSourceError(TpukitError, ValueError):
+    """A local MNIST source (``source=`` or ``TPUKIT_MNIST``) that mnist() cannot read as MNIST."""
+
+
+class MnistSourceNotFoundError(TpukitError, FileNotFoundError):
+    """A local MNIST source that does not exist, or a folder without MNIST's files."""
+
 
 #: Where :func:`mnist` downloads from, in order. A URL ending in ``/`` is a folder that
 #: holds the four IDX ``.gz`` files; any other URL is a keras-style ``mnist.npz``.
@@ -206,7 +216,7 @@ def _check_splits(split: str | Sequence[str]) -> tuple[str, ...]:
     names = (split,) if isinstance(split, str) else tuple(split)
     bad = [name for name in names if name not in SPLITS]
     if bad or not names:
-        raise ValueError(
+        raise ArgumentError(
             f"mnist() expected split to be one of {', '.join(map(repr, SPLITS))} or a list of "
             f"them, received {split!r}. For example: mnist('train') or "
             "mnist(['train', 'validation'], validation_size=5000)."
@@ -218,9 +228,9 @@ def _check_dtype(dtype: str | np.dtype) -> np.dtype:
     try:
         result = np.dtype(dtype)
     except TypeError as exc:
-        raise ValueError(f"mnist() could not understand dtype={dtype!r}: {exc}") from exc
+        raise ArgumentError(f"mnist() could not understand dtype={dtype!r}: {exc}") from exc
     if result != np.uint8 and result.kind != "f" and not result.name.startswith("bfloat16"):
-        raise ValueError(
+        raise ArgumentError(
             f"mnist() expected dtype to be a float type (pixels scaled to [0, 1]) or 'uint8' "
             f"(raw 0-255), received {result}. Use dtype='float32' or dtype='uint8'."
         )
@@ -292,7 +302,7 @@ def _warn_sample(exc: DownloadError) -> None:
 
 def _load_path(path: Path, wanted: set[str]) -> _Parts:
     if not path.exists():
-        raise FileNotFoundError(f"MNIST source '{path}' does not exist. {_SOURCE_HELP}")
+        raise MnistSourceNotFoundError(f"MNIST source '{path}' does not exist. {_SOURCE_HELP}")
     if path.is_dir():
         for folder in (path, path / "raw", path / "MNIST" / "raw"):
             if _find_idx(folder, _IDX_FILES["test"][0]) or _find_idx(
@@ -302,7 +312,7 @@ def _load_path(path: Path, wanted: set[str]) -> _Parts:
         for name in ("mnist.npz", "mnist.pkl.gz", "mnist.pkl"):
             if (path / name).is_file():
                 return _load_path(path / name, wanted)
-        raise FileNotFoundError(
+        raise MnistSourceNotFoundError(
             f"The folder '{path}' holds no MNIST files: expected train-images-idx3-ubyte(.gz) "
             f"and the other IDX files, mnist.npz or mnist.pkl.gz. {_SOURCE_HELP}"
         )
@@ -310,7 +320,7 @@ def _load_path(path: Path, wanted: set[str]) -> _Parts:
         return _load_npz(path, wanted)
     if path.name.endswith((".pkl.gz", ".pkl")):
         return _load_pickle(path, wanted)
-    raise ValueError(
+    raise MnistSourceError(
         f"MNIST source '{path}' is a file mnist() cannot read: expected a .npz, .pkl.gz or "
         f".pkl file, or a folder of IDX files. {_SOURCE_HELP}"
     )
@@ -332,7 +342,7 @@ def _load_idx_folder(folder: Path, wanted: set[str]) -> _Parts:
         images_path, labels_path = _find_idx(folder, images_stem), _find_idx(folder, labels_stem)
         if images_path is None or labels_path is None:
             missing = images_stem if images_path is None else labels_stem
-            raise FileNotFoundError(
+            raise MnistSourceNotFoundError(
                 f"The {part} split needs {missing}(.gz) in '{folder}', and it is not there. "
                 f"{_SOURCE_HELP}"
             )
@@ -346,7 +356,7 @@ def _load_npz(path: Path, wanted: set[str]) -> _Parts:
             keys = {"train": ("x_train", "y_train"), "test": ("x_test", "y_test")}
             raw = {part: (f[keys[part][0]], f[keys[part][1]]) for part in sorted(wanted)}
     except (OSError, ValueError, KeyError) as exc:
-        raise ValueError(
+        raise MnistSourceError(
             f"'{path}' is not a readable MNIST .npz ({exc}): expected arrays x_train, y_train, "
             f"x_test, y_test as in keras' mnist.npz. {_SOURCE_HELP}"
         ) from exc
@@ -387,7 +397,7 @@ def _load_pickle(path: Path, wanted: set[str]) -> _Parts:
             "test": (test[0], test[1]),
         }
     except (OSError, EOFError, ValueError, TypeError, IndexError, pickle.UnpicklingError) as exc:
-        raise ValueError(
+        raise MnistSourceError(
             f"'{path}' is not the classic MNIST pickle ({exc}): expected three (images, labels) "
             f"pairs, train, validation and test, with images float in [0, 1]. {_SOURCE_HELP}"
         ) from exc
@@ -408,7 +418,7 @@ def _to_bytes(images: np.ndarray, path: Path) -> np.ndarray:
             and np.array_equal((pixels / scale).astype(np.float32), images.astype(np.float32))
         ):
             return pixels.astype(np.uint8)
-    raise ValueError(
+    raise MnistSourceError(
         f"'{path}' holds pixels that are not whole multiples of 1/256 or 1/255, so they are "
         "not MNIST bytes. Pass the original mnist.pkl.gz."
     )
@@ -463,13 +473,13 @@ def _validation_count(validation_size: int | float, n_train: int, name: str) -> 
     else:
         count = -1
     if not 0 <= count < n_train:
-        raise ValueError(
+        raise ArgumentError(
             f"mnist() expected validation_size to be a count from 0 to {n_train - 1:,} or a "
             f"fraction between 0 and 1, received {validation_size!r}. For example "
             "validation_size=5000 or validation_size=0.1."
         )
     if name == "validation" and count == 0:
-        raise ValueError(
+        raise ArgumentError(
             "mnist('validation') needs validation_size > 0 to say how many training images to "
             "hold out, for example mnist(['train', 'validation'], validation_size=5000)."
         )

@@ -12,8 +12,8 @@ does not show it a second time, and in a script nothing pops up and a later
 Example::
 
     >>> fig, ax = new_figure(figsize=(6.0, 3.0))
-    >>> ax.plot([1, 2, 3])         # doctest: +SKIP
-    >>> fig.savefig("line.png")    # doctest: +SKIP
+    >>> lines = ax.plot([1, 2, 3])
+    >>> fig.savefig("line.png")
 """
 
 from __future__ import annotations

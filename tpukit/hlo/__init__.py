@@ -18,7 +18,7 @@ dump from another machine (``--xla_dump_to``) as on a program compiled here::
     Counter({'parameter': 2, 'dot': 1})
     >>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution
     1024
-    >>> view = graph(module)  # in a notebook: the interactive graph  # doctest: +SKIP
+    >>> view = graph(module)  # in a notebook: the interactive graph
 
 ``open`` reads any program the same way, from HLO text, a file or a dump folder
 (``XLA_FLAGS=--xla_dump_to=DIR``), into an ``HloProgram`` with a ``Compiled``'s

@@ -6,8 +6,28 @@ VGG-19 on 100 images reports about 7e9 FLOPs where about 4e12 are done. The
 functions here count from the shapes in the HLO text instead, so every
 backend's module is measured the same way.
 
-    >>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
-    >>> module = parse_hlo(jax.jit(lambda x, w: jnp.tanh(x @ w)).lower(x, w).compile().as_text())
+What XLA's CPU compiler (JAX 0.10) makes of ``jnp.tanh(x @ w)``:
+
+    >>> from tpukit.hlo import parse_hlo
+    >>> module = parse_hlo('''
+    ... HloModule jit__lambda, is_scheduled=true
+    ... fused_computation {
+    ...   param_0 = f32[8,16]{1,0} parameter(0)
+    ...   param_1 = f32[16,4]{1,0} parameter(1)
+    ...   ROOT dot_general.0 = f32[8,4]{1,0} dot(param_0, param_1), lhs_contracting_dims={1},
+    ...     rhs_contracting_dims={0}
+    ... }
+    ... wrapped_tanh_computation {
+    ...   param_0.1 = f32[8,4]{1,0} parameter(0)
+    ...   ROOT tanh.0 = f32[8,4]{1,0} tanh(param_0.1)
+    ... }
+    ... ENTRY main.1 {
+    ...   x.1 = f32[8,16]{1,0} parameter(0)
+    ...   w.1 = f32[16,4]{1,0} parameter(1)
+    ...   ynn_fusion = f32[8,4]{1,0} fusion(x.1, w.1), kind=kCustom, calls=fused_computation
+    ...   ROOT wrapped_tanh = f32[8,4]{1,0} fusion(ynn_fusion), kind=kLoop,
+    ...     calls=wrapped_tanh_computation
+    ... }''')
     >>> op_counts(module)["dot"]
     1
     >>> dot_conv_flops(module)  # 2 x multiply-adds of every dot and convolution: 2*8*4*16
@@ -495,7 +515,14 @@ def collective_bytes(instr: HloInstruction, module: HloModule) -> int:
     ``send``/``recv`` count the data they carry (the first element of their
     ``(data, context, token)`` result).
 
-        >>> collective_bytes(parse_instruction("ar = (f32[1024], f32[256]) all-reduce(a, b)"), m)
+        >>> ar = parse_hlo('''
+        ... HloModule m
+        ... ENTRY e {
+        ...   a = f32[1024] parameter(0)
+        ...   b = f32[256] parameter(1)
+        ...   ROOT ar = (f32[1024], f32[256]) all-reduce(a, b)
+        ... }''')
+        >>> collective_bytes(ar.instruction("ar"), ar)
         5120
     """
     opcode = instr.opcode.removesuffix("-start")

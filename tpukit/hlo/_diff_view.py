@@ -36,7 +36,7 @@ import uuid
 import zlib
 from collections.abc import Mapping
 
-from tpukit._errors import ArgumentError, user_facing
+from tpukit._errors import ArgumentError, UnknownNameError, user_facing
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 from tpukit.hlo._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
 from tpukit.hlo._graph_view import (
@@ -87,7 +87,7 @@ class HloDiffView:
             if group.name == name:
                 return group
         known = ", ".join(g.name for g in self.groups[:12])
-        raise KeyError(
+        raise UnknownNameError(
             f"no group {name!r}; groups are {known}{', ...' if len(self.groups) > 12 else ''}."
         )
 

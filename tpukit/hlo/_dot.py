@@ -5,8 +5,12 @@ node, its fused computation is not drawn), name-scope groups and parts as
 nested clusters, colours by op category and edge widths by bytes -- the same
 tree the interactive view opens from.
 
+    >>> import pathlib
+    >>> compiled = jax.jit(lambda x: jnp.tanh(x @ x)).lower(jnp.ones((8, 8))).compile()
     >>> dot = tpukit.hlo.graph(compiled.as_text()).to_dot()
-    >>> pathlib.Path("step.dot").write_text(dot)   # then: dot -Tsvg step.dot > step.svg
+    >>> dot.startswith("digraph")
+    True
+    >>> _ = pathlib.Path("step.dot").write_text(dot)   # then: dot -Tsvg step.dot > step.svg
 """
 
 from __future__ import annotations

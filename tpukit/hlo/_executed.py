@@ -18,8 +18,33 @@ all use these):
 - **bytes** are what each instruction outside fusion bodies reads and writes (a fusion's
   traffic at its boundary).
 
-    >>> run = executed(parse_hlo(SCAN_16_STEPS))  # doctest: +SKIP
-    >>> run.dot_flops == 16 * per_step_dot_flops, run.unknown_loops  # doctest: +SKIP
+    >>> from tpukit.hlo import parse_hlo
+    >>> scan_16_steps = parse_hlo('''
+    ... HloModule scan
+    ... body {
+    ...   p = (s32[], f32[4,4]) parameter(0)
+    ...   i = s32[] get-tuple-element(p), index=0
+    ...   one = s32[] constant(1)
+    ...   next = s32[] add(i, one)
+    ...   x = f32[4,4] get-tuple-element(p), index=1
+    ...   y = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    ...   ROOT t = (s32[], f32[4,4]) tuple(next, y)
+    ... }
+    ... cond {
+    ...   p = (s32[], f32[4,4]) parameter(0)
+    ...   i = s32[] get-tuple-element(p), index=0
+    ...   n = s32[] constant(16)
+    ...   ROOT lt = pred[] compare(i, n), direction=LT
+    ... }
+    ... ENTRY main {
+    ...   zero = s32[] constant(0)
+    ...   x = f32[4,4] parameter(0)
+    ...   init = (s32[], f32[4,4]) tuple(zero, x)
+    ...   ROOT w = (s32[], f32[4,4]) while(init), condition=cond, body=body
+    ... }''')
+    >>> run = executed(scan_16_steps)
+    >>> per_step_dot_flops = 2 * 4 * 4 * 4
+    >>> run.dot_flops == 16 * per_step_dot_flops, run.unknown_loops
     (True, ())
 """
 

@@ -7,6 +7,7 @@ condition compares it with a constant. `trip_count` reads that pattern, through 
 copies, converts, fusions and calls XLA wraps around it, and says None when the loop
 is not of that form (a data-dependent loop, a bound passed in as a parameter)::
 
+    >>> from tpukit.hlo import parse_hlo
     >>> module = parse_hlo('''
     ... HloModule scan
     ... body {

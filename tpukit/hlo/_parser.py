@@ -8,9 +8,10 @@ stack-frame tables newer XLA prints (``FileNames``, ``FunctionNames``,
 not recognise is kept as a raw string (an attribute, or ``HloModule.unparsed``):
 odd text never raises.
 
+    >>> x, w = jnp.ones((8, 16)), jnp.ones((16, 4))
     >>> module = parse_hlo(jax.jit(lambda x, w: jnp.tanh(x @ w)).lower(x, w).compile().as_text())
-    >>> module.entry.root.opcode, module.entry.root.fusion_kind
-    ('fusion', 'kLoop')
+    >>> str(module.entry.root.shape), module.entry.parameters[0].name
+    ('f32[8,4]{1,0}', 'x.1')
 
 Speed and memory (a 400,000-instruction dump is what a large model gives): most lines
 are read by one regex (`_COMMON`: name, shape, opcode, operands without nesting), their
@@ -136,7 +137,7 @@ def parse_hlo(text: str) -> HloModule:
 def module_names(text: str) -> list[str]:
     """The names on the ``HloModule`` lines of ``text``, in order (a dump may hold several).
 
-    >>> module_names("HloModule a\nENTRY e {...}\nHloModule b, is_scheduled=true\n...")
+    >>> module_names("HloModule a\\nENTRY e {...}\\nHloModule b, is_scheduled=true\\n...")
     ['a', 'b']
     """
     return _MODULE_LINE.findall(text)

@@ -26,7 +26,6 @@ surface of ``Compiled``; ``tpukit.diff`` and the plots accept either.
 from __future__ import annotations
 
 import functools
-import html
 import os
 import pathlib
 from collections import Counter
@@ -34,7 +33,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
-from tpukit.display._html_style import BORDER_COLOR, root_classes, table_style
+from tpukit.display._html_style import BORDER_COLOR
+from tpukit.display._table import Line, Report, fact_table
 from tpukit.display._units import format_bytes, format_flops
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
@@ -149,7 +149,7 @@ class HloProgram:
     def _check_stage(self, stage: str | None) -> str:
         stage = self.stage if stage is None else stage
         if stage not in STAGES:
-            raise ValueError(
+            raise ArgumentError(
                 f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO "
                 "before XLA's passes (a dump's before_optimizations file), 'optimized' after."
             )
@@ -263,20 +263,15 @@ class HloProgram:
         where = f" from {self.source}" if self.source else ""
         return f"HloProgram {self.name!r}{where}"
 
+    def _report(self) -> Report:
+        note = Line(".graph() draws it; tpukit.diff(a, b) compares two programs.", "note")
+        return Report(_KIND, self._headline(), [fact_table(self._facts()), note], _RULES)
+
     def __repr__(self) -> str:
-        facts = self._facts()
-        width = max(len(k) for k, _ in facts)
-        return "\n".join([self._headline(), *(f"  {k.ljust(width)}  {v}" for k, v in facts)])
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        rows = "".join(
-            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._facts()
-        )
-        return (
-            f'{table_style(_KIND, _RULES)}<div class="{root_classes(_KIND)}">'
-            f"<div><b>{html.escape(self._headline())}</b></div><table>{rows}</table>"
-            "<div>.graph() draws it; tpukit.diff(a, b) compares two programs.</div></div>"
-        )
+        return self._report().html()
 
 
 def _loops_fact(module: HloModule, unknown: tuple[str, ...]) -> str:
@@ -335,12 +330,16 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
       ``graph()``; ``tpukit.diff`` and the plots accept it.
 
     Example:
-        >>> dump = tpukit.hlo.open("/tmp/dump", module="jit_train_step")  # doctest: +SKIP
-        >>> tpukit.diff(tpukit.hlo.open("/tmp/dump", module=1, stage="lowered"),
-        ...             tpukit.hlo.open("/tmp/dump", module=1, stage="optimized"))  # doctest: +SKIP
+        >>> program = tpukit.hlo.open(dump, module="jit_predict")  # a --xla_dump_to folder
+        >>> program.stage, program.op_counts()["dot"]
+        ('optimized', 2)
+        >>> d = tpukit.diff(tpukit.hlo.open(dump, module=3, stage="lowered"),
+        ...                 tpukit.hlo.open(dump, module=3, stage="optimized"))
+        >>> d.row("fusions").a, d.row("fusions").b
+        (0, 1)
     """
     if stage is not None and stage not in STAGES:
-        raise ValueError(
+        raise ArgumentError(
             f"stage must be 'lowered' or 'optimized' (or None), got {stage!r}: 'lowered' is "
             "the HLO before XLA's passes (before_optimizations.txt), 'optimized' after."
         )

@@ -12,7 +12,6 @@ True
 
 from __future__ import annotations
 
-import html
 import os
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -20,7 +19,8 @@ from typing import Any, Literal
 import jax
 
 from tpukit._counts import as_count
-from tpukit._errors import DeviceNotFoundError, DeviceSetupError
+from tpukit._errors import ArgumentError, DeviceNotFoundError, DeviceSetupError
+from tpukit.display._table import Column, Report, Table
 from tpukit.display._units import format_bytes
 from tpukit.runtime._environment import Environment, detect_environment, missing_platform_advice
 
@@ -155,27 +155,18 @@ class DeviceTable:
             text += f", process {jax.process_index()} of {processes}"
         return text
 
+    def _report(self) -> Report:
+        """The headline and one row per device: the text and the HTML of the table."""
+        right = {"id", "process", "core", "memory in use", "memory limit"}
+        columns = [Column(c, "right" if c in right else "left") for c in self._columns()]
+        table = Table(columns, self._rows(), rule=True)
+        return Report("tpukit-devices", self._headline(), [table])
+
     def __repr__(self) -> str:
-        columns = self._columns()
-        rows = self._rows()
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
-        lines = [self._headline(), "  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-        lines.append("  ".join("-" * w for w in widths))
-        lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)) for row in rows]
-        return "\n".join(line.rstrip() for line in lines)
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in self._columns())
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>"
-            for row in self._rows()
-        )
-        return (
-            '<div class="tpukit-devices">'
-            f"<p><b>{html.escape(self._headline())}</b></p>"
-            '<table style="border-collapse:collapse;font-family:monospace">'
-            f"<thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>"
-        )
+        return self._report().html()
 
 
 def devices(platform: Platform = "auto") -> DeviceTable:
@@ -217,7 +208,7 @@ def connect(
         tpukit.connect("cpu", cpu_devices=8)   # first cell, before any JAX work
     """
     if platform not in _PLATFORMS:
-        raise ValueError(
+        raise ArgumentError(
             f"platform must be one of {', '.join(map(repr, _PLATFORMS))}, not {platform!r}."
         )
     env = detect_environment()
@@ -303,7 +294,9 @@ def _wait_for_coordinator(address: str, timeout: float) -> None:
 
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
-        raise ValueError(f"coordinator must be HOST:PORT, e.g. '10.0.0.2:1234', not {address!r}.")
+        raise ArgumentError(
+            f"coordinator must be HOST:PORT, e.g. '10.0.0.2:1234', not {address!r}."
+        )
     deadline = time.monotonic() + timeout
     while True:
         try:

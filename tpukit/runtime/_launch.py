@@ -14,11 +14,16 @@ a collective), its last lines are repeated, and ``launch`` exits with its code.
 An uncaught exception ends its process at once, without JAX's shutdown barrier,
 so a failure is reported in a second, not after the barrier's 30 s timeout.
 
-Example::
+Example (a training script prints ``[p0] tpukit.fit: sharding 'data': mesh data=8 (8
+devices in 2 processes); ...``):
 
-    >>> code = launch("train.py", ["--epochs", "1"], processes=2,
-    ...               devices_per_process=4)                      # doctest: +SKIP
-    [p0] tpukit.fit: sharding 'data': mesh data=8 (8 devices in 2 processes); ...
+    >>> script = ("import os\\n"
+    ...           "if os.environ['TPUKIT_PROCESS_ID'] == '0':\\n"
+    ...           "    print('one of', os.environ['TPUKIT_NUM_PROCESSES'])\\n")
+    >>> _ = open("hello.py", "w").write(script)
+    >>> launch("hello.py", [], processes=2, devices_per_process=4)
+    [p0] one of 2
+    0
 """
 
 from __future__ import annotations

@@ -9,12 +9,14 @@ or compiling (``tests/test_architecture.py`` checks this).
 
     >>> import jax.numpy as jnp
     >>> from tpukit import zoo
-    >>> zoo.list()
-    >>> model = zoo.create("vgg19", dtype="bfloat16")
-    >>> model.eval()
-    >>> logits = model(jnp.ones((100, *model.input_shape)))
-    >>> model.flops_per_example                     # 2 per multiply-accumulate
+    >>> zoo.list()["vgg19"].parameters              # the catalogue; a table in notebooks
+    143667240
+    >>> zoo.list()["vgg19"].flops_per_example       # 2 per multiply-accumulate
     39264124928
+    >>> model = zoo.create("lenet5", dtype="bfloat16")
+    >>> model.eval()
+    >>> model(jnp.ones((8, *model.input_shape))).shape
+    (8, 10)
 
 Conventions: images are NHWC, parameters float32 with a float32 or bfloat16
 compute ``dtype``, batch norm and dropout follow NNX's ``model.train()`` /

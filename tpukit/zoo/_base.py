@@ -23,6 +23,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from tpukit._errors import ArgumentError
+
 _DTYPES = {
     "float32": jnp.float32,
     "f32": jnp.float32,
@@ -44,7 +46,7 @@ def as_dtype(value: Any, what: str) -> Any:
         return jnp.float32
     if dtype == jnp.bfloat16:
         return jnp.bfloat16
-    raise ValueError(
+    raise ArgumentError(
         f"{what} must be float32 or bfloat16; got {value!r}. "
         f"Pass e.g. {what}='bfloat16' or {what}=jnp.bfloat16."
     )
@@ -62,7 +64,7 @@ ACTIVATIONS = {
 def as_activation(name: str) -> Any:
     """Look up an activation function by name, or explain which names exist."""
     if name not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {name!r}.")
+        raise ArgumentError(f"activation must be one of {sorted(ACTIVATIONS)}; got {name!r}.")
     return ACTIVATIONS[name]
 
 

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tpukit._compat import module_list
+from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
 
@@ -52,7 +53,7 @@ class LeNet5(ZooModel):
         rngs: nnx.Rngs,
     ):
         if pooling not in ("max", "avg"):
-            raise ValueError(f"pooling must be 'max' or 'avg'; got {pooling!r}.")
+            raise ArgumentError(f"pooling must be 'max' or 'avg'; got {pooling!r}.")
         self.activation, self.pooling = activation, pooling
         self._act = as_activation(activation)
         kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tpukit._compat import module_list
+from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
 
@@ -47,7 +48,7 @@ class MLP(ZooModel):
     ):
         widths = tuple(int(w) for w in widths)
         if len(widths) < 2 or min(widths) < 1:
-            raise ValueError(
+            raise ArgumentError(
                 f"widths must list at least an input and an output width, all positive; "
                 f"got {widths}. Example: widths=(784, 128, 64, 10)."
             )

@@ -2,13 +2,17 @@
 
 >>> from tpukit import zoo
 >>> model = zoo.create("resnet18", dtype="bfloat16", seed=1)
->>> zoo.list()                                   # a table in a notebook
+>>> model.input_shape, zoo.count_params(model)
+((224, 224, 3), 11689512)
+>>> print(zoo.list())                            # a table in a notebook
+name              parameters  FLOPs/example  input shape  reference
+mlp                  109,386        218.4 k          784  MNIST MLP ...
+...
 """
 
 from __future__ import annotations
 
 import functools
-import html
 import inspect
 import math
 from collections.abc import Iterator
@@ -19,6 +23,8 @@ import jax
 from flax import nnx
 
 from tpukit._counts import as_count
+from tpukit._errors import ArgumentError, UnknownNameError, WrongTypeError
+from tpukit.display._table import Column, Table
 from tpukit.zoo._base import ZooModel, as_dtype
 from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
 from tpukit.zoo._mlp import MLP
@@ -84,12 +90,14 @@ def create(
       (8, 10)
     """
     if name not in _REGISTRY:
-        raise ValueError(f"zoo has no model named {name!r}. Valid names: {', '.join(_REGISTRY)}.")
+        raise ArgumentError(
+            f"zoo has no model named {name!r}. Valid names: {', '.join(_REGISTRY)}."
+        )
     entry = _REGISTRY[name]
     options = entry.options()
     unknown = sorted(set(config) - set(options))
     if unknown:
-        raise TypeError(
+        raise WrongTypeError(
             f"zoo.create({name!r}) got unknown option(s) {', '.join(unknown)}. "
             f"Valid options: {', '.join(options)}."
         )
@@ -102,7 +110,7 @@ def create(
     try:
         return entry.cls(**kwargs, rngs=nnx.Rngs(as_count(seed, "seed", minimum=0)))
     except ValueError as error:
-        raise ValueError(f"zoo.create({name!r}): {error}") from None
+        raise ArgumentError(f"zoo.create({name!r}): {error}") from None
 
 
 def count_params(model: nnx.Module) -> int:
@@ -146,40 +154,30 @@ class ModelTable:
         for row in self.rows:
             if row.name == name:
                 return row
-        raise KeyError(f"no model named {name!r}; valid names: {', '.join(names())}")
+        raise UnknownNameError(f"no model named {name!r}; valid names: {', '.join(names())}")
 
-    def _cells(self) -> list[tuple[str, str, str, str, str]]:
-        return [
-            (
-                r.name,
-                f"{r.parameters:,}",
-                _gflops(r.flops_per_example),
-                "x".join(map(str, r.input_shape)),
-                r.reference,
-            )
-            for r in self.rows
-        ]
-
-    _HEADER = ("name", "parameters", "FLOPs/example", "input shape", "reference")
+    def _table(self) -> Table:
+        return Table(
+            [
+                Column("name"),
+                Column("parameters", "right", "{:,}".format),
+                Column("FLOPs/example", "right", _gflops),
+                Column("input shape", "right", lambda shape: "x".join(map(str, shape))),
+                Column("reference"),
+            ],
+            [
+                (r.name, r.parameters, r.flops_per_example, r.input_shape, r.reference)
+                for r in self.rows
+            ],
+        )
 
     def __repr__(self) -> str:
-        rows = [self._HEADER, *self._cells()]
-        widths = [max(len(row[i]) for row in rows) for i in range(4)]
-        lines = []
-        for row in rows:
-            cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:4], widths[1:])]
-            lines.append("  ".join([*cells, row[4]]))
-        return "\n".join(lines)
+        return self._table().text()
 
     __str__ = __repr__
 
     def _repr_html_(self) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in self._HEADER)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in cells) + "</tr>"
-            for cells in self._cells()
-        )
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+        return self._table().html()
 
 
 def _gflops(flops: int) -> str:

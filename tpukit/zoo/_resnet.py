@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tpukit._compat import module_list
+from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel
 
@@ -151,9 +152,9 @@ class ResNet(ZooModel):
     ):
         blocks = {"basic": BasicBlock, "bottleneck": Bottleneck}
         if block not in blocks:
-            raise ValueError(f"block must be 'basic' or 'bottleneck'; got {block!r}.")
+            raise ArgumentError(f"block must be 'basic' or 'bottleneck'; got {block!r}.")
         if len(depths) != 4:
-            raise ValueError(f"depths must give four stages, e.g. (3, 4, 6, 3); got {depths}.")
+            raise ArgumentError(f"depths must give four stages, e.g. (3, 4, 6, 3); got {depths}.")
         image_size = int(image_size or (32 if small_input else 224))
         self.block, self.depths, self.small_input = block, tuple(depths), small_input
         layers = _Layers(dtype, param_dtype, rngs)

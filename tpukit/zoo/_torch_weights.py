@@ -6,12 +6,21 @@ not import torch). Convolution kernels go from OIHW to HWIO, dense weights are
 transposed, and VGG's first dense layer is permuted from PyTorch's
 channel-major flatten to the NHWC one.
 
-    >>> import torch, torchvision                       # not needed by tpukit
-    >>> weights = torchvision.models.resnet50(weights="IMAGENET1K_V2").state_dict()
-    >>> model = zoo.load_torch_state_dict(zoo.create("resnet50"), weights)
-    >>> model.eval()
+With torchvision installed (tpukit does not need it)::
 
-Images must then be preprocessed as torchvision's were, but laid out NHWC.
+    weights = torchvision.models.resnet50(weights="IMAGENET1K_V2").state_dict()
+    model = zoo.load_torch_state_dict(zoo.create("resnet50"), weights)
+    model.eval()
+
+Images must then be preprocessed as torchvision's were, but laid out NHWC. Names
+that do not fit are all listed, and nothing loads:
+
+    >>> from tpukit import zoo
+    >>> zoo.load_torch_state_dict(zoo.create("resnet18"), {"fc.bias": np.zeros(1000)})
+    Traceback (most recent call last):
+    ...
+    tpukit.zoo._torch_weights.StateDictError: the state dict does not fit this ResNet:
+      missing (101): bn1.weight, bn1.bias, bn1.running_mean, bn1.running_var, ...
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ import numpy as np
 from flax import nnx
 
 from tpukit._compat import iter_modules
-from tpukit._errors import TpukitError
+from tpukit._errors import TpukitError, WrongTypeError
 from tpukit.zoo._resnet import ResNet
 from tpukit.zoo._vgg import VGG
 
@@ -132,15 +141,16 @@ def load_torch_state_dict(model: nnx.Module, state_dict: Mapping[str, Any]) -> n
     Returns:
       The same model, for chaining.
 
-    Example:
-      >>> model = load_torch_state_dict(zoo.create("vgg16", batch_norm=True), sd)
+    Example, for torchvision's ``vgg16_bn`` weights ``sd``::
+
+      model = load_torch_state_dict(zoo.create("vgg16", batch_norm=True), sd)
     """
     if isinstance(model, VGG):
         slots = dict(_vgg_slots(model))
     elif isinstance(model, ResNet):
         slots = dict(_resnet_slots(model))
     else:
-        raise TypeError(
+        raise WrongTypeError(
             "load_torch_state_dict knows torchvision's names for the zoo's VGG and ResNet "
             f"models; got {type(model).__name__}. Create one with zoo.create('vgg16'), "
             "zoo.create('resnet50') and so on."

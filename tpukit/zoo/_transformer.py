@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tpukit._compat import module_list
+from tpukit._errors import ArgumentError
 from tpukit.zoo._base import ZooModel
 
 _init = jax.nn.initializers.normal(0.02)
@@ -96,7 +97,7 @@ class GPT(ZooModel):
         rngs: nnx.Rngs,
     ):
         if width % num_heads:
-            raise ValueError(
+            raise ArgumentError(
                 f"width must be a multiple of num_heads; got width={width}, "
                 f"num_heads={num_heads}. Try width={num_heads * max(1, width // num_heads)}."
             )
@@ -116,7 +117,7 @@ class GPT(ZooModel):
     def __call__(self, tokens: jax.Array) -> jax.Array:
         t = tokens.shape[1]
         if t > self.context_length:
-            raise ValueError(
+            raise ArgumentError(
                 f"sequence length {t} is longer than context_length={self.context_length}; "
                 "crop the tokens or create the model with a larger context_length."
             )

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from tpukit._compat import module_list
+from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel
 
@@ -98,7 +99,7 @@ class VGG(ZooModel):
     ):
         image_size = int(image_size or (32 if small_input else 224))
         if image_size < 32:
-            raise ValueError(
+            raise ArgumentError(
                 f"VGG halves the image five times, so image_size must be at least 32; "
                 f"got {image_size}."
             )
