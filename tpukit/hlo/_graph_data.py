@@ -75,6 +75,9 @@ class _GraphData:
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
         self._first_view: list[int] | None = None
+        # Filled by `_graph_costs` on first use: costs per node, and per instruction.
+        self._costs: tuple[list[int], list[int], list[int]] | None = None
+        self._instruction_costs: dict[int, tuple[int, int]] | None = None
 
     # -- building --------------------------------------------------------------
 
