@@ -172,6 +172,7 @@ function GraphView(root, data, dagre) {
   this.searchState = {query: null, matches: [], index: -1};
   this.resetOpen();
   this.build();
+  this.foldToFit();
   this.render(-1);
   this.fit();
   root.setAttribute("data-ready-ms", performance.now().toFixed(1));
@@ -246,9 +247,7 @@ GraphView.prototype.build = function () {
   if (d.time) this.buildTimeKey(bar, legend);
 
   fit.addEventListener("click", function () { self.fit(true); });
-  reset.addEventListener("click", function () {
-    self.resetOpen(); self.hit = -1; self.render(-1); self.fit(false);
-  });
+  reset.addEventListener("click", function () { self.hit = -1; self.firstView(); });
   search.addEventListener("keydown", function (event) {
     event.stopPropagation();  // keep notebook shortcuts out of the search box
     if (event.key === "Enter") { event.preventDefault(); self.find(search.value, event.shiftKey ? -1 : 1); }
@@ -396,6 +395,7 @@ GraphView.prototype.toggle = function (i) {
   if (!this.children[i].length || i === 0) return;
   this.expanded[i] = this.isOpen(i) ? 0 : 1;
   this.touched = true;
+  this.opened = true;
   this.render(i);
   this.grow();
   if (this.selected === i) this.select(i);
@@ -463,6 +463,7 @@ GraphView.prototype.find = function (query, step) {
   state.index = (state.index + step + state.matches.length) % state.matches.length;
   var target = state.matches[state.index];
   for (var a = d.parent[target]; a >= 0; a = d.parent[a]) this.expanded[a] = 1;
+  this.opened = true;
   this.hit = target;
   this.render(-1);
   this.grow();
