@@ -507,9 +507,7 @@ def test_first_view_of_a_training_step_is_readable_flows_down_and_keeps_the_lege
     assert page.errors == []
 
 
-def test_a_step_too_big_to_show_its_layers_opens_on_all_its_sections_readable(
-    browser, step_graph
-):
+def test_a_step_too_big_to_show_its_layers_opens_on_all_its_sections_readable(browser, step_graph):
     """Issue 24: the first view shows every section of the step at once, at a readable
     size, instead of a corner of one open pass; a pass opens on its layers in one click."""
     page = open_in_lab(browser, step_graph)
