@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import instruction_bytes, instruction_flops
+from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_flops
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
 
 if TYPE_CHECKING:
@@ -37,15 +37,25 @@ def node_costs(data: _GraphData) -> tuple[list[int], list[int], list[int]]:
     n = len(data.kind)
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
+    by_computation: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
     for node in range(n - 1, -1, -1):
         instr = instrs[node]
         if instr is not None:
             flops[node] = instruction_flops(instr, module)
+            table = by_computation.get(instr.computation)
+            if table is None:
+                comp = module.computations.get(instr.computation)
+                table = by_computation[instr.computation] = (
+                    computation_bytes(comp, module) if comp is not None else {}
+                )
+            own_bytes = table.get(id(instr))
+            if own_bytes is None:  # an instruction outside the module's computations
+                own_bytes = instruction_bytes(instr, module)
+            own[node] = own_bytes
             if instr.opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
-                own[node] = instruction_bytes(instr, module)
                 nbytes[node] = instruction_tally(instr, module).bytes
             else:
-                own[node] = nbytes[node] = instruction_bytes(instr, module)
+                nbytes[node] = own_bytes
         else:
             kids = children[node]
             flops[node] = sum([flops[k] for k in kids])
