@@ -88,7 +88,6 @@ CALL_ROLES = {
 }
 
 
-
 def parse_hlo(text: str) -> HloModule:
     """Parse HLO text into an `HloModule`.
 
