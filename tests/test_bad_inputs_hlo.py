@@ -7,7 +7,6 @@ cut text, never an internal traceback. The input that used to blow Python's stac
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
