@@ -70,6 +70,9 @@ _COMMON = re.compile(
 _PIECE_SHAPE = r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+)?"
 _OPERANDS = re.compile(rf"(?:\s*{_PIECE_SHAPE}%?[^\s,()\[\]{{}}%\"]+\s*(?:,(?!\s*$)|$))*")
 _OPERAND_NAME = re.compile(rf"\s*{_PIECE_SHAPE}%?([^\s,()\[\]{{}}%\"]+)")
+# Operands that are names alone, ``%a, %b`` (what `_OPERANDS` and `_OPERAND_NAME` read
+# the same way, split at ", ").
+_PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -421,6 +424,10 @@ def parse_instruction(
                         shared[value] = metadata
         else:
             metadata = _parse_attributes(rest.strip(), attributes, called)
+    if metadata is None and shared is not None:  # one empty metadata per module, as for
+        metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
+        if metadata is None:
+            metadata = shared["{}"] = HloMetadata()
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
@@ -487,6 +494,7 @@ def metadata_text(instr: HloInstruction) -> str:
     return instr.attributes.get("metadata", "")
 
 
+@functools.lru_cache(maxsize=8192)  # most lines of a module end as others do (4 in 5)
 def _metadata_alone(rest: str) -> str | None:
     """The ``metadata={...}`` value of ``rest`` (``""`` when it has none), found without
     splitting the other attributes; None when only a full split can tell."""
@@ -507,6 +515,9 @@ def _metadata_alone(rest: str) -> str | None:
 def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     if "/*" in inner:
         inner = _COMMENT.sub("", inner)
+    elif _PLAIN_OPERANDS.fullmatch(inner):  # ``%a, %b`` (optimized text): split at ", "
+        names = [n[1:] if n[0] == "%" else n for n in inner.split(", ")]
+        return names if shared is None else [shared.setdefault(n, n) for n in names]
     if _OPERANDS.fullmatch(inner):  # ``f32[8]{0} %a, %b``: each name ends a piece
         names = _OPERAND_NAME.findall(inner)
     else:
