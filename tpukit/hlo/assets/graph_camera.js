@@ -141,9 +141,11 @@ GraphView.prototype.fitScale = function (vw, vh) {
 // Sizes only: nothing is drawn. Until the user opens a group, every fit folds again, so an
 // output drawn narrow or hidden gets the first view of its final size. Returns whether the
 // open groups changed (the caller draws again).
+GraphView.prototype.foldsToFit = true;  // (a diff's side keeps the groups that changed open)
+
 GraphView.prototype.foldToFit = function () {
   var vp = this.viewport, vw = vp.clientWidth, vh = this.roomHeight();
-  if (!vw || !vh) return false;  // hidden, or not in the page yet: the first fit folds
+  if (!this.foldsToFit || !vw || !vh) return false;  // hidden: the first fit folds
   var before = this.expanded.slice(), open = this.data.open, minK = this.minScale();
   this.expanded.fill(0);
   this.expanded[0] = 1;
