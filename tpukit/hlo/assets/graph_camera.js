@@ -10,7 +10,8 @@
 // at that size; one that would not stays closed (foldToFit): a training step too big to show
 // its layers shows its sections, each readable and a click from its layers, rather than a
 // corner of one open section. A graph too big even so shows its start (the top) at a
-// readable size, to pan from. The Fit button shows the whole drawing however small. The view refits whenever the output changes size
+// readable size, to pan from. The Fit button shows the whole drawing however small, with
+// the groups that were folded open again (until the user opens or closes one). The view refits whenever the output changes size
 // -- so an output that was hidden or narrow when it was drawn gets its fit when it shows --
 // until the user zooms, pans, searches or opens a group.
 
@@ -165,6 +166,15 @@ GraphView.prototype.foldToFit = function () {
   return false;
 };
 
+// Fit (the whole drawing, however small) shows every group the first view opens, folded
+// or not. Returns whether that opened any.
+GraphView.prototype.unfold = function () {
+  var before = this.expanded.slice();
+  this.resetOpen();
+  for (var i = 0; i < before.length; i++) if (before[i] !== this.expanded[i]) return true;
+  return false;
+};
+
 // The height the view may have: its own, or the full one where the first fit shortened it.
 GraphView.prototype.roomHeight = function () {
   var vp = this.viewport;
@@ -192,7 +202,7 @@ GraphView.prototype.fit = function (whole) {
   this.touched = false;
   var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
   if (!vw || !vh) return;  // hidden, or not in the page yet: the ResizeObserver calls again
-  if (!this.whole && !this.opened && this.foldToFit()) {
+  if (!this.opened && (this.whole ? this.unfold() : this.foldToFit())) {
     this.render(-1);
     this.grow();
     vh = vp.clientHeight;
