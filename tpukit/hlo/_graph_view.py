@@ -25,8 +25,10 @@ backward, optimizer update, outputs), then consecutive parts of at most
 `MAX_CHILDREN` nodes when a group is too big; every fusion, while, call or
 conditional is one node whose called computations open in place. The page
 opens with groups expanded until about `OPEN_NODES` nodes show (a training
-step on its sections, layers closed), and lays out only the children of a
-group, once, when it opens.
+step on its sections, their layers closed), as far as the whole drawing fits the
+view at a readable size (a pass too long for it stays closed: every section shows,
+readable; ``assets/graph_camera.js``), and lays out only the children of a group,
+once, when it opens.
 """
 
 from __future__ import annotations
