@@ -33,14 +33,11 @@ once, when it opens.
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 import os
 import pathlib
 import re
 import uuid
-import zlib
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -48,6 +45,7 @@ from typing import TYPE_CHECKING
 from tpukit._errors import ArgumentError, WrongTypeError, user_facing
 from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
+from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import paused_gc
@@ -151,10 +149,7 @@ class HloGraph:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 payload = self._data.payload(self.title, self.stage, times=self.times)
-                raw = json.dumps(payload, separators=(",", ":"))
-                # Level 3: a third of level 6's time on a 4 MB payload, 20% larger.
-                packed = zlib.compress(raw.encode("utf-8"), 3)
-                self._payload_b64 = base64.b64encode(packed).decode()
+                self._payload_b64 = encode_payload(payload)
         return self._payload_b64
 
     def _repr_html_(self) -> str:

@@ -43,7 +43,27 @@ function unpack(b64) {
     return Promise.reject(new Error("this browser lacks DecompressionStream; use a current browser."));
   }
   var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return new Response(stream).text().then(JSON.parse);
+  return new Response(stream).text().then(JSON.parse).then(unpackColumns);
+}
+
+// The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
+// them: shapes by index into data.shapes; an instruction's HLO text without the head that its
+// label, shape and op give ("%name = shape op"; textHead 2: after "ROOT ", 0: none).
+function unpackColumns(data) {
+  if (data.shapes) {
+    data.shape = data.shape.map(function (k) { return data.shapes[k]; });
+    delete data.shapes;
+  }
+  if (data.textHead) {
+    var heads = data.textHead, text = data.text;
+    for (var i = 0; i < heads.length; i++) {
+      if (!heads[i]) continue;
+      text[i] = (heads[i] === 2 ? "ROOT %" : "%") + data.label[i] + " = " + data.shape[i] + " " +
+        data.op[i] + text[i];
+    }
+    delete data.textHead;
+  }
+  return data;
 }
 
 // "" when this viewer reads the payload's schema, else what to do. Payloads older than
