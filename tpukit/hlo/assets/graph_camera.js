@@ -155,6 +155,10 @@ GraphView.prototype.foldToFit = function () {
     if (group === 0 || this.shownAs(group) !== group) continue;  // inside a closed group
     this.expanded[group] = 1;
     if (!this.isOpen(group) || this.data.kind[group] === this.instructionKind) continue;
+    if (this.leastHeight(group) * minK > vh - 2 * MARGIN) {  // too tall whatever its layout
+      this.expanded[group] = 0;
+      continue;
+    }
     this.geom.clear();
     this.measure(0);
     if (this.fitScale(vw, vh) < minK) this.expanded[group] = 0;
