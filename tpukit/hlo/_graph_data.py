@@ -18,6 +18,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 
+from tpukit.hlo._cost import run_computations
 from tpukit.hlo._first_view import OPEN_NODES as OPEN_NODES
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -42,8 +43,6 @@ from tpukit.hlo._user_scopes import (
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
 
-# The roles of a called computation that run as program (not a scalar reducer).
-_RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 
 
@@ -487,14 +486,9 @@ class _GraphData:
 def _program_computations(
     instr: HloInstruction, module: HloModule
 ) -> list[tuple[HloComputation, str]]:
-    called = []
-    for ref in instr.called_computations:
-        comp = module.computations.get(ref.name)
-        if comp is None or comp.is_entry:
-            continue
-        if ref.role in _RUN_ROLES or (ref.role == "to_apply" and instr.opcode == "call"):
-            called.append((comp, ref.role))
-    return sorted(called, key=lambda c: c[1] == "condition")  # a loop's body first
+    """The computations ``instr`` runs as program (`run_computations`), a loop's body first."""
+    called = [(comp, role) for comp, role in run_computations(instr, module) if not comp.is_entry]
+    return sorted(called, key=lambda c: c[1] == "condition")
 
 
 def _program_order(comp: HloComputation) -> list[float]:
