@@ -438,21 +438,23 @@ def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]
     for instr in comp.instructions:
         opcode = instr.opcode
         if (
-            instr.shape.is_tuple
+            instr.shape.dtype == "tuple"
             or opcode in _PART_READERS
             or opcode == "fusion"
             or opcode in _NO_TRAFFIC
             or opcode in _ASYNC_DONE
-            or any(name[:1] == "%" for name in instr.operands)
         ):
             found[id(instr)] = instruction_bytes(instr, module)
             continue
-        total = instr.shape.nbytes
+        total: int | None = instr.shape.nbytes
         for name in instr.operands:
             operand = by_name.get(name)
             if operand is not None:
-                total += operand.shape.nbytes
-        found[id(instr)] = total
+                total += operand.shape.nbytes  # type: ignore[operator]
+            elif name[:1] == "%":  # looked up again without the % (`HloComputation.get`)
+                total = None
+                break
+        found[id(instr)] = instruction_bytes(instr, module) if total is None else total
     return found
 
 
