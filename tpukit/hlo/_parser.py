@@ -527,7 +527,7 @@ def _metadata_alone(rest: str) -> str | None:
 def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     if "/*" in inner:
         inner = _COMMENT.sub("", inner)
-    elif _PLAIN_OPERANDS.fullmatch(inner):  # ``%a, %b`` (optimized text): split at ", "
+    elif "[" not in inner and _PLAIN_OPERANDS.fullmatch(inner):  # ``%a, %b``: split at ", "
         names = [n[1:] if n[0] == "%" else n for n in inner.split(", ")]
         return names if shared is None else [shared.setdefault(n, n) for n in names]
     if _OPERANDS.fullmatch(inner):  # ``f32[8]{0} %a, %b``: each name ends a piece
