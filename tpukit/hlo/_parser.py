@@ -408,10 +408,7 @@ def parse_instruction(
     metadata = None
     attributes: dict[str, str] | None = {}
     rest = line[pos:]
-    known = shared.get(rest) if shared is not None else None
-    if known.__class__ is tuple:  # a tail seen before (4 lines in 5): its metadata, shared
-        attributes, metadata = None, known[0]  # type: ignore[index]
-    elif rest and not rest.isspace():
+    if rest and not rest.isspace():
         calls = (  # a plain search per word is quicker than one regex of all of them
             "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
             or "_computation" in rest or "select" in rest or "scatter" in rest
@@ -425,26 +422,17 @@ def parse_instruction(
                     metadata = _parse_metadata(value)
                     if shared is not None:
                         shared[value] = metadata
-            if shared is not None and rest[0] == ",":  # no name or metadata text starts so
-                shared[rest] = (metadata or _empty_metadata(shared),)  # the tail's metadata
         else:
             metadata = _parse_attributes(rest.strip(), attributes, called)
-    if metadata is None and shared is not None:
-        metadata = _empty_metadata(shared)
+    if metadata is None and shared is not None:  # one empty metadata per module, as for
+        metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
+        if metadata is None:
+            metadata = shared["{}"] = HloMetadata()
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
         source=source, at=at,
     )  # fmt: skip
-
-
-def _empty_metadata(shared: dict) -> HloMetadata:
-    """One empty metadata per module, shared as equal texts are (``metadata={}`` reads
-    the same)."""
-    metadata = shared.get("{}")
-    if metadata is None:
-        metadata = shared["{}"] = HloMetadata()
-    return metadata  # type: ignore[return-value]
 
 
 def _general_head(line: str, computation: str, shared: dict | None) -> HloInstruction | tuple:
