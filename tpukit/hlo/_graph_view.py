@@ -42,13 +42,13 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tpukit._errors import ArgumentError, WrongTypeError, user_facing
+from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
-from tpukit.hlo._parser import paused_gc
+from tpukit.hlo._parser import parse_hlo, paused_gc
 from tpukit.hlo._progress import progress
 
 if TYPE_CHECKING:
@@ -268,11 +268,14 @@ def graph(
             if module.computations:
                 graph_data(module)  # grouped under the same progress line
     elif isinstance(hlo, (str, os.PathLike)):
-        from tpukit.hlo._program import parse_text  # (that module imports this one)
-
         text, file = read_hlo_source(hlo)
         with progress(f"opening the graph of {title or file or 'HLO text'}"):
-            module = parse_text(text, file, None)
+            try:
+                module = parse_hlo(text)
+            except HloTextError as exc:
+                if file is None:
+                    raise
+                raise HloTextError(f"{file}: {exc}") from None
             if module.computations:
                 graph_data(module)  # grouped under the same progress line
     else:
