@@ -10,12 +10,15 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 import traceback
 
 import pytest
 
 import tpukit
 from tpukit import hlo
+from tpukit.hlo import _progress
+from tpukit.hlo._progress import progress
 
 # Two computations and a loop-free ENTRY, as XLA writes them (ENTRY last).
 WHOLE = """HloModule jit_f, is_scheduled=true
@@ -219,6 +222,27 @@ def test_opening_a_large_module_says_what_it_is_doing(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "tpukit: parsing" in err and "MB of HLO" in err and "done in" in err
     assert "tpukit: comparing jit_f and jit_f" in err
+
+
+def test_a_long_open_made_of_short_steps_still_says_what_it_is_doing(capsys):
+    """Steps under one `progress` share its clock: a step shorter than the delay stays
+    silent alone, but the open it belongs to says what it does, naming the step."""
+    with progress("opening the graph of f", after=0.2):
+        with progress("step one", after=0.2):
+            time.sleep(0.1)
+        with progress("step two", after=0.2):
+            _progress._open.lines[0].said.wait(10)  # until the open's clock runs out
+    err = capsys.readouterr().err
+    assert "tpukit: opening the graph of f (step two)...\n" in err, err
+    assert "opening the graph of f done in" in err and "step one" not in err
+
+
+def test_opening_and_drawing_a_graph_say_what_they_do(monkeypatch, capsys):
+    monkeypatch.setenv("TPUKIT_PROGRESS_AFTER", "0")  # say it at once instead of after 2 s
+    g = hlo.graph(WHOLE, title="f")
+    assert "tpukit: opening the graph of f" in capsys.readouterr().err
+    g._repr_html_()
+    assert "tpukit: drawing the graph of f" in capsys.readouterr().err
 
 
 def test_a_cut_file_given_to_graph_is_named_in_the_error(tmp_path):

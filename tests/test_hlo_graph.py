@@ -361,3 +361,24 @@ def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
         == 0
     )
     assert len(shown) <= OPEN_NODES
+
+
+def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
+    """Issue 24: the page carries instruction texts without the head their label, shape and
+    op columns give, and shapes by index; read back as the viewer does, nothing differs."""
+    from tpukit.hlo._graph_wire import pack
+
+    g = graph(mlp_hlo, title="mlp")
+    payload = g._data.payload("mlp", "optimized")
+    wire = payload_of(g._repr_html_())
+    shapes = [wire["shapes"][k] for k in wire["shape"]]
+    heads = {0: "", 1: "%", 2: "ROOT %"}
+    texts = [
+        tail if not head else f"{heads[head]}{label} = {shape} {op}{tail}"
+        for head, tail, label, shape, op in zip(
+            wire["textHead"], wire["text"], wire["label"], shapes, wire["op"]
+        )
+    ]
+    assert shapes == payload["shape"] and texts == payload["text"]
+    assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
+    assert len(json.dumps(pack(payload))) < len(json.dumps(payload))

@@ -504,6 +504,28 @@ def test_first_view_of_a_training_step_is_readable_flows_down_and_keeps_the_lege
     assert page.errors == []
 
 
+def test_a_step_too_big_to_show_its_layers_opens_on_all_its_sections_readable(browser, step_graph):
+    """Issue 24: the first view shows every section of the step at once, at a readable
+    size, instead of a corner of one open pass; a pass opens on its layers in one click."""
+    page = open_in_lab(browser, step_graph)
+    p = page.page
+    data = step_graph._data
+    assert {"inputs", "forward", "backward", "outputs"} <= set(data.section.values())
+    view = p.locator(".tkg-viewport").bounding_box()
+    for group in data.section:
+        box = p.locator(f'.tkg-root [data-node="{group}"]').first.bounding_box()
+        assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+        assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"]
+    assert p.evaluate(LABEL_PX) >= 11
+    backward = next(g for g, name in data.section.items() if name == "backward")
+    before = page.nodes()
+    p.locator(f'.tkg-root .tkg-node[data-node="{backward}"] .tkg-toggle').click()
+    assert page.nodes() == before - 1 + len(data.children[backward])
+    p.locator(".tkg-reset").click()  # Collapse: the sections again
+    assert page.nodes() == before and p.evaluate(LABEL_PX) >= 11
+    assert page.errors == []
+
+
 def test_title_names_the_program_and_its_stage_once(browser, step_graph):
     page = open_in_lab(browser, step_graph)
     assert page.page.locator(".tkg-title").inner_text() == "train_step"

@@ -446,6 +446,38 @@ def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
     return reads + _written(instr, operands).nbytes
 
 
+def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
+    """`instruction_bytes` of every instruction of ``comp``, by the instruction's ``id``.
+
+    The same figures, computed for a whole computation at once (the graph costs every
+    instruction of a module): operands are looked up in one table, and an instruction
+    that writes one array and reads its operands whole (most of them) is summed inline.
+    """
+    by_name = {instr.name: instr for instr in comp.instructions}
+    found: dict[int, int] = {}
+    for instr in comp.instructions:
+        opcode = instr.opcode
+        if (
+            instr.shape.dtype == "tuple"
+            or opcode in _PART_READERS
+            or opcode == "fusion"
+            or opcode in _NO_TRAFFIC
+            or opcode in _ASYNC_DONE
+        ):
+            found[id(instr)] = instruction_bytes(instr, module)
+            continue
+        total: int | None = instr.shape.nbytes
+        for name in instr.operands:
+            operand = by_name.get(name)
+            if operand is not None:
+                total += operand.shape.nbytes  # type: ignore[operator]
+            elif name[:1] == "%":  # looked up again without the % (`HloComputation.get`)
+                total = None
+                break
+        found[id(instr)] = instruction_bytes(instr, module) if total is None else total
+    return found
+
+
 #: Ops that read only part of their first operand: as much as they produce.
 _PART_READERS = frozenset({"gather", "dynamic-slice", "slice"})
 

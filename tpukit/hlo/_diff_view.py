@@ -27,13 +27,11 @@ Nothing here imports JAX: the modules may come from dumps of another machine.
 
 from __future__ import annotations
 
-import base64
 import html
 import json
 import os
 import pathlib
 import uuid
-import zlib
 from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
@@ -48,6 +46,7 @@ from tpukit.hlo._graph_view import (
     graph,
     standalone_page,
 )
+from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._model import HloModule
 
 _TEXT_ROWS = 60  # rows `__repr__` prints before it elides
@@ -235,7 +234,7 @@ class HloDiffView:
         viewer = "\n".join(
             _script_safe(_read_asset(name), name) for name in (*_VIEWER_SCRIPTS, "diff_view.js")
         )
-        payloads = ",".join(f'"{_encode(side.payload)}"' for side in self._sides)
+        payloads = ",".join(f'"{encode_payload(side.payload)}"' for side in self._sides)
         marks = _script_json(self._marks())
         script = (
             "(function(){var dagre=(function(){"
@@ -289,11 +288,6 @@ def _signed(delta, formatter) -> str:
     if not delta:
         return ""
     return ("+" if delta > 0 else "−") + formatter(abs(delta))
-
-
-def _encode(payload: dict) -> str:
-    raw = json.dumps(payload, separators=(",", ":"))
-    return base64.b64encode(zlib.compress(raw.encode("utf-8"), 5)).decode()
 
 
 def _script_json(value) -> str:

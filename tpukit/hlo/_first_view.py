@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS, instruction_bytes, instruction_flops
+from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS
+from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_nodes import INSTRUCTION
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
@@ -42,7 +43,7 @@ def first_view(data: _GraphData) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node in range(len(data.kind) - 1, 0, -1):
         sizes[data.parent[node]] += sizes[node]
-    flops, nbytes = _costs(data)
+    flops, _, nbytes = node_costs(data)  # computed once, with the payload's
     plumbing = _plumbing(data)
     opened = [0]
     visible = len(data.children[0])
@@ -74,22 +75,6 @@ def _opens(data: _GraphData, node: int, parent: int, sizes: list[int]) -> bool:
     if data.kind[node] != INSTRUCTION:
         return True
     return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
-
-
-def _costs(data: _GraphData) -> tuple[list[int], list[int]]:
-    """FLOPs and bytes per node: an instruction's own (with what it calls), a group's sum."""
-    flops = [0] * len(data.kind)
-    nbytes = [0] * len(data.kind)
-    for node in range(len(data.kind) - 1, -1, -1):
-        instr = data.instr[node]
-        if instr is not None:
-            if instr.opcode != "parameter":
-                flops[node] = instruction_flops(instr, data.module)
-                nbytes[node] = instruction_bytes(instr, data.module)
-        else:
-            flops[node] = sum(flops[k] for k in data.children[node])
-            nbytes[node] = sum(nbytes[k] for k in data.children[node])
-    return flops, nbytes
 
 
 def _plumbing(data: _GraphData) -> list[bool]:

@@ -18,6 +18,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping
 
+from tpukit.hlo._cost import run_computations
 from tpukit.hlo._first_view import OPEN_NODES as OPEN_NODES
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -42,8 +43,6 @@ from tpukit.hlo._user_scopes import (
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
 
-# The roles of a called computation that run as program (not a scalar reducer).
-_RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 
 
@@ -75,6 +74,9 @@ class _GraphData:
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
         self._first_view: list[int] | None = None
+        # Filled by `_graph_costs` on first use: costs per node, and per instruction.
+        self._costs: tuple[list[int], list[int], list[int]] | None = None
+        self._instruction_costs: dict[int, tuple[int, int]] | None = None
 
     # -- building --------------------------------------------------------------
 
@@ -95,16 +97,29 @@ class _GraphData:
         if comp.name in self._active:  # a (malformed) recursive call graph
             return
         self._active.add(comp.name)
-        ids = {
-            instr.name: self._add(INSTRUCTION, owner, instr.name, instr, order)
-            for instr, order in zip(comp.instructions, _program_order(comp))
-        }
+        # Every instruction becomes a node under ``owner`` (in bulk: most computations are
+        # fusions, whose thousands of instructions need nothing else).
+        instructions = comp.instructions
+        first = len(self.kind)
+        count = len(instructions)
+        self.kind += [INSTRUCTION] * count
+        self.parent += [owner] * count
+        self.label += [instr.name for instr in instructions]
+        self.instr += instructions
+        self.order += _program_order(comp)
+        self.children += [[] for _ in range(count)]
+        self.children[owner] += range(first, first + count)
+        ids = {instr.name: node for node, instr in enumerate(instructions, first)}
+        by_name = {instr.name: instr for instr in instructions}
         edges = []
-        for instr in comp.instructions:
+        for instr in instructions:
+            target = ids[instr.name]
             for index, operand in enumerate(instr.operands):
-                source = comp.get(operand)
+                source = by_name.get(operand)
+                if source is None and operand[:1] == "%":
+                    source = comp.get(operand)
                 if source is not None:
-                    edges.append((ids[operand], ids[instr.name], source.shape.nbytes, index))
+                    edges.append((ids[operand], target, source.shape.nbytes, index))
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in comp.parameters]
@@ -112,7 +127,9 @@ class _GraphData:
                 self.roots[owner] = ids[comp.root.name]
         if scoped:
             self._group_by_scope(comp, ids, owner, caller, edges)
-        for instr in comp.instructions:
+        for instr in instructions:
+            if not instr.called_computations:
+                continue
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
             if len(called) == 1:
@@ -378,16 +395,26 @@ class _GraphData:
             new_order.append(node)
             kids = sorted(self.children[node], key=self.order.__getitem__)
             stack.extend(reversed(kids))
-        new_id = {old: new for new, old in enumerate(new_order)}
-        self.kind = [self.kind[o] for o in new_order]
-        self.label = [self.label[o] for o in new_order]
-        self.instr = [self.instr[o] for o in new_order]
-        self.order = [self.order[o] for o in new_order]
-        self.parent = [new_id.get(self.parent[o], -1) for o in new_order]
+        new_id = [-1] * (len(self.kind) + 1)  # new_id[-1] stays -1: the root's parent
+        for new, old in enumerate(new_order):
+            new_id[old] = new
+        kind, label, instr, order, parent = (
+            self.kind,
+            self.label,
+            self.instr,
+            self.order,
+            self.parent,
+        )
+        self.kind = [kind[o] for o in new_order]
+        self.label = [label[o] for o in new_order]
+        self.instr = [instr[o] for o in new_order]
+        self.order = [order[o] for o in new_order]
+        self.parent = [new_id[parent[o]] for o in new_order]
         self.children = [[] for _ in new_order]
-        for node, parent in enumerate(self.parent):
-            if parent >= 0:
-                self.children[parent].append(node)
+        children = self.children
+        for node, up in enumerate(self.parent):
+            if up >= 0:
+                children[up].append(node)
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
         self.notes = {new_id[k]: v for k, v in self.notes.items()}
@@ -459,14 +486,9 @@ class _GraphData:
 def _program_computations(
     instr: HloInstruction, module: HloModule
 ) -> list[tuple[HloComputation, str]]:
-    called = []
-    for ref in instr.called_computations:
-        comp = module.computations.get(ref.name)
-        if comp is None or comp.is_entry:
-            continue
-        if ref.role in _RUN_ROLES or (ref.role == "to_apply" and instr.opcode == "call"):
-            called.append((comp, ref.role))
-    return sorted(called, key=lambda c: c[1] == "condition")  # a loop's body first
+    """The computations ``instr`` runs as program (`run_computations`), a loop's body first."""
+    called = [(comp, role) for comp, role in run_computations(instr, module) if not comp.is_entry]
+    return sorted(called, key=lambda c: c[1] == "condition")
 
 
 def _program_order(comp: HloComputation) -> list[float]:

@@ -22,7 +22,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from tpukit.display._units import format_bytes, format_flops
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
@@ -62,12 +62,18 @@ def what_it_does(instr: HloInstruction, module: HloModule) -> str:
     return jax_op[0] if jax_op else instr.opcode
 
 
-def part_label(instrs: Iterable[HloInstruction], module: HloModule) -> str:
+def part_label(
+    instrs: Iterable[HloInstruction],
+    module: HloModule,
+    costs: Mapping[int, tuple[int, int]] | None = None,
+) -> str:
     """A part's label: the op that carries its work, then its size.
 
     Named by what dominates its FLOPs (``dot ×4 (12.3 TFLOP) · 40 ops``), else its
     bytes (``copy ×213 (1.2 GiB) · 540 ops``), so the dots that do the work are named
     even where the HLO carries no op names; a part of parameters and constants says so.
+    ``costs`` gives each instruction's ``(flops, bytes)`` by ``id`` when they are known
+    already (`_graph_costs.instruction_costs`), so they are not computed again.
     """
     instrs = list(instrs)
     flops: Counter[str] = Counter()
@@ -78,8 +84,11 @@ def part_label(instrs: Iterable[HloInstruction], module: HloModule) -> str:
             continue
         name = what_it_does(instr, module)
         count[name] += 1
-        flops[name] += instruction_flops(instr, module)
-        nbytes[name] += instruction_bytes(instr, module)
+        known = costs.get(id(instr)) if costs is not None else None
+        if known is None:
+            known = instruction_flops(instr, module), instruction_bytes(instr, module)
+        flops[name] += known[0]
+        nbytes[name] += known[1]
     if not count:
         kinds = {i.opcode for i in instrs}
         return "constants" if kinds <= {"constant"} else "parameters"
@@ -97,6 +106,8 @@ def part_label(instrs: Iterable[HloInstruction], module: HloModule) -> str:
 def display_text(instr: HloInstruction) -> str:
     """The instruction's HLO line without its metadata, which the panel shows apart."""
     text = instr.text
+    if ", metadata={" not in text:  # nothing the replace below could remove
+        return text
     metadata = metadata_text(instr)
     if metadata:
         text = text.replace(f", metadata={metadata}", "")

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_counts
-from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
+from tpukit.hlo._cost import op_counts
+from tpukit.hlo._graph_costs import instruction_costs, node_costs
 from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.hlo._loops import trip_count
@@ -35,35 +35,48 @@ def graph_payload(
         return strings.setdefault(text, len(strings))
 
     n = len(data.kind)
-    flops, nbytes, count = [0] * n, [0] * n, [0] * n
+    flops, nbytes, _ = node_costs(data)
+    count = [0] * n
     cat, op, shape, text = [CATEGORIES.index("group")] * n, [""] * n, [""] * n, [""] * n
     scope, location, source = [0] * n, [0] * n, [0] * n
+    categories = {name: k for k, name in enumerate(CATEGORIES)}
+    # Many instructions share an opcode, a fusion's kind of work, a shape or an
+    # `HloMetadata` object (the parser shares equal ones): each is worked out once.
+    by_op: dict[object, int] = {}
+    by_shape: dict[int, str] = {}
+    by_meta: dict[int, tuple[int, int, int]] = {}
+    instrs = data.instr
     for node in range(n - 1, -1, -1):
-        instr = data.instr[node]
+        instr = instrs[node]
         if instr is not None:
-            flops[node] = instruction_flops(instr, module)
-            nbytes[node] = (  # a loop or call moves what it runs (loops times trips)
-                instruction_tally(instr, module).bytes
-                if instr.opcode in RUNS_COMPUTATIONS
-                else instruction_bytes(instr, module)
+            opcode = instr.opcode
+            key = (
+                tuple(instr.called_computations)
+                if opcode == "fusion"
+                else (instr.custom_call_target if opcode == "custom-call" else opcode)
             )
-            cat[node] = CATEGORIES.index(category(instr, module))
-            op[node] = instr.opcode
-            shape[node] = clip(str(instr.shape), 400)
-            text[node] = clip(display_text(instr), 4000)
-            scope[node] = intern(instr.metadata.op_name)
-            if instr.metadata.source_file:  # the short label on show, the full path beside it
-                line = instr.metadata.source_line
-                location[node] = intern(instr.source_location)
-                source[node] = intern(instr.metadata.source_file + (f":{line}" if line else ""))
+            found = by_op.get(key)
+            if found is None:
+                found = by_op[key] = categories[category(instr, module)]
+            cat[node] = found
+            op[node] = opcode
+            written = by_shape.get(id(instr.shape))
+            if written is None:
+                written = by_shape[id(instr.shape)] = clip(str(instr.shape), 400)
+            shape[node] = written
+            line_text = display_text(instr)
+            text[node] = line_text if len(line_text) <= 4000 else clip(line_text, 4000)
+            meta = instr.metadata
+            said = by_meta.get(id(meta))
+            if said is None:
+                said = by_meta[id(meta)] = _metadata_strings(instr, intern)
+            scope[node], location[node], source[node] = said
         else:
-            flops[node] = sum(flops[k] for k in data.children[node])
-            nbytes[node] = sum(nbytes[k] for k in data.children[node])
             count[node] = sum(
                 1 if data.kind[k] == INSTRUCTION else count[k] for k in data.children[node]
             )
             if data.kind[node] == PART:
-                data.label[node] = part_label(_members(data, node), module)
+                data.label[node] = part_label(_members(data, node), module, instruction_costs(data))
     for node in range(n):
         if data.kind[node] == INSTRUCTION and data.children[node]:
             count[node] = _direct_count(data, node)
@@ -102,6 +115,17 @@ def graph_payload(
         "open": data.initial_open(),
         **time_payload(data, times),
     }
+
+
+def _metadata_strings(instr: HloInstruction, intern) -> tuple[int, int, int]:
+    """The interned op name, short source label and full source path of ``instr``."""
+    meta = instr.metadata
+    scope = intern(meta.op_name)
+    if not meta.source_file:
+        return scope, 0, 0
+    line = meta.source_line  # the short label on show, the full path beside it
+    location = intern(instr.source_location)
+    return scope, location, intern(meta.source_file + (f":{line}" if line else ""))
 
 
 def _loop_label(

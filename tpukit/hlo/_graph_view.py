@@ -25,20 +25,19 @@ backward, optimizer update, outputs), then consecutive parts of at most
 `MAX_CHILDREN` nodes when a group is too big; every fusion, while, call or
 conditional is one node whose called computations open in place. The page
 opens with groups expanded until about `OPEN_NODES` nodes show (a training
-step on its sections, layers closed), and lays out only the children of a
-group, once, when it opens.
+step on its sections, their layers closed), as far as the whole drawing fits the
+view at a readable size (a pass too long for it stays closed: every section shows,
+readable; ``assets/graph_camera.js``), and lays out only the children of a group,
+once, when it opens.
 """
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 import os
 import pathlib
 import re
 import uuid
-import zlib
 from collections import Counter
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
@@ -46,6 +45,7 @@ from typing import TYPE_CHECKING
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display._units import format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
+from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
@@ -149,9 +149,7 @@ class HloGraph:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 payload = self._data.payload(self.title, self.stage, times=self.times)
-            raw = json.dumps(payload, separators=(",", ":"))
-            # Level 5: a fifth of level 9's time on a 5 MB payload, about 10% larger.
-            self._payload_b64 = base64.b64encode(zlib.compress(raw.encode("utf-8"), 5)).decode()
+                self._payload_b64 = encode_payload(payload)
         return self._payload_b64
 
     def _repr_html_(self) -> str:
@@ -264,16 +262,22 @@ def graph(
     elif callable(getattr(hlo, "hlo_module", None)):  # an HloProgram (or a Compiled)
         program = hlo
         stage = stage or getattr(program, "stage", None) or "optimized"
-        module = program.hlo_module(stage)
         title = title if title is not None else program.name
+        with progress(f"opening the graph of {title or 'the program'}"):
+            module = program.hlo_module(stage)
+            if module.computations:
+                graph_data(module)  # grouped under the same progress line
     elif isinstance(hlo, (str, os.PathLike)):
         text, file = read_hlo_source(hlo)
-        try:
-            module = parse_hlo(text)
-        except HloTextError as exc:
-            if file is None:
-                raise
-            raise HloTextError(f"{file}: {exc}") from None
+        with progress(f"opening the graph of {title or file or 'HLO text'}"):
+            try:
+                module = parse_hlo(text)
+            except HloTextError as exc:
+                if file is None:
+                    raise
+                raise HloTextError(f"{file}: {exc}") from None
+            if module.computations:
+                graph_data(module)  # grouped under the same progress line
     else:
         raise WrongTypeError(
             f"graph() takes HLO text, an HLO file's path or an HloModule, got "

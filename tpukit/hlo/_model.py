@@ -385,6 +385,7 @@ class HloComputation:
         self.kind = "entry" if is_entry else kind
         self.signature = signature
         self._by_name: dict[str, HloInstruction] | None = None
+        self._parameters: tuple[int, list[HloInstruction]] | None = None
 
     @property
     def root(self) -> HloInstruction | None:
@@ -397,8 +398,12 @@ class HloComputation:
     @property
     def parameters(self) -> list[HloInstruction]:
         """The ``parameter`` instructions, ordered by parameter number."""
-        params = [i for i in self.instructions if i.opcode == "parameter"]
-        return sorted(params, key=lambda i: i.parameter_number or 0)
+        known = self._parameters  # asked for by every view: sorted once (again if edited)
+        if known is None or known[0] != len(self.instructions):
+            params = [i for i in self.instructions if i.opcode == "parameter"]
+            params.sort(key=lambda i: i.parameter_number or 0)
+            known = self._parameters = (len(self.instructions), params)
+        return list(known[1])
 
     def get(self, name: str) -> HloInstruction | None:
         """The instruction called ``name`` (with or without ``%``), or None."""

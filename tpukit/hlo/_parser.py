@@ -43,9 +43,8 @@ from tpukit.hlo._model import (
     HloMetadata,
     HloModule,
     HloShape,
-    HloSourceFrame,
 )
-from tpukit.hlo._sources import is_user_file
+from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
 
 _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
@@ -54,9 +53,6 @@ _COMPUTATION_HEADER = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->.*?)?\
 # An instruction's first line: ``[ROOT] [%]name = <shape> ...`` (spaces around ``=``).
 _NEW_INSTRUCTION = re.compile(r"(ROOT\s+)?%?[\w.\-$]+\s+=\s+[a-z(]")
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^}]*)\})?")
-# ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
-# found without retrying inside every word of a long op_name).
-_META_FIELD = re.compile(r'(?<!\w)(\w++)=("(?:[^"\\]++|\\.)*+"|[^\s}]++)')
 #: Tuple shapes nest at most this deep (XLA's own programs stay within a few levels).
 MAX_TUPLE_DEPTH = 64
 # Any key that names a called computation (then the attributes are split at parse time).
@@ -75,6 +71,9 @@ _COMMON = re.compile(
 _PIECE_SHAPE = r"(?:[a-z][a-z0-9]*\[[^\]]*\](?:\{[^}]*\})?\s+)?"
 _OPERANDS = re.compile(rf"(?:\s*{_PIECE_SHAPE}%?[^\s,()\[\]{{}}%\"]+\s*(?:,(?!\s*$)|$))*")
 _OPERAND_NAME = re.compile(rf"\s*{_PIECE_SHAPE}%?([^\s,()\[\]{{}}%\"]+)")
+# Operands that are names alone, ``%a, %b`` (what `_OPERANDS` and `_OPERAND_NAME` read
+# the same way, split at ", ").
+_PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -91,9 +90,6 @@ CALL_ROLES = {
     "scatter": "scatter",
     "called_computations": "called_computations",
 }
-
-# Computation kinds that run as program (as opposed to scalar reducers/comparators).
-_PROGRAM_KINDS = ("entry", "fusion", "while_body", "while_condition", "branch", "called", "async")
 
 
 def parse_hlo(text: str) -> HloModule:
@@ -120,7 +116,8 @@ def parse_hlo(text: str) -> HloModule:
             f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
             "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
         )
-    names = module_names(text)
+    # One ``HloModule`` word at most: no need to look for more module lines (4.6 MB: 20 ms).
+    names = module_names(text) if text.count("HloModule") > 1 else []
     if len(names) > 1:
         raise HloTextError(
             f"This text holds {len(names)} HLO modules ({', '.join(names[:6])}"
@@ -274,9 +271,9 @@ def _parse(text: str) -> HloModule:
             f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
             "compiled.as_text(); StableHLO (MLIR) text is not supported."
         )
-    module.stack_frames = _stack_frames(tables)
-    _resolve_sources(module)
-    _assign_kinds(module)
+    module.stack_frames = stack_frames(tables)
+    link_sources(module)
+    assign_kinds(module)
     return module
 
 
@@ -303,12 +300,6 @@ def _flush(
         comp.instructions.append(parse_instruction(line, comp.name, shared, source, at))
     elif pending:
         comp.instructions.append(parse_instruction(" ".join(pending), comp.name, shared))
-
-
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == '"' and value[-1] == '"':
-        return value[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-    return value
 
 
 def _parse_module_header(line: str, module: HloModule) -> None:
@@ -434,6 +425,10 @@ def parse_instruction(
                         shared[value] = metadata
         else:
             metadata = _parse_attributes(rest.strip(), attributes, called)
+    if metadata is None and shared is not None:  # one empty metadata per module, as for
+        metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
+        if metadata is None:
+            metadata = shared["{}"] = HloMetadata()
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
@@ -500,6 +495,7 @@ def metadata_text(instr: HloInstruction) -> str:
     return instr.attributes.get("metadata", "")
 
 
+@functools.lru_cache(maxsize=8192)  # most lines of a module end as others do (4 in 5)
 def _metadata_alone(rest: str) -> str | None:
     """The ``metadata={...}`` value of ``rest`` (``""`` when it has none), found without
     splitting the other attributes; None when only a full split can tell."""
@@ -520,6 +516,9 @@ def _metadata_alone(rest: str) -> str | None:
 def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     if "/*" in inner:
         inner = _COMMENT.sub("", inner)
+    elif "[" not in inner and _PLAIN_OPERANDS.fullmatch(inner):  # ``%a, %b``: split at ", "
+        names = [n[1:] if n[0] == "%" else n for n in inner.split(", ")]
+        return names if shared is None else [shared.setdefault(n, n) for n in names]
     if _OPERANDS.fullmatch(inner):  # ``f32[8]{0} %a, %b``: each name ends a piece
         names = _OPERAND_NAME.findall(inner)
     else:
@@ -572,95 +571,3 @@ def _metadata_fields(value: str) -> tuple[tuple[str, str], ...]:
                 raw = raw.replace('\\"', '"').replace("\\\\", "\\")
         fields[key] = raw
     return tuple(fields.items())
-
-
-def _stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, tuple[HloSourceFrame, ...]]:
-    """Map each ``StackFrames`` id to its call stack, innermost frame first.
-
-    XLA prints ``parent_frame_id`` one higher than the frame ids it prints (the
-    proto's parent ids are 1-based with 0 for none, and the printer adds one), so
-    the parent of printed frame ``k`` is printed frame ``parent_frame_id - 1``.
-    """
-    files = {k: _unquote(v) for k, v in tables["FileNames"].items()}
-    functions = {k: _unquote(v) for k, v in tables["FunctionNames"].items()}
-    locations = {}
-    for key, value in tables["FileLocations"].items():
-        fields = dict(_META_FIELD.findall(value))
-        line = fields.get("line", "0")
-        locations[key] = HloSourceFrame(
-            files.get(int(fields.get("file_name_id", "0") or 0), ""),
-            int(line) if line.isdigit() else 0,
-            functions.get(int(fields.get("function_name_id", "0") or 0), ""),
-        )
-    frames: dict[int, HloSourceFrame] = {}
-    parents: dict[int, int] = {}
-    for key, value in tables["StackFrames"].items():
-        fields = dict(_META_FIELD.findall(value))
-        location = fields.get("file_location_id", "")
-        if location.isdigit() and int(location) in locations:
-            frames[key] = locations[int(location)]
-        parent = fields.get("parent_frame_id", "")
-        if parent.isdigit() and int(parent) > 1:
-            parents[key] = int(parent) - 1
-    stacks = {}
-    for key in frames:
-        stack, seen, current = [], set(), key
-        while current in frames and current not in seen:
-            seen.add(current)
-            stack.append(frames[current])
-            current = parents.get(current, 0)
-        stacks[key] = tuple(stack)
-    return stacks
-
-
-def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
-    """The innermost frame of the user's code (see `is_user_file`), else the innermost."""
-    for frame in stack:
-        if is_user_file(frame.file):
-            return frame
-    return stack[0] if stack else None
-
-
-def _resolve_sources(module: HloModule) -> None:
-    if not module.stack_frames:
-        return
-    users: dict[int, HloSourceFrame | None] = {}  # thousands of instructions, few stacks
-    for instr in module.instructions():
-        meta = instr.metadata
-        if meta.stack_frame_id and not meta.source_file:
-            stack = module.stack_frames.get(meta.stack_frame_id, ())
-            meta.stack = stack
-            if meta.stack_frame_id not in users:
-                users[meta.stack_frame_id] = user_frame(stack)
-            frame = users[meta.stack_frame_id]
-            if frame is not None:
-                meta.source_file, meta.source_line = frame.file, frame.line
-
-
-def _kind(opcode: str, role: str) -> str:
-    if role == "body":
-        return "while_body"
-    if role == "condition":
-        return "while_condition"
-    if role == "branch":
-        return "branch"
-    if role == "calls":
-        if opcode == "fusion":
-            return "fusion"
-        return "async" if opcode.endswith("-start") else "called"
-    if role == "to_apply" and opcode == "call":
-        return "called"
-    if role == "called_computations":
-        return "called"
-    return "applied"
-
-
-def _assign_kinds(module: HloModule) -> None:
-    for instr in module.instructions():
-        for ref in instr.called_computations:
-            comp = module.computations.get(ref.name)
-            if comp is None or comp.is_entry:
-                continue
-            kind = _kind(instr.opcode, ref.role)
-            if comp.kind in ("unused", "applied") and kind != comp.kind:
-                comp.kind = kind if comp.kind == "unused" or kind in _PROGRAM_KINDS else comp.kind

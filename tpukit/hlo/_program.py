@@ -202,7 +202,9 @@ class HloProgram:
     ) -> HloGraph:
         """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
         stage = self._check_stage(stage)
-        return HloGraph(self.hlo_module(stage), title=self.name, stage=stage, times=times)
+        with progress(f"opening the graph of {self.name or 'the program'}"):
+            module = self.hlo_module(stage)
+            return HloGraph(module, title=self.name, stage=stage, times=times)
 
     def memory_view(self, *, capacity: int | None = None) -> MemoryView:
         """The program's memory: peak, buffers at the peak, live bytes along the schedule.

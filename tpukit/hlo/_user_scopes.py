@@ -91,16 +91,21 @@ def split_scope(op_name: str) -> list[str]:
 @functools.lru_cache(maxsize=65536)  # a module repeats a few thousand op names many times
 def _split_scope(op_name: str) -> tuple[str, ...]:
     parts, depth, start = [], 0, 0
-    for index, char in enumerate(op_name):
+    for found in _SCOPE_MARK.finditer(op_name):  # brackets and slashes: a few per name
+        char = found.group()
         if char in "([":
             depth += 1
         elif char in ")]":
             depth -= 1
-        elif char == "/" and depth <= 0:
+        elif depth <= 0:
+            index = found.start()
             parts.append(op_name[start:index])
             start = index + 1
     parts.append(op_name[start:])
     return tuple(p for p in parts if p)
+
+
+_SCOPE_MARK = re.compile(r"[()\[\]/]")
 
 
 def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:

@@ -118,6 +118,8 @@ function DiffSide(root, data, dagre, owner, side) {
 
 DiffSide.prototype = Object.create(GraphView.prototype);
 DiffSide.prototype.constructor = DiffSide;
+// A side opens on what changed (data.open), however little of it fits the half view.
+DiffSide.prototype.foldsToFit = false;
 
 DiffSide.prototype.render = function (anchor) {
   GraphView.prototype.render.call(this, anchor);

@@ -5,9 +5,13 @@
 // with ctrlKey set); a click inside the graph lets a plain wheel zoom too, until the pointer
 // leaves the drawing, Escape is pressed or the page is clicked elsewhere.
 //
-// The first view fits the drawing, but never below the notebook's small text: a graph too
-// big for that shows its start (the top) at a readable size, to pan from. The Fit button
-// shows the whole drawing however small. The view refits whenever the output changes size
+// The first view fits the drawing, but never below the notebook's small text. The groups
+// the payload opens (data.open) open one by one while the whole drawing still fits the view
+// at that size; one that would not stays closed (foldToFit): a training step too big to show
+// its layers shows its sections, each readable and a click from its layers, rather than a
+// corner of one open section. A graph too big even so shows its start (the top) at a
+// readable size, to pan from. The Fit button shows the whole drawing however small, with
+// the groups that were folded open again (until the user opens or closes one). The view refits whenever the output changes size
 // -- so an output that was hidden or narrow when it was drawn gets its fit when it shows --
 // until the user zooms, pans, searches or opens a group.
 
@@ -22,6 +26,7 @@ GraphView.prototype.bindCamera = function () {
   this.active = false;
   this.touched = false;    // the user moved the view: stop refitting it
   this.fitted = false;     // the first fit happened (it waits while the output has no size)
+  this.opened = false;     // the user opened or closed a group (or searched): no refolding
   this.whole = false;      // fit the whole drawing (the Fit button), not just a readable start
   this.fittedSize = "";
   this.onKey = function (event) { if (event.key === "Escape") self.activate(false); };
@@ -126,6 +131,73 @@ GraphView.prototype.minScale = function () {
   return Math.max(MIN_LABEL_PX, Math.min(small, 14)) / LABEL_PX;
 };
 
+// The scale at which the whole drawing fits the view (at most MAX_SCALE).
+GraphView.prototype.fitScale = function (vw, vh) {
+  return Math.min(MAX_SCALE, (vw - 2 * MARGIN) / this.w[0], (vh - 2 * MARGIN) / this.h[0]);
+};
+
+// Open the first view's groups (data.open, the outermost first) while the whole drawing fits
+// the view at a readable scale; a group that would not fit stays closed, except a call or
+// loop that the first view enters (it holds the program: one closed box would say nothing).
+// Sizes only: nothing is drawn. Until the user opens a group, every fit folds again, so an
+// output drawn narrow or hidden gets the first view of its final size. Returns whether the
+// open groups changed (the caller draws again).
+GraphView.prototype.foldsToFit = true;  // (a diff's side keeps the groups that changed open)
+
+GraphView.prototype.foldToFit = function () {
+  var vp = this.viewport, vw = vp.clientWidth, vh = this.roomHeight();
+  if (!this.foldsToFit || !vw || !vh) return false;  // hidden: the first fit folds
+  var before = this.expanded.slice(), open = this.data.open, minK = this.minScale();
+  this.expanded.fill(0);
+  this.expanded[0] = 1;
+  for (var k = 0; k < open.length; k++) {
+    var group = open[k];
+    if (group === 0 || this.shownAs(group) !== group) continue;  // inside a closed group
+    this.expanded[group] = 1;
+    if (!this.isOpen(group) || this.data.kind[group] === this.instructionKind) continue;
+    if (this.leastHeight(group) * minK > vh - 2 * MARGIN) {  // too tall whatever its layout
+      this.expanded[group] = 0;
+      continue;
+    }
+    this.geom.clear();
+    this.measure(0);
+    if (this.fitScale(vw, vh) < minK) this.expanded[group] = 0;
+  }
+  this.geom.clear();  // sizes and places of what is open now, as render() leaves them
+  this.measure(0);
+  this.place(0, 0, 0);
+  for (var i = 0; i < before.length; i++) if (before[i] !== this.expanded[i]) return true;
+  return false;
+};
+
+// Fit (the whole drawing, however small) shows every group the first view opens, folded
+// or not. Returns whether that opened any.
+GraphView.prototype.unfold = function () {
+  var before = this.expanded.slice();
+  this.resetOpen();
+  for (var i = 0; i < before.length; i++) if (before[i] !== this.expanded[i]) return true;
+  return false;
+};
+
+// The height the view may have: its own, or the full one where the first fit shortened it.
+GraphView.prototype.roomHeight = function () {
+  var vp = this.viewport;
+  return this.autoHeight && vp.style.height === this.autoHeight ? this.fullHeight : vp.clientHeight;
+};
+
+// Collapse: the first view again, fitted as when it was first drawn (a height that the
+// first fit gave the view goes back to the default first).
+GraphView.prototype.firstView = function () {
+  var vp = this.viewport;
+  if (this.autoHeight && vp.style.height === this.autoHeight) vp.style.height = "";
+  this.fitted = false;
+  this.opened = false;
+  this.resetOpen();
+  this.foldToFit();
+  this.render(-1);
+  this.fit(false);
+};
+
 // Fit the drawing to the view, never below a readable scale (then the start shows) unless
 // `whole` (then the whole drawing shows). Later refits, on resizes, keep the choice. The
 // first fit also sets the height of the view to the drawing's, up to its default height.
@@ -134,11 +206,17 @@ GraphView.prototype.fit = function (whole) {
   this.touched = false;
   var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
   if (!vw || !vh) return;  // hidden, or not in the page yet: the ResizeObserver calls again
+  if (!this.opened && (this.whole ? this.unfold() : this.foldToFit())) {
+    this.render(-1);
+    this.grow();
+    vh = vp.clientHeight;
+  }
   var gw = this.w[0], gh = this.h[0], minK = this.whole ? 0.03 : this.minScale();
-  var k = Math.min(MAX_SCALE, (vw - 2 * MARGIN) / gw, (vh - 2 * MARGIN) / gh);
+  var k = this.fitScale(vw, vh);
   if (k < minK) k = minK;
   if (!this.fitted) {
     this.fitted = true;
+    this.fullHeight = vh;
     var want = Math.max(MIN_HEIGHT, Math.ceil(gh * k + 2 * MARGIN));
     if (want < vh) {
       this.autoHeight = want + "px";

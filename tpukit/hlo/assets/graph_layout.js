@@ -12,7 +12,7 @@
 // by program order); an edge against that order goes to dagre reversed, and dagre sees a
 // graph without cycles whose ranks follow the data.
 
-var NODE_H = 36, CHAR_W = 6.7, HEADER_H = 24, PAD = 10, MAX_CHARS = 40;
+var NODE_H = 36, CHAR_W = 6.7, HEADER_H = 24, PAD = 10, MAX_CHARS = 40, RANK_SEP = 34;
 
 GraphView.prototype.lines = function (i) {
   var d = this.data, kind = d.kind[i];
@@ -68,33 +68,16 @@ GraphView.prototype.edgeOwner = function (group) {
 GraphView.prototype.baseLayout = function (group) {
   var layout = this.layouts.get(group);
   if (layout) return layout;
-  var kids = this.children[group], self = this, index = new Map();
+  var kids = this.children[group], self = this, flow = this.childFlow(group);
   var g = new this.dagre.graphlib.Graph();
-  g.setGraph({rankdir: "TB", nodesep: 18, ranksep: 34, edgesep: 8, marginx: 0, marginy: 0});
+  g.setGraph({rankdir: "TB", nodesep: 18, ranksep: RANK_SEP, edgesep: 8, marginx: 0, marginy: 0});
   g.setDefaultEdgeLabel(function () { return {}; });
-  kids.forEach(function (kid, k) {
+  kids.forEach(function (kid) {
     var s = self.closedSize(kid);
-    index.set(kid, k);
     g.setNode(String(kid), {width: s.w, height: s.h});
   });
-  var owner = this.edgeOwner(group), counts = new Map();
-  var block = owner >= 0 ? this.blocks.get(owner) : [];
-  var lo = group + 1, hi = this.end[group];
-  for (var e = 0; e < block.length; e += 4) {
-    var s = block[e], t = block[e + 1];
-    if (s < lo || s >= hi || t < lo || t >= hi) continue;
-    var a = index.get(this.childOf(group, s)), b = index.get(this.childOf(group, t));
-    if (a !== b) counts.set(a * kids.length + b, (counts.get(a * kids.length + b) || 0) + 1);
-  }
-  var links = [];
-  counts.forEach(function (count, key) {
-    links.push([Math.floor(key / kids.length), key % kids.length, count]);
-  });
-  var rank = flowOrder(kids.length, links);
-  links.forEach(function (link) {  // see the top of this file
-    var a = link[0], b = link[1];
-    if (rank[a] > rank[b]) { a = link[1]; b = link[0]; }
-    g.setEdge(String(kids[a]), String(kids[b]));
+  flow.links.forEach(function (link) {  // see the top of this file
+    g.setEdge(String(kids[link[0]]), String(kids[link[1]]));
   });
   this.dagre.layout(g);
   var pos = new Map(), rankOf = new Map(), rankYs = [];
@@ -124,6 +107,52 @@ GraphView.prototype.baseLayout = function (group) {
   layout = {pos: pos, rankOf: rankOf, bands: bands, points: points};
   this.layouts.set(group, layout);
   return layout;
+};
+
+// The data edges between a group's children, as [from, to, count] by child index, each
+// pointing along flowOrder (an edge against it reversed): a graph without cycles.
+GraphView.prototype.childFlow = function (group) {
+  var kids = this.children[group], index = new Map(), counts = new Map(), links = [];
+  kids.forEach(function (kid, k) { index.set(kid, k); });
+  var owner = this.edgeOwner(group);
+  var block = owner >= 0 ? this.blocks.get(owner) : [];
+  var lo = group + 1, hi = this.end[group];
+  for (var e = 0; e < block.length; e += 4) {
+    var s = block[e], t = block[e + 1];
+    if (s < lo || s >= hi || t < lo || t >= hi) continue;
+    var a = index.get(this.childOf(group, s)), b = index.get(this.childOf(group, t));
+    if (a !== b) counts.set(a * kids.length + b, (counts.get(a * kids.length + b) || 0) + 1);
+  }
+  counts.forEach(function (count, key) {
+    links.push([Math.floor(key / kids.length), key % kids.length, count]);
+  });
+  var rank = flowOrder(kids.length, links);
+  links.forEach(function (link) {
+    if (rank[link[0]] > rank[link[1]]) { var a = link[0]; link[0] = link[1]; link[1] = a; }
+  });
+  return {links: links, rank: rank};
+};
+
+// The least height a group can have open with its children closed, without laying it out:
+// dagre puts the nodes of a path in as many ranks, so the longest path of its children's
+// flow stacks that many boxes. The first view closes a group that cannot fit this way
+// without paying for its layout (graph_camera.js, foldToFit).
+GraphView.prototype.leastHeight = function (group) {
+  var flow = this.childFlow(group), n = this.children[group].length, depth = new Int32Array(n);
+  var order = new Int32Array(n), longest = n ? 1 : 0;
+  for (var k = 0; k < n; k++) { order[flow.rank[k]] = k; depth[k] = 1; }
+  var out = [];
+  for (k = 0; k < n; k++) out.push([]);
+  flow.links.forEach(function (link) { out[link[0]].push(link[1]); });
+  for (var r = 0; r < n; r++) {
+    var v = order[r];
+    for (var j = 0; j < out[v].length; j++) {
+      var w = out[v][j];
+      if (depth[w] < depth[v] + 1) depth[w] = depth[v] + 1;
+      if (depth[w] > longest) longest = depth[w];
+    }
+  }
+  return longest * NODE_H + Math.max(0, longest - 1) * RANK_SEP + HEADER_H + PAD;
 };
 
 // An order of n nodes that puts few edges backwards: the greedy heuristic of Eades, Lin and

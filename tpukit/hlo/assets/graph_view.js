@@ -43,7 +43,27 @@ function unpack(b64) {
     return Promise.reject(new Error("this browser lacks DecompressionStream; use a current browser."));
   }
   var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return new Response(stream).text().then(JSON.parse);
+  return new Response(stream).text().then(JSON.parse).then(unpackColumns);
+}
+
+// The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
+// them: shapes by index into data.shapes; an instruction's HLO text without the head that its
+// label, shape and op give ("%name = shape op"; textHead 2: after "ROOT ", 0: none).
+function unpackColumns(data) {
+  if (data.shapes) {
+    data.shape = data.shape.map(function (k) { return data.shapes[k]; });
+    delete data.shapes;
+  }
+  if (data.textHead) {
+    var heads = data.textHead, text = data.text;
+    for (var i = 0; i < heads.length; i++) {
+      if (!heads[i]) continue;
+      text[i] = (heads[i] === 2 ? "ROOT %" : "%") + data.label[i] + " = " + data.shape[i] + " " +
+        data.op[i] + text[i];
+    }
+    delete data.textHead;
+  }
+  return data;
 }
 
 // "" when this viewer reads the payload's schema, else what to do. Payloads older than
@@ -172,6 +192,7 @@ function GraphView(root, data, dagre) {
   this.searchState = {query: null, matches: [], index: -1};
   this.resetOpen();
   this.build();
+  this.foldToFit();
   this.render(-1);
   this.fit();
   root.setAttribute("data-ready-ms", performance.now().toFixed(1));
@@ -246,9 +267,7 @@ GraphView.prototype.build = function () {
   if (d.time) this.buildTimeKey(bar, legend);
 
   fit.addEventListener("click", function () { self.fit(true); });
-  reset.addEventListener("click", function () {
-    self.resetOpen(); self.hit = -1; self.render(-1); self.fit(false);
-  });
+  reset.addEventListener("click", function () { self.hit = -1; self.firstView(); });
   search.addEventListener("keydown", function (event) {
     event.stopPropagation();  // keep notebook shortcuts out of the search box
     if (event.key === "Enter") { event.preventDefault(); self.find(search.value, event.shiftKey ? -1 : 1); }
@@ -396,6 +415,7 @@ GraphView.prototype.toggle = function (i) {
   if (!this.children[i].length || i === 0) return;
   this.expanded[i] = this.isOpen(i) ? 0 : 1;
   this.touched = true;
+  this.opened = true;
   this.render(i);
   this.grow();
   if (this.selected === i) this.select(i);
@@ -463,6 +483,7 @@ GraphView.prototype.find = function (query, step) {
   state.index = (state.index + step + state.matches.length) % state.matches.length;
   var target = state.matches[state.index];
   for (var a = d.parent[target]; a >= 0; a = d.parent[a]) this.expanded[a] = 1;
+  this.opened = true;
   this.hit = target;
   this.render(-1);
   this.grow();

@@ -1,0 +1,78 @@
+"""What each node of the HLO graph costs: FLOPs and bytes, computed once per graph.
+
+The first view ranks groups by their FLOPs and bytes (`_first_view`) and the payload
+shows them (`_graph_payload`); both read `node_costs`, which costs every instruction
+once and keeps the columns on the `_GraphData`, so a second view of the program costs
+nothing more.
+
+    >>> flops, nbytes, own = node_costs(graph_data(module))
+    >>> flops[0]  # the root: the whole program's FLOPs
+    1024
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_flops
+from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
+
+if TYPE_CHECKING:
+    from tpukit.hlo._graph_data import _GraphData
+
+
+def node_costs(data: _GraphData) -> tuple[list[int], list[int], list[int]]:
+    """``(flops, bytes, own_bytes)`` of every node, computed once per graph and kept on it.
+
+    An instruction's FLOPs include what it calls (a loop's times its trips); its bytes are
+    its own traffic, except that a loop, call or conditional moves what it runs
+    (`instruction_tally`); ``own_bytes`` keeps the instruction's own traffic there, which
+    is what the first view ranks by (`_first_view`). A group's figures are its children's
+    sums. The payload and the first view both read these: each instruction is costed once.
+    """
+    found = data._costs
+    if found is not None:
+        return found
+    module = data.module
+    n = len(data.kind)
+    flops, nbytes, own = [0] * n, [0] * n, [0] * n
+    instrs, children = data.instr, data.children
+    by_computation: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
+    for node in range(n - 1, -1, -1):
+        instr = instrs[node]
+        if instr is not None:
+            flops[node] = instruction_flops(instr, module)
+            table = by_computation.get(instr.computation)
+            if table is None:
+                comp = module.computations.get(instr.computation)
+                table = by_computation[instr.computation] = (
+                    computation_bytes(comp, module) if comp is not None else {}
+                )
+            own_bytes = table.get(id(instr))
+            if own_bytes is None:  # an instruction outside the module's computations
+                own_bytes = instruction_bytes(instr, module)
+            own[node] = own_bytes
+            if instr.opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
+                nbytes[node] = instruction_tally(instr, module).bytes
+            else:
+                nbytes[node] = own_bytes
+        else:
+            kids = children[node]
+            flops[node] = sum([flops[k] for k in kids])
+            nbytes[node] = sum([nbytes[k] for k in kids])
+            own[node] = sum([own[k] for k in kids])
+    data._costs = (flops, nbytes, own)
+    return data._costs
+
+
+def instruction_costs(data: _GraphData) -> dict[int, tuple[int, int]]:
+    """Each instruction's ``(flops, own bytes)`` by its object's id, for part labels."""
+    found = data._instruction_costs
+    if found is None:
+        flops, _, own = node_costs(data)
+        found = data._instruction_costs = {
+            id(instr): (flops[node], own[node])
+            for node, instr in enumerate(data.instr)
+            if instr is not None
+        }
+    return found
