@@ -5,9 +5,19 @@ shows them (`_graph_payload`); both read `node_costs`, which costs every instruc
 once and keeps the columns on the `_GraphData`, so a second view of the program costs
 nothing more.
 
-    >>> flops, nbytes, own = node_costs(graph_data(module))
-    >>> flops[0]  # the root: the whole program's FLOPs
-    1024
+    >>> text = '''HloModule m
+    ...
+    ... ENTRY main {
+    ...   a = f32[4,8]{1,0} parameter(0)
+    ...   b = f32[8,2]{1,0} parameter(1)
+    ...   ROOT d = f32[4,2]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+    ... }
+    ... '''
+    >>> from tpukit.hlo._graph_data import _GraphData
+    >>> from tpukit.hlo._parser import parse_hlo
+    >>> flops, nbytes, own = node_costs(_GraphData(parse_hlo(text)))
+    >>> flops[0], nbytes[0]  # the root: the whole program's
+    (128, 224)
 """
 
 from __future__ import annotations

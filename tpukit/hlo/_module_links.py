@@ -7,6 +7,19 @@ before the computations (``FileNames``, ``FunctionNames``, ``FileLocations``,
 the user's innermost frame. And a computation's kind (fusion, while body, reducer, ...)
 is how others call it: `assign_kinds` reads it from the callers.
 
+    >>> text = '''HloModule m
+    ...
+    ... fused_computation {
+    ...   p = f32[8]{0} parameter(0)
+    ...   ROOT e = f32[8]{0} exponential(p)
+    ... }
+    ...
+    ... ENTRY main {
+    ...   x = f32[8]{0} parameter(0)
+    ...   ROOT f = f32[8]{0} fusion(x), kind=kLoop, calls=fused_computation
+    ... }
+    ... '''
+    >>> from tpukit.hlo._parser import parse_hlo
     >>> module = parse_hlo(text)  # calls both
     >>> module.computations["fused_computation"].kind
     'fusion'
