@@ -42,6 +42,7 @@ from ._exceptions import TrainingInputError, TrainingTypeError
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
 from ._losses import Metric, Objective
+from ._memory_fit import check_fits
 from ._mesh import Plan, resolve_plan
 from ._options import RunOptions
 from ._program import OptimizerProgram, ProgramFingerprint
@@ -138,6 +139,8 @@ class Trainer:
             params, rest, opt_state, position, history = self._restore(
                 store, spec, params, rest, opt_state
             )
+        # Before any step: a program over the device's memory is refused, explained.
+        check_fits(spec, params, rest, opt_state, position)
         history.sharding = self.plan.summary(params, opt_state, spec.batch_size)
         show = options.verbose and jax.process_index() == 0
         if show:
