@@ -243,6 +243,21 @@ class MemoryView:
             return "activations kept for backward"
         return "workspace"
 
+    def bytes_by_instruction(self) -> dict[str, int]:
+        """Bytes each instruction's buffers hold at XLA's peak moment, each slot once:
+        what "Colour: memory" in `graph` paints (they add up to `in_use_at_peak_bytes`)."""
+        held: dict[str, int] = defaultdict(int)
+        for value in self.ranges.distinct(self._live_at_peak()):
+            held[value.name] += value.size
+        return dict(held)
+
+    def graph(self):
+        """The program's graph coloured by memory: each node by the bytes it holds at the
+        peak ("Colour: memory"; "Colour: kind" in its toolbar goes back to op kinds)."""
+        from tpukit.hlo._graph_view import HloGraph
+
+        return HloGraph(self.module, title=self.name, memory=self.bytes_by_instruction())
+
     # ----------------------------------------------------------------- where each buffer is from
     def _buffer(self, value: LiveValue, shares: str = "") -> PeakBuffer:
         instr = self._instructions.get(value.name)
