@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes
+from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
 from tpukit.hlo._model import HloInstruction, HloModule
 from tpukit.hlo._user_scopes import FORWARD, place_label, plan_scopes
@@ -251,11 +252,9 @@ class MemoryView:
             held[value.name] += value.size
         return dict(held)
 
-    def graph(self):
+    def graph(self) -> HloGraph:
         """The program's graph coloured by memory: each node by the bytes it holds at the
         peak ("Colour: memory"; "Colour: kind" in its toolbar goes back to op kinds)."""
-        from tpukit.hlo._graph_view import HloGraph
-
         return HloGraph(self.module, title=self.name, memory=self.bytes_by_instruction())
 
     # ----------------------------------------------------------------- where each buffer is from
