@@ -105,19 +105,23 @@ class BatchSearch:
 
     def fix(self, available: int, name: str = "batch_size") -> Fix:
         if not self.fitted:
-            return Fix(
-                f"{name}={self.over}",
-                self.over_needed,
-                available,
-                "even the smallest batch is over: the weights and state alone are too large",
+            why = (
+                "even the smallest batch is over: the weights and state alone are too large"
+                if self.exact
+                else "no batch tried fits; smaller ones were not tried"
             )
+            return Fix(f"{name}={self.over}", self.over_needed, available, why)
         bound = (
             f"{name}={self.over} needs {format_bytes(self.over_needed)}"
             if self.over_needed is not None
             else f"{name}={self.over} is over"
         )
-        what = "the largest that fits" if self.exact else "fits; larger ones were not tried"
-        return Fix(f"{name}={self.fitted}", self.needed, available, f"{what}; {bound}")
+        note = (
+            f"the largest that fits; {bound}"
+            if self.exact
+            else f"fits; {bound}; the batches between were not tried"
+        )
+        return Fix(f"{name}={self.fitted}", self.needed, available, note)
 
 
 def search_batch(
@@ -291,6 +295,8 @@ def largest_batch(
         f"{format_bytes(found.needed)})."
         if found.fitted
         else f"Not even a batch of 1 (of {batch}) fits: the weights alone are too large."
+        if found.exact
+        else f"No batch down to {found.over} (of {batch}) fits."
     )
     return dataclasses.replace(fix, summary=sentence)
 
