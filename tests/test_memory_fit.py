@@ -8,9 +8,12 @@ so the refusal, the batch search and the batch that then trains are all real.
 
 import re
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from flax import nnx
 
 import tpukit
 from tpukit._errors import DeviceMemoryError
@@ -18,6 +21,7 @@ from tpukit.compilation._memory import ENVIRONMENT_VARIABLE
 from tpukit.compilation._out_of_memory import search_batch
 from tpukit.display._units import format_bytes
 from tpukit.train import Trainer
+from tpukit.train._memory_fit import _blocks, _remat_class
 
 
 def data(n=1024):
@@ -129,3 +133,21 @@ def test_the_batch_search_finds_the_largest_batch_that_fits(need):
     best = max(b for b in range(8, 513, 8) if need(b) <= 2000)
     assert found.exact and found.fitted == best and found.over == best + 8
     assert found.needed == need(best) and found.compiles <= 6
+
+
+def test_the_remat_fix_runs_the_repeated_layers_under_nnx_remat():
+    model = tpukit.zoo.create("mlp")
+    assert _blocks(model) == ["layers[0]", "layers[1]", "layers[2]"]
+
+    def forward(model):  # as fit's step does: the model merged inside the trace
+        graphdef, state = nnx.split(model)
+        call = lambda s, x: nnx.merge(graphdef, s)(x)  # noqa: E731
+        return str(jax.make_jaxpr(call)(state, jnp.zeros((2, 784))))
+
+    plain = forward(model)
+    layer = model.layers[0]
+    layer.__class__ = _remat_class(type(layer))  # what the fix does to a merged copy
+    rematted = forward(model)
+    assert "checkpoint" not in plain and "remat" not in plain
+    assert "checkpoint" in rematted or "remat" in rematted
+    assert type(layer).__name__ == "Linear" and isinstance(layer, nnx.Linear)
