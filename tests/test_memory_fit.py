@@ -151,3 +151,41 @@ def test_the_remat_fix_runs_the_repeated_layers_under_nnx_remat():
     assert "checkpoint" not in plain and "remat" not in plain
     assert "checkpoint" in rematted or "remat" in rematted
     assert type(layer).__name__ == "Linear" and isinstance(layer, nnx.Linear)
+
+
+def test_an_out_of_memory_inside_an_epoch_is_explained_and_keeps_the_last_whole_call(
+    monkeypatch,
+):
+    """A device that holds less than the check assumed fails inside the run: the error is
+    explained like the check's, and the model keeps the last call applied whole."""
+    from tpukit.train import _steps
+
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
+    calls = []
+    call = _steps.Step.__call__
+
+    def second_call_runs_out(self, state, data):
+        calls.append(1)
+        if len(calls) == 2:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 1 B")
+        return call(self, state, data)
+
+    monkeypatch.setattr(_steps.Step, "__call__", second_call_runs_out)
+    model = tpukit.zoo.create("mlp")
+    kernel = np.asarray(model.layers[0].kernel.value).copy()
+    with pytest.raises(DeviceMemoryError) as caught:
+        tpukit.fit(
+            model,
+            optax.adam(1e-3),
+            data(512),
+            epochs=1,
+            batch_size=64,
+            steps_per_execution=4,
+            verbose=False,
+        )
+    message = str(caught.value)
+    assert message.startswith("fit ran out of device memory") and "RESOURCE_EXHAUSTED" in message
+    assert "fit_step" in message and "What would fit" in message
+    # The first call (4 steps) was applied whole; the second, which failed, was not.
+    assert Trainer(model, optax.adam(1e-3)).state.steps_done == 4
+    assert not np.array_equal(kernel, np.asarray(model.layers[0].kernel.value))

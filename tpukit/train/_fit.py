@@ -42,7 +42,7 @@ from ._exceptions import TrainingInputError, TrainingTypeError
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
 from ._losses import Metric, Objective
-from ._memory_fit import check_fits
+from ._memory_fit import check_fits, explained_out_of_memory
 from ._mesh import Plan, resolve_plan
 from ._options import RunOptions
 from ._program import OptimizerProgram, ProgramFingerprint
@@ -160,7 +160,8 @@ class Trainer:
             Checkpointing(store, spec) if store is not None else None,
             evaluator,
         )
-        return run.train(self.plan.put_state(params, rest, opt_state))
+        with explained_out_of_memory(spec, params, rest, opt_state, position):
+            return run.train(self.plan.put_state(params, rest, opt_state))
 
     # ----------------------------------------------------------------- set-up
     def _spec(self, train_data: Any, options: RunOptions) -> tuple:

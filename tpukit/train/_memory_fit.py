@@ -28,8 +28,10 @@ check's compile is the first call's: JAX's cache serves it.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -48,6 +50,7 @@ from tpukit.compilation._out_of_memory import (
     search_batch,
 )
 from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.runtime._devices import available_bytes
 
 from . import _steps
 from ._data import ResidentData
@@ -71,6 +74,33 @@ def check_fits(spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: 
     needed = needed_bytes(compiled.jax_compiled)
     if needed is not None and needed > capacity:
         raise DeviceMemoryError(explain(compiled, capacity, origin, fixes=compiled.fixes))
+
+
+@contextlib.contextmanager
+def explained_out_of_memory(
+    spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position
+) -> Iterator[None]:
+    """Turn a device's out-of-memory inside the run (``RESOURCE_EXHAUSTED``: the device
+    held less than the check assumed, or no capacity was known) into the explained
+    ``DeviceMemoryError``. The run has written back the last call it applied whole."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as exc:
+        if "RESOURCE_EXHAUSTED" not in str(exc):
+            raise
+        device = spec.plan.mesh.devices.flat[0]
+        capacity, origin = device_capacity(device)
+        if capacity is None:
+            capacity, origin = available_bytes(device), "free now"
+        try:
+            compiled = first_call(spec, params, rest, opt_state, position)
+        except Exception:  # the explanation must never hide the error it explains
+            raise exc from None
+        raise DeviceMemoryError(
+            f"fit ran out of device memory on {device.device_kind} ({str(exc).splitlines()[0]}). "
+            "The model keeps the state of the last call applied whole.\n"
+            + explain(compiled, capacity, origin, fixes=compiled.fixes)
+        ) from None
 
 
 def first_call(
