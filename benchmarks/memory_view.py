@@ -227,6 +227,13 @@ def main() -> None:
         print(f"fit at batch_size={oom['fitted_batch']}: {oom['trained']}")
     out = pathlib.Path(__file__).parent / "results" / f"memory_view-{jax.default_backend()}.json"
     out.parent.mkdir(exist_ok=True)
+    if out.exists():  # a partial run (--models, --no-oom) keeps the other rows
+        kept = json.loads(out.read_text())
+        if kept.get("jax") == result["jax"]:
+            ran = {r["model"] for r in rows}
+            result["steps"] = [r for r in kept.get("steps", []) if r["model"] not in ran] + rows
+            if "resnet50_oom" in kept and "resnet50_oom" not in result:
+                result["resnet50_oom"] = kept["resnet50_oom"]
     out.write_text(json.dumps(result, indent=2))
     print(f"\nwrote {out}")
 
