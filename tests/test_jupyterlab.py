@@ -78,6 +78,8 @@ def train_step(model, opt_state, x, y):
 opt_state = optimizer.init(nnx.state(model, nnx.Param))""",
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
     "step profile": "%tpu_profile -r 2 train_step(model, opt_state, f32[128,784], s32[128])",
+    "step memory": "%tpu_memory train_step(model, opt_state, f32[128,784], s32[128])",
+    "memory graph": "train_step_memory.graph()",
     "diff view": """\
 scaled = tpukit.compile(lambda x, w: 2 * jnp.tanh(x @ w), tpukit.shape("f32[32,64]"),
                         tpukit.shape("f32[64,64]"))
@@ -440,6 +442,51 @@ def test_clicking_a_node_shows_its_source_as_the_cell(notebook):
         assert not panel.is_visible()
     # ``jnp.tanh(x @ w)``: whatever XLA made of it, it came from line 3 of that cell.
     assert sources and set(sources.values()) == {f"In [{summary_cell}], line 3"}, sources
+
+
+MEMORY_VIEW = """root => ({
+  paper: getComputedStyle(root).backgroundColor,
+  text: getComputedStyle(root.querySelector('td')).color,
+  chart: root.querySelector('svg').getBoundingClientRect().width,
+  labels: Array.from(root.querySelectorAll('svg text'), t => getComputedStyle(t).fill),
+  rows: root.querySelectorAll('details tbody tr').length})"""
+
+
+def test_memory_view_and_its_graph_read_in_light_and_dark(notebook):
+    """The view of the MNIST step (%tpu_memory): its chart, facts and tables, and the graph
+    coloured by memory, readable in JupyterLab's light theme, then its dark one."""
+    p = notebook.page
+    for theme in ("light", "dark"):
+        if theme == "dark":
+            p.evaluate(
+                "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+                " {theme: 'JupyterLab Dark'})"
+            )
+            p.wait_for_function(DARK_THEME_LOADED, timeout=20000)
+        cell = notebook.cell("step memory")
+        view = cell.locator(".tpukit-out.tpukit-memory").first
+        notebook.screenshot(f"memory_{theme}")
+        shown = view.evaluate(MEMORY_VIEW)
+        background = p.evaluate(
+            f"() => {{ {THEME_COLOUR} return themeColour('--jp-layout-color0'); }}"
+        )
+        assert shown["chart"] > 400 and shown["rows"] >= 10, shown
+        assert contrast(shown["text"], background) >= 7, (theme, shown, background)
+        # The chart's axis and legend text is the theme's secondary ink: readable on it.
+        muted = [c for c in shown["labels"] if c.startswith("rgb")]
+        assert muted and min(contrast(c, background) for c in muted) >= 3, (theme, shown)
+        text = view.inner_text()
+        assert "Memory of train_step" in text and "layers[0]" in text
+        graph = notebook.graph("memory graph")
+        graph.locator(".tkg-fit").click()
+        notebook.settle()
+        notebook.screenshot(f"memory_graph_{theme}")
+        assert graph.get_attribute("data-colour") == "memory"
+        fills = graph.evaluate(
+            "r => Array.from(r.querySelectorAll('.tkg-node[data-memory] rect.tkg-box'),"
+            " b => b.style.fill)"
+        )
+        assert fills and all(f.startswith("rgb(") for f in fills), fills
 
 
 def test_dark_theme_darkens_the_graph_and_keeps_its_text_readable(notebook):

@@ -224,3 +224,44 @@ def test_tpu_memory_magic(shell):
     shell.user_ns.update(predict=predict, model=tpukit.zoo.create("mlp"))
     view = shell.run_line_magic("tpu_memory", "--capacity 1GiB predict(model, f32[32,784])")
     assert isinstance(view, tpukit.MemoryView) and view.fits and view.capacity == 1 << 30
+
+
+def test_the_graph_colours_each_node_by_the_bytes_it_holds_at_the_peak():
+    from test_hlo_graph import payload_of
+
+    view = training_step("mlp").memory_view()
+    graph = view.graph()
+    payload = payload_of(graph._repr_html_())
+    held = view.bytes_by_instruction()
+    assert payload["memoryTotal"] == sum(held.values()) == view.in_use_at_peak_bytes
+    # Every instruction node carries its own buffers' bytes at the peak (none: null), and
+    # the whole program's group holds them all.
+    labels = dict(zip(payload["label"], payload["memory"]))
+    largest = max(held, key=held.__getitem__)
+    assert labels[largest] == held[largest] > 0
+    assert payload["memory"][0] == view.in_use_at_peak_bytes
+    assert "coloured by memory at the peak" in repr(graph)
+    with pytest.raises(tpukit.ArgumentError, match="not both"):
+        hlo.HloGraph(graph.module, times={"x": 1.0}, memory=held)
+
+
+def test_colour_memory_in_chromium_paints_by_bytes_and_toggles_to_kinds(browser):
+    graph = training_step("mlp").memory_view().graph()
+    page = browser.new_page()
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.set_content(graph.to_html())
+    page.wait_for_selector(".tkg-node")
+    root = page.locator(".tkg-root")
+    toggle = page.locator("button.tkg-colour")
+    assert root.get_attribute("data-colour") == "memory" and toggle.inner_text() == "Colour: memory"
+    painted = page.eval_on_selector_all(
+        ".tkg-node[data-memory] rect.tkg-box", "boxes => boxes.map(b => b.style.fill)"
+    )
+    assert painted and all(fill.startswith("rgb(") for fill in painted), painted
+    assert page.locator(".tkg-memory-key").is_visible()
+    toggle.click()
+    assert root.get_attribute("data-colour") == "kind" and toggle.inner_text() == "Colour: kind"
+    assert not page.locator(".tkg-memory-key").is_visible()
+    page.close()
+    assert not errors, errors

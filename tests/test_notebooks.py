@@ -90,6 +90,10 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     assert "Verdict: the device was busy" in shown  # what bounds the step, first
     assert all(f"layers[{k}] (Linear)" in shown for k in range(3))
     assert "tpukitGraphView" in shown and "time per run" in shown
+    memory = next(c for c in nb.cells if c.source.startswith("%tpu_memory train_step"))
+    shown = " ".join(str(o.get("data", {})) for o in memory.outputs)
+    assert "Memory of train_step" in shown and "Buffers live at the peak" in shown
+    assert "<svg" in shown and "layers[0]" in shown
     records = next(c for c in nb.cells if c.source.startswith("train_step_profile.table"))
     assert "'seconds':" in str(records.outputs[0]["data"]["text/plain"])
     assert "image/png" in str(
@@ -117,6 +121,10 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     text = outputs_text(nb)
     assert "Stored as selu_layer_compiled." in text and "Stored as rnn_compiled." in text
     assert "while loop ops" in text
+    memory = next(c for c in nb.cells if c.source.endswith("step.memory_view()"))
+    shown = " ".join(str(o.get("data", {})) for o in memory.outputs)
+    assert "Memory of fit_step" in shown and "Training step at the peak" in shown
+    assert "optimizer state" in shown and "<svg" in shown
     assert "selu_layer on " in text and "per run in" in text  # the profile's headline
     assert stderr_text(nb) == ""
     # source locations name the cell as the user sees it, not ipykernel's file for it

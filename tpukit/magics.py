@@ -351,8 +351,9 @@ class TpuMagics(Magics):
     def tpu_memory(self, line: str) -> Any:
         """Show what fills the device for a call: peak, buffers at the peak, live bytes.
 
-        CALL is compiled first unless it names a compiled object; the same from Python:
-        ``compiled.memory_view()``.
+        CALL is compiled first unless it names a compiled object; the view is stored as
+        ``<function>_memory`` (``.graph()`` colours the program by memory). The same from
+        Python: ``compiled.memory_view()``.
 
         Examples::
 
@@ -362,7 +363,9 @@ class TpuMagics(Magics):
         args, call_text = split_options(self.tpu_memory, line)
         spec = self._call(call_text)
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
-        return compiled.memory_view(capacity=args.capacity)
+        view = compiled.memory_view(capacity=args.capacity)
+        self.shell.user_ns[f"{compiled.name}_memory"] = view
+        return view
 
 
 _MAGIC_NAMES = {

@@ -37,7 +37,12 @@ from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
 from tpukit.compilation._compile_cache import cache_hit_count
 from tpukit.compilation._memory import configured_capacity, memory_view_of
 from tpukit.compilation._module_scopes import module_scopes
-from tpukit.compilation._out_of_memory import explain, needed_bytes
+from tpukit.compilation._out_of_memory import (
+    compile_fixes,
+    explain,
+    is_measuring,
+    needed_bytes,
+)
 from tpukit.compilation._peaks import peak_for
 from tpukit.compilation._placement import mesh_of, place_arguments
 from tpukit.compilation._profile import Profile, profile_call
@@ -134,6 +139,7 @@ def compile(  # noqa: A001
         original,
         signature,
         bound_arguments=bound,
+        fixes=compile_fixes(compile),
     )
 
 
@@ -144,12 +150,15 @@ def compile_lowering(
     *,
     bound_arguments: tuple = (),
     example_arguments: tuple[tuple, dict] | None = None,
+    fixes: Callable[..., list] | None = None,
 ) -> Compiled:
     """Lower with ``lower()``, compile, and wrap the result as a `Compiled` of ``function``.
 
     The one place that times the two stages, notices a persistent-cache hit, fills in
     the signature's output and turns a failure into a `CompileError` at the user's line;
     ``tpukit.compile`` and ``Trainer.compile_step`` (fit's own jitted step) both use it.
+    ``fixes(compiled, available, view)`` measures what would make the program fit when it
+    does not (see ``_out_of_memory.explain``).
     """
     hits_before = cache_hit_count()
     start = time.perf_counter()
@@ -179,6 +188,7 @@ def compile_lowering(
         xla_seconds=done - lowered_at,
         from_cache=cache_hit_count() > hits_before,
         example_arguments=example_arguments,
+        fixes=fixes,
     )
     compiled._check_configured_capacity()  # memory hook: a set capacity refuses at compile
     return compiled
@@ -252,8 +262,11 @@ class Compiled:
         xla_seconds: float,
         from_cache: bool,
         example_arguments: tuple[tuple, dict] | None = None,
+        fixes: Callable[..., list] | None = None,
     ):
         self.function = function
+        # What an out-of-memory explanation measures as "what would fit" (None: nothing).
+        self.fixes = fixes
         self.bound_arguments = bound_arguments
         # What `timeit()` and `profile()` run on when given nothing, where random data
         # would not do (fit's step: Adam's second moments must not be negative).
@@ -496,7 +509,7 @@ class Compiled:
             raise DeviceMemoryError(
                 f"{self.name} ran out of device memory on {self.device_kind} while running. "
                 "Free device arrays you no longer need (del them), or:\n"
-                + explain(self, free, "free now", compile_function=self._batch_compiler())
+                + explain(self, free, "free now", fixes=self.fixes)
             ) from None
 
     def _check_fits_in_memory(self) -> None:
@@ -506,23 +519,14 @@ class Compiled:
         needed = needed_bytes(self.jax_compiled)
         if needed is None or free is None or needed <= free:
             return
-        raise DeviceMemoryError(
-            explain(self, free, origin, compile_function=self._batch_compiler())
-        )
+        raise DeviceMemoryError(explain(self, free, origin, fixes=self.fixes))
 
     def _check_configured_capacity(self) -> None:
         """Refuse a program over the capacity of `tpukit.set_device_memory` / TPUKIT_DEVICE_MEMORY."""
-        configured = configured_capacity()
+        configured = None if is_measuring() else configured_capacity()
         memory = self.memory if configured else None
         if configured and memory is not None and memory.total_bytes > configured[0]:
-            raise DeviceMemoryError(
-                explain(self, *configured, compile_function=self._batch_compiler())
-            )
-
-    def _batch_compiler(self) -> Callable[..., Any] | None:
-        """What recompiles this program at another batch size (not fit's step: its batch
-        size is fit's argument)."""
-        return compile if self.example_arguments is None else None
+            raise DeviceMemoryError(explain(self, *configured, fixes=self.fixes))
 
     def __repr__(self) -> str:
         return summary(self).text()

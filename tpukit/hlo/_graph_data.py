@@ -473,14 +473,19 @@ class _GraphData:
         return False
 
     def payload(
-        self, title: str, stage: str | None, times: Mapping[str, float] | None = None
+        self,
+        title: str,
+        stage: str | None,
+        times: Mapping[str, float] | None = None,
+        memory: Mapping[str, int] | None = None,
     ) -> dict:
         """The compact, JSON-ready description of the graph that the viewer reads.
 
         ``times`` (measured seconds per instruction name, from a profile) adds each
-        node's time: see `_graph_payload.time_payload`.
+        node's time: see `_graph_payload.time_payload`; ``memory`` (bytes held at the
+        peak per instruction name) each node's bytes: `_graph_payload.memory_payload`.
         """
-        return graph_payload(self, title, stage, times)
+        return graph_payload(self, title, stage, times, memory)
 
 
 def _program_computations(

@@ -25,7 +25,11 @@ if TYPE_CHECKING:
 
 
 def graph_payload(
-    data: _GraphData, title: str, stage: str | None, times: Mapping[str, float] | None = None
+    data: _GraphData,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
 ) -> dict:
     """The compact, JSON-ready description of ``data`` that the viewer reads."""
     module = data.module
@@ -114,6 +118,7 @@ def graph_payload(
         "blocks": [[owner, [x for edge in edges for x in edge]] for owner, edges in data.blocks],
         "open": data.initial_open(),
         **time_payload(data, times),
+        **memory_payload(data, memory),
     }
 
 
@@ -126,6 +131,26 @@ def _metadata_strings(instr: HloInstruction, intern) -> tuple[int, int, int]:
     line = meta.source_line  # the short label on show, the full path beside it
     location = intern(instr.source_location)
     return scope, location, intern(meta.source_file + (f":{line}" if line else ""))
+
+
+def memory_payload(data: _GraphData, memory: Mapping[str, int] | None) -> dict:
+    """Bytes each node holds at the program's peak, for "Colour: memory" (``None``: none).
+
+    ``memory`` maps an instruction's name to the bytes of its buffers live at the peak
+    (`MemoryView.graph`); a group holds its members' sum, and a loop or call its own
+    buffers and those of what it runs. ``memoryTotal`` is the bytes in use at the peak,
+    the scale's 100%.
+    """
+    if not memory:
+        return {}
+    held: list[int | None] = [None] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        own = memory.get(instr.name) if instr is not None else None
+        inside = [held[k] for k in data.children[node] if held[k] is not None]
+        if own is not None or inside:
+            held[node] = (own or 0) + sum(inside)
+    return {"memory": held, "memoryTotal": sum(memory.values())}
 
 
 def _loop_label(

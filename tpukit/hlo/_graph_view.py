@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
-from tpukit.display._units import format_seconds
+from tpukit.display._units import format_bytes, format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
@@ -56,7 +56,7 @@ if TYPE_CHECKING:
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 #: The viewer's scripts, in the order they are joined into one <script>.
-_VIEWER_SCRIPTS = ("graph_view.js", "graph_layout.js", "graph_camera.js")
+_VIEWER_SCRIPTS = ("graph_view.js", "graph_layout.js", "graph_camera.js", "graph_memory.js")
 _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
@@ -115,6 +115,8 @@ class HloGraph:
       stage: ``"optimized"``, ``"lowered"`` or None, shown beside the title.
       times: measured seconds per run of each timed instruction (from
         ``Compiled.profile``), or None; with times the graph opens coloured by them.
+      memory: bytes each instruction's buffers hold at the program's peak (from
+        ``MemoryView.graph``), or None; with them the graph opens coloured by memory.
     """
 
     def __init__(
@@ -124,11 +126,18 @@ class HloGraph:
         title: str | None = None,
         stage: str | None = None,
         times: Mapping[str, float] | None = None,
+        memory: Mapping[str, int] | None = None,
     ):
+        if times and memory:
+            raise ArgumentError(
+                "A graph is coloured by measured time or by memory, not both: pass times= "
+                "(a profile's) or memory= (a memory view's), and make two graphs to compare."
+            )
         self.module = module
         self.title = title if title is not None else module.name
         self.stage = stage
         self.times = dict(times) if times is not None else None
+        self.memory = dict(memory) if memory else None
         self._data = graph_data(module)
         self._payload_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
@@ -148,7 +157,9 @@ class HloGraph:
     def _payload(self) -> str:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
-                payload = self._data.payload(self.title, self.stage, times=self.times)
+                payload = self._data.payload(
+                    self.title, self.stage, times=self.times, memory=self.memory
+                )
                 self._payload_b64 = encode_payload(payload)
         return self._payload_b64
 
@@ -218,6 +229,13 @@ class HloGraph:
                 f"\n  coloured by measured time: {len(self.times):,} timed instructions; "
                 f"longest {longest!r} ({format_seconds(self.times[longest])} per run)"
             )
+        if self.memory:
+            largest = max(self.memory, key=self.memory.__getitem__)
+            text += (
+                f"\n  coloured by memory at the peak: {len(self.memory):,} instructions hold "
+                f"{format_bytes(sum(self.memory.values()))}; largest {largest!r} "
+                f"({format_bytes(self.memory[largest])})"
+            )
         return text
 
 
@@ -228,6 +246,7 @@ def graph(
     title: str | None = None,
     stage: str | None = None,
     times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
 ) -> HloGraph:
     """An interactive graph of HLO, for a notebook cell's output.
 
@@ -248,6 +267,9 @@ def graph(
       times: measured seconds per run by instruction name (``Profile.instruction_seconds()``
         from ``Compiled.profile``): the graph then opens coloured by time on a heat scale,
         with each node's time and share in its panel; a group's time is its members' sum.
+      memory: bytes held at the program's peak by instruction name (what
+        ``MemoryView.graph()`` passes): the graph then opens coloured by memory ("Colour:
+        memory"), each node's bytes and share of the peak in its panel.
 
     Returns:
       An `HloGraph`: shown by notebooks, ``save(path)`` for a page, ``to_dot()``.
@@ -287,4 +309,4 @@ def graph(
         raise ArgumentError(
             "This HLO module has no computation to draw; pass the module's full text."
         )
-    return HloGraph(module, title=title, stage=stage, times=times)
+    return HloGraph(module, title=title, stage=stage, times=times, memory=memory)

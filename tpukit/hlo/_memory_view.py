@@ -55,6 +55,7 @@ from dataclasses import dataclass
 
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
 from tpukit.display._units import format_bytes
+from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
 from tpukit.hlo._model import HloInstruction, HloModule
 from tpukit.hlo._user_scopes import FORWARD, place_label, plan_scopes
@@ -65,7 +66,16 @@ _COLORS = {
     "temporary": "#f28e2b",
     "constant": "#9c755f",
 }
+_PLURAL = {
+    "argument": "arguments",
+    "output": "outputs",
+    "temporary": "temporaries",
+    "constant": "constants",
+}
 _TOP = 20
+# Columns whose cells stay on one line (numbers right-aligned), so the long names wrap.
+_NUMERIC = frozenset({"size", "share", "bytes"})
+_ONE_LINE = frozenset({"shape", "kind", "source", "live"})
 
 
 @dataclass(frozen=True)
@@ -243,6 +253,19 @@ class MemoryView:
             return "activations kept for backward"
         return "workspace"
 
+    def bytes_by_instruction(self) -> dict[str, int]:
+        """Bytes each instruction's buffers hold at XLA's peak moment, each slot once:
+        what "Colour: memory" in `graph` paints (they add up to `in_use_at_peak_bytes`)."""
+        held: dict[str, int] = defaultdict(int)
+        for value in self.ranges.distinct(self._live_at_peak()):
+            held[value.name] += value.size
+        return dict(held)
+
+    def graph(self) -> HloGraph:
+        """The program's graph coloured by memory: each node by the bytes it holds at the
+        peak ("Colour: memory"; "Colour: kind" in its toolbar goes back to op kinds)."""
+        return HloGraph(self.module, title=self.name, memory=self.bytes_by_instruction())
+
     # ----------------------------------------------------------------- where each buffer is from
     def _buffer(self, value: LiveValue, shares: str = "") -> PeakBuffer:
         instr = self._instructions.get(value.name)
@@ -412,9 +435,18 @@ class MemoryView:
             self._chart_svg(),
         ]
         for title, headers, rows in self._tables():
-            head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+            classes = [
+                ' class="num"' if h in _NUMERIC else ' class="nowrap"' if h in _ONE_LINE else ""
+                for h in headers
+            ]
+            head = "".join(
+                f"<th{k if h in _NUMERIC else ''}>{html.escape(h)}</th>"
+                for h, k in zip(headers, classes)
+            )
             body = "".join(
-                "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>"
+                "<tr>"
+                + "".join(f"<td{k}>{html.escape(c)}</td>" for c, k in zip(row, classes))
+                + "</tr>"
                 for row in rows
             )
             parts.append(
@@ -450,14 +482,17 @@ class MemoryView:
             ]
             shapes.append(
                 f'<polygon points="{" ".join(points)}" fill="{_COLORS[kind]}" fill-opacity=".75">'
-                f"<title>{kind}s</title></polygon>"
+                f"<title>{_PLURAL[kind]}</title></polygon>"
             )
             base = upper
         px = left + self.peak_position * x_step
+        # The label reads away from the chart's right edge, where a late peak would cut it.
+        right = px > left + plot_w * 0.6
         shapes.append(
             f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{bottom - plot_h}" y2="{bottom}" '
             'stroke="#e15759" stroke-dasharray="3,2"/>'
-            f'<text x="{px + 3:.1f}" y="{bottom - plot_h + 10}" fill="#e15759">XLA\'s peak '
+            f'<text x="{px - 3 if right else px + 3:.1f}" y="{bottom - plot_h + 22}" '
+            f'fill="#e15759" class="halo" text-anchor="{"end" if right else "start"}">XLA\'s peak '
             f"step {self.peak_position}</text>"
         )
         if allocated:
@@ -478,7 +513,9 @@ class MemoryView:
                 f'fill="#e15759">capacity {html.escape(format_bytes(self.capacity))}</text>'
             )
         legend = "".join(
-            f'<tspan fill="{_COLORS[k]}">■</tspan> {k}s ' for k in KINDS if any(s[k] for s in steps)
+            f'<tspan fill="{_COLORS[k]}">■</tspan> {_PLURAL[k]} '
+            for k in KINDS
+            if any(s[k] for s in steps)
         )
         return (
             f'<svg width="{width}" height="{height}" role="img" font-size="11" '
@@ -497,6 +534,10 @@ class MemoryView:
 
 _KIND = "tpukit-memory"
 _RULES = (
-    f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:1100px}}"
+    f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:1100px;"
+    "overflow-x:auto}"
     "& svg text{fill-opacity:1}"
+    # Long names (an argument's HLO name, its path) break anywhere rather than widen the table.
+    "& td:not(.num):not(.nowrap){overflow-wrap:anywhere}"
+    "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )

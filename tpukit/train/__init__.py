@@ -27,7 +27,8 @@ Modules: ``_fit`` (``fit`` and ``Trainer``: setting a call up), ``_options`` (th
 frozen options of a call), ``_run`` (the loop and its collaborators), ``_state``
 (what carries over between calls, kept on the model), ``_program`` (optimizer
 programs and the fingerprint checkpoints record), ``_steps`` (the compiled
-functions), ``_compile_step`` (``Trainer.compile_step``), ``_guard`` (the NaN
+functions), ``_compile_step`` (``Trainer.compile_step``), ``_memory_fit`` (whether
+fit's program fits the device, and what would), ``_guard`` (the NaN
 stop), ``_data`` (device-resident and streamed data), ``_mesh`` (every sharding
 decision: the plans), ``_layout`` (array paths, multi-process placement, the
 sharding summary), ``_losses``, ``_validate``, ``_history``, ``_progress``,

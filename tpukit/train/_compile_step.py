@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from tpukit.compilation._compiled import Compiled, compile_lowering
 from tpukit.compilation._signature import Signature, bind_arguments
 
+from ._memory_fit import fit_fixes
 from ._options import RunOptions
 from ._run import Position, executions
 
@@ -48,4 +49,5 @@ def compile_step(trainer: Trainer, train_data: Any, options: RunOptions) -> Comp
         step.function,
         signature,
         example_arguments=(tuple(state), dict(data)),
+        fixes=fit_fixes(spec, params, rest),
     )

@@ -42,6 +42,7 @@ from ._exceptions import TrainingInputError, TrainingTypeError
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
 from ._losses import Metric, Objective
+from ._memory_fit import check_fits, explained_out_of_memory
 from ._mesh import Plan, resolve_plan
 from ._options import RunOptions
 from ._program import OptimizerProgram, ProgramFingerprint
@@ -140,6 +141,8 @@ class Trainer:
             params, rest, opt_state, position, history = self._restore(
                 store, spec, params, rest, opt_state
             )
+        # Before any step: a program over the device's memory is refused, explained.
+        check_fits(spec, params, rest, opt_state, position)
         history.sharding = self.plan.summary(params, opt_state, spec.batch_size)
         show = options.verbose and jax.process_index() == 0
         if show:
@@ -159,7 +162,8 @@ class Trainer:
             Checkpointing(store, spec) if store is not None else None,
             evaluator,
         )
-        return run.train(self.plan.put_state(params, rest, opt_state))
+        with explained_out_of_memory(spec, params, rest, opt_state, position):
+            return run.train(self.plan.put_state(params, rest, opt_state))
 
     # ----------------------------------------------------------------- set-up
     def _spec(self, train_data: Any, options: RunOptions) -> tuple:

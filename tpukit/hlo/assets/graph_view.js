@@ -265,6 +265,7 @@ GraphView.prototype.build = function () {
   this.hint = el("span", "tkg-hint", legend);
   this.hint.textContent = HINT;
   if (d.time) this.buildTimeKey(bar, legend);
+  if (d.memory) this.buildMemoryKey(bar, legend);  // graph_memory.js
 
   fit.addEventListener("click", function () { self.fit(true); });
   reset.addEventListener("click", function () { self.hit = -1; self.firstView(); });
@@ -369,6 +370,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
   var box = svg("rect", {"class": "tkg-box", width: this.w[i], height: this.h[i], rx: instruction ? 3 : 7}, node);
   this.fillWith(box, d.cat[i]);
   this.paintTime(i, node, box);
+  this.paintMemory(i, node, box);
   if (expandable && !instruction) {
     svg("rect", {"class": "tkg-inset", x: 3, y: 3, width: this.w[i] - 6, height: this.h[i] - 6, rx: 5}, node);
   }
@@ -461,6 +463,7 @@ GraphView.prototype.fillPanel = function (i) {
   row("FLOPs (est.)", d.flops[i].toLocaleString() + " (" + fmt(d.flops[i], "FLOP") + ")");
   row("bytes (est.)", d.bytes[i].toLocaleString() + " (" + fmt(d.bytes[i], "B") + ")");
   if (d.time) this.timeRows(i, row);
+  if (d.memory) this.memoryRows(i, row);
   this.panelToggle.hidden = !this.children[i].length;
   this.panelToggle.textContent = this.isOpen(i) ? "Close group" : "Open in place";
   this.panelText.hidden = !d.text[i];

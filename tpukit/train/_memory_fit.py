@@ -1,0 +1,338 @@
+"""Does ``fit``'s program fit the device's memory, and if not, what would: measured.
+
+Before its first step, ``fit`` compiles its first call on abstract shapes (nothing is
+placed, nothing runs) and compares what it needs at once (``memory_analysis()``:
+arguments + outputs - aliases + temporaries + code) with the device's memory: a
+capacity set with ``tpukit.set_device_memory`` / ``TPUKIT_DEVICE_MEMORY``, else the
+device's own ``bytes_limit``. A CPU without a configured capacity is not checked
+(nothing to compare with, and no compile spent).
+
+When it does not fit, the ``DeviceMemoryError`` says so before any epoch starts, with
+the buffers at the peak and a table of changes, each compiled and measured here:
+
+- the largest ``batch_size`` that fits (``_out_of_memory.search_batch``);
+- bf16 parameters (and so bf16 optimizer moments);
+- ``nnx.remat`` on the heaviest repeated layers (the blocks held in lists, those
+  holding the most activations at the peak first): the backward pass recomputes
+  their activations instead of keeping them;
+- fewer steps per execution (one), which shrinks a streamed chunk;
+- the data left on the host: ``train_data`` as an iterable of batches, streamed a
+  few steps at a time, instead of the whole dataset on the device.
+
+The jitted call is the one ``fit`` then runs, on the same shapes and shardings, so the
+check's compile is the first call's: JAX's cache serves it.
+
+    >>> _label(("layers", 0))
+    'layers[0]'
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+
+from tpukit._errors import DeviceMemoryError
+from tpukit.compilation._compiled import Compiled, compile_lowering
+from tpukit.compilation._memory import device_capacity
+from tpukit.compilation._out_of_memory import (
+    Fix,
+    explain,
+    measuring,
+    needed_bytes,
+    search_batch,
+)
+from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.runtime._devices import available_bytes
+
+from . import _steps
+from ._data import ResidentData
+
+if TYPE_CHECKING:
+    from ._run import Position, RunSpec
+
+_HOST_STEPS = 8  # steps per streamed chunk when the data is left on the host
+
+
+def check_fits(spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position) -> None:
+    """Raise ``DeviceMemoryError`` before the first step when fit's call cannot fit.
+
+    Silent when it fits, and when the capacity is unknown (a CPU without one set).
+    """
+    capacity, origin = device_capacity(spec.plan.mesh.devices.flat[0])
+    if capacity is None:
+        return
+    # compile_lowering refuses a program over a configured capacity itself, explained.
+    compiled = first_call(spec, params, rest, opt_state, position)
+    needed = needed_bytes(compiled.jax_compiled)
+    if needed is not None and needed > capacity:
+        raise DeviceMemoryError(explain(compiled, capacity, origin, fixes=compiled.fixes))
+
+
+@contextlib.contextmanager
+def explained_out_of_memory(
+    spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position
+) -> Iterator[None]:
+    """Turn a device's out-of-memory inside the run (``RESOURCE_EXHAUSTED``: the device
+    held less than the check assumed, or no capacity was known) into the explained
+    ``DeviceMemoryError``. The run has written back the last call it applied whole."""
+    try:
+        yield
+    except jax.errors.JaxRuntimeError as exc:
+        if "RESOURCE_EXHAUSTED" not in str(exc):
+            raise
+        device = spec.plan.mesh.devices.flat[0]
+        capacity, origin = device_capacity(device)
+        if capacity is None:
+            capacity, origin = available_bytes(device), "free now"
+        try:
+            compiled = first_call(spec, params, rest, opt_state, position)
+        except Exception:  # the explanation must never hide the error it explains
+            raise exc from None
+        raise DeviceMemoryError(
+            f"fit ran out of device memory on {device.device_kind} ({str(exc).splitlines()[0]}). "
+            "The model keeps the state of the last call applied whole.\n"
+            + explain(compiled, capacity, origin, fixes=compiled.fixes)
+        ) from None
+
+
+def first_call(
+    spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position
+) -> Compiled:
+    """fit's first call compiled on abstract state and data, as a ``tpukit.Compiled``."""
+    step, state, data = _call(spec, params, rest, opt_state, start=position.step)
+    signature = Signature(step.name, bind_arguments(step.function, state, data))
+    return compile_lowering(
+        lambda: step.lower(state, data),
+        step.function,
+        signature,
+        fixes=fit_fixes(spec, params, rest),
+    )
+
+
+# ----------------------------------------------------------------------------- one call
+
+
+def _abstract(tree: Any, shardings: Any = None) -> Any:
+    if shardings is None:
+        return jax.tree.map(
+            lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=_sharding(x)), tree
+        )
+    return jax.tree.map(
+        lambda x, s: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=s), tree, shardings
+    )
+
+
+def _sharding(x: Any) -> Any:
+    return getattr(x, "sharding", None) if isinstance(x, jax.Array) else None
+
+
+def _call(
+    spec: RunSpec,
+    params: Any,
+    rest: Any,
+    opt_state: Any,
+    *,
+    start: int = 0,
+    streamed: bool = False,
+) -> tuple[_steps.Step, tuple, dict]:
+    """``(step, abstract state, abstract data)`` of the first call of ``spec``'s run."""
+    shardings = spec.plan.state_shardings(params, rest, opt_state)
+    state = tuple(_abstract(t, s) for t, s in zip((params, rest, opt_state), shardings))
+    resident = isinstance(spec.source, ResidentData)
+    if resident and not streamed:
+        step = _steps.resident_execution(
+            spec.graphdef,
+            spec.objective,
+            spec.program,
+            spec.plan,
+            min(spec.steps_per_call, spec.steps_per_epoch - start),
+            spec.guard_mode,
+        )
+        indices = jax.ShapeDtypeStruct(
+            (spec.steps_per_epoch, spec.batch_size), jnp.int32, sharding=spec.plan.replicated()
+        )
+        data = {
+            "arrays": _abstract(spec.source.arrays),
+            "indices": indices,
+            "start": np.int32(start),
+        }
+        return step, state, data
+    step = _steps.streamed_execution(
+        spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard_mode
+    )
+    batch = spec.source.sample(spec.batch_size)
+    sharding = spec.plan.batch_sharding(1)
+    chunk = jax.tree.map(
+        lambda a: jax.ShapeDtypeStruct(
+            (spec.steps_per_call, spec.batch_size, *a.shape[1:]), a.dtype, sharding=sharding
+        ),
+        batch,
+    )
+    return step, state, {"chunk": chunk}
+
+
+def _needed(
+    spec: RunSpec, params: Any, rest: Any, opt_state: Any = None, *, streamed: bool = False
+) -> int | None:
+    """Bytes fit's first call needs with this spec and state, compiled on shapes."""
+    if opt_state is None:
+        opt_state = jax.eval_shape(spec.program.init, params)
+    step, state, data = _call(spec, params, rest, opt_state, streamed=streamed)
+    with measuring():
+        return needed_bytes(step.lower(state, data).compile())
+
+
+# ----------------------------------------------------------------------------- the fixes
+
+
+def fit_fixes(spec: RunSpec, params: Any, rest: Any):
+    """``fixes(compiled, available, view)`` for ``explain``: fit's changes, measured."""
+
+    def fixes(compiled: Compiled, available: int, view: Any) -> list[Fix]:
+        needed = needed_bytes(compiled.jax_compiled) or 0
+        found = [_batch_fix(spec, params, rest, needed, available)]
+        found.append(_bf16_fix(spec, params, rest, available))
+        found.append(_remat_fix(spec, params, rest, available, view))
+        if spec.steps_per_call > 1:
+            fewer = dataclasses.replace(spec, steps_per_call=1)
+            found.append(Fix("steps_per_execution=1", _needed(fewer, params, rest), available))
+        if isinstance(spec.source, ResidentData):
+            steps = min(spec.steps_per_call, _HOST_STEPS)
+            host = dataclasses.replace(spec, steps_per_call=steps)
+            found.append(
+                Fix(
+                    f"data left on the host, steps_per_execution={steps}",
+                    _needed(host, params, rest, streamed=True),
+                    available,
+                    "train_data as an iterable of (x, y) batches, streamed in chunks",
+                )
+            )
+        return [f for f in found if f is not None]
+
+    return fixes
+
+
+def _with_batch(spec: RunSpec, batch_size: int) -> RunSpec:
+    if not isinstance(spec.source, ResidentData):
+        return dataclasses.replace(spec, batch_size=batch_size)
+    per_epoch = spec.source.n // batch_size
+    steps = spec.options.steps_per_execution
+    per_call = per_epoch if steps == "epoch" else min(int(steps), per_epoch)
+    return dataclasses.replace(
+        spec, batch_size=batch_size, steps_per_epoch=per_epoch, steps_per_call=per_call
+    )
+
+
+def _batch_fix(spec: RunSpec, params: Any, rest: Any, needed: int, available: int) -> Fix | None:
+    shards = spec.plan.batch_shards
+    found = search_batch(
+        lambda size: _needed(_with_batch(spec, size), params, rest),
+        spec.batch_size,
+        needed,
+        available,
+        multiple=shards,
+    )
+    if found is None:
+        return None
+    fix = found.fix(available)
+    if found.fitted:
+        split = f", a multiple of the {shards} devices the batch is split over" * (shards > 1)
+        fix = dataclasses.replace(
+            fix,
+            summary=f"The largest batch that fits is {found.fitted} of {spec.batch_size}{split}."
+            if found.exact
+            else f"A batch of {found.fitted} of {spec.batch_size} fits{split}.",
+        )
+    return fix
+
+
+def _bf16_fix(spec: RunSpec, params: Any, rest: Any, available: int) -> Fix | None:
+    def cast(x: Any) -> Any:
+        dtype = jnp.bfloat16 if x.dtype == jnp.float32 else x.dtype
+        return jax.ShapeDtypeStruct(np.shape(x), dtype)
+
+    if not any(x.dtype == jnp.float32 for x in jax.tree.leaves(params)):
+        return None
+    return Fix(
+        "bf16 parameters",
+        _needed(spec, jax.tree.map(cast, params), rest),
+        available,
+        "and so bf16 optimizer moments",
+    )
+
+
+def _remat_fix(spec: RunSpec, params: Any, rest: Any, available: int, view: Any) -> Fix | None:
+    blocks = _heaviest_blocks(spec, params, rest, view)
+    if not blocks:
+        return None
+    model = nnx.merge(spec.graphdef, params, rest)
+    chosen = set(blocks)
+    for path, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.Module) and _label(path) in chosen:
+            node.__class__ = _remat_class(type(node))
+    graphdef, new_params, new_rest = _steps.split_model(model)
+    remat = dataclasses.replace(spec, graphdef=graphdef)
+    shown = ", ".join(blocks[:4]) + (f" and {len(blocks) - 4} more" if len(blocks) > 4 else "")
+    return Fix(
+        f"nnx.remat on {len(blocks)} layer{'s' * (len(blocks) > 1)}",
+        _needed(remat, new_params, new_rest),
+        available,
+        shown,
+    )
+
+
+def _blocks(model: nnx.Module) -> list[str]:
+    """The repeated layers: modules held in a list (``layers[0]``), outermost only."""
+    paths = [
+        tuple(path)
+        for path, node in nnx.iter_graph(model)
+        if isinstance(node, nnx.Module) and path and isinstance(path[-1], int)
+    ]
+    outer = [p for p in paths if not any(q != p and p[: len(q)] == q for q in paths)]
+    return [_label(p) for p in sorted(outer, key=lambda p: [str(k) for k in p])]
+
+
+def _heaviest_blocks(spec: RunSpec, params: Any, rest: Any, view: Any) -> list[str]:
+    """The heavier half of the blocks by the bytes their forward pass holds at the peak
+    (from the program's memory view); every block when the view says nothing of them."""
+    blocks = _blocks(nnx.merge(spec.graphdef, params, rest))
+    if not blocks or view is None:
+        return blocks
+    held = dict.fromkeys(blocks, 0)
+    for buffer in view.buffers_at_peak():
+        if buffer.shares or buffer.kind != "temporary":
+            continue
+        for block in blocks:
+            if f"{block} (" in buffer.group:
+                held[block] += buffer.size
+    heavy = sorted((b for b in blocks if held[b]), key=lambda b: -held[b])
+    if not heavy:
+        return blocks
+    return heavy[: max(1, (len(heavy) + 1) // 2)]
+
+
+def _label(path: tuple) -> str:
+    text = ""
+    for key in path:
+        text += f"[{key}]" if isinstance(key, int) else (f".{key}" if text else str(key))
+    return text
+
+
+@functools.cache
+def _remat_class(cls: type) -> type:
+    """``cls`` whose call runs under ``nnx.remat``: its activations are recomputed in
+    the backward pass instead of kept."""
+    call = cls.__call__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return nnx.remat(lambda module, *a: call(module, *a, **kwargs))(self, *args)
+
+    return type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__})
