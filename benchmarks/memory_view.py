@@ -35,12 +35,16 @@ import sys
 import tempfile
 import time
 
-import jax
-import numpy as np
-import optax
+# On a GPU, JAX takes 75% of the memory up front: the dump child (run while this process
+# holds its arrays) could then not compile. Allocate on demand in both.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 
-import tpukit
-from tpukit.train import Trainer
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+import optax  # noqa: E402
+
+import tpukit  # noqa: E402
+from tpukit.train import Trainer  # noqa: E402
 
 MODELS = {
     # name: (zoo options, input shape, label shape, examples, batch)
