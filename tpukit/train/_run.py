@@ -383,12 +383,13 @@ class Run:
         needs no compiling (it is the same compiled function). At the epoch's end this
         starts the epoch's evaluation on ``flight``'s result (read back once that result
         is applied), then the next epoch's first call, whose indices are shuffled and
-        sent now."""
+        sent now. A dispatch ahead that fails (the device out of memory for the extra
+        copy, say) turns the look-ahead off: the call is dispatched again at its turn,
+        where an error that persists is raised with everything before it applied."""
         speculate = self._look_ahead
         if pending is not None:
             if speculate and pending[1] is flight.fn:
-                with held_interrupts() as self._held:
-                    return self._dispatch(pending, flight.state)
+                return self._dispatch_ahead(pending, flight.state)
             return None
         self._prefetch_next_epoch()
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
@@ -399,10 +400,21 @@ class Run:
             calls = executions(self.spec, ahead, indices)
             first = next(calls, None)
             if first is not None and first[1] is flight.fn:
-                self._indices = None
-                with held_interrupts() as self._held:
-                    self._next_epoch = (self._dispatch(first, flight.state), calls)
+                ahead_flight = self._dispatch_ahead(first, flight.state)
+                if ahead_flight is not None:
+                    self._indices = None
+                    self._next_epoch = (ahead_flight, calls)
         return None
+
+    def _dispatch_ahead(self, pending: tuple, state: tuple) -> _Flight | None:
+        """:meth:`_dispatch` ahead of the call's turn: a ^C meanwhile is held until its
+        turn; a failure turns the look-ahead off and leaves the call for its turn."""
+        try:
+            with held_interrupts() as self._held:
+                return self._dispatch(pending, state)
+        except Exception:  # noqa: BLE001 - the call is dispatched again at its turn
+            self._look_ahead = False
+            return None
 
     def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[list, dict]:
         """The state after a tripped call's good steps, and the stats naming the bad one.
