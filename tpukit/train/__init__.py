@@ -31,7 +31,7 @@ functions), ``_compile_step`` (``Trainer.compile_step``), ``_memory_fit`` (wheth
 fit's program fits the device, and what would), ``_guard`` (the NaN
 stop), ``_data`` (device-resident and streamed data), ``_mesh`` (every sharding
 decision: the plans), ``_layout`` (array paths, multi-process placement, the
-sharding summary), ``_losses``, ``_validate``, ``_history``, ``_progress``,
+sharding summary), ``_losses``, ``_validate``, ``_memo`` (set-up a second call skips), ``_history``, ``_progress``,
 ``_checkpoint`` (orbax), ``_integrity`` (checksums and file digests) and
 ``_exceptions``.
 """

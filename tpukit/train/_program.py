@@ -40,6 +40,7 @@ from flax import nnx
 
 from ._exceptions import TrainingInputError
 from ._losses import Objective
+from ._memo import abstract_key, remembered
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -89,17 +90,8 @@ def _traced_update(optimizer: optax.GradientTransformation, shapes: Any) -> tupl
     """:func:`traced` of ``optimizer.update`` on the parameters' ``shapes``, once per
     optimizer object and shapes: a second ``fit`` with the same optimizer skips the
     trace (tens of milliseconds)."""
-    leaves, treedef = jax.tree.flatten(shapes)
-    key = (optimizer.init, optimizer.update, treedef, tuple((x.shape, x.dtype) for x in leaves))
-    try:
-        hash(key)
-    except TypeError:  # a pytree whose structure cannot be hashed: trace every time
-        return _trace_update(optimizer.init, optimizer.update, shapes)
-    if key not in _TRACED:
-        if len(_TRACED) >= 32:
-            _TRACED.pop(next(iter(_TRACED)))
-        _TRACED[key] = _trace_update(optimizer.init, optimizer.update, shapes)
-    return _TRACED[key]
+    key = (optimizer.init, optimizer.update, *abstract_key(shapes))
+    return remembered(_TRACED, key, lambda: _trace_update(optimizer.init, optimizer.update, shapes))
 
 
 _TRACED: dict[tuple, tuple] = {}

@@ -23,6 +23,7 @@ from flax import nnx
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._losses import Objective, cross_entropy, pick_default_metrics
+from ._memo import abstract_key, remembered
 
 
 def check_model(model: Any) -> None:
@@ -82,27 +83,15 @@ def _merged(graphdef: Any, params: Any, rest: Any) -> nnx.Module:
 def _output_shape(graphdef: Any, params: Any, rest: Any, x: Any) -> Any:
     """The model's output shape on inputs shaped like ``x``, traced once per model
     structure and shapes: a second ``fit`` on the same model skips the trace."""
-    key = (graphdef, *(_abstract_key(tree) for tree in (params, rest, x)))
-    try:
-        hash(key)
-    except TypeError:  # a structure that cannot be hashed: trace every time
-        key = None
-    if key is None or key not in _OUTPUT_SHAPES:
-        out = jax.eval_shape(lambda p, r, x: _merged(graphdef, p, r)(x), params, rest, x)
-        if key is None:
-            return out
-        if len(_OUTPUT_SHAPES) >= 32:
-            _OUTPUT_SHAPES.pop(next(iter(_OUTPUT_SHAPES)))
-        _OUTPUT_SHAPES[key] = out
-    return _OUTPUT_SHAPES[key]
+    key = (graphdef, *(abstract_key(tree) for tree in (params, rest, x)))
+    return remembered(
+        _OUTPUT_SHAPES,
+        key,
+        lambda: jax.eval_shape(lambda p, r, x: _merged(graphdef, p, r)(x), params, rest, x),
+    )
 
 
 _OUTPUT_SHAPES: dict[tuple, Any] = {}
-
-
-def _abstract_key(tree: Any) -> tuple:
-    leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple((tuple(np.shape(x)), str(x.dtype)) for x in leaves)
 
 
 def _shape(x: Any) -> str:

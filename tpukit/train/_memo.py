@@ -1,0 +1,45 @@
+"""Set-up work a second ``fit`` need not repeat: results kept by the shapes they depend on.
+
+A second ``fit`` call on the same model and optimizer traces the same optimizer update
+and the same model output; :func:`remembered` keeps such a result under a key built
+from the arrays' structure, shapes and dtypes (:func:`abstract_key`), in a small
+bounded table.
+
+Example::
+
+    >>> import numpy as np
+    >>> table = {}
+    >>> key = abstract_key({"w": np.zeros((2, 3), np.float32)})
+    >>> remembered(table, key, lambda: "traced"), remembered(table, key, lambda: "again")
+    ('traced', 'traced')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import jax
+import numpy as np
+
+T = TypeVar("T")
+
+
+def abstract_key(tree: Any) -> tuple:
+    """A hashable key for what a trace of ``tree`` depends on: structure, shapes, dtypes."""
+    leaves, treedef = jax.tree.flatten(tree)
+    return treedef, tuple((tuple(np.shape(x)), str(x.dtype)) for x in leaves)
+
+
+def remembered(table: dict, key: tuple, compute: Callable[[], T], size: int = 32) -> T:
+    """``compute()`` once per ``key`` in ``table`` (at most ``size`` entries, the oldest
+    dropped first); a key that cannot be hashed computes every time."""
+    try:
+        hash(key)
+    except TypeError:
+        return compute()
+    if key not in table:
+        if len(table) >= size:
+            table.pop(next(iter(table)))
+        table[key] = compute()
+    return table[key]
