@@ -15,16 +15,9 @@ import optax
 import pytest
 from flax import nnx
 from test_train import MLP, X, Y, assert_same, params_of
+from test_train_checkpoint import KW
 
 from tpukit.train import CheckpointError, _integrity, fit
-
-KW = {
-    "epochs": 2,
-    "batch_size": 64,
-    "steps_per_execution": 3,
-    "checkpoint_every": 1,
-    "verbose": False,
-}
 
 
 def model():

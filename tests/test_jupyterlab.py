@@ -21,6 +21,7 @@ import re
 
 import _jupyterlab
 import pytest
+from _steps import tutorial_cell
 
 try:
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -62,20 +63,7 @@ def layer(x, w):
     "plot assigned": "ops = layer_compiled.plot_ops()",
     "plot returned": "layer_compiled.plot_ops()",
     "layer graph": "layer_compiled.graph()",
-    "train step": """\
-model = tpukit.zoo.create("mlp", seed=0)
-optimizer = optax.adam(1e-3)
-
-def train_step(model, opt_state, x, y):
-    def loss(model):
-        return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
-    value, grads = nnx.value_and_grad(loss)(model)
-    params = nnx.state(model, nnx.Param)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    nnx.update(model, optax.apply_updates(params, updates))
-    return value, model, opt_state
-
-opt_state = optimizer.init(nnx.state(model, nnx.Param))""",
+    "train step": 'model = tpukit.zoo.create("mlp", seed=0)\n' + tutorial_cell(),
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
     "step profile": "%tpu_profile -r 2 train_step(model, opt_state, f32[128,784], s32[128])",
     "step memory": "%tpu_memory train_step(model, opt_state, f32[128,784], s32[128])",

@@ -52,6 +52,19 @@ assert_same = assert_close_across_processors
 
 
 X, Y = task()
+#: the data with each example's id, for tests of the order batches come in
+IDS_DATA = {"x": X, "labels": Y, "id": np.arange(len(X), dtype=np.int32)}
+
+
+def loss_showing_ids(model, batch):
+    """Cross-entropy whose "outputs" are the example ids, so a metric can see them."""
+    ce = optax.softmax_cross_entropy_with_integer_labels(model(batch["x"]), batch["labels"])
+    return ce.mean(), batch["id"]
+
+
+def batch_order(ids, labels):
+    """A metric that fingerprints which examples made the batch."""
+    return jnp.mean(ids.astype(jnp.float32) ** 2)
 
 
 def test_eight_devices_are_used():
@@ -395,14 +408,7 @@ def test_non_finite_step_names_the_quantity_and_keeps_the_last_good_state(
 
 
 def test_shuffling_differs_per_epoch_and_follows_the_seed():
-    def loss(model, batch):  # the "outputs" are the example ids, so a metric can see them
-        ce = optax.softmax_cross_entropy_with_integer_labels(model(batch["x"]), batch["labels"])
-        return ce.mean(), batch["id"]
-
-    def batch_fingerprint(ids, labels):
-        return jnp.mean(ids.astype(jnp.float32) ** 2)
-
-    data = {"x": X, "labels": Y, "id": np.arange(len(X), dtype=np.int32)}
+    data = IDS_DATA
 
     def run(seed):
         model = MLP(nnx.Rngs(13))
@@ -412,15 +418,13 @@ def test_shuffling_differs_per_epoch_and_follows_the_seed():
             data,
             epochs=2,
             batch_size=64,
-            loss=loss,
-            metrics=[batch_fingerprint],
+            loss=loss_showing_ids,
+            metrics=[batch_order],
             steps_per_execution=1,
             seed=seed,
             verbose=False,
         )
-        order = [
-            [r["batch_fingerprint"] for r in history.executions if r["epoch"] == e] for e in (1, 2)
-        ]
+        order = [[r["batch_order"] for r in history.executions if r["epoch"] == e] for e in (1, 2)]
         return order, params_of(model)
 
     (epoch1, epoch2), params = run(seed=0)

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -47,6 +48,18 @@ KW = {
 }
 
 
+def assert_resumed_as_uninterrupted(resumed, history, full, expected):
+    """A resumed run ends where the uninterrupted one did: the same parameters, batch
+    statistics and dropout RNG, and the same losses."""
+    assert_same(params_of(resumed), params_of(full))
+    assert_same(
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(resumed, nnx.BatchStat))),
+        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(full, nnx.BatchStat))),
+    )
+    assert int(resumed.drop.rngs.count[...]) == int(full.drop.rngs.count[...])
+    assert history["loss"] == approx_across_processors(expected["loss"])
+
+
 def test_killed_run_resumes_to_the_same_parameters(tmp_path):
     full = model()
     expected = fit(full, optax.adam(1e-2), (X, Y), **KW)
@@ -64,13 +77,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path):
 
     resumed = MLP(nnx.Rngs(99, dropout=99), dropout=0.2, batchnorm=True)  # a fresh process
     history = fit(resumed, optax.adam(1e-2), (X, Y), checkpoint_dir=tmp_path, resume=True, **KW)
-    assert_same(params_of(resumed), params_of(full))
-    assert_same(
-        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(resumed, nnx.BatchStat))),
-        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(full, nnx.BatchStat))),
-    )
-    assert int(resumed.drop.rngs.count[...]) == int(full.drop.rngs.count[...])
-    assert history["loss"] == approx_across_processors(expected["loss"])
+    assert_resumed_as_uninterrupted(resumed, history, full, expected)
     assert [r["step"] for r in history.executions] == [3, 6, 8, 3, 6, 8]
 
 
@@ -141,39 +148,22 @@ TRAINING_SCRIPT = """
 import sys
 import time
 
-import jax
-import numpy as np
 import optax
 from flax import nnx
 
 import tpukit
 
-
-class MLP(nnx.Module):
-    def __init__(self, rngs):
-        self.l1 = nnx.Linear(16, 32, rngs=rngs)
-        self.bn = nnx.BatchNorm(32, rngs=rngs)
-        self.drop = nnx.Dropout(0.2, rngs=rngs)
-        self.l2 = nnx.Linear(32, 4, rngs=rngs)
-
-    def __call__(self, x):
-        return self.l2(self.drop(self.bn(jax.nn.relu(self.l1(x)))))
-
-
-def data():
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(512, 16)).astype(np.float32)
-    w = rng.normal(size=(16, 4)).astype(np.float32)
-    return x, (x @ w).argmax(-1).astype(np.int32)
+sys.path.insert(0, {tests!r})  # the test files' shared model and data
+from test_train import MLP, task
 
 
 EPOCHS, STEPS_PER_EXECUTION = 6, 2  # 8 steps per epoch: 24 executions, 48 steps
 
 
 def train(checkpoint_dir=None, resume=False, callbacks=()):
-    model = MLP(nnx.Rngs(0, dropout=3))
+    model = MLP(nnx.Rngs(0, dropout=3), dropout=0.2, batchnorm=True)
     history = tpukit.fit(
-        model, optax.adam(1e-2), data(), epochs=EPOCHS, batch_size=64,
+        model, optax.adam(1e-2), task(), epochs=EPOCHS, batch_size=64,
         steps_per_execution=STEPS_PER_EXECUTION, checkpoint_dir=checkpoint_dir,
         checkpoint_every=1 if checkpoint_dir else None, resume=resume,
         callbacks=callbacks, verbose=False,
@@ -197,7 +187,7 @@ def finished_steps(directory):
 
 def test_a_sigkilled_process_resumes_to_the_same_parameters(tmp_path):
     script = tmp_path / "train_run.py"
-    script.write_text(TRAINING_SCRIPT)
+    script.write_text(TRAINING_SCRIPT.format(tests=str(Path(__file__).parent)))
     run_dir, log = tmp_path / "run", tmp_path / "train_run.log"
     with open(log, "wb") as out:
         proc = subprocess.Popen(
@@ -233,12 +223,6 @@ def test_a_sigkilled_process_resumes_to_the_same_parameters(tmp_path):
     resumed, history = train_run.train(run_dir, resume=True)
     full, expected = train_run.train()
 
-    assert_same(params_of(resumed), params_of(full))
-    assert_same(
-        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(resumed, nnx.BatchStat))),
-        jax.tree.map(np.asarray, nnx.to_pure_dict(nnx.state(full, nnx.BatchStat))),
-    )
-    assert int(resumed.drop.rngs.count[...]) == int(full.drop.rngs.count[...])
-    assert history["loss"] == approx_across_processors(expected["loss"])
+    assert_resumed_as_uninterrupted(resumed, history, full, expected)
     assert len(history.executions) == 24
     assert finished_steps(run_dir)[-1] == 48

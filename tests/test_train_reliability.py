@@ -21,7 +21,7 @@ import numpy as np
 import optax
 import pytest
 from flax import nnx
-from test_train import MLP, X, Y, assert_same
+from test_train import IDS_DATA, MLP, X, Y, assert_same, batch_order, loss_showing_ids
 from test_train import params_of as param_tree
 
 import tpukit
@@ -367,18 +367,11 @@ def test_a_model_whose_code_changed_is_refused():
 
 # ---------------------------------------------------- fit continues, no recompile
 def test_a_new_optimizer_object_continues_the_epochs_and_reuses_the_compiled_step():
-    def loss(model, batch):  # the "outputs" are the example ids, so a metric can see them
-        ce = optax.softmax_cross_entropy_with_integer_labels(model(batch["x"]), batch["labels"])
-        return ce.mean(), batch["id"]
-
-    def order(ids, labels):
-        return jnp.mean(ids.astype(jnp.float32) ** 2)
-
-    data = {"x": X, "labels": Y, "id": np.arange(len(X), dtype=np.int32)}
-    kw = {**KW, "loss": loss, "metrics": [order], "steps_per_execution": 1}
+    data = IDS_DATA
+    kw = {**KW, "loss": loss_showing_ids, "metrics": [batch_order], "steps_per_execution": 1}
 
     def batches(history, epoch):
-        return [r["order"] for r in history.executions if r["epoch"] == epoch]
+        return [r["batch_order"] for r in history.executions if r["epoch"] == epoch]
 
     twice = MLP(nnx.Rngs(13))
     first = fit(twice, optax.adam(1e-2), data, epochs=1, **kw)
