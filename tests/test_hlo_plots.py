@@ -18,7 +18,7 @@ from tpukit.compilation._plots import (
     plot_ops,
     plot_roofline,
 )
-from tpukit.compilation._timing import TimingResult
+from tpukit.measure._timing import TimingResult
 from tpukit.display._units import format_bytes
 from tpukit.hlo import Fusion
 
