@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import pytest
 
 import tpukit
-from tpukit.measure._xspace import _CLASSES
 from tpukit.hlo import parse_hlo
+from tpukit.measure._xspace import _CLASSES
 
 DATA = pathlib.Path(__file__).parent / "data"
 REAL_TPU = DATA / "tpu_v6e_jit_f.xplane.pb"

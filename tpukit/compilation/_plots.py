@@ -43,8 +43,8 @@ def program_of(obj: Any, function: str) -> HloProgram:
     if program is not None:
         return program
     raise WrongTypeError(
-        f"{function} expects a tpukit.Compiled or a tpukit.hlo.HloProgram, got "
-        f"{type(obj).__name__}. Compile first: c = tpukit.compile(f, "
+        f"{function} expects a tpukit.Compiled, got {type(obj).__name__}; a "
+        f"tpukit.hlo.HloProgram does as well. Compile first: c = tpukit.compile(f, "
         f"tpukit.shape('f32[128,784]')), or open HLO from elsewhere: "
         f"c = tpukit.hlo.open('dump_folder_or_file'); then {function}(c)."
     )

@@ -1,6 +1,6 @@
 """How tpukit's outputs look in notebooks and terminals, shared by every part.
 
-Imports: nothing of tpukit's (the bottom layer; no JAX either).
+Imports: nothing of tpukit's (the bottom layer, no JAX either).
 
 Cell names for source lines (``_cells.py``), figures shown once whatever the line
 ends with (``_figures.py``), the one description of a result's output that renders
