@@ -65,7 +65,6 @@ attribute_library_frames_to_callers()
 name_locations_with(describe_location)  # HLO names notebook cells as their user sees them
 
 Stage = Literal["lowered", "optimized"]
-STAGES = ("lowered", "optimized")
 
 
 @user_facing
@@ -248,6 +247,12 @@ class Compiled:
     ``lowered`` is the ``jax.stages.Lowered``, ``jax_compiled`` the
     ``jax.stages.Compiled``, and ``stage="lowered"|"optimized"`` selects the HLO
     before or after XLA's optimisation passes.
+
+    It *has* a program, ``program`` (a ``tpukit.hlo.HloProgram`` of both stages, with
+    XLA's cost analysis in its ``cost``), beside the executable and what compiling told
+    (``compile_seconds``, ``memory``, the devices and shardings). ``hlo_text``,
+    ``op_counts``, ``cost``, ``fusions``, ``collectives`` and ``graph`` read the program;
+    ``timeit`` and ``profile`` hand the executable to ``tpukit.measure``.
     """
 
     def __init__(

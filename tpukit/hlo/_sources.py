@@ -71,21 +71,24 @@ def file_location(filename: str, line: int) -> str:
 _namer: list[LocationNamer] = [file_location]
 
 
-def name_locations_with(namer: LocationNamer | None) -> None:
+def name_locations_with(namer: LocationNamer | None) -> LocationNamer:
     """Hand in how a source line is named (``None``: a file's base name and line).
 
     This layer never asks who runs it. The layer that does (tpukit's compiling, which
     runs in the user's notebook) hands in a namer that calls a cell ``In [7], line 3``;
-    every ``HloInstruction.source_location`` then reads it.
+    every ``HloInstruction.source_location`` then reads it. Returns the namer it replaces.
 
-        >>> name_locations_with(lambda file, line: f"{file}@{line}")
-        >>> describe_location("model.py", 3)
-        'model.py@3'
-        >>> name_locations_with(None)
+        >>> before = name_locations_with(lambda file, line: f"{file}@{line}")
+        >>> describe_location("/home/me/model.py", 3)
+        '/home/me/model.py@3'
+        >>> _ = name_locations_with(None)
         >>> describe_location("/home/me/model.py", 3)
         'model.py:3'
+        >>> _ = name_locations_with(before)
     """
+    before = _namer[0]
     _namer[0] = file_location if namer is None else namer
+    return before
 
 
 def describe_location(filename: str, line: int) -> str:
