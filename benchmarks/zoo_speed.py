@@ -42,7 +42,7 @@ import optax
 from flax import nnx
 
 from tpukit import zoo
-from tpukit.compilation._peaks import peak_for
+from tpukit.measure import peak_for
 from tpukit.zoo._vgg import adaptive_avg_pool
 
 RESULTS = Path(__file__).parent / "results"

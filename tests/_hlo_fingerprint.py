@@ -13,8 +13,8 @@ import hashlib
 import json
 
 from tpukit import hlo
+from tpukit.hlo import HloInstruction, HloModule
 from tpukit.hlo._graph_data import _GraphData
-from tpukit.hlo._model import HloInstruction, HloModule
 from tpukit.hlo._program import program_cost
 
 

@@ -307,7 +307,7 @@ def test_interrupt_signal_is_not_swallowed_as_a_profile_error(small):
             raise KeyboardInterrupt
         return jnp.ones(4)
 
-    from tpukit.compilation._profile import profile_call
+    from tpukit.measure import profile_call
 
     with pytest.raises(KeyboardInterrupt):
         profile_call(

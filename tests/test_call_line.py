@@ -6,7 +6,7 @@ import pytest
 
 import tpukit
 from tpukit._errors import CallLineError, ShapeSpecError
-from tpukit.compilation._call_line import parse_call_line
+from tpukit.compilation import parse_call_line
 
 
 def f(*args, **kwargs):

@@ -14,7 +14,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 import tpukit
 from tpukit import DeviceNotFoundError, DeviceSetupError
-from tpukit.runtime._environment import Environment, missing_platform_advice
+from tpukit.runtime import Environment, missing_platform_advice
 
 
 def test_device_table_lists_the_eight_simulated_devices():
@@ -88,7 +88,7 @@ def test_advice_for_colab_runtimes():
 
 
 def test_colab_is_recognised_from_its_environment(monkeypatch):
-    from tpukit.runtime._environment import detect_environment
+    from tpukit.runtime import detect_environment
 
     monkeypatch.setenv("COLAB_RELEASE_TAG", "release-colab-20261101")
     monkeypatch.setenv("COLAB_TPU_ADDR", "10.1.2.3:8470")

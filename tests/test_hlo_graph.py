@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import pytest
 
 import tpukit
-from tpukit.hlo import parse_hlo
+from tpukit.hlo import HloGraph, graph, parse_hlo
 from tpukit.hlo._graph_data import (
     CATEGORIES,
     CATEGORY_LABELS,
@@ -27,7 +27,6 @@ from tpukit.hlo._graph_data import (
     SCOPE,
 )
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
-from tpukit.hlo._graph_view import HloGraph, graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 

@@ -25,10 +25,8 @@ from _steps import tutorial_train_step
 from flax import nnx
 
 import tpukit
-from tpukit.hlo import parse_hlo
-from tpukit.hlo._diff_view import diff_graph
+from tpukit.hlo import diff_graph, graph, parse_hlo
 from tpukit.hlo._graph_schema import SCHEMA
-from tpukit.hlo._graph_view import graph
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 

@@ -11,9 +11,15 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
-from tpukit.hlo import fusions_of, instruction_bytes, instruction_flops, op_category, parse_hlo
+from tpukit.hlo import (
+    fusions_of,
+    graph,
+    instruction_bytes,
+    instruction_flops,
+    op_category,
+    parse_hlo,
+)
 from tpukit.hlo._graph_data import INSTRUCTION
-from tpukit.hlo._graph_view import graph
 
 
 def conv(x, w, padding):

@@ -10,7 +10,7 @@ import matplotlib.pyplot as plt
 import pytest
 
 import tpukit
-from tpukit.compilation._diff import DiffRow, diff
+from tpukit.compilation import DiffRow, diff
 from tpukit.compilation._plots import (
     CATEGORY_COLORS,
     fusion_label,
@@ -18,9 +18,9 @@ from tpukit.compilation._plots import (
     plot_ops,
     plot_roofline,
 )
-from tpukit.compilation._timing import TimingResult
-from tpukit.display._units import format_bytes
+from tpukit.display import format_bytes
 from tpukit.hlo import Fusion
+from tpukit.measure import TimingResult
 
 TPU = tpukit.peak_for("TPU v5 lite")
 

@@ -15,7 +15,7 @@ import pytest
 from _numerics import assert_close_across_processors
 
 from tpukit.__main__ import main
-from tpukit.runtime._launch import free_port, process_environment
+from tpukit.runtime import free_port, process_environment
 
 SCRIPT = textwrap.dedent(
     '''

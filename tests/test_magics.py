@@ -234,7 +234,7 @@ def test_hlo_source_locations_name_the_cell_as_the_user_sees_it(shell, capsys):
     ],
 )
 def test_describe_location_without_a_shell_that_knows_the_file(filename, line, shown):
-    from tpukit.display._cells import describe_location
+    from tpukit.display import describe_location
 
     assert describe_location(filename, line) == shown
 

@@ -17,9 +17,9 @@ from flax import nnx
 
 import tpukit
 from tpukit._errors import DeviceMemoryError
+from tpukit.compilation import search_batch
 from tpukit.compilation._memory import ENVIRONMENT_VARIABLE
-from tpukit.compilation._out_of_memory import search_batch
-from tpukit.display._units import format_bytes
+from tpukit.display import format_bytes
 from tpukit.train import Trainer
 from tpukit.train._memory_fit import _blocks, _remat_class
 

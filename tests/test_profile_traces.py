@@ -20,8 +20,8 @@ import jax.numpy as jnp
 import pytest
 
 import tpukit
-from tpukit.compilation._xspace import _CLASSES
 from tpukit.hlo import parse_hlo
+from tpukit.measure._xspace import _CLASSES
 
 DATA = pathlib.Path(__file__).parent / "data"
 REAL_TPU = DATA / "tpu_v6e_jit_f.xplane.pb"
@@ -362,7 +362,7 @@ def test_rocm_kernels_ending_in_kd_are_matched_by_hlo_op_and_by_name():
 
 
 def _profile_of_bytes(data: bytes, hlo_text: str, repeat=None):
-    from tpukit.compilation._xspace import parse_xspace
+    from tpukit.measure._xspace import parse_xspace
 
     return tpukit.Profile.from_profile_data(
         [parse_xspace(data)], parse_hlo(hlo_text), repeat=repeat

@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import tpukit
-from tpukit.display._table import Column, Line, Report, Row, Section, Table, fact_table
+from tpukit.display import Column, Line, Report, Row, Section, Table, fact_table
 
 OPS = [Column("opcode"), Column("count", "right", "{:,}".format)]
 

@@ -17,7 +17,7 @@ from _numerics import approx_across_processors, assert_close_across_processors
 from flax import nnx
 
 import tpukit
-from tpukit.compilation._peaks import DevicePeak
+from tpukit.measure import DevicePeak
 from tpukit.train import History, NonFiniteLossError, _fit, _progress, evaluate, fit
 from tpukit.train._data import epoch_indices, epoch_key
 from tpukit.train._steps import resident_execution

@@ -35,23 +35,27 @@ from tpukit._errors import (
     UnknownNameError,
     WrongTypeError,
 )
-from tpukit.compilation._analysis import Cost, Memory
-from tpukit.compilation._call_line import CallSpec, parse_call_line
-from tpukit.compilation._compile_cache import enable_compile_cache
-from tpukit.compilation._compiled import Compiled, compile
-from tpukit.compilation._diff import DiffRow, HloDiff, diff
-from tpukit.compilation._memory import set_device_memory
-from tpukit.compilation._peaks import DevicePeak, peak_for
-from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
-from tpukit.compilation._profile import Profile
-from tpukit.compilation._shapes import format_shape, parse_shape
-from tpukit.compilation._signature import Signature
-from tpukit.compilation._timing import TimingResult
-from tpukit.compilation._xspace import ProfileError
-from tpukit.hlo import Fusion
-from tpukit.hlo._memory_view import MemoryView
-from tpukit.runtime._devices import DeviceInfo, DeviceTable, connect, devices
-from tpukit.runtime._transfer import fetch, put
+from tpukit.compilation import (
+    CallSpec,
+    Compiled,
+    DiffRow,
+    HloDiff,
+    Memory,
+    Signature,
+    compile,
+    diff,
+    enable_compile_cache,
+    format_shape,
+    parse_call_line,
+    parse_shape,
+    plot_fusions,
+    plot_ops,
+    plot_roofline,
+    set_device_memory,
+)
+from tpukit.hlo import Cost, Fusion, MemoryView
+from tpukit.measure import DevicePeak, Profile, ProfileError, TimingResult, peak_for
+from tpukit.runtime import DeviceInfo, DeviceTable, connect, devices, fetch, put
 from tpukit.train import CheckpointError, History, NonFiniteLossError, Trainer, evaluate, fit
 
 __version__ = "0.1.0"

@@ -57,7 +57,7 @@ def _load_function(target: str) -> Callable[..., Any]:
 
 
 def _argument(text: str) -> Any:
-    from tpukit.compilation._shapes import SHAPE_LITERAL, parse_shape
+    from tpukit.compilation import SHAPE_LITERAL, parse_shape
 
     if SHAPE_LITERAL.fullmatch(text.strip()):
         return parse_shape(text)
@@ -71,14 +71,14 @@ def _argument(text: str) -> Any:
 
 
 def _command_info(args: argparse.Namespace) -> int:
-    from tpukit.runtime._devices import devices
+    from tpukit.runtime import devices
 
     print(devices(args.platform))
     return 0
 
 
 def _command_compile(args: argparse.Namespace) -> int:
-    from tpukit.compilation._compiled import compile
+    from tpukit.compilation import compile
 
     function = _load_function(args.target)
     positional = [_argument(a) for a in args.arguments]
@@ -103,7 +103,7 @@ def _command_demo(args: argparse.Namespace) -> int:
 
 
 def _command_launch(args: argparse.Namespace) -> int:
-    from tpukit.runtime._launch import launch
+    from tpukit.runtime import launch
 
     return launch(
         args.script,

@@ -1,14 +1,59 @@
 """Compiling a call for the device, and everything said about the result.
 
+Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``.
+
 ``tpukit.compile`` (``_compiled.py``) turns a function and its arguments' shapes into a
-``Compiled``: what the call is (``_signature.py``, ``_call_line.py``, ``_shapes.py``,
-``_placement.py`` for meshes and partition specs), what it costs (``_analysis.py``,
-``_peaks.py``), how fast it runs (``_timing.py``, ``_sample_data.py``) and where its time
-goes (``_profile.py`` and its ``_verdict.py``, from a profiler trace taken by
-``_trace_runs.py``, decoded by ``_xspace.py``, its programs in ``_trace_programs.py`` and
-each instruction's events in ``_trace_events.py``), how it is shown
-(``_summary.py``, ``_plots.py``, ``_diff.py``), the persistent cache
-(``_compile_cache.py``) and compile errors at the user's line (``_user_errors.py``).
-It reads HLO through the pure ``tpukit.hlo`` layer and reaches devices through
-``tpukit.runtime``.
+``Compiled``: the executable, what the call is (``_signature.py``, ``_call_line.py``,
+``_shapes.py``, ``_placement.py`` for meshes and partition specs), what compiling said
+(``_analysis.py``: XLA's cost analysis and memory) and the program itself, a
+``tpukit.hlo.HloProgram``. Beside it: the summary (``_summary.py``), ``diff`` and the
+plots (``_diff.py``, ``_plots.py``), which take programs; the memory view and what
+would fit (``_memory.py``, ``_out_of_memory.py``), the persistent cache
+(``_compile_cache.py``), random data for abstract arguments (``_sample_data.py``) and
+compile errors at the user's line (``_user_errors.py``). Timing and profiling are
+``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
+
+from tpukit.compilation._analysis import Memory
+from tpukit.compilation._call_line import CallSpec, parse_call_line
+from tpukit.compilation._compile_cache import enable_compile_cache
+from tpukit.compilation._compiled import Compiled, compile, compile_lowering
+from tpukit.compilation._diff import DiffRow, HloDiff, diff
+from tpukit.compilation._memory import device_capacity, set_device_memory
+from tpukit.compilation._module_scopes import module_scopes
+from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
+from tpukit.compilation._placement import parse_mesh, parse_partition_spec
+from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
+from tpukit.compilation._shapes import SHAPE_LITERAL, format_shape, parse_shape
+from tpukit.compilation._signature import Signature, bind_arguments
+
+__all__ = [
+    "CallSpec",
+    "Compiled",
+    "DiffRow",
+    "Fix",
+    "HloDiff",
+    "Memory",
+    "SHAPE_LITERAL",
+    "Signature",
+    "bind_arguments",
+    "compile",
+    "compile_lowering",
+    "device_capacity",
+    "diff",
+    "enable_compile_cache",
+    "explain",
+    "format_shape",
+    "measuring",
+    "module_scopes",
+    "needed_bytes",
+    "parse_call_line",
+    "parse_mesh",
+    "parse_partition_spec",
+    "parse_shape",
+    "plot_fusions",
+    "plot_ops",
+    "plot_roofline",
+    "search_batch",
+    "set_device_memory",
+]

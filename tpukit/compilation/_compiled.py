@@ -33,7 +33,7 @@ from tpukit._compat import attribute_library_frames_to_callers
 from tpukit._counts import as_count
 from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_facing
 from tpukit.compilation import _plots
-from tpukit.compilation._analysis import Cost, Memory, cost_of, memory_of
+from tpukit.compilation._analysis import Memory, memory_of, xla_cost_analysis
 from tpukit.compilation._compile_cache import cache_hit_count
 from tpukit.compilation._memory import configured_capacity, memory_view_of
 from tpukit.compilation._module_scopes import module_scopes
@@ -43,29 +43,28 @@ from tpukit.compilation._out_of_memory import (
     is_measuring,
     needed_bytes,
 )
-from tpukit.compilation._peaks import peak_for
 from tpukit.compilation._placement import mesh_of, place_arguments
-from tpukit.compilation._profile import Profile, profile_call
 from tpukit.compilation._sample_data import concrete_arguments
 from tpukit.compilation._signature import Signature, bind_arguments
-from tpukit.compilation._summary import summary
-from tpukit.compilation._timing import TimingResult, time_call
+from tpukit.compilation._summary import CompileFacts, summary
 from tpukit.compilation._user_errors import describe_compile_error
+from tpukit.display import Report, describe_location
 from tpukit.hlo import (
     Collective,
+    Cost,
     Fusion,
+    HloGraph,
     HloModule,
-    collectives_of,
-    fusions_of,
-    op_counts,
-    parse_hlo,
+    HloProgram,
+    name_locations_with,
 )
-from tpukit.runtime._devices import available_bytes
+from tpukit.measure import Profile, TimingResult, peak_for, profile_call, time_call
+from tpukit.runtime import available_bytes
 
 attribute_library_frames_to_callers()
+name_locations_with(describe_location)  # HLO names notebook cells as their user sees them
 
 Stage = Literal["lowered", "optimized"]
-STAGES = ("lowered", "optimized")
 
 
 @user_facing
@@ -248,6 +247,12 @@ class Compiled:
     ``lowered`` is the ``jax.stages.Lowered``, ``jax_compiled`` the
     ``jax.stages.Compiled``, and ``stage="lowered"|"optimized"`` selects the HLO
     before or after XLA's optimisation passes.
+
+    It *has* a program, ``program`` (a ``tpukit.hlo.HloProgram`` of both stages, with
+    XLA's cost analysis in its ``cost``), beside the executable and what compiling told
+    (``compile_seconds``, ``memory``, the devices and shardings). ``hlo_text``,
+    ``op_counts``, ``cost``, ``fusions``, ``collectives`` and ``graph`` read the program;
+    ``timeit`` and ``profile`` hand the executable to ``tpukit.measure``.
     """
 
     def __init__(
@@ -277,8 +282,6 @@ class Compiled:
         self.lower_seconds = lower_seconds
         self.xla_seconds = xla_seconds
         self.from_cache = from_cache
-        self._texts: dict[str, str] = {}
-        self._modules: dict[str, HloModule] = {}
 
     @property
     def name(self) -> str:
@@ -319,9 +322,27 @@ class Compiled:
         """Axis sizes of the device mesh the program is partitioned over, e.g. ``{"data": 8}``."""
         return mesh_of((self.jax_compiled.input_shardings, self.output_shardings))
 
+    @functools.cached_property
+    def program(self) -> HloProgram:
+        """The program itself, both stages: what JAX lowered and what XLA optimized.
+
+        Everything said about the HLO (op counts, cost, fusions, collectives, the graph)
+        is the program's; the methods of the same names here read it.
+        """
+        lowered, executable = self.lowered, self.jax_compiled
+        return HloProgram(
+            {
+                "lowered": lambda: lowered.as_text(dialect="hlo", debug_info=True),
+                "optimized": executable.as_text,
+            },
+            name=self.name,
+            device_kind=self.device_kind,
+            xla_cost=lambda: xla_cost_analysis(executable),
+        )
+
     def collectives(self) -> list[Collective]:
         """The cross-device collectives XLA put in the optimized program (count and bytes each)."""
-        return collectives_of(self.hlo_module("optimized"))
+        return self.program.collectives("optimized")
 
     @user_facing
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -341,20 +362,11 @@ class Compiled:
     def hlo_text(self, stage: Stage = "optimized") -> str:
         """The HLO text of the ``"lowered"`` program (as JAX emitted it, with source
         metadata) or the ``"optimized"`` one (after XLA's passes: fusions, layouts)."""
-        check_stage(stage)
-        if stage not in self._texts:
-            if stage == "lowered":
-                self._texts[stage] = self.lowered.as_text(dialect="hlo", debug_info=True)
-            else:
-                self._texts[stage] = self.jax_compiled.as_text()
-        return self._texts[stage]
+        return self.program.hlo_text(stage)
 
     def hlo_module(self, stage: Stage = "optimized") -> HloModule:
         """The HLO of one stage parsed into tpukit's graph model (see ``tpukit.hlo``)."""
-        check_stage(stage)
-        if stage not in self._modules:
-            self._modules[stage] = parse_hlo(self.hlo_text(stage))
-        return self._modules[stage]
+        return self.program.hlo_module(stage)
 
     def op_counts(self, stage: Stage = "optimized", *, open_fusions: bool = True) -> Counter:
         """How many HLO instructions of each opcode the program has.
@@ -362,12 +374,12 @@ class Compiled:
         Fusions are counted and, with ``open_fusions``, opened: the ops inside each
         fusion count too, like the instruction-count table of the XLA.jl paper.
         """
-        return op_counts(self.hlo_module(stage), open_fusions=open_fusions)
+        return self.program.op_counts(stage, open_fusions=open_fusions)
 
-    @functools.cached_property
+    @property
     def cost(self) -> Cost:
         """FLOPs, transcendentals and bytes of one call (see ``tpukit.Cost``)."""
-        return cost_of(self.jax_compiled, self.hlo_module("optimized"))
+        return self.program.cost
 
     @functools.cached_property
     def memory(self) -> Memory | None:
@@ -390,28 +402,25 @@ class Compiled:
 
     def fusions(self) -> list[Fusion]:
         """The fusions of the optimized program, largest FLOPs first."""
-        return fusions_of(self.hlo_module("optimized"))
+        return self.program.fusions("optimized")
 
-    def graph(self, stage: Stage = "optimized"):
+    def graph(self, stage: Stage = "optimized") -> HloGraph:
         """An interactive graph of the program's HLO, shown inline in notebooks."""
-        from tpukit.hlo import graph  # the viewer and its JavaScript load on first use
-
-        check_stage(stage)
-        return graph(self.hlo_module(stage), title=self.name, stage=stage)
+        return self.program.graph(stage)
 
     def plot_ops(self, *, top: int = 20, ax: Any = None):
         """Per-opcode instruction counts, lowered vs optimized, as a matplotlib figure."""
-        return _plots.plot_ops(self, top=top, ax=ax)
+        return _plots.plot_ops(self.program, top=top, ax=ax)
 
     def plot_fusions(self, *, top: int = 20, ax: Any = None):
         """FLOPs and bytes of the largest fusions, as a matplotlib figure."""
-        return _plots.plot_fusions(self, top=top, ax=ax)
+        return _plots.plot_fusions(self.program, top=top, ax=ax)
 
     def plot_roofline(
         self, *, peak: Any = None, timing: TimingResult | None = None, ax: Any = None
     ):
         """The program on the device's roofline (pass ``timing=c.timeit(...)`` to place it)."""
-        return _plots.plot_roofline(self, peak=peak, timing=timing, ax=ax)
+        return _plots.plot_roofline(self.program, peak=peak, timing=timing, ax=ax)
 
     @user_facing
     def timeit(
@@ -528,11 +537,28 @@ class Compiled:
         if configured and memory is not None and memory.total_bytes > configured[0]:
             raise DeviceMemoryError(explain(self, *configured, fixes=self.fixes))
 
+    def _summary(self) -> Report:
+        return summary(
+            self.program,
+            CompileFacts(
+                signature=str(self.signature),
+                devices=tuple(self.devices),
+                lower_seconds=self.lower_seconds,
+                xla_seconds=self.xla_seconds,
+                from_cache=self.from_cache,
+                memory=self.memory,
+                placement=self._placement() if len(self.devices) > 1 else None,
+            ),
+        )
+
+    def _placement(self) -> tuple[dict[str, int] | None, dict[str, Any], Any]:
+        return self.mesh, self.input_shardings, self.output_shardings
+
     def __repr__(self) -> str:
-        return summary(self).text()
+        return self._summary().text()
 
     def _repr_html_(self) -> str:
-        return summary(self).html()
+        return self._summary().html()
 
 
 def _place_like(tree: Any, shardings: Any) -> Any:
@@ -544,12 +570,3 @@ def _place_like(tree: Any, shardings: Any) -> Any:
         return jax.device_put(leaf, sharding)
 
     return jax.tree_util.tree_map(place, tree, shardings)
-
-
-def check_stage(stage: str) -> None:
-    """Refuse a stage name other than ``"lowered"`` and ``"optimized"``, saying which exist."""
-    if stage not in STAGES:
-        raise ArgumentError(
-            f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO as "
-            "JAX emitted it, 'optimized' the program after XLA's passes."
-        )

@@ -31,24 +31,35 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tpukit._errors import ArgumentError, UnknownNameError, WrongTypeError, user_facing
-from tpukit.compilation._compiled import check_stage
-from tpukit.compilation._plots import check_top, require_compiled, stages_of
+from tpukit.compilation._compiled import Compiled
+from tpukit.compilation._plots import check_top, program_of
 from tpukit.compilation._signature import describe_tree
-from tpukit.display._figures import new_figure
-from tpukit.display._html_style import MUTED_COLOR
-from tpukit.display._table import Column, Report, Row, Section, Table
-from tpukit.display._units import format_bytes, format_flops, format_seconds
-from tpukit.hlo import HloModule
-from tpukit.hlo._diff_view import HloDiffView, diff_graph
-from tpukit.hlo._executed import executed
-from tpukit.hlo._progress import progress
+from tpukit.display import (
+    MUTED_COLOR,
+    Column,
+    Report,
+    Row,
+    Section,
+    Table,
+    format_bytes,
+    format_flops,
+    format_seconds,
+    new_figure,
+)
+from tpukit.hlo import (
+    HloDiffView,
+    HloModule,
+    HloProgram,
+    check_stage,
+    diff_graph,
+    executed,
+    progress,
+)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from tpukit.compilation._compiled import Compiled
-    from tpukit.compilation._profile import Profile
-    from tpukit.hlo import HloProgram
+    from tpukit.measure import Profile
 
 #: Wall-clock rows count as changed only when b/a leaves this range: two compiles
 #: of one program never take exactly the same time.
@@ -166,11 +177,11 @@ def diff(
         >>> diff(before, after).row("fusions").b
         1
     """
-    a = require_compiled(a, "diff")
-    b = require_compiled(b, "diff")
     if stage is not None:
         check_stage(stage)
-    stage_a, stage_b = _stage_of(a, stage), _stage_of(b, stage)
+    side_a, side_b = _side(a, stage), _side(b, stage)
+    stage_a, stage_b = side_a.stage, side_b.stage
+    a, b = side_a.program, side_b.program
     if labels is None:
         if a.name != b.name:
             labels = (a.name, b.name)
@@ -183,7 +194,7 @@ def diff(
     ):
         raise ArgumentError(f"labels must be two strings, like ('f32', 'bf16'), got {labels!r}.")
     with progress(f"comparing {a.name} and {b.name}"):
-        rows = _rows(a, b, stage_a, stage_b)
+        rows = _rows(side_a, side_b)
     shown = stage_a if stage_a == stage_b else f"{stage_a} vs {stage_b}"
     return HloDiff(
         rows,
@@ -194,17 +205,30 @@ def diff(
     )
 
 
-def _stage_of(program: Compiled | HloProgram, stage: str | None) -> str:
-    """The stage compared for ``program``: ``stage``, else optimized, else the one it has."""
-    stages = stages_of(program)
-    if stage is not None or len(stages) > 1:
-        return stage or "optimized"
-    return stages[0]
+@dataclass(frozen=True)
+class _Side:
+    """One side of a diff: its program, the stage compared, and the compile when there is one."""
+
+    program: HloProgram
+    stage: str
+    compiled: Compiled | None = None
+
+    def op_counts(self, opened: bool) -> Counter[str]:
+        return self.program.op_counts(self.stage, open_fusions=opened)
 
 
-def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]:
+def _side(obj: Compiled | HloProgram, stage: str | None) -> _Side:
+    """``obj``'s program and the stage compared: ``stage``, else optimized, else its one."""
+    compiled = obj if isinstance(obj, Compiled) else None
+    program = program_of(obj, "diff")
+    if stage is None and len(program.stages) == 1:
+        stage = program.stages[0]
+    return _Side(program, stage or "optimized", compiled)
+
+
+def _rows(a: _Side, b: _Side) -> list[DiffRow]:
     rows = []
-    stage_of = {id(a): stage_a, id(b): stage_b}
+    stage_a, stage_b = a.stage, b.stage
 
     def add(section: str, metric: str, unit: str, get: Any) -> None:
         rows.append(DiffRow(section, metric, get(a), get(b), unit))
@@ -215,31 +239,36 @@ def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]
         program,
         "instructions (fusions opened)",
         "count",
-        lambda c: _total(c, stage_of[id(c)], True),
+        lambda s: sum(s.op_counts(True).values()),
     )
     add(
         program,
         "instructions outside fusions",
         "count",
-        lambda c: _total(c, stage_of[id(c)], False),
+        lambda s: sum(s.op_counts(False).values()),
     )
-    kinds_a, kinds_b = _fusion_kinds(a, stage_a), _fusion_kinds(b, stage_b)
+    kinds_a, kinds_b = _fusion_kinds(a), _fusion_kinds(b)
     rows.append(DiffRow(program, "fusions", sum(kinds_a.values()), sum(kinds_b.values()), "count"))
     for kind in sorted(set(kinds_a) | set(kinds_b)):
         rows.append(DiffRow(program, f"fusions {kind}", kinds_a[kind], kinds_b[kind], "count"))
 
-    add("cost", "FLOPs", "flops", lambda c: c.cost.flops)
-    add("cost", "FLOPs counted (dot/conv)", "flops", lambda c: c.cost.counted_flops)
+    add("cost", "FLOPs", "flops", lambda s: s.program.cost.flops)
+    add("cost", "FLOPs counted (dot/conv)", "flops", lambda s: s.program.cost.counted_flops)
     add(
         "cost",
         "all FLOPs (dot/conv, elementwise, reduce)",
         "flops",
-        lambda c: executed(c.hlo_module(stage_of[id(c)])).all_flops,
+        lambda s: executed(s.program.hlo_module(s.stage)).all_flops,
     )
-    add("cost", "FLOPs (XLA cost analysis)", "flops", lambda c: c.cost.backend_flops)
-    add("cost", "transcendentals", "count", lambda c: c.cost.transcendentals)
-    add("cost", "bytes accessed", "bytes", lambda c: c.cost.bytes_accessed)
-    add("cost", "arithmetic intensity", "flop/byte", lambda c: c.cost.arithmetic_intensity)
+    add("cost", "FLOPs (XLA cost analysis)", "flops", lambda s: s.program.cost.backend_flops)
+    add("cost", "transcendentals", "count", lambda s: s.program.cost.transcendentals)
+    add("cost", "bytes accessed", "bytes", lambda s: s.program.cost.bytes_accessed)
+    add(
+        "cost",
+        "arithmetic intensity",
+        "flop/byte",
+        lambda s: s.program.cost.arithmetic_intensity,
+    )
 
     for metric, field in (
         ("argument bytes", "argument_bytes"),
@@ -249,16 +278,25 @@ def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]
         ("aliased bytes", "alias_bytes"),
         ("total bytes", "total_bytes"),
     ):
-        add("memory", metric, "bytes", lambda c, f=field: getattr(c.memory, f, None))
+        add(
+            "memory",
+            metric,
+            "bytes",
+            lambda s, f=field: getattr(s.compiled.memory, f, None) if s.compiled else None,
+        )
 
-    add("compile", "compile time", "seconds", lambda c: getattr(c, "compile_seconds", None))
+    add(
+        "compile",
+        "compile time",
+        "seconds",
+        lambda s: s.compiled.compile_seconds if s.compiled else None,
+    )
 
     add("signature", "arguments", "text", _arguments_text)
     add("signature", "output", "text", _output_text)
 
     for section, opened in ((OPS_OPENED, True), (OPS_CLOSED, False)):
-        counts_a = a.op_counts(stage_a, open_fusions=opened)
-        counts_b = b.op_counts(stage_b, open_fusions=opened)
+        counts_a, counts_b = a.op_counts(opened), b.op_counts(opened)
         opcodes = sorted(
             set(counts_a) | set(counts_b),
             key=lambda op: (-max(counts_a[op], counts_b[op]), op),
@@ -267,13 +305,9 @@ def _rows(a: Compiled, b: Compiled, stage_a: str, stage_b: str) -> list[DiffRow]
     return rows
 
 
-def _total(c: Compiled, stage: str, opened: bool) -> int:
-    return sum(c.op_counts(stage, open_fusions=opened).values())
-
-
-def _fusion_kinds(c: Compiled, stage: str) -> Counter[str]:
+def _fusion_kinds(side: _Side) -> Counter[str]:
     """Fusion instructions by kind (kLoop, kInput, ...), outside fusion bodies."""
-    module = c.hlo_module(stage)
+    module = side.program.hlo_module(side.stage)
     return Counter(
         instr.fusion_kind or "unknown"
         for comp in module.computations.values()
@@ -283,11 +317,10 @@ def _fusion_kinds(c: Compiled, stage: str) -> Counter[str]:
     )
 
 
-def _arguments_text(c: Compiled | HloProgram) -> str:
-    signature = getattr(c, "signature", None)
-    if signature is None:  # HLO from a file: the entry computation's parameter shapes
-        return ", ".join(_no_layout(p.shape) for p in c.hlo_module().entry.parameters)
-    return ", ".join(p.describe() for p in signature.parameters)
+def _arguments_text(side: _Side) -> str:
+    if side.compiled is None:  # HLO from a file: the entry computation's parameter shapes
+        return ", ".join(_no_layout(p.shape) for p in side.program.hlo_module().entry.parameters)
+    return ", ".join(p.describe() for p in side.compiled.signature.parameters)
 
 
 def _no_layout(shape: Any) -> str:
@@ -295,12 +328,11 @@ def _no_layout(shape: Any) -> str:
     return re.sub(r"\{[^{}]*\}", "", str(shape))
 
 
-def _output_text(c: Compiled | HloProgram) -> str:
-    signature = getattr(c, "signature", None)
-    if signature is None:
-        root = c.hlo_module().entry.root
+def _output_text(side: _Side) -> str:
+    if side.compiled is None:
+        root = side.program.hlo_module().entry.root
         return "-" if root is None else _no_layout(root.shape)
-    output = signature.output
+    output = side.compiled.signature.output
     return "-" if output is None else describe_tree(output)
 
 

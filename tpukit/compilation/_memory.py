@@ -25,14 +25,14 @@ import tempfile
 from typing import Any
 
 from tpukit._errors import ArgumentError
-from tpukit.hlo import parse_hlo
-from tpukit.hlo._memory_ranges import (
+from tpukit.hlo import (
     LiveRanges,
+    MemoryView,
     dump_memory_files,
     estimate_live_ranges,
+    parse_hlo,
     read_live_ranges,
 )
-from tpukit.hlo._memory_view import MemoryView
 
 ENVIRONMENT_VARIABLE = "TPUKIT_DEVICE_MEMORY"
 _UNITS = {

@@ -37,7 +37,7 @@ import jax.numpy as jnp
 
 from tpukit.compilation._analysis import memory_of
 from tpukit.compilation._memory import memory_view_of
-from tpukit.display._units import format_bytes
+from tpukit.display import format_bytes
 
 _SHOWN = 10
 _MAX_COMPILES = 6

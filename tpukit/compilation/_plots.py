@@ -21,44 +21,33 @@ from typing import TYPE_CHECKING, Any
 
 from tpukit._counts import is_integer
 from tpukit._errors import ArgumentError, WrongTypeError, user_facing
-from tpukit.compilation._peaks import DevicePeak, peak_for
-from tpukit.display._figures import new_figure
-from tpukit.display._units import format_bytes, format_flops
-from tpukit.hlo import Fusion, HloModule, op_category
-from tpukit.hlo import open as open_hlo
-from tpukit.hlo._graph_schema import FUSION_COLOURED_BY
-from tpukit.hlo._graph_schema import PLOT_COLOURS as CATEGORY_COLORS  # the graph's hues, darker
+from tpukit.display import format_bytes, format_flops, new_figure
+from tpukit.hlo import FUSION_COLOURED_BY, Fusion, HloProgram, as_program, op_category
+from tpukit.hlo import PLOT_COLOURS as CATEGORY_COLORS
+from tpukit.measure import DevicePeak, peak_for
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-    from tpukit.compilation._compiled import Compiled
-    from tpukit.compilation._timing import TimingResult
+    from tpukit.measure import TimingResult
 
 
-def require_compiled(obj: Any, function: str) -> Any:
-    """``obj`` as a program to report on, or a ``TypeError`` that says how to get one.
+def program_of(obj: Any, function: str) -> HloProgram:
+    """The program ``obj`` is or has, or a ``TypeError`` that says how to get one.
 
-    A ``Compiled`` and a ``tpukit.hlo.HloProgram`` pass as they are (checked by what
-    both offer, their HLO stages, so this module needs no import of the class that
-    calls it); a parsed ``HloModule`` becomes an ``HloProgram``.
+    A ``tpukit.hlo.HloProgram`` is one; a ``tpukit.Compiled`` has one (``.program``);
+    a parsed ``HloModule`` is opened as one.
     """
-    if isinstance(obj, HloModule):
-        return open_hlo(obj)
-    if not callable(getattr(obj, "hlo_module", None)):
-        raise WrongTypeError(
-            f"{function} expects a tpukit.Compiled, got {type(obj).__name__}. "
-            f"Compile first: c = tpukit.compile(f, tpukit.shape('f32[128,784]')), "
-            f"or open HLO from elsewhere: c = tpukit.hlo.open('dump_folder_or_file'); "
-            f"then {function}(c)."
-        )
-    return obj
-
-
-def stages_of(program: Any) -> tuple[str, ...]:
-    """The HLO stages ``program`` holds: both for a ``Compiled``, one or both for a file."""
-    return tuple(getattr(program, "stages", ("lowered", "optimized")))
+    program = as_program(obj)
+    if program is not None:
+        return program
+    raise WrongTypeError(
+        f"{function} expects a tpukit.Compiled, got {type(obj).__name__}; a "
+        f"tpukit.hlo.HloProgram does as well. Compile first: c = tpukit.compile(f, "
+        f"tpukit.shape('f32[128,784]')), or open HLO from elsewhere: "
+        f"c = tpukit.hlo.open('dump_folder_or_file'); then {function}(c)."
+    )
 
 
 def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes]:
@@ -69,7 +58,7 @@ def new_axes(ax: Axes | None, width: float, height: float) -> tuple[Figure, Axes
 
 
 @user_facing
-def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
+def plot_ops(program: HloProgram | Any, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """Instructions per opcode before and after XLA's passes, as horizontal grouped bars.
 
     The XLA.jl paper's instruction-count table as a picture: for the ``top``
@@ -82,10 +71,10 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
         ...     fig.axes[0].containers[1].datavalues, reverse=True)  # optimized, most first
         True
     """
-    compiled = require_compiled(compiled, "plot_ops")
+    program = program_of(program, "plot_ops")
     top = check_top(top)
-    stages = stages_of(compiled)
-    counts_by_stage = {stage: compiled.op_counts(stage) for stage in stages}
+    stages = program.stages
+    counts_by_stage = {stage: program.op_counts(stage) for stage in stages}
     lowered = counts_by_stage.get("lowered", {})
     optimized = counts_by_stage.get("optimized", {})
     opcodes = sorted(
@@ -117,7 +106,7 @@ def plot_ops(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Fi
     ax.set_xlabel("instructions (fusions opened)")
     more = f"; top {len(shown)} of {len(opcodes)} opcodes" if len(opcodes) > len(shown) else ""
     totals = " -> ".join(f"{stage} {sum(counts_by_stage[stage].values())}" for stage in stages)
-    ax.set_title(f"{compiled.name}: HLO instructions per opcode\n{totals}{more}")
+    ax.set_title(f"{program.name}: HLO instructions per opcode\n{totals}{more}")
     ax.legend(handles=_ops_legend(shown, stages), fontsize=8, loc="lower right")
     ax.margins(x=0.12)
     return fig
@@ -139,7 +128,7 @@ def _ops_legend(opcodes: list[str], stages: tuple[str, ...]) -> list[Any]:
 
 
 @user_facing
-def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -> Figure:
+def plot_fusions(program: HloProgram | Any, *, top: int = 20, ax: Axes | None = None) -> Figure:
     """FLOPs and bytes of the largest fusions of the optimized program, in two panels.
 
     Fusions come largest FLOPs first, then largest bytes (the traffic at the
@@ -153,16 +142,16 @@ def plot_fusions(compiled: Compiled, *, top: int = 20, ax: Axes | None = None) -
         >>> len(fig.axes)  # FLOPs and bytes, side by side
         2
     """
-    compiled = require_compiled(compiled, "plot_fusions")
+    program = program_of(program, "plot_fusions")
     top = check_top(top)
-    fusions = compiled.fusions()
+    fusions = program.fusions()
     shown = sorted(fusions, key=lambda f: (-f.flops, -f.bytes, f.name))[:top]
     flops_ax, bytes_ax = _two_panels(ax, 11.0, 1.4 + 0.32 * max(len(shown), 1))
     fig = flops_ax.figure
     more = f" (largest {len(shown)} of {len(fusions)})" if len(fusions) > len(shown) else ""
     noun = "fusion" if len(fusions) == 1 else "fusions"
-    stage = getattr(compiled, "stage", "optimized")
-    fig.suptitle(f"{compiled.name}: {len(fusions)} {noun} in the {stage} HLO{more}")
+    stage = program.stage
+    fig.suptitle(f"{program.name}: {len(fusions)} {noun} in the {stage} HLO{more}")
     if not shown:
         for panel in (flops_ax, bytes_ax):
             panel.set_axis_off()
@@ -221,7 +210,7 @@ def _two_panels(ax: Axes | None, width: float, height: float) -> tuple[Axes, Axe
 
 @user_facing
 def plot_roofline(
-    compiled: Compiled,
+    program: HloProgram | Any,
     *,
     peak: DevicePeak | None = None,
     timing: TimingResult | None = None,
@@ -232,7 +221,7 @@ def plot_roofline(
     Log-log axes of arithmetic intensity (``cost.flops / cost.bytes_accessed``,
     FLOP per byte) against FLOP/s. The roofs are the memory roof ``bandwidth x
     intensity`` and the flat compute roof (bf16 peak), from ``peak`` or else
-    ``tpukit.peak_for(compiled.device_kind)``; they meet at the ridge point.
+    ``tpukit.peak_for(program.device_kind)``; they meet at the ridge point.
     With ``timing`` (from ``compiled.timeit()``) the program is a point at its
     achieved FLOP/s; without, a vertical line at its intensity up to the
     attainable FLOP/s. A device with no published peak (a CPU) gets no roofs:
@@ -243,7 +232,7 @@ def plot_roofline(
     """
     from matplotlib.ticker import NullFormatter
 
-    compiled = require_compiled(compiled, "plot_roofline")
+    program = program_of(program, "plot_roofline")
     if peak is not None and not isinstance(peak, DevicePeak):
         raise WrongTypeError(
             f"peak must be a tpukit.DevicePeak, got {type(peak).__name__}; "
@@ -256,10 +245,10 @@ def plot_roofline(
         )
     if peak is None and timing is not None:
         peak = getattr(timing, "peak", None)
-    device_kind = getattr(compiled, "device_kind", None)
+    device_kind = program.device_kind
     if peak is None and device_kind:
         peak = peak_for(device_kind)
-    intensity = compiled.cost.arithmetic_intensity
+    intensity = program.cost.arithmetic_intensity
     achieved = timing.flops_per_second if timing is not None else None
     fig, ax = new_axes(ax, 7.5, 5.0)
     ax.set_xscale("log")
@@ -290,7 +279,7 @@ def plot_roofline(
             "o",
             color="#cc0000",
             markersize=8,
-            label=f"{compiled.name}: {format_flops(achieved)}/s at {intensity:.3g} FLOP/byte{mfu}",
+            label=f"{program.name}: {format_flops(achieved)}/s at {intensity:.3g} FLOP/byte{mfu}",
             gid="achieved",
         )
     elif peak is not None:
@@ -304,7 +293,7 @@ def plot_roofline(
             linewidth=2,
             marker="_",
             markersize=12,
-            label=f"{compiled.name}: {intensity:.3g} FLOP/byte, attainable "
+            label=f"{program.name}: {intensity:.3g} FLOP/byte, attainable "
             f"{format_flops(attainable)}/s ({bound}-bound)",
             gid="attainable",
         )
@@ -319,7 +308,7 @@ def plot_roofline(
             intensity,
             color="#cc0000",
             linewidth=2,
-            label=f"{compiled.name}: {intensity:.3g} FLOP/byte (time it to place it)",
+            label=f"{program.name}: {intensity:.3g} FLOP/byte (time it to place it)",
             gid="intensity",
         )
     if ys:
@@ -327,7 +316,7 @@ def plot_roofline(
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="lower right")
     where = f" on {peak.name}" if peak is not None else ""
-    title = f"{compiled.name}: roofline{where}"
+    title = f"{program.name}: roofline{where}"
     ax.set_title("\n".join([title, *notes]), fontsize=10)
     return fig
 

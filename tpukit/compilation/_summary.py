@@ -1,32 +1,63 @@
 """The summary a ``Compiled`` object shows: compile time, signature, cost, memory, HLO.
 
+It reads the program (`tpukit.hlo.HloProgram`: op counts, cost, fusions, collectives)
+and what compiling told beside it (`CompileFacts`: where, how long, memory, layout).
 The facts are described once, as a `Report`, which renders as a compact HTML card
 for notebooks and as aligned text for terminals and logs.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import Any
 
+from tpukit.compilation._analysis import Memory
 from tpukit.compilation._placement import describe_tree_shardings
-from tpukit.display._html_style import BORDER_COLOR
-from tpukit.display._table import Column, Line, Report, Table, fact_table
-from tpukit.display._units import format_bytes, format_flops, format_seconds
-from tpukit.hlo._executed import executed
+from tpukit.display import (
+    BORDER_COLOR,
+    Column,
+    Line,
+    Report,
+    Table,
+    fact_table,
+    format_bytes,
+    format_flops,
+    format_seconds,
+)
+from tpukit.hlo import HloProgram
 
-if TYPE_CHECKING:
-    from tpukit.compilation._compiled import Compiled
+
+@dataclass(frozen=True)
+class CompileFacts:
+    """What compiling told beside the program: the call, the devices, the times, memory.
+
+    ``placement`` gives ``(mesh, input shardings, output shardings)`` for a program over
+    several devices (None on one).
+    """
+
+    signature: str
+    devices: tuple[Any, ...]
+    lower_seconds: float
+    xla_seconds: float
+    from_cache: bool
+    memory: Memory | None
+    placement: tuple[dict[str, int] | None, dict[str, Any], Any] | None = None
+
+    @property
+    def compile_seconds(self) -> float:
+        return self.lower_seconds + self.xla_seconds
+
 
 _TOP_OPS = 12
 _TOP_FUSIONS = 8
 
 
-def _headline(c: Compiled) -> str:
+def _headline(p: HloProgram, c: CompileFacts) -> str:
     devices = c.devices
     kind = "CPU" if devices[0].platform == "cpu" else devices[0].device_kind
     where = f"{len(devices)} x {kind}" if len(devices) > 1 else kind
     text = (
-        f"Compiled {c.name} for {where} in {format_seconds(c.compile_seconds)} "
+        f"Compiled {p.name} for {where} in {format_seconds(c.compile_seconds)} "
         f"(trace+lower {format_seconds(c.lower_seconds)}, XLA {format_seconds(c.xla_seconds)})"
     )
     if c.from_cache:
@@ -34,15 +65,15 @@ def _headline(c: Compiled) -> str:
     return text
 
 
-def _facts(c: Compiled) -> list[tuple[str, str]]:
-    cost = c.cost
+def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
+    cost = p.cost
     flops = format_flops(cost.flops)
     detail = [f"dot/conv counted by tpukit: {format_flops(cost.counted_flops)}"]
     detail.append(
         "XLA cost analysis: "
         + (format_flops(cost.backend_flops) if cost.backend_flops is not None else "none")
     )
-    unknown = executed(c.hlo_module("optimized")).unknown_loops
+    unknown = cost.unknown_loops
     if unknown:  # never silently 1: the figure is a lower bound
         detail.append(
             f"{len(unknown)} loop(s) with unknown trip count ({', '.join(unknown[:3])}), "
@@ -62,8 +93,8 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
             )
         )
     devices = c.devices
-    if len(devices) > 1:
-        facts += _placement_facts(c)
+    if c.placement is not None:
+        facts += _placement_facts(p, c)
     memory = c.memory
     if memory is not None:
         facts.append(
@@ -74,9 +105,9 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
                 + (f", aliased {format_bytes(memory.alias_bytes)}" if memory.alias_bytes else ""),
             )
         )
-    lowered = sum(c.op_counts("lowered").values())
-    optimized_closed = c.op_counts("optimized", open_fusions=False)
-    optimized = sum(c.op_counts("optimized").values())
+    lowered = sum(p.op_counts("lowered").values())
+    optimized_closed = p.op_counts("optimized", open_fusions=False)
+    optimized = sum(p.op_counts("optimized").values())
     facts.append(
         (
             "HLO",
@@ -88,16 +119,17 @@ def _facts(c: Compiled) -> list[tuple[str, str]]:
     return facts
 
 
-def _placement_facts(c: Compiled) -> list[tuple[str, str]]:
-    mesh = c.mesh
+def _placement_facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
+    assert c.placement is not None
+    mesh, input_shardings, output_shardings = c.placement
     mesh_text = " x ".join(f"{axis}={size}" for axis, size in mesh.items()) if mesh else "none"
     inputs = ", ".join(
-        f"{name}: {describe_tree_shardings(s)}" for name, s in c.input_shardings.items()
+        f"{name}: {describe_tree_shardings(s)}" for name, s in input_shardings.items()
     )
-    collectives = c.collectives()
+    collectives = p.collectives("optimized")
     return [
         ("mesh", f"{mesh_text} over {len(c.devices)} devices"),
-        ("shardings", f"{inputs or '-'} -> {describe_tree_shardings(c.output_shardings)}"),
+        ("shardings", f"{inputs or '-'} -> {describe_tree_shardings(output_shardings)}"),
         (
             "collectives",
             ", ".join(f"{k.opcode} x{k.count} ({format_bytes(k.bytes)})" for k in collectives)
@@ -106,9 +138,9 @@ def _placement_facts(c: Compiled) -> list[tuple[str, str]]:
     ]
 
 
-def _op_rows(c: Compiled) -> list[tuple[str, int, int]]:
-    lowered = c.op_counts("lowered")
-    optimized = c.op_counts("optimized")
+def _op_rows(p: HloProgram) -> list[tuple[str, int, int]]:
+    lowered = p.op_counts("lowered")
+    optimized = p.op_counts("optimized")
     opcodes = sorted(
         set(lowered) | set(optimized),
         key=lambda op: (-optimized.get(op, 0), -lowered.get(op, 0), op),
@@ -116,9 +148,9 @@ def _op_rows(c: Compiled) -> list[tuple[str, int, int]]:
     return [(op, lowered.get(op, 0), optimized.get(op, 0)) for op in opcodes]
 
 
-def _fusion_rows(c: Compiled) -> list[tuple[str, str, str, float, int, str]]:
+def _fusion_rows(p: HloProgram) -> list[tuple[str, str, str, float, int, str]]:
     rows = []
-    for fusion in c.fusions()[:_TOP_FUSIONS]:
+    for fusion in p.fusions("optimized")[:_TOP_FUSIONS]:
         ops = ", ".join(
             f"{op} x{n}" if n > 1 else op
             for op, n in sorted(fusion.ops.items(), key=lambda kv: -kv[1])
@@ -140,9 +172,9 @@ _KIND = "tpukit-summary"
 _RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
-def summary(c: Compiled) -> Report:
+def summary(p: HloProgram, c: CompileFacts) -> Report:
     """The summary: headline, signature, facts, op counts and the largest fusions."""
-    rows = _op_rows(c)
+    rows = _op_rows(p)
     ops = Table(
         [Column("opcode"), Column("lowered", "right"), Column("optimized", "right")],
         rows,
@@ -150,8 +182,8 @@ def summary(c: Compiled) -> Report:
         text_limit=_TOP_OPS,
         more="opcodes in .op_counts(stage)",
     )
-    blocks: list[Line | Table] = [Line(str(c.signature), code=True), fact_table(_facts(c)), ops]
-    fusions = _fusion_rows(c)
+    blocks: list[Line | Table] = [Line(c.signature, code=True), fact_table(_facts(p, c)), ops]
+    fusions = _fusion_rows(p)
     if fusions:
         blocks.append(
             Table(
@@ -164,8 +196,8 @@ def summary(c: Compiled) -> Report:
                     Column("source", nowrap=True),
                 ],
                 fusions,
-                caption=f"fusions ({len(c.fusions())}; largest {len(fusions)} shown)",
+                caption=f"fusions ({len(p.fusions('optimized'))}; largest {len(fusions)} shown)",
                 open=False,
             )
         )
-    return Report(_KIND, _headline(c), blocks, _RULES)
+    return Report(_KIND, _headline(p, c), blocks, _RULES)

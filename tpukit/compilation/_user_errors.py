@@ -12,8 +12,8 @@ import linecache
 import os
 import traceback
 
-from tpukit.display._cells import cell_line
-from tpukit.hlo._sources import is_user_file
+from tpukit.display import cell_line
+from tpukit.hlo import is_user_file
 
 _MAX_MESSAGE_LINES = 8
 

@@ -1,5 +1,7 @@
 """Datasets for the tutorials, downloaded once, checked, cached, and ready to train on.
 
+Imports: ``tpukit._errors``.
+
 It imports only NumPy and the standard library (no JAX): data is plain arrays
 until ``fit`` puts it on the device (``tests/test_architecture.py`` checks this).
 

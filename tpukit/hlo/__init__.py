@@ -33,9 +33,12 @@ analysis surface::
     >>> program.name, program.stages, program.op_counts()
     ('g', ('optimized',), Counter({'parameter': 1}))
 
-Reports about a whole compilation (``tpukit.diff``, the plots) live beside
-``tpukit.Compiled``, which uses this layer. It imports only ``tpukit.display`` and
-``tpukit._errors`` (``tests/test_architecture.py`` checks this).
+A ``tpukit.Compiled`` has one of these programs (``compiled.program``), made from what
+JAX lowered and XLA optimized, with XLA's own cost figures in its `Cost`. How a source
+line is named (a notebook cell's ``In [7], line 3``) is handed in by the layer that
+knows the running shell (`name_locations_with`); here a file keeps its base name.
+
+Imports: ``tpukit.display``, ``tpukit._errors`` (``tests/test_architecture.py`` checks).
 """
 
 from tpukit.hlo._cost import (
@@ -48,7 +51,17 @@ from tpukit.hlo._cost import (
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
 from tpukit.hlo._executed import Tally, executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
-from tpukit.hlo._graph_view import HloGraph, graph
+
+# For tpukit's other packages (not public API): the plots' colours, memory ranges, progress
+# lines and the profile's scope plan.
+from tpukit.hlo._graph_schema import FUSION_COLOURED_BY as FUSION_COLOURED_BY
+from tpukit.hlo._graph_schema import PLOT_COLOURS as PLOT_COLOURS
+from tpukit.hlo._graph_view import HloGraph
+from tpukit.hlo._memory_ranges import LiveRanges as LiveRanges
+from tpukit.hlo._memory_ranges import dump_memory_files as dump_memory_files
+from tpukit.hlo._memory_ranges import estimate_live_ranges as estimate_live_ranges
+from tpukit.hlo._memory_ranges import read_live_ranges as read_live_ranges
+from tpukit.hlo._memory_view import MemoryView
 from tpukit.hlo._model import (
     ComputationRef,
     HloComputation,
@@ -60,11 +73,17 @@ from tpukit.hlo._model import (
     HloSourceFrame,
 )
 from tpukit.hlo._parser import parse_hlo, parse_shape
-from tpukit.hlo._program import HloCost, HloProgram, open
+from tpukit.hlo._program import Cost, HloCost, HloProgram, as_program, check_stage, graph, open
+from tpukit.hlo._progress import progress as progress
+from tpukit.hlo._sources import describe_location, is_user_file, name_locations_with
+from tpukit.hlo._user_scopes import SECTIONS as SECTIONS
+from tpukit.hlo._user_scopes import place_label as place_label
+from tpukit.hlo._user_scopes import plan_scopes as plan_scopes
 
 __all__ = [
     "Collective",
     "ComputationRef",
+    "Cost",
     "Fusion",
     "HloComputation",
     "HloEdge",
@@ -74,8 +93,14 @@ __all__ = [
     "HloModule",
     "HloProgram",
     "HloShape",
+    "MemoryView",
     "HloSourceFrame",
+    "as_program",
+    "check_stage",
     "collectives_of",
+    "describe_location",
+    "is_user_file",
+    "name_locations_with",
     "dot_conv_flops",
     "executed",
     "Tally",

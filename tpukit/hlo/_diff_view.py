@@ -35,7 +35,7 @@ import uuid
 from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
-from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.display import format_bytes, format_flops, format_seconds
 from tpukit.hlo._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
 from tpukit.hlo._graph_view import (
     _SOURCE_MAP,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
-from tpukit.display._units import format_bytes, format_flops
+from tpukit.display import format_bytes, format_flops
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
 from tpukit.hlo._graph_schema import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_schema import CATEGORY_LABELS as CATEGORY_LABELS

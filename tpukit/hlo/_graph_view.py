@@ -40,19 +40,15 @@ import re
 import uuid
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
-from tpukit.display._units import format_bytes, format_seconds
+from tpukit.display import format_bytes, format_seconds
 from tpukit.hlo._graph_data import SCOPE, _GraphData
 from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
 from tpukit.hlo._progress import progress
-
-if TYPE_CHECKING:
-    from tpukit.hlo._program import HloProgram
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 #: The viewer's scripts, in the order they are joined into one <script>.
@@ -241,7 +237,7 @@ class HloGraph:
 
 @user_facing
 def graph(
-    hlo: str | os.PathLike | HloModule | HloProgram,
+    hlo: str | os.PathLike | HloModule,
     *,
     title: str | None = None,
     stage: str | None = None,
@@ -261,7 +257,7 @@ def graph(
       hlo: HLO text (``compiled.as_text()`` or
         ``lowered.as_text(dialect="hlo", debug_info=True)``), the path of an HLO
         text file (a dump written with ``XLA_FLAGS=--xla_dump_to=DIR``), a
-        parsed `HloModule`, or an `HloProgram` from `tpukit.hlo.open`.
+        parsed `HloModule` (``tpukit.hlo.graph`` also takes an `HloProgram`).
       title: the heading; the module's name when None.
       stage: ``"optimized"`` or ``"lowered"``, shown beside the title.
       times: measured seconds per run by instruction name (``Profile.instruction_seconds()``
@@ -281,14 +277,6 @@ def graph(
     """
     if isinstance(hlo, HloModule):
         module = hlo
-    elif callable(getattr(hlo, "hlo_module", None)):  # an HloProgram (or a Compiled)
-        program = hlo
-        stage = stage or getattr(program, "stage", None) or "optimized"
-        title = title if title is not None else program.name
-        with progress(f"opening the graph of {title or 'the program'}"):
-            module = program.hlo_module(stage)
-            if module.computations:
-                graph_data(module)  # grouped under the same progress line
     elif isinstance(hlo, (str, os.PathLike)):
         text, file = read_hlo_source(hlo)
         with progress(f"opening the graph of {title or file or 'HLO text'}"):

@@ -53,8 +53,7 @@ import html
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
-from tpukit.display._units import format_bytes
+from tpukit.display import BORDER_COLOR, MUTED_COLOR, format_bytes, root_classes, table_style
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
 from tpukit.hlo._model import HloInstruction, HloModule

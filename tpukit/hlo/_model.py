@@ -47,8 +47,8 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from tpukit._errors import UnknownNameError
-from tpukit.display._cells import describe_location
 from tpukit.hlo._attributes import split_attributes
+from tpukit.hlo._sources import describe_location
 
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {

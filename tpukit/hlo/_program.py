@@ -29,17 +29,16 @@ import functools
 import os
 import pathlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
-from tpukit.display._html_style import BORDER_COLOR
-from tpukit.display._table import Line, Report, fact_table
-from tpukit.display._units import format_bytes, format_flops
+from tpukit.display import BORDER_COLOR, Line, Report, fact_table, format_bytes, format_flops
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph
+from tpukit.hlo._graph_view import graph as graph_of_text
 from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._memory_ranges import (
@@ -57,27 +56,32 @@ _TOP_FUSIONS = 5
 
 
 @dataclass(frozen=True)
-class HloCost:
-    """FLOPs and bytes of one run of an HLO program, estimated from its text.
+class Cost:
+    """FLOPs and bytes of one run of a program: tpukit's count, and XLA's where it gave one.
 
-    The fields a ``tpukit.Cost`` has, so reports read either, counted *as executed*
-    (every call site, loop bodies times their trip count; the rules are in
-    `tpukit.hlo._executed`):
+    tpukit counts from the HLO's shapes *as executed* (every call site, loop bodies
+    times their trip count; the rules are in `tpukit.hlo._executed`). XLA's own
+    ``cost_analysis`` is best effort: on GPU it leaves out convolutions that become
+    cuDNN calls (VGG19 on 100 images: about 6.8e9 FLOPs where the network needs about
+    3.9e12), so ``flops`` is the larger of the two counts.
 
-    - ``flops`` and ``counted_flops``: **dot/conv FLOPs**, 2 x multiply-adds of every
-      dot, convolution and cuBLAS/cuDNN call;
-    - ``all_flops``: **all FLOPs**, those plus one per element of elementwise
-      arithmetic and reductions (a matvec XLA rewrote into multiply + reduce);
-    - ``bytes_accessed``: what each instruction outside fusion bodies reads and writes;
-    - ``unknown_loops``: the ``while`` loops whose trip count could not be read
-      (counted once: the figures are then a lower bound).
-
-    No backend ran, so ``backend_flops`` and ``transcendentals`` are None.
+    Attributes:
+      flops: the best estimate: the larger of ``counted_flops`` and ``backend_flops``.
+      counted_flops: **dot/conv FLOPs**, 2 x multiply-adds of every dot, convolution
+        and cuBLAS/cuDNN call, counted by tpukit.
+      bytes_accessed: bytes read and written: XLA's figure for a compiled program,
+        else what each instruction outside fusion bodies reads and writes.
+      all_flops: **all FLOPs**, the dot/conv ones plus one per element of elementwise
+        arithmetic and reductions (a matvec XLA rewrote into multiply + reduce).
+      unknown_loops: the ``while`` loops whose trip count could not be read (counted
+        once: the figures are then a lower bound).
+      backend_flops: XLA's ``cost_analysis`` figure; None for HLO read from text.
+      transcendentals: exp, log, tanh... as counted by XLA; None for HLO from text.
     """
 
     flops: float
     counted_flops: int
-    bytes_accessed: float
+    bytes_accessed: float | None
     all_flops: int = 0
     unknown_loops: tuple[str, ...] = ()
     backend_flops: float | None = None
@@ -85,7 +89,10 @@ class HloCost:
 
     @property
     def flops_source(self) -> str:
-        return "tpukit"
+        """Which figure ``flops`` is: ``"tpukit"`` (dot/conv count) or ``"xla"``."""
+        if self.backend_flops is None or self.counted_flops > self.backend_flops:
+            return "tpukit"
+        return "xla"
 
     @property
     def arithmetic_intensity(self) -> float | None:
@@ -93,42 +100,75 @@ class HloCost:
         return self.flops / self.bytes_accessed if self.bytes_accessed else None
 
 
-def program_cost(module: HloModule) -> HloCost:
-    """The `HloCost` of ``module``, from its shapes only."""
+HloCost = Cost  # the name tpukit.hlo gave it before programs and compiles shared one
+
+
+def program_cost(module: HloModule, xla: Mapping[str, float] | None = None) -> Cost:
+    """The `Cost` of ``module`` from its shapes, with XLA's ``cost_analysis`` figures if given."""
     run = executed(module)
-    return HloCost(
-        flops=float(run.dot_flops),
+    xla = xla or {}
+    backend_flops = _non_negative(xla.get("flops"))
+    xla_bytes = _non_negative(xla.get("bytes accessed"))
+    return Cost(
+        flops=float(max(run.dot_flops, backend_flops or 0.0)),
         counted_flops=run.dot_flops,
-        bytes_accessed=float(run.bytes),
+        bytes_accessed=float(run.bytes) if xla_bytes is None else xla_bytes,
         all_flops=run.all_flops,
         unknown_loops=run.unknown_loops,
+        backend_flops=backend_flops,
+        transcendentals=_non_negative(xla.get("transcendentals")),
     )
 
 
-class HloProgram:
-    """An XLA program read from HLO text, with the questions a ``tpukit.Compiled`` answers.
+def _non_negative(value: object) -> float | None:
+    if value is None:
+        return None
+    number = float(value)  # type: ignore[arg-type]
+    return number if number >= 0 else None
 
-    Make one with `open`. It holds one or both stages of the program, ``"lowered"``
-    (before XLA's passes; a dump's ``before_optimizations`` file) and ``"optimized"``
-    (after them); every method takes ``stage=`` and defaults to the most optimized stage
-    it has. ``tpukit.diff`` and ``plot_ops``/``plot_fusions``/``plot_roofline`` accept it.
+
+def check_stage(stage: str) -> str:
+    """``stage`` when it is ``"lowered"`` or ``"optimized"``; else an error saying which exist."""
+    if stage not in STAGES:
+        raise ArgumentError(
+            f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO "
+            "before XLA's passes (as JAX emitted it, or a dump's before_optimizations file), "
+            "'optimized' after them."
+        )
+    return stage
+
+
+class HloProgram:
+    """An XLA program: its HLO stages and what they say (ops, cost, fusions, graph, memory).
+
+    Make one with `open` from text, a file or a dump folder; a ``tpukit.Compiled`` has
+    one too (``compiled.program``), made from what JAX lowered and XLA optimized. It
+    holds one or both stages of the program, ``"lowered"`` (before XLA's passes; a
+    dump's ``before_optimizations`` file) and ``"optimized"`` (after them); every method
+    takes ``stage=`` and defaults to the most optimized stage it has. ``tpukit.diff`` and
+    ``plot_ops``/``plot_fusions``/``plot_roofline`` take it.
 
     Attributes:
       name: the module's name (``jit_train_step``).
       stages: the stages it holds, in order.
       stage: the stage methods use by default (``"optimized"`` when it has it).
-      source: the file or folder it was read from, or None for text.
-      device_kind: None: a text file does not say which device it is for, so
-        ``plot_roofline`` needs ``peak=``.
+      source: the file or folder it was read from, or None.
+      device_kind: the device it was compiled for; None for HLO from text, which does
+        not say (``plot_roofline`` then needs ``peak=``).
     """
 
-    device_kind: str | None = None
-    memory = None  # no executable to ask: tpukit.diff shows "-"
-    compile_seconds = None
-
     def __init__(
-        self, texts: dict[str, str], *, name: str | None = None, source: str | None = None
+        self,
+        texts: Mapping[str, str | Callable[[], str]],
+        *,
+        name: str | None = None,
+        source: str | None = None,
+        device_kind: str | None = None,
+        xla_cost: Callable[[], Mapping[str, float]] | None = None,
     ):
+        """``texts`` maps each stage to its HLO text, or to a function that returns it
+        when first asked (a compiled program's lowered text costs a second print);
+        ``xla_cost`` returns XLA's ``cost_analysis`` figures for `cost`."""
         unknown = set(texts) - set(STAGES)
         if not texts or unknown:
             raise ArgumentError(
@@ -138,21 +178,18 @@ class HloProgram:
         self._texts = dict(texts)
         self._files: dict[str, str] = {}  # the file each stage was read from
         self._modules: dict[str, HloModule] = {}
+        self._xla_cost = xla_cost
         self.stages = tuple(s for s in STAGES if s in texts)
         self.stage = self.stages[-1]
         self.source = source
+        self.device_kind = device_kind
         self.name = name or ""  # read by hlo_module() to name the text in its errors
         if not self.name:  # parsed once, here: a cut or incomplete text is refused at open
             self.name = self.hlo_module().name
         self.live_ranges: LiveRanges | None = None  # XLA's, when a dump folder has them
 
     def _check_stage(self, stage: str | None) -> str:
-        stage = self.stage if stage is None else stage
-        if stage not in STAGES:
-            raise ArgumentError(
-                f"stage must be 'lowered' or 'optimized', got {stage!r}: 'lowered' is the HLO "
-                "before XLA's passes (a dump's before_optimizations file), 'optimized' after."
-            )
+        stage = check_stage(self.stage if stage is None else stage)
         if stage not in self._texts:
             raise ArgumentError(
                 f"{self.name} holds only the {' and '.join(self.stages)} HLO, not the {stage} "
@@ -162,9 +199,15 @@ class HloProgram:
             )
         return stage
 
+    def _text(self, stage: str) -> str:
+        text = self._texts[stage]
+        if callable(text):
+            text = self._texts[stage] = text()
+        return text
+
     def hlo_text(self, stage: str | None = None) -> str:
         """The HLO text of ``stage`` (default: `stage`)."""
-        text = self._texts[self._check_stage(stage)]
+        text = self._text(self._check_stage(stage))
         if not text:
             raise ArgumentError(
                 f"{self.name} was opened from a parsed HloModule, whose text is not kept; "
@@ -177,7 +220,7 @@ class HloProgram:
         stage = self._check_stage(stage)
         if stage not in self._modules:
             where = self._files.get(stage) or self.source
-            self._modules[stage] = parse_text(self._texts[stage], where, self.name or None)
+            self._modules[stage] = parse_text(self._text(stage), where, self.name or None)
         return self._modules[stage]
 
     def op_counts(self, stage: str | None = None, *, open_fusions: bool = True) -> Counter:
@@ -185,9 +228,10 @@ class HloProgram:
         return op_counts(self.hlo_module(stage), open_fusions=open_fusions)
 
     @functools.cached_property
-    def cost(self) -> HloCost:
-        """Estimated FLOPs and bytes of one run of the default stage (see `HloCost`)."""
-        return program_cost(self.hlo_module())
+    def cost(self) -> Cost:
+        """FLOPs and bytes of one run of the default stage (see `Cost`): counted from the
+        HLO, with XLA's own figures for a compiled program."""
+        return program_cost(self.hlo_module(), self._xla_cost() if self._xla_cost else None)
 
     def fusions(self, stage: str | None = None) -> list[Fusion]:
         """The fusions XLA made, largest FLOPs first (none before XLA's passes)."""
@@ -201,10 +245,7 @@ class HloProgram:
         self, stage: str | None = None, *, times: Mapping[str, float] | None = None
     ) -> HloGraph:
         """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
-        stage = self._check_stage(stage)
-        with progress(f"opening the graph of {self.name or 'the program'}"):
-            module = self.hlo_module(stage)
-            return HloGraph(module, title=self.name, stage=stage, times=times)
+        return graph(self, stage=stage, times=times)
 
     def memory_view(self, *, capacity: int | None = None) -> MemoryView:
         """The program's memory: peak, buffers at the peak, live bytes along the schedule.
@@ -274,6 +315,49 @@ class HloProgram:
 
     def _repr_html_(self) -> str:
         return self._report().html()
+
+
+def as_program(obj: object) -> HloProgram | None:
+    """``obj`` if it is an `HloProgram`, the program it has (a ``tpukit.Compiled``'s
+    ``.program``), an `HloModule` opened as one; None for anything else."""
+    if isinstance(obj, HloProgram):
+        return obj
+    if isinstance(obj, HloModule):
+        return open(obj)
+    program = getattr(obj, "program", None)
+    return program if isinstance(program, HloProgram) else None
+
+
+@user_facing
+def graph(
+    hlo: str | os.PathLike | HloModule | HloProgram,
+    *,
+    title: str | None = None,
+    stage: str | None = None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> HloGraph:
+    """An interactive graph of a program: an `HloProgram` (or a ``tpukit.Compiled``'s), HLO
+    text, an HLO file's path or a parsed `HloModule`. The arguments and the graph are
+    `tpukit.hlo._graph_view.graph`'s; a program's stage defaults to its `HloProgram.stage`
+    and its title to its name.
+
+        >>> view = graph(program)  # the program opened above
+        >>> view.stage
+        'optimized'
+    """
+    program = None if isinstance(hlo, (str, os.PathLike, HloModule)) else as_program(hlo)
+    if program is None:
+        return graph_of_text(hlo, title=title, stage=stage, times=times, memory=memory)
+    stage = program._check_stage(stage)
+    title = title if title is not None else program.name
+    with progress(f"opening the graph of {title or 'the program'}"):
+        module = program.hlo_module(stage)
+        if not module.computations:
+            raise ArgumentError(
+                "This HLO module has no computation to draw; pass the module's full text."
+            )
+        return HloGraph(module, title=title, stage=stage, times=times, memory=memory)
 
 
 def _loops_fact(module: HloModule, unknown: tuple[str, ...]) -> str:

@@ -20,8 +20,7 @@ import jax
 
 from tpukit._counts import as_count
 from tpukit._errors import ArgumentError, DeviceNotFoundError, DeviceSetupError
-from tpukit.display._table import Column, Report, Table
-from tpukit.display._units import format_bytes
+from tpukit.display import Column, Report, Table, format_bytes
 from tpukit.runtime._environment import Environment, detect_environment, missing_platform_advice
 
 Platform = Literal["auto", "tpu", "gpu", "cpu"]

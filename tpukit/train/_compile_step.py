@@ -21,8 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from tpukit.compilation._compiled import Compiled, compile_lowering
-from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.compilation import Compiled, Signature, bind_arguments, compile_lowering
 
 from ._memory_fit import fit_fixes
 from ._options import RunOptions

@@ -32,8 +32,8 @@ from flax import nnx
 from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._errors import user_facing
-from tpukit.compilation._compiled import Compiled
-from tpukit.compilation._peaks import peak_for
+from tpukit.compilation import Compiled
+from tpukit.measure import peak_for
 
 from . import _checkpoint, _steps
 from ._compile_step import compile_step

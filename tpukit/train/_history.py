@@ -88,7 +88,7 @@ class History:
             >>> fig = history.plot()          # doctest: +SKIP
             >>> fig.savefig("curves.png")     # doctest: +SKIP
         """
-        from tpukit.display._figures import new_figure
+        from tpukit.display import new_figure
 
         bases = [n for n in self.metric_names if not n.startswith("val_")]
         bases += [n[4:] for n in self.metric_names if n.startswith("val_") and n[4:] not in bases]

@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
-from tpukit.display._units import format_bytes
+from tpukit.display import format_bytes
 
 _KEY_FIELDS = {
     jax.tree_util.DictKey: "key",

@@ -40,17 +40,19 @@ import numpy as np
 from flax import nnx
 
 from tpukit._errors import DeviceMemoryError
-from tpukit.compilation._compiled import Compiled, compile_lowering
-from tpukit.compilation._memory import device_capacity
-from tpukit.compilation._out_of_memory import (
+from tpukit.compilation import (
+    Compiled,
     Fix,
+    Signature,
+    bind_arguments,
+    compile_lowering,
+    device_capacity,
     explain,
     measuring,
     needed_bytes,
     search_batch,
 )
-from tpukit.compilation._signature import Signature, bind_arguments
-from tpukit.runtime._devices import available_bytes
+from tpukit.runtime import available_bytes
 
 from . import _steps
 from ._data import ResidentData

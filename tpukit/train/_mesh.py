@@ -42,7 +42,7 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from tpukit.compilation._placement import parse_mesh, parse_partition_spec
+from tpukit.compilation import parse_mesh, parse_partition_spec
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._layout import ShardingSummary, is_key, leaf_paths, place

@@ -31,9 +31,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpukit.compilation._peaks import DevicePeak
-from tpukit.display._units import format_seconds
+from tpukit.display import format_seconds
 from tpukit.hlo import executed, parse_hlo
+from tpukit.measure import DevicePeak
 
 #: Least seconds between two redraws of a line (the last one is always drawn).
 REDRAW_SECONDS = 0.1

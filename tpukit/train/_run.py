@@ -27,7 +27,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from tpukit.compilation._memory import device_capacity
+from tpukit.compilation import device_capacity
 
 from . import _checkpoint, _steps
 from ._data import ResidentData, epoch_indices, epoch_key

@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import optax
 from flax import nnx
 
-from tpukit.compilation._module_scopes import module_scopes
+from tpukit.compilation import module_scopes
 
 from ._layout import leaf_paths
 from ._losses import Objective

@@ -1,5 +1,7 @@
 """tpukit.zoo: well-known models as Flax NNX modules, correct and documented.
 
+Imports: ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``.
+
 It imports only Flax, JAX and ``tpukit._compat``: models know nothing of training
 or compiling (``tests/test_architecture.py`` checks this).
 

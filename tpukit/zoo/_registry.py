@@ -24,7 +24,7 @@ from flax import nnx
 
 from tpukit._counts import as_count
 from tpukit._errors import ArgumentError, UnknownNameError, WrongTypeError
-from tpukit.display._table import Column, Table
+from tpukit.display import Column, Table
 from tpukit.zoo._base import ZooModel, as_dtype
 from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
 from tpukit.zoo._mlp import MLP

@@ -34,23 +34,32 @@ import jax
 
 from tpukit import hlo
 from tpukit._errors import ArgumentError, user_facing
-from tpukit.compilation._peaks import DevicePeak, peak_for
-from tpukit.compilation._trace_events import InstructionTimes, instruction_times
-from tpukit.compilation._trace_programs import hlo_text, pick_program, trace_programs
-from tpukit.compilation._trace_runs import read_traces, run_failures, trace_runs
-from tpukit.compilation._verdict import verdict
-from tpukit.compilation._xspace import TraceFile, from_profile_data, read_xspace
-from tpukit.display._html_style import MUTED_COLOR
-from tpukit.display._table import Column, Line, Report, Table
-from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.display import (
+    MUTED_COLOR,
+    Column,
+    Line,
+    Report,
+    Table,
+    format_bytes,
+    format_flops,
+    format_seconds,
+)
 from tpukit.hlo import (
+    SECTIONS,
     HloComputation,
     HloInstruction,
     HloModule,
     instruction_bytes,
     instruction_flops,
+    place_label,
+    plan_scopes,
 )
-from tpukit.hlo._user_scopes import SECTIONS, place_label, plan_scopes
+from tpukit.measure._peaks import DevicePeak, peak_for
+from tpukit.measure._trace_events import InstructionTimes, instruction_times
+from tpukit.measure._trace_programs import hlo_text, pick_program, trace_programs
+from tpukit.measure._trace_runs import read_traces, run_failures, trace_runs
+from tpukit.measure._verdict import verdict
+from tpukit.measure._xspace import TraceFile, from_profile_data, read_xspace
 
 #: Rows of each table in the notebook view (``table()`` has them all).
 TOP_ROWS = 15

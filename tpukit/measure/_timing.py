@@ -16,9 +16,8 @@ from typing import Any
 import jax
 
 from tpukit._errors import ArgumentError
-from tpukit.compilation._peaks import DevicePeak
-from tpukit.display._table import Line, Report
-from tpukit.display._units import format_flops, format_seconds
+from tpukit.display import Line, Report, format_flops, format_seconds
+from tpukit.measure._peaks import DevicePeak
 
 
 def time_call(

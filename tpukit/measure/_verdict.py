@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from tpukit.display._units import format_seconds
+from tpukit.display import format_seconds
 
 #: Below this share of the wall time busy, the device mostly waits.
 IDLE_SHARE = 0.5

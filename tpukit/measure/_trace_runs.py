@@ -28,7 +28,7 @@ from typing import Any
 import jax
 
 from tpukit._errors import TpukitError
-from tpukit.compilation._xspace import ProfileError, TraceFile, read_xspace
+from tpukit.measure._xspace import ProfileError, TraceFile, read_xspace
 
 TRACE_FILES = "*.xplane.pb"
 #: Runs from which a trace says what it is doing (a long trace, then a long read).

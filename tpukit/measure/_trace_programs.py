@@ -8,7 +8,7 @@ module as an ``HloProto`` (stat ``Hlo Proto``). Several programs may share a nam
 (``jit_dot`` for every shape ``jnp.dot`` was called with): `pick_program` tells them
 apart by id and lists them when the choice is the user's.
 
-    >>> from tpukit.compilation._xspace import read_xspace
+    >>> from tpukit.measure._xspace import read_xspace
     >>> programs = trace_programs([read_xspace(trace)])  # one file per host
     >>> [(p.name, p.program_id) for p in programs][:1]
     [('jit_f', '12190760917235803885')]
@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from tpukit._errors import ArgumentError
-from tpukit.compilation._xspace import ProfileError, TraceFile
-from tpukit.display._units import format_seconds
+from tpukit.display import format_seconds
+from tpukit.measure._xspace import ProfileError, TraceFile
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"

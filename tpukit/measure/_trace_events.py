@@ -33,10 +33,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from tpukit.compilation._gpu_kernels import attribute_kernels, kernel_name
-from tpukit.compilation._trace_programs import MODULE_LINE, split_program
-from tpukit.compilation._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
 from tpukit.hlo import HloModule
+from tpukit.measure._gpu_kernels import attribute_kernels, kernel_name
+from tpukit.measure._trace_programs import MODULE_LINE, split_program
+from tpukit.measure._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
 
 #: The trace's plane of the host CPU (XLA:CPU runs each instruction on its client's threads).
 CPU_PLANE = "/host:CPU"
