@@ -55,8 +55,18 @@ if TYPE_CHECKING:
     from tpukit.hlo._program import HloProgram
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
-#: The viewer's scripts, in the order they are joined into one <script>.
-_VIEWER_SCRIPTS = ("graph_view.js", "graph_layout.js", "graph_camera.js", "graph_memory.js")
+#: The viewer's scripts, joined into one <script>: the shared helpers, then the parts
+#: (each file's head says what it takes and offers), then the view that composes them.
+_VIEWER_SCRIPTS = (
+    "graph_shared.js",
+    "graph_theme.js",
+    "graph_tree.js",
+    "graph_layout.js",
+    "graph_camera.js",
+    "graph_panel.js",
+    "graph_colour.js",
+    "graph_view.js",
+)
 _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
