@@ -5,7 +5,9 @@
 //   - a top-level name that another viewer file also declares (the later would replace it);
 //   - a name in the file's `/* global ... */` comment (what it takes) that no other viewer
 //     file names in its `/* exported ... */` comment (what it offers);
-//   - a name in `/* exported ... */` that the file does not declare at its top level.
+//   - a name in `/* exported ... */` that the file does not declare at its top level;
+//   - a top-level assignment to another file's object (`GraphView.prototype.x = ...` outside
+//     graph_view.js): each part's fields and methods are set in its own file only.
 // no-undef and no-unused-vars then hold each file to those two comments.
 "use strict";
 
@@ -42,6 +44,15 @@ function topLevel(program) {
     }
   }
   return names;
+}
+
+// The object a top-level `A.b... = value` statement writes into (A), or null.
+function assignedObject(statement) {
+  if (statement.type !== "ExpressionStatement" || statement.expression.type !== "AssignmentExpression") return null;
+  let target = statement.expression.left;
+  if (target.type !== "MemberExpression") return null;
+  while (target.type === "MemberExpression") target = target.object;
+  return target.type === "Identifier" ? target : null;
 }
 
 // Every other viewer file's top-level names and offers, read once per file and change.
@@ -91,6 +102,12 @@ module.exports = {
         for (const {name, comment} of listed(comments, "global")) {
           if (!seen.offered.has(name)) {
             context.report({loc: comment.loc, message: `takes '${name}', which no other viewer file offers (/* exported */).`});
+          }
+        }
+        for (const statement of program.body) {
+          const target = assignedObject(statement);
+          if (target && !declaredHere.has(target.name)) {
+            context.report({node: statement, message: `sets a field of '${target.name}', which another file declares; a part's fields are set in its own file.`});
           }
         }
         for (const {name, comment} of listed(comments, "exported")) {
