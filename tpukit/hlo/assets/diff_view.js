@@ -128,7 +128,7 @@ function DiffSide(root, data, dagre, owner, side) {
   this.view = new GraphView(root, data, dagre, {
     folds: false,
     decorate: function (i, node, closed, width) { self.decorate(i, node, closed, width); },
-    selected: function (i) { owner.fromNode(side, i); },
+    onSelect: function (i) { owner.fromNode(side, i); },
     panelRows: function (i) {
       var text = owner.describe(side, i);
       return text ? [["diff", text, "tkd-panel-diff"]] : [];

@@ -25,11 +25,13 @@
 //   tpukitGraphView(root, b64, dagre): the page's entry: unpack, check and draw a payload
 //   unpack(b64), schemaProblem(data), showStale(root, prefix, text): loading a payload
 //   new GraphView(root, data, dagre, options), where options (all optional) are
-//     folds (false: open what data.open says, however little of it fits the view),
-//     decorate(i, element, closed, width) (called as each node is drawn, a closed box or an
-//     open group, `width` wide), selected(i) (a node was newly selected), panelRows(i) (rows that head the
-//     panel of node i); with
-//     tree, layout (read only), select(i), reveal(i), element(i), render(anchor)
+//     folds: false to open what data.open says, however little of it fits the view
+//     decorate(i, element, closed, width): called as each node is drawn (a closed box, or
+//       an open group's frame), `width` wide
+//     onSelect(i): a node was newly selected
+//     panelRows(i): rows [name, value, class] that head the panel of node i
+//   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
+//   render(anchor)
 /* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
    clip, fmt, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
@@ -352,7 +354,7 @@ GraphView.prototype.select = function (i) {
   if (shown) shown.classList.add("tkg-selected");
   var first = this.options.panelRows ? this.options.panelRows(i) : [];
   this.panel.show(i, first, this.colour.rows(i));
-  if (changed && this.options.selected) this.options.selected(i);
+  if (changed && this.options.onSelect) this.options.onSelect(i);
 };
 
 // Open the groups around node i and centre the view on it (the whole view for the root).
