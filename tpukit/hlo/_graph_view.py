@@ -5,12 +5,13 @@
 JSON, the viewer's scripts and styles and the bundled layout library (dagre),
 with no request to any server and nothing that a sandboxed iframe forbids, so
 the same output works in Jupyter, JupyterLab, VS Code, Colab and a saved file,
-in the frontend's light or dark theme. The graph is three parts, each using only
-the one before: the tree of groups (`_graph_data.GraphTree`, built once per
-module), the payload the viewer reads (`_graph_payload.graph_payload`, packed by
-`_graph_wire`), and the page (`_graph_page`, which writes the diff view's too). A plain mouse wheel over the graph
-scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel after a
-click inside the graph zooms.
+in the frontend's light or dark theme. The graph is three parts, the page using
+the payload and the payload the tree: the tree of groups
+(`_graph_data.GraphTree`, built once per module), the payload the viewer reads
+(`_graph_payload.graph_payload`, packed by `_graph_wire`), and the page
+(`_graph_page`, which writes the diff view's too). A plain mouse wheel over the
+graph scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel
+after a click inside the graph zooms.
 
     >>> from tpukit.hlo import graph
     >>> g = graph(jax.jit(f).lower(x).compile().as_text(), title="f")
