@@ -4,7 +4,8 @@ The graph (`_graph_view.HloGraph`) and the diff of two graphs (`_diff_view.HloDi
 are each one ``<div>`` holding its ``<style>``, its own markup and one ``<script>``: the
 bundled layout library (dagre) wrapped in a function so that it defines no global, the
 viewer's scripts (``assets/*.js``, whose heads say what each part takes and offers)
-joined into one function scope, and a call of the viewer's entry with the output's
+joined into one function scope, in strict mode (the library's own stays as it was
+written), and a call of the viewer's entry with the output's
 element and its data. No request to any server and nothing that a sandboxed iframe
 forbids, so the same output works in Jupyter, JupyterLab, VS Code, Colab and a saved
 file. Every argument is written as JSON that cannot end the ``<script>`` early.
@@ -88,10 +89,10 @@ def viewer_fragment(
     script = (
         "(function(){var dagre=(function(){"
         + _script_safe(dagre, "dagre.min.js")
-        + "\nreturn dagre;})();\n"
+        + '\nreturn dagre;})();\n(function(){"use strict";\n'
         + code
         + f'\n{viewer.entry}(document.getElementById("{element_id}"),{call_arguments}dagre);'
-        + "})();"
+        + "})();})();"
     )
     return (
         f'<div id="{element_id}" class="{root_class}"><style>{css}</style>'
