@@ -10,6 +10,13 @@ OLDEST := .venv-oldest
 
 .PHONY: demo test test-oldest lint
 
+# ESLint, for the graph viewer's JavaScript, at the versions package-lock.json pins
+# (npm ci installs them into node_modules/ when it is missing or the lock changed).
+node_modules/.installed: package.json package-lock.json
+	@command -v npm >/dev/null || { echo "make lint needs Node.js and npm for ESLint (apt-get install -y nodejs npm)"; exit 1; }
+	npm ci --no-audit --no-fund
+	touch $@
+
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
@@ -21,8 +28,9 @@ $(VENV)/.installed: pyproject.toml
 demo: $(VENV)/.installed
 	$(BIN)/python scripts/run_notebook.py notebooks/01_mnist_mlp.ipynb -o out/01_mnist_mlp.ipynb
 
-lint: $(VENV)/.installed
+lint: $(VENV)/.installed node_modules/.installed
 	$(BIN)/ruff check .
+	node_modules/.bin/eslint --max-warnings 0 .
 
 test: $(VENV)/.installed lint
 	sh scripts/ensure_chromium.sh

@@ -6,7 +6,7 @@ in the temp directory, since compiling ResNet-50 or GPT-small takes about a minu
 it measures what ``%tpu_graph`` does after compiling, from the cell's point of view:
 
 - parse: the optimized HLO text into an ``HloModule`` (a compiled object parses it lazily);
-- group: the graph's tree of layers, sections and parts (``_GraphData``);
+- group: the graph's tree of layers, sections and parts (``GraphTree``);
 - HTML: the payload and the self-contained HTML fragment;
 - open: in headless Chromium (Playwright), from navigation start until the first view is drawn;
 - expand: a click on a closed group (the largest one shown) and on the largest fusion, until

@@ -14,7 +14,7 @@ import json
 
 from tpukit import hlo
 from tpukit.hlo import HloInstruction, HloModule
-from tpukit.hlo._graph_data import _GraphData
+from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._program import program_cost
 
 
@@ -43,7 +43,7 @@ def _model(module: HloModule) -> list:
     return [module.name, module.entry_name, module.attributes, frames, module.unparsed, comps]
 
 
-def _groups(data: _GraphData) -> list:
+def _groups(data: GraphTree) -> list:
     instrs = [None if i is None else (i.computation, i.name) for i in data.instr]
     children = [list(c) for c in data.children]
     return [

@@ -41,7 +41,8 @@ class Column:
     ``format`` turns a cell's value into text (both renderings); ``markup``, when
     given, turns it into HTML for notebooks instead (already escaped, e.g. a bar
     beside a share). ``heading`` makes the body cells row headers (``<th>``), as the
-    keys of a table of facts; ``nowrap`` keeps a cell on one line in HTML.
+    keys of a table of facts; ``nowrap`` keeps a cell on one line in HTML;
+    ``html_class`` is a class of the column's body cells, for an output's own styles.
     """
 
     name: str
@@ -50,6 +51,7 @@ class Column:
     markup: Callable[[Any], str] | None = None
     heading: bool = False
     nowrap: bool = False
+    html_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -58,12 +60,15 @@ class Row:
 
     ``mark`` is the row's HTML class (``"changed"`` in a diff). A ``prose`` row's
     cells are text, left-aligned and outside the column widths; as text it lists
-    each non-empty cell under its first, after the column's name.
+    each non-empty cell under its first, after the column's name. ``attributes`` are
+    more HTML attributes of the row, ``(name, value)`` pairs (values are escaped here),
+    such as the ``data-*`` a script finds the row by.
     """
 
     cells: Sequence[Any]
     mark: str = ""
     prose: bool = False
+    attributes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -83,7 +88,8 @@ class Table:
     lets the text list only marked rows (a diff's changed ones) while the HTML shows
     every row, the marked ones highlighted; ``text_limit`` keeps a terminal's text
     to that many rows and ends it with how many more there are and ``more`` (where
-    to find them, such as ``".op_counts(stage)"``).
+    to find them, such as ``".op_counts(stage)"``). ``html_class`` is the class of
+    the ``<table>`` element, for an output's own styles and scripts.
     """
 
     columns: Sequence[Column]
@@ -96,6 +102,7 @@ class Table:
     marked_only_in_text: bool = False
     text_limit: int | None = None
     more: str = ""
+    html_class: str = ""
 
     def text(self, indent: str = "") -> str:
         """Aligned plain text; the caption at ``indent``, the table two spaces in."""
@@ -153,7 +160,9 @@ class Table:
 
     def html(self) -> str:
         """A ``<table>`` (in ``details`` under its caption), cells escaped, numbers right."""
-        parts = ["<table>"]
+        parts = [
+            f'<table class="{html.escape(self.html_class)}">' if self.html_class else "<table>"
+        ]
         if self.header:
             head = "".join(
                 f"<th{_classes(c.align == 'right')}>{html.escape(c.name)}</th>"
@@ -169,8 +178,9 @@ class Table:
                 )
                 continue
             mark = f' class="{r.mark}"' if r.mark else ""
+            extra = "".join(f' {name}="{html.escape(value)}"' for name, value in r.attributes)
             parts.append(
-                f"<tr{mark}>"
+                f"<tr{mark}{extra}>"
                 + "".join(self._cell(c, v, r.prose) for c, v in zip(self.columns, r.cells))
                 + "</tr>"
             )
@@ -188,7 +198,8 @@ class Table:
         if prose:
             return f"<{tag}>{html.escape(str(value))}</{tag}>"
         content = column.markup(value) if column.markup else html.escape(column.format(value))
-        return f"<{tag}{_classes(column.align == 'right', column.nowrap)}>{content}</{tag}>"
+        classes = _classes(column.align == "right", column.nowrap, column.html_class)
+        return f"<{tag}{classes}>{content}</{tag}>"
 
 
 @dataclass(frozen=True)
@@ -273,6 +284,6 @@ def _marked(rows: list[Row | Section]) -> list[Row | Section]:
     return kept
 
 
-def _classes(numeric: bool, nowrap: bool = False) -> str:
-    names = ["num"] * numeric + ["nowrap"] * nowrap
+def _classes(numeric: bool, nowrap: bool = False, extra: str = "") -> str:
+    names = ["num"] * numeric + ["nowrap"] * nowrap + [extra] * bool(extra)
     return f' class="{" ".join(names)}"' if names else ""

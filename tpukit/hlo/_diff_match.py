@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._model import HloInstruction
 from tpukit.hlo._user_scopes import parse_scope, split_scope
@@ -90,7 +91,7 @@ class ProgramGroups:
     def __init__(self, view: HloGraph) -> None:
         self.graph = view
         data = self.data = view._data
-        self.payload = data.payload(view.title, view.stage, times=view.times)
+        self.payload = graph_payload(data, view.title, view.stage, view.times)
         n = len(data.kind)
         self.group_of = [0] * n  # each node's nearest group (itself for a group)
         self.groups: dict[tuple[str, ...], int] = {(): 0}

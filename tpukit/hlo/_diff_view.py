@@ -28,24 +28,15 @@ Nothing here imports JAX: the modules may come from dumps of another machine.
 from __future__ import annotations
 
 import html
-import json
 import os
 import pathlib
-import uuid
 from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
-from tpukit.display import format_bytes, format_flops, format_seconds
+from tpukit.display import Column, Row, Table, format_bytes, format_flops, format_seconds
 from tpukit.hlo._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
-from tpukit.hlo._graph_view import (
-    _SOURCE_MAP,
-    _VIEWER_SCRIPTS,
-    HloGraph,
-    _read_asset,
-    _script_safe,
-    graph,
-    standalone_page,
-)
+from tpukit.hlo._graph_page import DIFF, new_element_id, save_page, standalone_page, viewer_fragment
+from tpukit.hlo._graph_view import HloGraph, graph
 from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._model import HloModule
 
@@ -126,7 +117,7 @@ class HloDiffView:
         return f"HLO diff: {self.labels[0]} vs {self.labels[1]}"
 
     def _cells(self, g: GroupDiff) -> list[str]:
-        """The table's cells for one group (text and HTML share them)."""
+        """The table's cells for one group, after its name."""
         cells = [
             _figure(g.flops[0], format_flops),
             _figure(g.flops[1], format_flops),
@@ -139,26 +130,39 @@ class HloDiffView:
             cells.append(_signed(g.delta("time"), format_seconds))
         return cells
 
-    def _header(self) -> list[str]:
+    def _table(self) -> Table:
+        """The groups' table, for the text and the notebook alike: a row per group, indented
+        by depth, marked by status; in HTML each row carries what ``diff_view.js`` links."""
         a, b = self.labels
         header = [f"FLOPs {a}", f"FLOPs {b}", "Δ FLOPs", "Δ bytes", "instructions", "ops ±"]
-        return header + (["Δ time"] if self.timed else [])
+        header += ["Δ time"] if self.timed else []
+        group = Column("group", format=_group_text, markup=_group_markup, html_class="tkd-group")
+        rows = [
+            Row(
+                (g, *self._cells(g)),
+                mark=f"tkd-{g.status}",
+                attributes=(
+                    ("data-row", str(index)),
+                    ("data-status", g.status),
+                    ("data-name", g.name),
+                    ("tabindex", "0"),
+                ),
+            )
+            for index, g in enumerate(self.groups)
+        ]
+        columns = [group, *(Column(name, align="right") for name in header)]
+        return Table(
+            columns, rows, text_limit=_TEXT_ROWS, more="rows() has all", html_class="tkd-table"
+        )
 
     def __repr__(self) -> str:
-        marks = {ADDED: "+", REMOVED: "-", CHANGED: "~", SAME: " "}
-        table = [("group", *self._header())]
-        for g in self.groups[:_TEXT_ROWS]:
-            label = f"{marks[g.status]} {'  ' * max(0, len(g.path) - 1)}{g.path[-1] if g.path else g.name}"
-            table.append((label, *self._cells(g)))
-        widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-        lines = [f"{self._title()}: {self._summary()}"]
-        for row in table:
-            cells = "".join(f"  {cell.rjust(w)}" for cell, w in zip(row[1:], widths[1:]))
-            lines.append(f"  {row[0].ljust(widths[0])}{cells}".rstrip())
-        if len(self.groups) > _TEXT_ROWS:
-            lines.append(f"  ... {len(self.groups) - _TEXT_ROWS} more groups (rows() has all)")
-        lines.append("  (+ only in b, - only in a, ~ changed)")
-        return "\n".join(lines)
+        return "\n".join(
+            (
+                f"{self._title()}: {self._summary()}",
+                self._table().text("  "),
+                "  (+ only in b, - only in a, ~ changed)",
+            )
+        )
 
     # -- HTML ------------------------------------------------------------------
 
@@ -208,42 +212,10 @@ class HloDiffView:
             parts.append(f"time {_signed(g.delta('time'), format_seconds) or 'same'}")
         return f"{b} vs {a}: " + ", ".join(parts)
 
-    def _table_html(self) -> str:
-        head = "".join(f'<th class="tkd-num">{html.escape(h)}</th>' for h in self._header())
-        body = []
-        for index, g in enumerate(self.groups):
-            indent = 12 * max(0, len(g.path) - 1)
-            label = g.path[-1] if g.path else g.name
-            cells = "".join(f'<td class="tkd-num">{html.escape(c)}</td>' for c in self._cells(g))
-            body.append(
-                f'<tr class="tkd-{g.status}" data-row="{index}" data-status="{g.status}" '
-                f'data-name="{html.escape(g.name)}" tabindex="0">'
-                f'<td class="tkd-group" style="padding-left:{indent + 6}px" '
-                f'title="{html.escape(g.name)}">{html.escape(label)}</td>{cells}</tr>'
-            )
-        return (
-            f'<table class="tkd-table"><thead><tr><th>group</th>{head}</tr></thead>'
-            f"<tbody>{''.join(body)}</tbody></table>"
-        )
-
     def _repr_html_(self) -> str:
         """One self-contained fragment: the table, both graphs, their viewer, no request."""
-        element_id = f"tkd-{uuid.uuid4().hex}"
-        css = _read_asset("graph_view.css") + "\n" + _read_asset("diff_view.css")
-        dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
-        viewer = "\n".join(
-            _script_safe(_read_asset(name), name) for name in (*_VIEWER_SCRIPTS, "diff_view.js")
-        )
-        payloads = ",".join(f'"{encode_payload(side.payload)}"' for side in self._sides)
-        marks = _script_json(self._marks())
-        script = (
-            "(function(){var dagre=(function(){"
-            + _script_safe(dagre, "dagre.min.js")
-            + "\nreturn dagre;})();\n"
-            + viewer
-            + f'\ntpukitDiffView(document.getElementById("{element_id}"),[{payloads}],{marks},dagre);'
-            + "})();"
-        )
+        element_id = new_element_id("tkd")
+        payloads = [encode_payload(side.payload) for side in self._sides]
         a, b = (html.escape(label) for label in self.labels)
         fallback = html.escape(
             "The two graphs draw with JavaScript: run the cell in a trusted notebook, or "
@@ -255,19 +227,18 @@ class HloDiffView:
             f'<div id="{element_id}-{side}" class="tkg-root tkd-side" data-side="{index}"></div></div>'
             for index, (side, label) in enumerate((("a", self.labels[0]), ("b", self.labels[1])))
         )
-        return (
-            f'<div id="{element_id}" class="tkd-root"><style>{css}</style>'
+        body = (
             f'<div class="tkd-head"><div class="tkd-title"><b>{html.escape(self._title())}</b>'
             f" · {html.escape(self._summary())}</div>"
             '<div class="tkd-key"><span><i class="tkd-key-added"></i>added in '
             f'{b}</span><span><i class="tkd-key-removed"></i>removed from {a}</span>'
             '<span><i class="tkd-key-changed"></i>changed</span>'
             '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
-            f'<div class="tkd-table-wrap">{self._table_html()}</div></div>'
+            f'<div class="tkd-table-wrap">{self._table().html()}</div></div>'
             f'<div class="tkd-fallback">{fallback}</div>'
             f'<div class="tkd-sides">{panes}</div>'
-            f"<script>{script}</script></div>"
         )
+        return viewer_fragment(DIFF, element_id, "tkd-root", body, [payloads, self._marks()])
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
@@ -275,9 +246,28 @@ class HloDiffView:
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the view as a standalone HTML page that opens offline in any browser."""
-        path = pathlib.Path(path)
-        path.write_text(self.to_html(), encoding="utf-8")
-        return path
+        return save_page(path, self._title(), self._repr_html_())
+
+
+_MARKS = {ADDED: "+", REMOVED: "-", CHANGED: "~", SAME: " "}
+
+
+def _group_text(g: GroupDiff) -> str:
+    """A group's cell as text: its status mark, then its name indented by depth."""
+    return f"{_MARKS[g.status]} {'  ' * max(0, len(g.path) - 1)}{_label(g)}"
+
+
+def _group_markup(g: GroupDiff) -> str:
+    """A group's cell in HTML: its name, indented by depth, the full path as its tooltip."""
+    indent = 12 * max(0, len(g.path) - 1)
+    return (
+        f'<span style="padding-left:{indent}px" title="{html.escape(g.name)}">'
+        f"{html.escape(_label(g))}</span>"
+    )
+
+
+def _label(g: GroupDiff) -> str:
+    return g.path[-1] if g.path else g.name
 
 
 def _figure(value, formatter) -> str:
@@ -288,12 +278,6 @@ def _signed(delta, formatter) -> str:
     if not delta:
         return ""
     return ("+" if delta > 0 else "−") + formatter(abs(delta))
-
-
-def _script_json(value) -> str:
-    """JSON that can sit inside a <script>: no ``<``, ``>`` or ``&`` as themselves."""
-    text = json.dumps(value, separators=(",", ":"))
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 @user_facing

@@ -18,10 +18,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._graph_schema import COLOURS
+from tpukit.hlo._graph_nodes import category
+from tpukit.hlo._graph_schema import COLOURS, INSTRUCTION
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import _GraphData
+    from tpukit.hlo._graph_data import GraphTree
 
 #: Fill colours by op category, the same as the interactive view's.
 CATEGORY_COLORS = {name: entry.light for name, entry in COLOURS.items()}
@@ -34,10 +35,8 @@ def quote(text: str) -> str:
     return f'"{escaped}"'
 
 
-def graph_to_dot(data: _GraphData, title: str) -> str:
+def graph_to_dot(data: GraphTree, title: str) -> str:
     """DOT text for the ENTRY computation of ``data`` (see the module docstring)."""
-    from tpukit.hlo._graph_data import INSTRUCTION, _category
-
     lines = [
         f"digraph {quote(title)} {{",
         f"  label={quote(title)}; labelloc=t; rankdir=TB; newrank=true;",
@@ -49,7 +48,7 @@ def graph_to_dot(data: _GraphData, title: str) -> str:
         for kid in data.children[node]:
             instr = data.instr[kid]
             if data.kind[kid] == INSTRUCTION and instr is not None:
-                color = CATEGORY_COLORS.get(_category(instr, data.module), "#ffffff")
+                color = CATEGORY_COLORS.get(category(instr, data.module), "#ffffff")
                 label = f"{instr.name}\n{instr.opcode} {instr.shape}"
                 lines.append(f"{indent}n{kid} [label={quote(label)}, fillcolor={quote(color)}];")
             else:

@@ -28,7 +28,7 @@ from tpukit.hlo._model import HloModule
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import _GraphData
+    from tpukit.hlo._graph_data import GraphTree
 
 #: The first view expands groups, breadth first, while at most this many nodes show.
 OPEN_NODES = 60
@@ -38,7 +38,7 @@ _OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
 _ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
-def first_view(data: _GraphData) -> list[int]:
+def first_view(data: GraphTree) -> list[int]:
     """The groups to show open, the root first (see the module docstring for the rules)."""
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node in range(len(data.kind) - 1, 0, -1):
@@ -66,7 +66,7 @@ def first_view(data: _GraphData) -> list[int]:
     return opened
 
 
-def _opens(data: _GraphData, node: int, parent: int, sizes: list[int]) -> bool:
+def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
     """May ``node`` open at all (a closed section or a small call stays closed)?"""
     if not data.children[node] or data.section.get(parent) in _OPEN_SECTIONS:
         return False
@@ -77,7 +77,7 @@ def _opens(data: _GraphData, node: int, parent: int, sizes: list[int]) -> bool:
     return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
 
 
-def _plumbing(data: _GraphData) -> list[bool]:
+def _plumbing(data: GraphTree) -> list[bool]:
     """Whether a node holds only setup: parameters, constants and what is computed from
     constants alone (RoPE tables, shape constants, iotas), through its groups."""
     from_constants = _from_constants(data.module)

@@ -2,7 +2,7 @@
 
 The first view ranks groups by their FLOPs and bytes (`_first_view`) and the payload
 shows them (`_graph_payload`); both read `node_costs`, which costs every instruction
-once and keeps the columns on the `_GraphData`, so a second view of the program costs
+once and keeps the columns on the `GraphTree`, so a second view of the program costs
 nothing more.
 
     >>> text = '''HloModule m
@@ -13,9 +13,9 @@ nothing more.
     ...   ROOT d = f32[4,2]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
     ... }
     ... '''
-    >>> from tpukit.hlo._graph_data import _GraphData
+    >>> from tpukit.hlo._graph_data import GraphTree
     >>> from tpukit.hlo._parser import parse_hlo
-    >>> flops, nbytes, own = node_costs(_GraphData(parse_hlo(text)))
+    >>> flops, nbytes, own = node_costs(GraphTree(parse_hlo(text)))
     >>> flops[0], nbytes[0]  # the root: the whole program's
     (128, 224)
 """
@@ -28,10 +28,10 @@ from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_f
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import _GraphData
+    from tpukit.hlo._graph_data import GraphTree
 
 
-def node_costs(data: _GraphData) -> tuple[list[int], list[int], list[int]]:
+def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     """``(flops, bytes, own_bytes)`` of every node, computed once per graph and kept on it.
 
     An instruction's FLOPs include what it calls (a loop's times its trips); its bytes are
@@ -75,7 +75,7 @@ def node_costs(data: _GraphData) -> tuple[list[int], list[int], list[int]]:
     return data._costs
 
 
-def instruction_costs(data: _GraphData) -> dict[int, tuple[int, int]]:
+def instruction_costs(data: GraphTree) -> dict[int, tuple[int, int]]:
     """Each instruction's ``(flops, own bytes)`` by its object's id, for part labels."""
     found = data._instruction_costs
     if found is None:

@@ -1,7 +1,7 @@
 """The graph the HLO viewer draws: a tree of groups over an HLO module.
 
 A big training step has thousands of instructions in its ENTRY computation, and
-no layout library lays that out interactively. `_GraphData` therefore turns an
+no layout library lays that out interactively. `GraphTree` therefore turns an
 `HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
 training step's sections, its layers and name scopes: `_user_scopes`),
 consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, and
@@ -24,7 +24,6 @@ from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._graph_nodes import category as _category  # noqa: F401 (for _dot)
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 from tpukit.hlo._user_scopes import (
@@ -46,7 +45,7 @@ MAX_CHILDREN = 40
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 
 
-class _GraphData:
+class GraphTree:
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id

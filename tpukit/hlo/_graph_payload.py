@@ -1,6 +1,6 @@
 """The graph as the viewer reads it: one compact, JSON-ready dict of columns.
 
-`_graph_data._GraphData` is the tree of nodes; `graph_payload` adds what each node
+`_graph_data.GraphTree` is the tree of nodes; `graph_payload` adds what each node
 costs and says (FLOPs, bytes, colour category, HLO text, scope, source line), the
 groups the first view opens and, from a profile, the measured time of every node
 (`time_payload`). Every payload opens with `_graph_schema.schema_payload()`: its
@@ -21,11 +21,11 @@ from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloInstruction, HloModule
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import _GraphData
+    from tpukit.hlo._graph_data import GraphTree
 
 
 def graph_payload(
-    data: _GraphData,
+    data: GraphTree,
     title: str,
     stage: str | None,
     times: Mapping[str, float] | None = None,
@@ -133,7 +133,7 @@ def _metadata_strings(instr: HloInstruction, intern) -> tuple[int, int, int]:
     return scope, location, intern(meta.source_file + (f":{line}" if line else ""))
 
 
-def memory_payload(data: _GraphData, memory: Mapping[str, int] | None) -> dict:
+def memory_payload(data: GraphTree, memory: Mapping[str, int] | None) -> dict:
     """Bytes each node holds at the program's peak, for "Colour: memory" (``None``: none).
 
     ``memory`` maps an instruction's name to the bytes of its buffers live at the peak
@@ -168,7 +168,7 @@ def _loop_label(
     return f"{label} x{trips}", "; ".join(filter(None, [note, said]))
 
 
-def time_payload(data: _GraphData, times: Mapping[str, float] | None) -> dict:
+def time_payload(data: GraphTree, times: Mapping[str, float] | None) -> dict:
     """Measured seconds per node for the viewer's heat colouring (``None``: not measured).
 
     An instruction has its own time (a loop's or call's includes what it runs); a group
@@ -187,7 +187,7 @@ def time_payload(data: _GraphData, times: Mapping[str, float] | None) -> dict:
     return {"time": seconds, "timeTotal": seconds[0] or 0.0}
 
 
-def _members(data: _GraphData, node: int) -> list:
+def _members(data: GraphTree, node: int) -> list:
     """The instructions a group holds, through nested groups (not inside instructions)."""
     found = []
     stack = list(data.children[node])
@@ -201,7 +201,7 @@ def _members(data: _GraphData, node: int) -> list:
     return found
 
 
-def _direct_count(data: _GraphData, node: int) -> int:
+def _direct_count(data: GraphTree, node: int) -> int:
     total = 0
     for kid in data.children[node]:
         total += 1 if data.kind[kid] == INSTRUCTION else _direct_count(data, kid)

@@ -5,9 +5,13 @@
 JSON, the viewer's scripts and styles and the bundled layout library (dagre),
 with no request to any server and nothing that a sandboxed iframe forbids, so
 the same output works in Jupyter, JupyterLab, VS Code, Colab and a saved file,
-in the frontend's light or dark theme. A plain mouse wheel over the graph
-scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel after a
-click inside the graph zooms.
+in the frontend's light or dark theme. The graph is three parts, the page using
+the payload and the payload the tree: the tree of groups
+(`_graph_data.GraphTree`, built once per module), the payload the viewer reads
+(`_graph_payload.graph_payload`, packed by `_graph_wire`), and the page
+(`_graph_page`, which writes the diff view's too). A plain mouse wheel over the
+graph scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel
+after a click inside the graph zooms.
 
     >>> from tpukit.hlo import graph
     >>> g = graph(jax.jit(f).lower(x).compile().as_text(), title="f")
@@ -36,54 +40,28 @@ from __future__ import annotations
 import html
 import os
 import pathlib
-import re
-import uuid
 from collections import Counter
 from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds
-from tpukit.hlo._graph_data import SCOPE, _GraphData
+from tpukit.hlo._graph_data import SCOPE, GraphTree
+from tpukit.hlo._graph_page import (
+    GRAPH,
+    new_element_id,
+    save_page,
+    standalone_page,
+    viewer_fragment,
+)
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_wire import encode_payload
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
 from tpukit.hlo._progress import progress
 
-_ASSETS = pathlib.Path(__file__).parent / "assets"
-#: The viewer's scripts, in the order they are joined into one <script>.
-_VIEWER_SCRIPTS = ("graph_view.js", "graph_layout.js", "graph_camera.js", "graph_memory.js")
-_SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
-_UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
 
-
-def standalone_page(title: str, fragment: str) -> str:
-    """An HTML page around a notebook output ``fragment``, under a content policy that
-    forbids every network request: the page opens offline, and shows that it needs nothing."""
-    policy = (
-        "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
-        "img-src data:; connect-src 'none'"
-    )
-    return (
-        '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
-        f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
-        f"<title>{html.escape(title)}</title></head>"
-        '<body style="margin:0;padding:12px;font-family:sans-serif">'
-        f"{fragment}</body></html>\n"
-    )
-
-
-def _read_asset(name: str) -> str:
-    return (_ASSETS / name).read_text(encoding="utf-8")
-
-
-def _script_safe(js: str, what: str) -> str:
-    if _UNSAFE_IN_SCRIPT.search(js):
-        raise ValueError(f"{what} contains text that would end its <script> element early.")
-    return js
-
-
-def graph_data(module: HloModule) -> _GraphData:
+def graph_data(module: HloModule) -> GraphTree:
     """The graph's tree of groups for ``module``, built once per module and kept on it.
 
     A program drawn again (its graph, then with a profile's times, then beside another
@@ -94,7 +72,7 @@ def graph_data(module: HloModule) -> _GraphData:
     if data is None:
         # A long open says what it does (past about 2 s: see `_progress`).
         with progress(f"grouping {module.name or 'the module'} for its graph"), paused_gc():
-            data = module._analysis["graph_data"] = _GraphData(module)
+            data = module._analysis["graph_data"] = GraphTree(module)
     return data
 
 
@@ -153,49 +131,31 @@ class HloGraph:
     def _payload(self) -> str:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
-                payload = self._data.payload(
-                    self.title, self.stage, times=self.times, memory=self.memory
-                )
+                payload = graph_payload(self._data, self.title, self.stage, self.times, self.memory)
                 self._payload_b64 = encode_payload(payload)
         return self._payload_b64
 
     def _repr_html_(self) -> str:
         """One self-contained HTML fragment: styles, data, viewer and layout library inline."""
-        element_id = f"tkg-{uuid.uuid4().hex}"
-        css = _read_asset("graph_view.css")
-        dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
-        viewer = "\n".join(_script_safe(_read_asset(name), name) for name in _VIEWER_SCRIPTS)
-        script = (
-            "(function(){var dagre=(function(){"
-            + _script_safe(dagre, "dagre.min.js")
-            + "\nreturn dagre;})();\n"
-            + viewer
-            + f'\ntpukitGraphView(document.getElementById("{element_id}"),"{self._payload()}",dagre);'
-            + "})();"
-        )
         nodes, edges = self.view_counts()
         fallback = html.escape(
             f"HLO graph of {self.title}: {self.num_instructions:,} instructions "
             f"({nodes} nodes, {edges} edges when opened). It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
-        return (
-            f'<div id="{element_id}" class="tkg-root">'
-            f"<style>{css}</style>"
-            f'<div class="tkg-fallback">{fallback}</div>'
-            f"<script>{script}</script>"
-            "</div>"
-        )
+        body = f'<div class="tkg-fallback">{fallback}</div>'
+        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [self._payload()])
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
-        return standalone_page(f"{self.title} — HLO graph", self._repr_html_())
+        return standalone_page(self._page_title(), self._repr_html_())
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the graph as a standalone HTML page that opens offline in any browser."""
-        path = pathlib.Path(path)
-        path.write_text(self.to_html(), encoding="utf-8")
-        return path
+        return save_page(path, self._page_title(), self._repr_html_())
+
+    def _page_title(self) -> str:
+        return f"{self.title} — HLO graph"
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT: ENTRY's instructions, fusions as nodes, scopes as clusters."""

@@ -3,11 +3,18 @@
 // tpukit/hlo/_diff_view.py writes one output holding both graphs' payloads, a table of the
 // groups of either program, and the diff's marks: per side, the nodes added (green), removed
 // (red) or changed (amber), and for each matched node its match on the other side. Each side
-// is a GraphView (graph_view.js) whose render also paints the marks, so they stay when
-// groups open and close. Clicking a row of the table, or a node on either side, opens and
-// centres the match on both sides and highlights the group's row.
+// is a DiffSide that owns a GraphView (graph_view.js) and decorates each node it draws with
+// its mark, so the marks stay when groups open and close. Clicking a row of the table, or a
+// node on either side, opens and centres the match on both sides and highlights the group's
+// row.
 // Like the single graph: text reaches the page through textContent only, and nothing here
 // touches storage, the parent frame or the network.
+//
+// Takes: GraphView, unpack, schemaProblem, showStale (graph_view.js), followTheme
+//   (graph_theme.js), el and svg (graph_shared.js); dagre (handed in by the page).
+// Offers: tpukitDiffView(root, payloads, marks, dagre): the page's entry.
+/* global GraphView, unpack, schemaProblem, showStale, followTheme, el, svg */
+/* exported tpukitDiffView */
 
 "use strict";
 
@@ -32,6 +39,7 @@ function tpukitDiffView(root, payloads, marks, dagre) {
 function DiffView(root, datas, marks, dagre) {
   var self = this;
   this.root = root;
+  this.datas = datas;
   this.marks = marks;
   this.rowOf = [{}, {}];  // per side: group node -> table row
   marks.rows.forEach(function (nodes, r) {
@@ -69,7 +77,7 @@ DiffView.prototype.showRow = function (r) {
 
 // A node clicked on side s: the nearest matched node at or above it is shown on the other side.
 DiffView.prototype.fromNode = function (s, i) {
-  var link = this.marks.link[s], parent = this.sides[s].data.parent;
+  var link = this.marks.link[s], parent = this.datas[s].parent;
   var k = i;
   while (k >= 0 && link[k] === undefined) k = parent[k];
   var g = i;
@@ -100,7 +108,7 @@ DiffView.prototype.describe = function (s, i) {
   if (status === "added") text.push("only in " + labels[1] + ": added");
   if (status === "removed") text.push("only in " + labels[0] + ": removed");
   if (other !== undefined) {
-    text.push("matches " + this.sides[1 - s].data.label[other] + " in " + labels[1 - s]);
+    text.push("matches " + this.datas[1 - s].label[other] + " in " + labels[1 - s]);
   }
   var r = this.rowOf[s][i];
   if (r !== undefined && status !== "added" && status !== "removed") text.push(marks.notes[r]);
@@ -109,78 +117,55 @@ DiffView.prototype.describe = function (s, i) {
 
 // ---------------------------------------------------------------- one side
 
+// Side `side` (0: a, 1: b) of the diff: a GraphView of its program that opens on what changed
+// (data.open), however little of it fits the half view, with every node decorated by its mark.
 function DiffSide(root, data, dagre, owner, side) {
-  this.owner = owner;
-  this.side = side;
+  var self = this;
+  this.root = root;
+  this.data = data;
+  this.status = owner.marks.status[side];
   this.linked = -1;
-  GraphView.call(this, root, data, dagre);
+  this.view = new GraphView(root, data, dagre, {
+    folds: false,
+    decorate: function (i, node, closed, width) { self.decorate(i, node, closed, width); },
+    onSelect: function (i) { owner.fromNode(side, i); },
+    panelRows: function (i) {
+      var text = owner.describe(side, i);
+      return text ? [["diff", text, "tkd-panel-diff"]] : [];
+    }
+  });
 }
 
-DiffSide.prototype = Object.create(GraphView.prototype);
-DiffSide.prototype.constructor = DiffSide;
-// A side opens on what changed (data.open), however little of it fits the half view.
-DiffSide.prototype.foldsToFit = false;
-
-DiffSide.prototype.render = function (anchor) {
-  GraphView.prototype.render.call(this, anchor);
-  this.paintDiff();
-};
-
 // Colour what was added, removed or changed; badge the closed boxes; ring the linked node.
-DiffSide.prototype.paintDiff = function () {
-  var status = this.owner.marks.status[this.side];
-  var drawn = this.scene.querySelectorAll("[data-node]");
-  for (var k = 0; k < drawn.length; k++) {
-    var node = drawn[k], i = +node.getAttribute("data-node"), mark = status[i];
-    if (mark) {
-      node.classList.add(DIFF_CLASS[mark]);
-      node.setAttribute("data-diff", mark);
-      if (mark !== "changed" && node.classList.contains("tkg-node")) {
-        var badge = svg("text", {"class": "tkd-badge", x: this.w[i] - 6, y: 14, "text-anchor": "end"}, node);
-        badge.textContent = mark === "added" ? "+" : "\u2212";
-        var tip = svg("title", {}, node);
-        tip.textContent = this.data.label[i] + ": " + DIFF_WORD[mark];
-      }
+DiffSide.prototype.decorate = function (i, node, closed, width) {
+  var mark = this.status[i];
+  if (mark) {
+    node.classList.add(DIFF_CLASS[mark]);
+    node.setAttribute("data-diff", mark);
+    if (mark !== "changed" && closed) {
+      var badge = svg("text", {"class": "tkd-badge", x: width - 6, y: 14, "text-anchor": "end"}, node);
+      badge.textContent = mark === "added" ? "+" : "\u2212";
+      var tip = svg("title", {}, node);
+      tip.textContent = this.data.label[i] + ": " + DIFF_WORD[mark];
     }
-    if (i === this.linked) node.classList.add("tkd-linked");
   }
-};
-
-DiffSide.prototype.select = function (i) {
-  var changed = i !== this.selected;
-  GraphView.prototype.select.call(this, i);
-  if (i >= 0 && changed) this.owner.fromNode(this.side, i);
-};
-
-DiffSide.prototype.fillPanel = function (i) {
-  GraphView.prototype.fillPanel.call(this, i);
-  var text = this.owner.describe(this.side, i);
-  if (!text) return;
-  var dt = el("dt", ""), dd = el("dd", "tkd-panel-diff");
-  dt.textContent = "diff";
-  dd.textContent = text;
-  dd.setAttribute("data-field", "diff");
-  this.panelFields.insertBefore(dd, this.panelFields.firstChild);
-  this.panelFields.insertBefore(dt, dd);
+  if (i === this.linked) node.classList.add("tkd-linked");
 };
 
 // Ring node i (or nothing) without moving the view.
 DiffSide.prototype.mark = function (i) {
   this.linked = i;
   this.root.setAttribute("data-linked", String(i));
-  var old = this.scene.querySelectorAll(".tkd-linked");
+  var old = this.root.querySelectorAll(".tkd-linked");
   for (var k = 0; k < old.length; k++) old[k].classList.remove("tkd-linked");
-  var shown = this.scene.querySelector('[data-node="' + i + '"]');
+  var shown = i >= 0 ? this.view.element(i) : null;
   if (shown) shown.classList.add("tkd-linked");
 };
 
 // Open the groups around node i, ring it and centre the view on it (-1: only clear the ring).
 DiffSide.prototype.reveal = function (i) {
   if (i < 0) { this.mark(-1); return; }
-  for (var a = this.data.parent[i]; a >= 0; a = this.data.parent[a]) this.expanded[a] = 1;
   this.linked = i;
-  this.render(-1);
-  this.grow();
-  if (i === 0) this.fit(false); else this.centerOn(i);
+  this.view.reveal(i);
   this.mark(i);
 };

@@ -11,24 +11,62 @@
 // its layers shows its sections, each readable and a click from its layers, rather than a
 // corner of one open section. A graph too big even so shows its start (the top) at a
 // readable size, to pan from. The Fit button shows the whole drawing however small, with
-// the groups that were folded open again (until the user opens or closes one). The view refits whenever the output changes size
-// -- so an output that was hidden or narrow when it was drawn gets its fit when it shows --
-// until the user zooms, pans, searches or opens a group.
+// the groups that were folded open again (until the user opens or closes one). The view
+// refits whenever the output changes size -- so an output that was hidden or narrow when it
+// was drawn gets its fit when it shows -- until the user zooms, pans, searches or opens a
+// group.
+//
+// Takes: parts = {root, viewport, scene, legend, hint} (the view's elements: the camera
+//   moves `scene` inside `viewport`, reads the page's small text from `legend`, writes how
+//   to zoom in `hint` and data-scale on `root`), tree (graph_tree.js: the camera opens and
+//   closes groups only to fold the first view), layout (graph_layout.js: sizes and places),
+//   folds (false: keep the groups the tree opens, however little fits), and the view's
+//   callbacks: shown() (the nodes drawn as boxes), redraw() (draw again, view kept),
+//   click(target) (a click that was not a drag), open(i) (a double click on node i).
+// Offers: new GraphCamera(parts), with
+//   fit(whole), firstView(), foldToFit(), grow(), centerOn(i)
+//   redrawn(before, after): after the view drew, keep a node that moved from `before` to
+//     `after` (drawing units; null: none) where it was on screen
+//   setTitle(text): the program's title, kept in view
+//   stopRefolding() (the user opened a group or searched), stopRefitting() (the user moved)
+/* global MARGIN */
+/* exported GraphCamera */
+
+"use strict";
 
 var LABEL_PX = 11;        // node labels' font size in drawing units (graph_view.css)
 var MIN_LABEL_PX = 11;    // the smallest a label may be on screen, unless the page's small text is bigger
-var MAX_SCALE = 1.25, MARGIN = 16, MIN_HEIGHT = 220;
+var MAX_SCALE = 1.25, MIN_HEIGHT = 220;
 var HINT = "Ctrl+scroll or click to zoom \u00b7 drag to pan";
 var HINT_ACTIVE = "scroll zooms \u00b7 Esc or click outside to scroll the page";
 
-GraphView.prototype.bindCamera = function () {
-  var self = this, vp = this.viewport, drag = null;
+function GraphCamera(parts) {
+  this.root = parts.root;
+  this.viewport = parts.viewport;
+  this.scene = parts.scene;
+  this.legend = parts.legend;
+  this.hint = parts.hint;
+  this.tree = parts.tree;
+  this.layout = parts.layout;
+  this.folds = parts.folds !== false;
+  this.shown = parts.shown;
+  this.redraw = parts.redraw;
+  this.view = {k: 1, tx: MARGIN, ty: MARGIN};
+  this.title = null;
   this.active = false;
   this.touched = false;    // the user moved the view: stop refitting it
   this.fitted = false;     // the first fit happened (it waits while the output has no size)
   this.opened = false;     // the user opened or closed a group (or searched): no refolding
   this.whole = false;      // fit the whole drawing (the Fit button), not just a readable start
   this.fittedSize = "";
+  this.autoHeight = "";
+  this.fullHeight = 0;
+  this.hint.textContent = HINT;
+  this.bind(parts.click, parts.open);
+}
+
+GraphCamera.prototype.bind = function (click, open) {
+  var self = this, vp = this.viewport, drag = null;
   this.onKey = function (event) { if (event.key === "Escape") self.activate(false); };
   this.onOutside = function (event) { if (!vp.contains(event.target)) self.activate(false); };
 
@@ -45,7 +83,7 @@ GraphView.prototype.bindCamera = function () {
     if (!drag.moved) { drag.moved = true; vp.classList.add("tkg-panning"); vp.setPointerCapture(drag.id); }
     self.view.tx = drag.tx + dx; self.view.ty = drag.ty + dy;
     self.touched = true;
-    self.applyView();
+    self.apply();
   });
   function finish(event) {
     if (!drag) return;
@@ -53,14 +91,14 @@ GraphView.prototype.bindCamera = function () {
     drag = null;
     vp.classList.remove("tkg-panning");
     if (was.moved || event.type === "pointercancel") return;
-    self.click(was.target);
+    click(was.target);
   }
   vp.addEventListener("pointerup", finish);
   vp.addEventListener("pointercancel", finish);
   vp.addEventListener("pointerleave", function () { if (!drag) self.activate(false); });
   vp.addEventListener("dblclick", function (event) {
     var hitNode = event.target.closest && event.target.closest("[data-node]");
-    if (hitNode && !event.target.closest(".tkg-toggle")) self.toggle(+hitNode.getAttribute("data-node"));
+    if (hitNode && !event.target.closest(".tkg-toggle")) open(+hitNode.getAttribute("data-node"));
   });
   vp.addEventListener("wheel", function (event) {
     if (!(event.ctrlKey || event.metaKey || self.active)) return;  // the page scrolls
@@ -77,8 +115,12 @@ GraphView.prototype.bindCamera = function () {
   }
 };
 
+GraphCamera.prototype.stopRefolding = function () { this.opened = true; };
+
+GraphCamera.prototype.stopRefitting = function () { this.touched = true; };
+
 // While active, a plain wheel zooms; the page listeners that end it exist only meanwhile.
-GraphView.prototype.activate = function (on) {
+GraphCamera.prototype.activate = function (on) {
   if (this.active === on) return;
   this.active = on;
   this.viewport.classList.toggle("tkg-active", on);
@@ -93,47 +135,60 @@ GraphView.prototype.activate = function (on) {
   }
 };
 
-GraphView.prototype.zoomAt = function (mx, my, factor) {
+GraphCamera.prototype.zoomAt = function (mx, my, factor) {
   var v = this.view, k = Math.min(4, Math.max(0.03, v.k * factor));
   v.tx = mx - (mx - v.tx) * k / v.k;
   v.ty = my - (my - v.ty) * k / v.k;
   v.k = k;
   this.touched = true;
-  this.applyView();
+  this.apply();
 };
 
-GraphView.prototype.applyView = function () {
+GraphCamera.prototype.redrawn = function (before, after) {
+  if (before) {
+    this.view.tx += (before[0] - after[0]) * this.view.k;
+    this.view.ty += (before[1] - after[1]) * this.view.k;
+  }
+  this.apply();
+};
+
+GraphCamera.prototype.apply = function () {
   var v = this.view;
   this.scene.setAttribute("transform", "translate(" + v.tx + "," + v.ty + ") scale(" + v.k + ")");
   this.root.setAttribute("data-scale", v.k.toFixed(3));
   this.keepTitleInView();
 };
 
+GraphCamera.prototype.setTitle = function (text) {
+  this.title = text;
+  this.keepTitleInView();
+};
+
 // The program's title heads the outermost box; when a drawing too wide for the view shows
 // its busiest column, that box's left edge lies off screen, so the title slides right to
 // stay readable at the view's left edge.
-GraphView.prototype.keepTitleInView = function () {
-  var title = this.rootTitle, v = this.view;
-  if (!title || !v || !title.isConnected) return;
-  var left = (MARGIN - v.tx) / v.k - this.x[0];
-  title.setAttribute("x", String(Math.max(8, Math.min(left + 8, this.w[0] - 8))));
+GraphCamera.prototype.keepTitleInView = function () {
+  var title = this.title, v = this.view, layout = this.layout;
+  if (!title || !title.isConnected) return;
+  var left = (MARGIN - v.tx) / v.k - layout.x[0];
+  title.setAttribute("x", String(Math.max(8, Math.min(left + 8, layout.w[0] - 8))));
 };
 
-GraphView.prototype.resized = function () {
+GraphCamera.prototype.resized = function () {
   var vp = this.viewport, size = vp.clientWidth + "x" + vp.clientHeight;
   if (size === this.fittedSize) return;
   if (!this.fitted || !this.touched) this.fit();
 };
 
 // The smallest scale at which labels are as big as the page's small text (at least 11 px).
-GraphView.prototype.minScale = function () {
+GraphCamera.prototype.minScale = function () {
   var small = parseFloat(getComputedStyle(this.legend).fontSize) || 0;
   return Math.max(MIN_LABEL_PX, Math.min(small, 14)) / LABEL_PX;
 };
 
 // The scale at which the whole drawing fits the view (at most MAX_SCALE).
-GraphView.prototype.fitScale = function (vw, vh) {
-  return Math.min(MAX_SCALE, (vw - 2 * MARGIN) / this.w[0], (vh - 2 * MARGIN) / this.h[0]);
+GraphCamera.prototype.fitScale = function (vw, vh) {
+  return Math.min(MAX_SCALE, (vw - 2 * MARGIN) / this.layout.w[0], (vh - 2 * MARGIN) / this.layout.h[0]);
 };
 
 // Open the first view's groups (data.open, the outermost first) while the whole drawing fits
@@ -142,76 +197,69 @@ GraphView.prototype.fitScale = function (vw, vh) {
 // Sizes only: nothing is drawn. Until the user opens a group, every fit folds again, so an
 // output drawn narrow or hidden gets the first view of its final size. Returns whether the
 // open groups changed (the caller draws again).
-GraphView.prototype.foldsToFit = true;  // (a diff's side keeps the groups that changed open)
-
-GraphView.prototype.foldToFit = function () {
+GraphCamera.prototype.foldToFit = function () {
   var vp = this.viewport, vw = vp.clientWidth, vh = this.roomHeight();
-  if (!this.foldsToFit || !vw || !vh) return false;  // hidden: the first fit folds
-  var before = this.expanded.slice(), open = this.data.open, minK = this.minScale();
-  this.expanded.fill(0);
-  this.expanded[0] = 1;
+  if (!this.folds || !vw || !vh) return false;  // hidden: the first fit folds
+  var tree = this.tree, layout = this.layout;
+  var before = tree.openState(), open = tree.data.open, minK = this.minScale();
+  tree.closeAll();
   for (var k = 0; k < open.length; k++) {
     var group = open[k];
-    if (group === 0 || this.shownAs(group) !== group) continue;  // inside a closed group
-    this.expanded[group] = 1;
-    if (!this.isOpen(group) || this.data.kind[group] === this.instructionKind) continue;
-    if (this.leastHeight(group) * minK > vh - 2 * MARGIN) {  // too tall whatever its layout
-      this.expanded[group] = 0;
+    if (group === 0 || tree.shownAs(group) !== group) continue;  // inside a closed group
+    tree.setOpen(group, true);
+    if (!tree.isOpen(group) || tree.isInstruction(group)) continue;
+    if (layout.leastHeight(group) * minK > vh - 2 * MARGIN) {  // too tall whatever its layout
+      tree.setOpen(group, false);
       continue;
     }
-    this.geom.clear();
-    this.measure(0);
-    if (this.fitScale(vw, vh) < minK) this.expanded[group] = 0;
+    layout.measure();
+    if (this.fitScale(vw, vh) < minK) tree.setOpen(group, false);
   }
-  this.geom.clear();  // sizes and places of what is open now, as render() leaves them
-  this.measure(0);
-  this.place(0, 0, 0);
-  for (var i = 0; i < before.length; i++) if (before[i] !== this.expanded[i]) return true;
-  return false;
+  layout.arrange();  // sizes and places of what is open now, as the view's drawing leaves them
+  return tree.changedSince(before);
 };
 
 // Fit (the whole drawing, however small) shows every group the first view opens, folded
 // or not. Returns whether that opened any.
-GraphView.prototype.unfold = function () {
-  var before = this.expanded.slice();
-  this.resetOpen();
-  for (var i = 0; i < before.length; i++) if (before[i] !== this.expanded[i]) return true;
-  return false;
+GraphCamera.prototype.unfold = function () {
+  var before = this.tree.openState();
+  this.tree.resetOpen();
+  return this.tree.changedSince(before);
 };
 
 // The height the view may have: its own, or the full one where the first fit shortened it.
-GraphView.prototype.roomHeight = function () {
+GraphCamera.prototype.roomHeight = function () {
   var vp = this.viewport;
   return this.autoHeight && vp.style.height === this.autoHeight ? this.fullHeight : vp.clientHeight;
 };
 
 // Collapse: the first view again, fitted as when it was first drawn (a height that the
 // first fit gave the view goes back to the default first).
-GraphView.prototype.firstView = function () {
+GraphCamera.prototype.firstView = function () {
   var vp = this.viewport;
   if (this.autoHeight && vp.style.height === this.autoHeight) vp.style.height = "";
   this.fitted = false;
   this.opened = false;
-  this.resetOpen();
+  this.tree.resetOpen();
   this.foldToFit();
-  this.render(-1);
+  this.redraw();
   this.fit(false);
 };
 
 // Fit the drawing to the view, never below a readable scale (then the start shows) unless
 // `whole` (then the whole drawing shows). Later refits, on resizes, keep the choice. The
 // first fit also sets the height of the view to the drawing's, up to its default height.
-GraphView.prototype.fit = function (whole) {
+GraphCamera.prototype.fit = function (whole) {
   if (whole !== undefined) this.whole = whole;
   this.touched = false;
   var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
   if (!vw || !vh) return;  // hidden, or not in the page yet: the ResizeObserver calls again
   if (!this.opened && (this.whole ? this.unfold() : this.foldToFit())) {
-    this.render(-1);
+    this.redraw();
     this.grow();
     vh = vp.clientHeight;
   }
-  var gw = this.w[0], gh = this.h[0], minK = this.whole ? 0.03 : this.minScale();
+  var gw = this.layout.w[0], gh = this.layout.h[0], minK = this.whole ? 0.03 : this.minScale();
   var k = this.fitScale(vw, vh);
   if (k < minK) k = minK;
   if (!this.fitted) {
@@ -233,18 +281,18 @@ GraphView.prototype.fit = function (whole) {
   }
   this.view = {k: k, tx: tx, ty: MARGIN};
   this.fittedSize = vw + "x" + vh;
-  this.applyView();
+  this.apply();
 };
 
 // The left edge of the strip, `width` wide, that holds the most boxes whose top is above
 // `bottom`: where a drawing too wide for the view shows its start. The strip then moves
 // left to the edge of a group it cuts through, if the boxes still fit, so that the group's
 // title shows.
-GraphView.prototype.busiestColumn = function (width, bottom) {
-  var boxes = [], best = 0, most = -1, right = 0, self = this;
-  for (var s = 0; s < this.shown.length; s++) {
-    var i = this.shown[s];
-    if (this.y[i] < bottom) boxes.push([this.x[i], this.x[i] + Math.min(this.w[i], width)]);
+GraphCamera.prototype.busiestColumn = function (width, bottom) {
+  var boxes = [], best = 0, most = -1, right = 0, layout = this.layout, shown = this.shown();
+  for (var s = 0; s < shown.length; s++) {
+    var i = shown[s];
+    if (layout.y[i] < bottom) boxes.push([layout.x[i], layout.x[i] + Math.min(layout.w[i], width)]);
   }
   boxes.forEach(function (start) {
     var count = 0, end = start[0];
@@ -253,26 +301,26 @@ GraphView.prototype.busiestColumn = function (width, bottom) {
     });
     if (count > most || (count === most && start[0] < best)) { most = count; best = start[0]; right = end; }
   });
-  this.geom.forEach(function (geom, g) {
-    var left = self.x[g];
-    if (self.y[g] < bottom && left < best && best < left + self.w[g] && right - left <= width) best = left;
+  layout.openGroups().forEach(function (g) {
+    var left = layout.x[g];
+    if (layout.y[g] < bottom && left < best && best < left + layout.w[g] && right - left <= width) best = left;
   });
   return best;
 };
 
 // After a group opens, a view that the first fit made short goes back to its full height
 // if the drawing needs it (a height the user dragged stays).
-GraphView.prototype.grow = function () {
+GraphCamera.prototype.grow = function () {
   var vp = this.viewport;
   if (this.autoHeight && vp.style.height === this.autoHeight &&
-      this.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
+      this.layout.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
 };
 
-GraphView.prototype.centerOn = function (i) {
-  var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600;
+GraphCamera.prototype.centerOn = function (i) {
+  var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600, layout = this.layout;
   this.view.k = Math.max(this.view.k, this.minScale());
-  this.view.tx = vw / 2 - (this.x[i] + this.w[i] / 2) * this.view.k;
-  this.view.ty = vh / 2 - (this.y[i] + this.h[i] / 2) * this.view.k;
+  this.view.tx = vw / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
+  this.view.ty = vh / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
   this.touched = true;
-  this.applyView();
+  this.apply();
 };

@@ -8,15 +8,43 @@
 // Data flows top to bottom. Grouping makes cycles between a group's children (a group that
 // feeds another and also reads from it), and dagre breaks a cycle wherever its search
 // happens to meet it, which drew a training step's forward pass below its backward pass.
-// So the children are first put in an order that puts few edges backwards (flowOrder, ties
-// by program order); an edge against that order goes to dagre reversed, and dagre sees a
-// graph without cycles whose ranks follow the data.
+// So the children are first put in an order that puts few edges backwards (the tree's
+// childFlow, ties by program order); an edge against that order goes to dagre reversed, and
+// dagre sees a graph without cycles whose ranks follow the data.
+//
+// Takes: a GraphTree (graph_tree.js) and the dagre library; sizes from graph_shared.js.
+// Offers: new GraphLayout(tree, dagre), with
+//   x, y, w, h: each node's box in drawing units, as the last measure() or arrange() left
+//     them (read only; the whole drawing is node 0's box)
+//   measure(): the sizes of what is open; arrange(): sizes and absolute places
+//   lines(i): a closed box's two lines of text; headerText(i): an open group's header
+//   route(group, a, b): the inner points of the edge from child a to child b of a group
+//   leastHeight(group): the least height a group can have open, without laying it out
+//   openGroups(): the open groups that the last measure placed
+/* global NODE_H, CHAR_W, HEADER_H, PAD, MAX_CHARS, RANK_SEP, clip, fmt, fmtSeconds, shortShape */
+/* exported GraphLayout */
 
-var NODE_H = 36, CHAR_W = 6.7, HEADER_H = 24, PAD = 10, MAX_CHARS = 40, RANK_SEP = 34;
+"use strict";
 
-GraphView.prototype.lines = function (i) {
-  var d = this.data, kind = d.kind[i];
-  if (kind === this.instructionKind) {
+function GraphLayout(tree, dagre) {
+  var n = tree.n;
+  this.tree = tree;
+  this.data = tree.data;
+  this.dagre = dagre;
+  this.layouts = new Map();   // group -> cached dagre layout of its children
+  this.sizes = new Map();     // node -> {w, h} closed size
+  this.geom = new Map();      // group -> make-room state for the current measure
+  this.x = new Float64Array(n);
+  this.y = new Float64Array(n);
+  this.w = new Float64Array(n);
+  this.h = new Float64Array(n);
+}
+
+// ---------------------------------------------------------------- text and sizes
+
+GraphLayout.prototype.lines = function (i) {
+  var d = this.data;
+  if (this.tree.isInstruction(i)) {
     var op = d.op[i];
     if (op === "fusion" && d.count[i]) op = "fusion \u00b7 " + d.count[i] + " ops";
     return [d.label[i], op + " " + shortShape(d.shape[i])];
@@ -26,7 +54,7 @@ GraphView.prototype.lines = function (i) {
 
 // "12 ops · 3.4 MFLOP · 56 kB": a group's size and estimated work, in its box or header;
 // in a profiled graph a closed box ends with its measured time ("· 1.2 ms").
-GraphView.prototype.costText = function (i, withoutTime) {
+GraphLayout.prototype.costText = function (i, withoutTime) {
   var d = this.data;
   var timed = !withoutTime && d.time && d.time[i] > 0;
   return d.count[i] + (d.count[i] === 1 ? " op" : " ops") +
@@ -37,38 +65,29 @@ GraphView.prototype.costText = function (i, withoutTime) {
 
 // The header line of an open group: its label, then its size and work (its measured
 // time is drawn at the header's right end).
-GraphView.prototype.headerText = function (i) {
+GraphLayout.prototype.headerText = function (i) {
   return clip(this.data.label[i], MAX_CHARS + 20) + "  \u00b7 " + this.costText(i, true);
 };
 
-GraphView.prototype.closedSize = function (i) {
+GraphLayout.prototype.closedSize = function (i) {
   var size = this.sizes.get(i);
   if (!size) {
     var lines = this.lines(i);
     var chars = Math.min(MAX_CHARS, Math.max(lines[0].length, lines[1].length));
-    var w = Math.max(70, chars * CHAR_W + 20 + (this.children[i].length ? 18 : 0));
+    var w = Math.max(70, chars * CHAR_W + 20 + (this.tree.children[i].length ? 18 : 0));
     size = {w: w, h: NODE_H};
     this.sizes.set(i, size);
   }
   return size;
 };
 
-GraphView.prototype.childOf = function (group, node) {
-  var parent = this.data.parent;
-  while (node >= 0 && parent[node] !== group) node = parent[node];
-  return node;
-};
-
-GraphView.prototype.edgeOwner = function (group) {
-  for (var g = group; g >= 0; g = this.data.parent[g]) if (this.blocks.has(g)) return g;
-  return -1;
-};
+// ---------------------------------------------------------------- one group's layout
 
 // The cached dagre layout of one group's children, each at its closed size.
-GraphView.prototype.baseLayout = function (group) {
+GraphLayout.prototype.baseLayout = function (group) {
   var layout = this.layouts.get(group);
   if (layout) return layout;
-  var kids = this.children[group], self = this, flow = this.childFlow(group);
+  var kids = this.tree.children[group], self = this, flow = this.tree.childFlow(group);
   var g = new this.dagre.graphlib.Graph();
   g.setGraph({rankdir: "TB", nodesep: 18, ranksep: RANK_SEP, edgesep: 8, marginx: 0, marginy: 0});
   g.setDefaultEdgeLabel(function () { return {}; });
@@ -109,36 +128,12 @@ GraphView.prototype.baseLayout = function (group) {
   return layout;
 };
 
-// The data edges between a group's children, as [from, to, count] by child index, each
-// pointing along flowOrder (an edge against it reversed): a graph without cycles.
-GraphView.prototype.childFlow = function (group) {
-  var kids = this.children[group], index = new Map(), counts = new Map(), links = [];
-  kids.forEach(function (kid, k) { index.set(kid, k); });
-  var owner = this.edgeOwner(group);
-  var block = owner >= 0 ? this.blocks.get(owner) : [];
-  var lo = group + 1, hi = this.end[group];
-  for (var e = 0; e < block.length; e += 4) {
-    var s = block[e], t = block[e + 1];
-    if (s < lo || s >= hi || t < lo || t >= hi) continue;
-    var a = index.get(this.childOf(group, s)), b = index.get(this.childOf(group, t));
-    if (a !== b) counts.set(a * kids.length + b, (counts.get(a * kids.length + b) || 0) + 1);
-  }
-  counts.forEach(function (count, key) {
-    links.push([Math.floor(key / kids.length), key % kids.length, count]);
-  });
-  var rank = flowOrder(kids.length, links);
-  links.forEach(function (link) {
-    if (rank[link[0]] > rank[link[1]]) { var a = link[0]; link[0] = link[1]; link[1] = a; }
-  });
-  return {links: links, rank: rank};
-};
-
 // The least height a group can have open with its children closed, without laying it out:
 // dagre puts the nodes of a path in as many ranks, so the longest path of its children's
 // flow stacks that many boxes. The first view closes a group that cannot fit this way
 // without paying for its layout (graph_camera.js, foldToFit).
-GraphView.prototype.leastHeight = function (group) {
-  var flow = this.childFlow(group), n = this.children[group].length, depth = new Int32Array(n);
+GraphLayout.prototype.leastHeight = function (group) {
+  var flow = this.tree.childFlow(group), n = this.tree.children[group].length, depth = new Int32Array(n);
   var order = new Int32Array(n), longest = n ? 1 : 0;
   for (var k = 0; k < n; k++) { order[flow.rank[k]] = k; depth[k] = 1; }
   var out = [];
@@ -155,46 +150,9 @@ GraphView.prototype.leastHeight = function (group) {
   return longest * NODE_H + Math.max(0, longest - 1) * RANK_SEP + HEADER_H + PAD;
 };
 
-// An order of n nodes that puts few edges backwards: the greedy heuristic of Eades, Lin and
-// Smyth (1993) on edges [from, to, weight]. Sinks go last and sources first as they appear;
-// inside a cycle, the node whose edges out outweigh its edges in most comes next, the earlier
-// in program order on a tie. Returns each node's position.
-function flowOrder(n, links) {
-  var out = [], into = [], wOut = new Float64Array(n), wIn = new Float64Array(n);
-  var alive = new Uint8Array(n).fill(1), left = n, head = [], tail = [], i;
-  for (i = 0; i < n; i++) { out.push([]); into.push([]); }
-  links.forEach(function (l) {
-    out[l[0]].push(l); into[l[1]].push(l); wOut[l[0]] += l[2]; wIn[l[1]] += l[2];
-  });
-  function take(v, list) {
-    alive[v] = 0; left--; list.push(v);
-    out[v].forEach(function (l) { wIn[l[1]] -= l[2]; });
-    into[v].forEach(function (l) { wOut[l[0]] -= l[2]; });
-  }
-  while (left > 0) {
-    var changed = true;
-    while (changed) {
-      changed = false;
-      for (i = 0; i < n; i++) {
-        if (alive[i] && wOut[i] <= 0) { take(i, tail); changed = true; }
-        else if (alive[i] && wIn[i] <= 0) { take(i, head); changed = true; }
-      }
-    }
-    if (left === 0) break;
-    var best = -1;
-    for (i = 0; i < n; i++) {
-      if (alive[i] && (best < 0 || wOut[i] - wIn[i] > wOut[best] - wIn[best])) best = i;
-    }
-    take(best, head);
-  }
-  var rank = new Int32Array(n), order = head.concat(tail.reverse());
-  order.forEach(function (v, k) { rank[v] = k; });
-  return rank;
-}
-
 // The inner points of dagre's route from sibling a to sibling b in group l, in the order
 // a to b (an edge dagre saw reversed comes back reversed).
-GraphView.prototype.route = function (l, a, b) {
+GraphLayout.prototype.route = function (l, a, b) {
   var layout = this.layouts.get(l);
   if (!layout) return [];
   var raw = layout.points.get(a + ">" + b), out = [], k;
@@ -207,15 +165,31 @@ GraphView.prototype.route = function (l, a, b) {
   return out;
 };
 
+// ---------------------------------------------------------------- the whole drawing
+
+// Sizes of what is open (node 0's box is the whole drawing's); places are relative.
+GraphLayout.prototype.measure = function () {
+  this.geom.clear();
+  this.measureNode(0);
+};
+
+// Sizes, then absolute places.
+GraphLayout.prototype.arrange = function () {
+  this.measure();
+  this.place(0, 0, 0);
+};
+
+GraphLayout.prototype.openGroups = function () { return Array.from(this.geom.keys()); };
+
 // Sizes of open groups, bottom up: children where dagre put them, moved to make room.
-GraphView.prototype.measure = function (i) {
-  if (!this.isOpen(i)) {
+GraphLayout.prototype.measureNode = function (i) {
+  if (!this.tree.isOpen(i)) {
     var s = this.closedSize(i);
     this.w[i] = s.w; this.h[i] = s.h;
     return;
   }
-  var layout = this.baseLayout(i), kids = this.children[i], self = this;
-  kids.forEach(function (kid) { self.measure(kid); });
+  var layout = this.baseLayout(i), kids = this.tree.children[i], self = this;
+  kids.forEach(function (kid) { self.measureNode(kid); });
   var above = [], shift = 0, minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
   var dxOf = new Map(), growth = [];
   layout.bands.forEach(function (band) {
@@ -246,16 +220,16 @@ GraphView.prototype.measure = function (i) {
 };
 
 // Absolute positions, top down.
-GraphView.prototype.place = function (i, x, y) {
+GraphLayout.prototype.place = function (i, x, y) {
   this.x[i] = x; this.y[i] = y;
-  if (!this.isOpen(i)) return;
-  var geom = this.geom.get(i), kids = this.children[i];
+  if (!this.tree.isOpen(i)) return;
+  var geom = this.geom.get(i), kids = this.tree.children[i];
   var ox = x + PAD - geom.minX, oy = y + HEADER_H - geom.minY;
   for (var k = 0; k < kids.length; k++) this.place(kids[k], this.x[kids[k]] + ox, this.y[kids[k]] + oy);
 };
 
 // A point of a dagre edge inside open group i, moved like the nodes around it.
-GraphView.prototype.movePoint = function (i, px, py) {
+GraphLayout.prototype.movePoint = function (i, px, py) {
   var geom = this.geom.get(i), bands = geom.layout.bands, dy = geom.total, dx = 0;
   for (var r = 0; r < bands.length; r++) {
     if (py < bands[r].top - 1) { dy = geom.above[r]; break; }
@@ -267,50 +241,3 @@ GraphView.prototype.movePoint = function (i, px, py) {
   }
   return [px + dx + this.x[i] + PAD - geom.minX, py + dy + this.y[i] + HEADER_H - geom.minY];
 };
-
-// ---------------------------------------------------------------- what is visible
-
-GraphView.prototype.shownAs = function (node) {
-  var parent = this.data.parent, shown = node;
-  for (var a = parent[node]; a >= 0; a = parent[a]) if (!this.isOpen(a)) shown = a;
-  return shown;
-};
-
-GraphView.prototype.visibleEdges = function () {
-  var self = this, d = this.data, edges = new Map();
-  this.blocks.forEach(function (block, owner) {
-    if (!self.isOpen(owner) || self.shownAs(owner) !== owner) return;
-    for (var e = 0; e < block.length; e += 4) {
-      var s = block[e], t = block[e + 1], index = block[e + 3], guard = 0;
-      while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
-      guard = 0;
-      while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
-      var a = self.shownAs(s), b = self.shownAs(t);
-      if (a === b || self.isAncestor(a, b) || self.isAncestor(b, a)) continue;
-      var key = a * self.n + b, edge = edges.get(key);
-      if (edge) edge.bytes += block[e + 2];
-      else edges.set(key, {a: a, b: b, bytes: block[e + 2]});
-    }
-  });
-  return Array.from(edges.values());
-};
-
-// A uniform B-spline through the points (like d3.curveBasis): it follows dagre's route
-// without the overshoot an interpolating curve makes where the route zigzags.
-function smooth(p) {
-  var out = "M" + p[0][0] + "," + p[0][1];
-  if (p.length === 2) {
-    var my = (p[0][1] + p[1][1]) / 2;
-    return out + " C" + p[0][0] + "," + my + " " + p[1][0] + "," + my + " " + p[1][0] + "," + p[1][1];
-  }
-  var x0 = p[0][0], y0 = p[0][1], x1 = p[1][0], y1 = p[1][1];
-  out += " L" + (5 * x0 + x1) / 6 + "," + (5 * y0 + y1) / 6;
-  function segment(x, y) {
-    out += " C" + (2 * x0 + x1) / 3 + "," + (2 * y0 + y1) / 3 + " " + (x0 + 2 * x1) / 3 + "," +
-      (y0 + 2 * y1) / 3 + " " + (x0 + 4 * x1 + x) / 6 + "," + (y0 + 4 * y1 + y) / 6;
-    x0 = x1; y0 = y1; x1 = x; y1 = y;
-  }
-  for (var i = 2; i < p.length; i++) segment(p[i][0], p[i][1]);
-  segment(x1, y1);
-  return out + " L" + x1 + "," + y1;
-}
