@@ -22,8 +22,7 @@ from IPython.core.error import UsageError
 from jax.profiler import ProfileData
 
 import tpukit
-from tpukit.hlo import parse_hlo
-from tpukit.hlo._user_scopes import SECTIONS
+from tpukit.hlo import SECTIONS, parse_hlo
 
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[1] / "out" / "screenshots"
 

@@ -18,7 +18,7 @@ The same from Python::
     c.cost.flops, c.op_counts(), c(tpukit.put(x))
 
 This module is the map of the product: everything public is imported here from
-the private module that implements it. ``import tpukit`` does not import
+the face (``__init__.py``) of the package that implements it. ``import tpukit`` does not import
 IPython; the magics live in ``tpukit.magics``.
 """
 

@@ -127,7 +127,7 @@ def xla_live_ranges(lowered: Any, module_name: str) -> tuple[LiveRanges, str] | 
 
 def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> MemoryView:
     """The `MemoryView` of a ``tpukit.Compiled`` (see ``Compiled.memory_view``)."""
-    module = compiled.hlo_module("optimized")
+    module = compiled.program.hlo_module("optimized")
     found = xla_live_ranges(compiled.lowered, module.name)
     if found is not None:
         ranges, text = found

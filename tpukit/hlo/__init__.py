@@ -51,9 +51,6 @@ from tpukit.hlo._cost import (
 from tpukit.hlo._diff_view import HloDiffView, diff_graph
 from tpukit.hlo._executed import Tally, executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
-
-# For tpukit's other packages (not public API): the plots' colours, memory ranges, progress
-# lines and the profile's scope plan.
 from tpukit.hlo._graph_schema import FUSION_COLOURED_BY as FUSION_COLOURED_BY
 from tpukit.hlo._graph_schema import PLOT_COLOURS as PLOT_COLOURS
 from tpukit.hlo._graph_view import HloGraph
@@ -80,6 +77,8 @@ from tpukit.hlo._user_scopes import SECTIONS as SECTIONS
 from tpukit.hlo._user_scopes import place_label as place_label
 from tpukit.hlo._user_scopes import plan_scopes as plan_scopes
 
+# Names imported `as` themselves are for tpukit's other packages, not public API: the plots'
+# colours, XLA's memory ranges, progress lines and the profile's scope plan.
 __all__ = [
     "Collective",
     "ComputationRef",

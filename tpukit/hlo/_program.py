@@ -1,11 +1,12 @@
 """Any XLA program as an object: `open` reads HLO from anywhere, `HloProgram` answers about it.
 
-A ``tpukit.Compiled`` knows its program because tpukit compiled it. A dump from a TPU
-job, a PyTorch/XLA GPU step or a TensorFlow benchmark deserves the same questions
-(how many ops of each kind, which fusions, how many FLOPs and bytes, what the graph
-looks like, what XLA's passes changed), without JAX. `open` takes HLO text, an HLO
-file or a ``--xla_dump_to`` folder and returns an `HloProgram` with the analysis
-surface of ``Compiled``; ``tpukit.diff`` and the plots accept either.
+One program type answers every question about HLO (how many ops of each kind, which
+fusions, how many FLOPs and bytes, what the graph looks like, what XLA's passes
+changed), wherever the HLO came from. A ``tpukit.Compiled`` has one (``.program``),
+made from what JAX lowered and XLA optimized, with XLA's cost analysis in its `Cost`.
+A dump from a TPU job, a PyTorch/XLA GPU step or a TensorFlow benchmark gets one from
+`open`, which takes HLO text, an HLO file or a ``--xla_dump_to`` folder, without JAX.
+``tpukit.diff``, the plots and the graph take either.
 
     >>> program = open('''
     ... HloModule f, is_scheduled=true
@@ -81,7 +82,7 @@ class Cost:
 
     flops: float
     counted_flops: int
-    bytes_accessed: float | None
+    bytes_accessed: float
     all_flops: int = 0
     unknown_loops: tuple[str, ...] = ()
     backend_flops: float | None = None
