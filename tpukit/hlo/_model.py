@@ -356,6 +356,35 @@ class HloInstruction:
         return self.attributes.get("custom_call_target", "").strip('"')
 
 
+def made_instruction(
+    name: str, opcode: str, shape: HloShape, operands: list[str],
+    attributes: dict[str, str] | None, called: list[ComputationRef], metadata: HloMetadata,
+    is_root: bool, source: str, at: int, end: int, operand_at: int, computation: str,
+    rest_at: int,
+) -> HloInstruction:  # fmt: skip
+    """The parser's `HloInstruction` of ``source[at:end]``, its fields given as they are
+    stored (no checks, no keywords: a parse makes hundreds of thousands of them)."""
+    instr = _new_object(HloInstruction)
+    instr.name = name
+    instr.opcode = opcode
+    instr.shape = shape
+    instr.operands = operands
+    instr._attributes = attributes
+    instr.called_computations = called
+    instr.metadata = metadata
+    instr.is_root = is_root
+    instr._text = source
+    instr._at = at
+    instr._end = end
+    instr._operand_text = operand_at
+    instr.computation = computation
+    instr._rest_at = rest_at
+    return instr
+
+
+_new_object = object.__new__
+
+
 class HloComputation:
     """A named list of instructions; the last one marked ``ROOT`` is its result.
 

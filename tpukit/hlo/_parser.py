@@ -43,6 +43,7 @@ from tpukit.hlo._model import (
     HloMetadata,
     HloModule,
     HloShape,
+    made_instruction,
 )
 from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
 
@@ -234,6 +235,11 @@ def _read_rows(reader: _Reader, text: str) -> None:
     setdefault = shared.setdefault
     shapes: dict[str, HloShape] = {}
     drop_shapes = _ROW_SHAPE.sub
+    made = made_instruction
+    # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
+    empty = shared.setdefault("{}", HloMetadata())
+    alone: dict[str, str | None] = {}  # the rest of a line -> its metadata text (`_metadata_alone`)
+    comp_name = ""
     pos = 0
     comp: HloComputation | None = None
     append = None
@@ -254,17 +260,47 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 operands = []
             elif loose:
                 operands = _operand_names(loose, shared)
-            elif listed:  # ``[shape ]%name`` pieces (see _LISTED): one name after each
-                if "[" in listed:
-                    listed = drop_shapes("", listed)
-                operands = [setdefault(n, n) for n in listed.replace("%", "").split(", ")]
+            elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                if "[" not in listed:
+                    names = listed.replace("%", "").split(", ")
+                elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
+                    names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                else:
+                    names = drop_shapes("", listed).replace("%", "").split(", ")
+                operands = [setdefault(n, n) for n in names]
             else:
                 operands = []
+            if not rest:
+                attributes, called, metadata, rest_at = {}, [], empty, -1
+            else:
+                quick = alone.get(rest, False)
+                if quick is False:
+                    quick = alone[rest] = (
+                        None
+                        if (  # a plain search per word is quicker than one regex of all
+                            "calls" in rest or "to_apply" in rest or "body" in rest
+                            or "condition" in rest or "_computation" in rest
+                            or "select" in rest or "scatter" in rest
+                        ) and _CALL_KEY.search(rest)
+                        else _metadata_alone(rest)
+                    )  # fmt: skip
+                if quick is None:  # called computations (or odd text): split it all now
+                    attributes, called, rest_at = {}, [], -1
+                    metadata = _parse_attributes(rest.strip(), attributes, called) or empty
+                else:  # the metadata alone: the rest is split when asked for
+                    attributes, called, rest_at = None, [], at
+                    if quick:
+                        metadata = shared.get(quick)
+                        if metadata is None:
+                            metadata = shared[quick] = _parse_metadata(quick)
+                    else:
+                        metadata = empty
+            begin = start + len(indent)
             append(
-                _record(
-                    root != "", setdefault(name, name), found, opcode, operands,
-                    operand_at, rest, at, whole, text, start + len(indent),
-                    comp.name, shared,  # type: ignore[union-attr]
+                made(
+                    setdefault(name, name), opcode, found, operands, attributes, called,
+                    metadata, root != "", text, begin, begin + len(whole), operand_at, comp_name,
+                    rest_at,
                 )
             )  # fmt: skip
             fast = True
@@ -273,6 +309,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
         reader.line(text[start:pos], start)
         fast = reader.fast
         comp = reader.comp
+        comp_name = "" if comp is None else comp.name
         # Common lines are read here only when nothing is pending in the reader.
         append = None if comp is None or reader.pending else comp.instructions.append
     reader.fast = fast
@@ -709,21 +746,7 @@ def _parse_attributes(
 
 
 def _parse_metadata(value: str) -> HloMetadata:
-    fields = dict(_metadata_fields(value))
-    line = fields.get("source_line", "")
-    frame = fields.get("stack_frame_id", "")
-    return HloMetadata(
-        op_name=fields.get("op_name", ""),
-        op_type=fields.get("op_type", ""),
-        source_file=fields.get("source_file", ""),
-        source_line=int(line) if line.isdigit() else 0,
-        stack_frame_id=int(frame) if frame.isdigit() else 0,
-        fields=fields,
-    )
-
-
-@functools.lru_cache(maxsize=4096)  # ops of one layer, and fusions' copies, repeat it
-def _metadata_fields(value: str) -> tuple[tuple[str, str], ...]:
+    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once)."""
     fields = {}
     for key, raw in _META_FIELD.findall(value):
         if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':  # `_unquote`, inlined
@@ -731,4 +754,10 @@ def _metadata_fields(value: str) -> tuple[tuple[str, str], ...]:
             if "\\" in raw:
                 raw = raw.replace('\\"', '"').replace("\\\\", "\\")
         fields[key] = raw
-    return tuple(fields.items())
+    get = fields.get
+    line = get("source_line", "")
+    frame = get("stack_frame_id", "")
+    return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+        get("op_name", ""), get("op_type", ""), get("source_file", ""),
+        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+    )  # fmt: skip
