@@ -265,7 +265,13 @@ class HloInstruction:
     @property
     def text(self) -> str:
         """The instruction's HLO line, as written (continuation lines joined by spaces)."""
-        return self._text if self._at < 0 else self._text[self._at : self._end]
+        at = self._at
+        if at < 0:
+            return self._text
+        end = self._end
+        if not end:  # the line ends at its line break (see `made_instruction`)
+            end = self._text.find("\n", at)
+        return self._text[at:end]
 
     @text.setter
     def text(self, value: str) -> None:
@@ -363,7 +369,8 @@ def made_instruction(
     rest_at: int,
 ) -> HloInstruction:  # fmt: skip
     """The parser's `HloInstruction` of ``source[at:end]``, its fields given as they are
-    stored (no checks, no keywords: a parse makes hundreds of thousands of them)."""
+    stored (no checks, no keywords: a parse makes hundreds of thousands of them). An
+    ``end`` of 0 stands for the next line break (one int object fewer per record)."""
     instr = _new_object(HloInstruction)
     instr.name = name
     instr.opcode = opcode

@@ -89,6 +89,7 @@ _ROW = re.compile(
 )
 # `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
+_CHUNK = 1 << 20
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -238,83 +239,105 @@ def _read_rows(reader: _Reader, text: str) -> None:
     made = made_instruction
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
     empty = shared.setdefault("{}", HloMetadata())
-    alone: dict[str, str | None] = {}  # the rest of a line -> its metadata text (`_metadata_alone`)
+    alone: dict[str, str | None] = {}  # a line's rest -> its metadata (`_metadata_alone`)
     comp_name = ""
     pos = 0
     comp: HloComputation | None = None
     append = None
     fast = False  # the last line was a common instruction (its record already made)
-    for indent, whole, root, name, shape, opcode, listed, loose, rest, other in _ROW.findall(
-        text, 0, last
-    ):
-        start = pos
-        pos = start + len(indent) + len(whole) + len(other) + 1
-        if whole and append is not None and not (comments and "/*" in whole):
-            found = shapes.get(shape)
-            if found is None:
-                found = shapes[shape] = parse_shape(shape)
-            opcode = setdefault(opcode, opcode)
-            at = len(whole) - len(rest)
-            operand_at = at - 1 - len(listed or loose)
-            if opcode in ("constant", "parameter"):
-                operands = []
-            elif loose:
-                operands = _operand_names(loose, shared)
-            elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
-                if "[" not in listed:
-                    names = listed.replace("%", "").split(", ")
-                elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
-                    names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
-                else:
-                    names = drop_shapes("", listed).replace("%", "").split(", ")
-                operands = [setdefault(n, n) for n in names]
-            else:
-                operands = []
-            if not rest:
-                attributes, called, metadata, rest_at = {}, [], empty, -1
-            else:
-                quick = alone.get(rest, False)
-                if quick is False:
-                    quick = alone[rest] = (
-                        None
-                        if (  # a plain search per word is quicker than one regex of all
-                            "calls" in rest or "to_apply" in rest or "body" in rest
-                            or "condition" in rest or "_computation" in rest
-                            or "select" in rest or "scatter" in rest
-                        ) and _CALL_KEY.search(rest)
-                        else _metadata_alone(rest)
-                    )  # fmt: skip
-                if quick is None:  # called computations (or odd text): split it all now
-                    attributes, called, rest_at = {}, [], -1
-                    metadata = _parse_attributes(rest.strip(), attributes, called) or empty
-                else:  # the metadata alone: the rest is split when asked for
-                    attributes, called, rest_at = None, [], at
-                    if quick:
-                        metadata = shared.get(quick)
-                        if metadata is None:
-                            metadata = shared[quick] = _parse_metadata(quick)
+    for rows in _chunks(text, last):
+        alone.clear()  # (bounded: most repeats are near each other)
+        for indent, whole, root, name, shape, opcode, listed, loose, rest, other in rows:
+            start = pos
+            pos = start + len(indent) + len(whole) + len(other) + 1
+            if whole and append is not None and not (comments and "/*" in whole):
+                found = shapes.get(shape)
+                if found is None:
+                    found = shapes[shape] = parse_shape(shape)
+                opcode = setdefault(opcode, opcode)
+                at = len(whole) - len(rest)
+                operand_at = at - 1 - len(listed or loose)
+                if opcode in ("constant", "parameter"):
+                    operands = []
+                elif loose:
+                    operands = _operand_names(loose, shared)
+                elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                    if "[" not in listed:
+                        names = listed.replace("%", "").split(", ")
+                    elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
+                        names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
                     else:
-                        metadata = empty
-            begin = start + len(indent)
-            append(
-                made(
-                    setdefault(name, name), opcode, found, operands, attributes, called,
-                    metadata, root != "", text, begin, begin + len(whole), operand_at, comp_name,
-                    rest_at,
-                )
-            )  # fmt: skip
-            fast = True
-            continue
-        reader.fast = fast
-        reader.line(text[start:pos], start)
-        fast = reader.fast
-        comp = reader.comp
-        comp_name = "" if comp is None else comp.name
-        # Common lines are read here only when nothing is pending in the reader.
-        append = None if comp is None or reader.pending else comp.instructions.append
+                        names = drop_shapes("", listed).replace("%", "").split(", ")
+                    operands = [setdefault(n, n) for n in names]
+                else:
+                    operands = []
+                if not rest:
+                    attributes, called, metadata, rest_at = {}, [], empty, -1
+                else:
+                    quick = alone.get(rest, False)
+                    if quick is False:
+                        quick = alone[rest] = (
+                            None
+                            if (  # a plain search per word is quicker than one regex of all
+                                "calls" in rest or "to_apply" in rest or "body" in rest
+                                or "condition" in rest or "_computation" in rest
+                                or "select" in rest or "scatter" in rest
+                            ) and _CALL_KEY.search(rest)
+                            else _metadata_alone(rest)
+                        )  # fmt: skip
+                    if quick is None:  # called computations (or odd text): split it all now
+                        attributes, called, rest_at = {}, [], -1
+                        metadata = _parse_attributes(rest.strip(), attributes, called) or empty
+                    else:  # the metadata alone: the rest is split when asked for
+                        attributes, called, rest_at = None, [], at
+                        if quick:
+                            metadata = shared.get(quick)
+                            if metadata is None:
+                                metadata = shared[quick] = _parse_metadata(quick)
+                        else:
+                            metadata = empty
+                append(
+                    made(
+                        setdefault(name, name),
+                        opcode,
+                        found,
+                        operands,
+                        attributes,
+                        called,
+                        metadata,
+                        root != "",
+                        text,
+                        start + len(indent),
+                        0,
+                        operand_at,
+                        comp_name,
+                        rest_at,
+                    )
+                )  # the line ends at its "\n" (`_ROW`'s lines have no trailing space)
+                fast = True
+                continue
+            reader.fast = fast
+            reader.line(text[start:pos], start)
+            fast = reader.fast
+            comp = reader.comp
+            comp_name = "" if comp is None else comp.name
+            # Common lines are read here only when nothing is pending in the reader.
+            append = None if comp is None or reader.pending else comp.instructions.append
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
+
+
+def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
+    """`_ROW`'s tuples for ``text[:end]`` (whole lines), a chunk of about `_CHUNK`
+    characters at a time: the tuples of a whole 60 MB text at once would take twice its
+    size in memory, and Python's allocator would keep that memory after the parse."""
+    pos = 0
+    findall = _ROW.findall
+    while pos < end:
+        stop = min(text.find("\n", pos + _CHUNK) + 1 or end, end)
+        yield findall(text, pos, stop)
+        pos = stop
 
 
 class _Reader:
