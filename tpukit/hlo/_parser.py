@@ -46,6 +46,7 @@ from tpukit.hlo._model import (
     made_instruction,
 )
 from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
+from tpukit.hlo._parsed import PARSED
 
 _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
@@ -116,7 +117,9 @@ def parse_hlo(text: str) -> HloModule:
         ``jax.jit(f).lower(*args).compile().as_text()`` returns (or any HLO dump).
 
     Returns:
-      The module, with its computations in file order.
+      The module, with its computations in file order. Equal text parsed again while
+      the first module is alive gives that module (`tpukit.hlo._parsed`): treat it as
+      read-only.
 
     Raises:
       ValueError: when the text has neither an ``HloModule`` header nor a
@@ -132,6 +135,9 @@ def parse_hlo(text: str) -> HloModule:
             f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
             "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
         )
+    module = PARSED.get(text)
+    if module is not None:  # parsed already, and someone still holds it (see _parsed)
+        return module
     # One ``HloModule`` word at most: no need to look for more module lines (4.6 MB: 20 ms).
     names = module_names(text) if text.count("HloModule") > 1 else []
     if len(names) > 1:
@@ -144,6 +150,7 @@ def parse_hlo(text: str) -> HloModule:
     with paused_gc():
         module = _parse(text)
     check_complete(module)
+    PARSED.put(text, module)
     return module
 
 
