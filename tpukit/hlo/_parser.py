@@ -715,11 +715,12 @@ def _general_head(line: str, computation: str, shared: dict | None) -> HloInstru
     return bool(start.group(1)), name, shape, opcode, operand_text, operands, pos
 
 
-def metadata_text(instr: HloInstruction) -> str:
+def metadata_text(instr: HloInstruction, text: str | None = None) -> str:
     """The raw ``{...}`` of ``instr``'s ``metadata=`` (``""`` when none), read without
-    splitting its other attributes when the parser left them for later."""
+    splitting its other attributes when the parser left them for later. ``text`` is
+    ``instr.text`` when the caller has it already."""
     if instr._attributes is None:  # the parser found it alone: it finds it again
-        return _metadata_alone(instr.text[instr._rest_at :]) or ""
+        return _metadata_alone((instr.text if text is None else text)[instr._rest_at :]) or ""
     return instr.attributes.get("metadata", "")
 
 
