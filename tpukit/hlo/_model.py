@@ -269,7 +269,7 @@ class HloInstruction:
         if at < 0:
             return self._text
         end = self._end
-        if not end:  # the line ends at its line break (see `made_instruction`)
+        if end < 0:  # the line ends at its line break (see `made_instruction`)
             end = self._text.find("\n", at)
         return self._text[at:end]
 
@@ -370,7 +370,7 @@ def made_instruction(
 ) -> HloInstruction:  # fmt: skip
     """The parser's `HloInstruction` of ``source[at:end]``, its fields given as they are
     stored (no checks, no keywords: a parse makes hundreds of thousands of them). An
-    ``end`` of 0 stands for the next line break (one int object fewer per record)."""
+    ``end`` of -1 stands for the next line break (one int object fewer per record)."""
     instr = _new_object(HloInstruction)
     instr.name = name
     instr.opcode = opcode

@@ -13,16 +13,21 @@ odd text never raises.
     >>> str(module.entry.root.shape), module.entry.parameters[0].name
     ('f32[8,4]{1,0}', 'x.1')
 
-Speed and memory (a 400,000-instruction dump is what a large model gives): most lines
-are read by one regex (`_COMMON`: name, shape, opcode, operands without nesting), their
-operand names by one more; an instruction's attributes are split only when someone asks
-(`HloInstruction.attributes`), the parser itself reading just the called computations
-(lines that name one are split at once) and the metadata; equal names and equal metadata
-texts of one module are stored once (`parse_instruction`'s ``shared``); shapes and
-metadata fields are parsed once per distinct spelling; and the garbage collector pauses
-while the objects pile up (`paused_gc`). Odd lines take the general path, which splits
-attributes at their top-level commas inside one regex match per attribute
-(`_brackets.split_top`).
+Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
+`_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
+opcode, operands as ``[shape ]%name`` pieces, the rest) in the same match; ``findall``
+over a megabyte of text at a time gives one tuple per line, and `_read_rows` makes each
+common line's record from its tuple with no further regex (operand names by
+``str.split``; the metadata text is found once per distinct rest of a line, and parsed
+once per distinct text). Every other line -- headers, closing braces, continuation
+lines, comments, odd spacing -- goes through `_Reader.line`, the line-by-line reader,
+which is also what reads text with line breaks other than "\\n"; both read any text the
+same way (``tests/test_hlo_parser_rows.py``). A record keeps its place in the module's
+text rather than a copy of its line; an instruction's attributes are split only when
+someone asks (`HloInstruction.attributes`), the parser itself reading just the called
+computations and the metadata; equal names and metadata of one module are stored once;
+and the garbage collector pauses while the objects pile up (`paused_gc`). Equal text
+parsed again while its module is alive is not parsed again (`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -76,6 +81,8 @@ _OPERAND_NAME = re.compile(rf"\s*{_PIECE_SHAPE}%?([^\s,()\[\]{{}}%\"]+)")
 # Operands that are names alone, ``%a, %b`` (what `_OPERANDS` and `_OPERAND_NAME` read
 # the same way, split at ", ").
 _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
+# `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
+# shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
 _ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
 _LISTED = rf"(?:{_ROW_PIECE}(?:, {_ROW_PIECE})*)?"
@@ -88,8 +95,7 @@ _ROW = re.compile(
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?)[ \t]*([A-Za-z][\w\-.$]*)"
     rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?))|([^\n]*))\n"
 )
-# `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
-# shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
+# `_ROW` reads this many characters at a time (then up to a line's end).
 _CHUNK = 1 << 20
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
@@ -303,24 +309,14 @@ def _read_rows(reader: _Reader, text: str) -> None:
                                 metadata = shared[quick] = _parse_metadata(quick)
                         else:
                             metadata = empty
+                # The line ends at its "\n" (`_ROW`'s lines have no trailing space): -1.
                 append(
                     made(
-                        setdefault(name, name),
-                        opcode,
-                        found,
-                        operands,
-                        attributes,
-                        called,
-                        metadata,
-                        root != "",
-                        text,
-                        start + len(indent),
-                        0,
-                        operand_at,
-                        comp_name,
-                        rest_at,
+                        setdefault(name, name), opcode, found, operands, attributes, called,
+                        metadata, root != "", text, start + len(indent), -1, operand_at,
+                        comp_name, rest_at,
                     )
-                )  # the line ends at its "\n" (`_ROW`'s lines have no trailing space)
+                )  # fmt: skip
                 fast = True
                 continue
             reader.fast = fast
