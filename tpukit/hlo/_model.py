@@ -213,7 +213,8 @@ class HloInstruction:
     ``text`` on first use (the parser reads the called
     computations and the metadata when it builds the record; most attributes of most
     instructions are never asked for). Instructions with the same ``metadata={...}``
-    text share one `HloMetadata`.
+    text share one `HloMetadata`, and the parser's records with no operands or no called
+    computations share one empty list: a parsed module is read-only.
     """
 
     __slots__ = (
