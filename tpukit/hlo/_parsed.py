@@ -57,7 +57,8 @@ class ParsedModules:
         self._found.clear()
 
     def __len__(self) -> int:
-        return sum(1 for ref in self._found.values() if ref() is not None)
+        # (a copy: a module freed meanwhile takes its entry out of the dict)
+        return sum(1 for ref in list(self._found.values()) if ref() is not None)
 
 
 #: The one cache `parse_hlo` uses.
