@@ -250,6 +250,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     shared = reader.shared
     setdefault = shared.setdefault
     shapes: dict[str, HloShape] = {}
+    opcodes: dict[str, str] = {}  # (a few dozen: a small table stays in the CPU's cache)
     drop_shapes = _ROW_SHAPE.sub
     made = made_instruction
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
@@ -272,7 +273,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 found = shapes.get(shape)
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
-                opcode = setdefault(opcode, opcode)
+                opcode = opcodes.setdefault(opcode, opcode)
                 at = len(whole) - len(rest)
                 operand_at = at - 1 - len(listed or loose)
                 if opcode in ("constant", "parameter"):
