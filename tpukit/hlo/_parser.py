@@ -263,6 +263,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     pos = 0
     comp: HloComputation | None = None
     append = None
+    pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
     for rows in _chunks(text, last):
         alone.clear()  # (bounded: most repeats are near each other)
@@ -270,6 +271,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
             start = pos
             pos = start + len(indent) + len(whole) + len(other) + 1
             if whole and append is not None and not (comments and "/*" in whole):
+                if pending:  # the reader holds an odd instruction's lines: this one ends it
+                    reader.flush()
+                    pending = False
                 found = shapes.get(shape)
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
@@ -330,8 +334,8 @@ def _read_rows(reader: _Reader, text: str) -> None:
             fast = reader.fast
             comp = reader.comp
             comp_name = "" if comp is None else comp.name
-            # Common lines are read here only when nothing is pending in the reader.
-            append = None if comp is None or reader.pending else comp.instructions.append
+            append = None if comp is None else comp.instructions.append
+            pending = bool(reader.pending)
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
