@@ -26,6 +26,10 @@ instructions in fused computations of 1,000 (`_large_hlo`, about 200 bytes a lin
 measures the parser alone: instructions parsed per second, and the memory the parsed
 module keeps (resident memory after parsing less before, the text already in memory)
 as a multiple of the text's size; then the graph's group and HTML times on it.
+
+The dump row (``--dump-mb 50``, off by default) generates a dump of that size the same
+way and times what a user does with it: open and count ops, draw the graph, diff it
+against itself (equal text opened twice: the second open finds the first's module).
 """
 
 from __future__ import annotations
@@ -179,6 +183,56 @@ def large_row(instructions: int) -> dict:
     }
 
 
+def dump_row(megabytes: float) -> dict:
+    """A generated dump of about ``megabytes`` MB, as a user meets it: ``tpukit.hlo.open``
+    and ``op_counts()``, the graph's HTML, then ``tpukit.diff`` against itself (a second
+    open of the same text) with its table and its side-by-side graph."""
+    import gc
+
+    from _large_hlo import large_module
+
+    import tpukit
+    from tpukit import hlo
+
+    per_fusion = len(large_module(1, 1_000))
+    text = large_module(max(1, round(megabytes * 1e6 / per_fusion)), 1_000)
+    _clear_caches()
+    gc.collect()
+    times = {}
+    start = time.perf_counter()
+    program = hlo.open(text)
+    count = sum(program.op_counts().values())
+    times["open_count_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    page = program.graph().to_html()
+    times["graph_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    d = tpukit.diff(program, hlo.open(text))
+    d._repr_html_()
+    times["diff_s"] = time.perf_counter() - start
+    start = time.perf_counter()
+    diff_page = d.graph()._repr_html_()
+    times["diff_graph_s"] = time.perf_counter() - start
+    return {
+        "title": f"generated dump, {len(text.encode()) / 1e6:.0f} MB",
+        "hlo_bytes": len(text.encode()),
+        "instructions": count,
+        **{key: round(value, 2) for key, value in times.items()},
+        "open_count_draw_s": round(times["open_count_s"] + times["graph_s"], 2),
+        "html_bytes": len(page.encode()),
+        "diff_html_bytes": len(diff_page.encode()),
+    }
+
+
+def dump_table(row: dict) -> str:
+    return (
+        f"{row['title']} ({row['instructions']:,} instructions): open and count "
+        f"{row['open_count_s']:.1f} s, graph {row['graph_s']:.1f} s (together "
+        f"{row['open_count_draw_s']:.1f} s); diff against itself {row['diff_s']:.1f} s, its "
+        f"graph {row['diff_graph_s']:.1f} s"
+    )
+
+
 def large_table(row: dict) -> str:
     return (
         f"{row['title']}: {row['hlo_bytes'] / 1e6:.0f} MB of HLO parsed in {row['parse_s']:.2f} s "
@@ -191,11 +245,12 @@ def large_table(row: dict) -> str:
 
 
 def _clear_caches() -> None:
-    """Empty tpukit's memo caches (shapes, op names, file labels): a module never seen."""
+    """Empty tpukit's memo caches (shapes, op names, file labels, parsed modules by their
+    text): a module never seen."""
     for name, module in list(sys.modules.items()):
         if name.startswith("tpukit."):
             for value in list(vars(module).values()):
-                if callable(getattr(value, "cache_clear", None)):
+                if not isinstance(value, type) and callable(getattr(value, "cache_clear", None)):
                     value.cache_clear()
 
 
@@ -320,6 +375,9 @@ def main() -> None:
     parser.add_argument(
         "--large", type=int, default=400_000, help="instructions of the generated row (0: none)"
     )
+    parser.add_argument(
+        "--dump-mb", type=float, default=0, help="MB of the generated dump row (0: none)"
+    )
     parser.add_argument("--label", default="", help="a word for the JSON's name, e.g. before")
     parser.add_argument(
         "--build-only", action="store_true", help="only compile and cache the steps"
@@ -339,6 +397,10 @@ def main() -> None:
         large = large_row(args.large)
         results.append(large)
         print(large_table(large))
+    if args.dump_mb:
+        dump = dump_row(args.dump_mb)
+        results.append(dump)
+        print(dump_table(dump))
     RESULTS.mkdir(parents=True, exist_ok=True)
     label = f"-{args.label}" if args.label else ""
     out = RESULTS / f"hlo_graph_speed{label}-{time.strftime('%Y%m%d-%H%M%S')}.json"

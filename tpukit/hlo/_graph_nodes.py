@@ -108,7 +108,7 @@ def display_text(instr: HloInstruction) -> str:
     text = instr.text
     if ", metadata={" not in text:  # nothing the replace below could remove
         return text
-    metadata = metadata_text(instr)
+    metadata = metadata_text(instr, text)
     if metadata:
         text = text.replace(f", metadata={metadata}", "")
     return text

@@ -213,7 +213,8 @@ class HloInstruction:
     ``text`` on first use (the parser reads the called
     computations and the metadata when it builds the record; most attributes of most
     instructions are never asked for). Instructions with the same ``metadata={...}``
-    text share one `HloMetadata`.
+    text share one `HloMetadata`, and the parser's records with no operands or no called
+    computations share one empty list: a parsed module is read-only.
     """
 
     __slots__ = (
@@ -265,7 +266,13 @@ class HloInstruction:
     @property
     def text(self) -> str:
         """The instruction's HLO line, as written (continuation lines joined by spaces)."""
-        return self._text if self._at < 0 else self._text[self._at : self._end]
+        at = self._at
+        if at < 0:
+            return self._text
+        end = self._end
+        if end < 0:  # the line ends at its line break (see `made_instruction`)
+            end = self._text.find("\n", at)
+        return self._text[at:end]
 
     @text.setter
     def text(self, value: str) -> None:
@@ -354,6 +361,36 @@ class HloInstruction:
     def custom_call_target(self) -> str:
         """The unquoted ``custom_call_target`` of a custom-call, else ``""``."""
         return self.attributes.get("custom_call_target", "").strip('"')
+
+
+def made_instruction(
+    name: str, opcode: str, shape: HloShape, operands: list[str],
+    attributes: dict[str, str] | None, called: list[ComputationRef], metadata: HloMetadata,
+    is_root: bool, source: str, at: int, end: int, operand_at: int, computation: str,
+    rest_at: int,
+) -> HloInstruction:  # fmt: skip
+    """The parser's `HloInstruction` of ``source[at:end]``, its fields given as they are
+    stored (no checks, no keywords: a parse makes hundreds of thousands of them). An
+    ``end`` of -1 stands for the next line break (one int object fewer per record)."""
+    instr = _new_object(HloInstruction)
+    instr.name = name
+    instr.opcode = opcode
+    instr.shape = shape
+    instr.operands = operands
+    instr._attributes = attributes
+    instr.called_computations = called
+    instr.metadata = metadata
+    instr.is_root = is_root
+    instr._text = source
+    instr._at = at
+    instr._end = end
+    instr._operand_text = operand_at
+    instr.computation = computation
+    instr._rest_at = rest_at
+    return instr
+
+
+_new_object = object.__new__
 
 
 class HloComputation:

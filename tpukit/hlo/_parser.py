@@ -13,16 +13,21 @@ odd text never raises.
     >>> str(module.entry.root.shape), module.entry.parameters[0].name
     ('f32[8,4]{1,0}', 'x.1')
 
-Speed and memory (a 400,000-instruction dump is what a large model gives): most lines
-are read by one regex (`_COMMON`: name, shape, opcode, operands without nesting), their
-operand names by one more; an instruction's attributes are split only when someone asks
-(`HloInstruction.attributes`), the parser itself reading just the called computations
-(lines that name one are split at once) and the metadata; equal names and equal metadata
-texts of one module are stored once (`parse_instruction`'s ``shared``); shapes and
-metadata fields are parsed once per distinct spelling; and the garbage collector pauses
-while the objects pile up (`paused_gc`). Odd lines take the general path, which splits
-attributes at their top-level commas inside one regex match per attribute
-(`_brackets.split_top`).
+Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
+`_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
+opcode, operands as ``[shape ]%name`` pieces, the rest) in the same match; ``findall``
+over a megabyte of text at a time gives one tuple per line, and `_read_rows` makes each
+common line's record from its tuple with no further regex (operand names by
+``str.split``; the metadata text is found once per distinct rest of a line, and parsed
+once per distinct text). Every other line -- headers, closing braces, continuation
+lines, comments, odd spacing -- goes through `_Reader.line`, the line-by-line reader,
+which is also what reads text with line breaks other than "\\n"; both read any text the
+same way (``tests/test_hlo_parser_rows.py``). A record keeps its place in the module's
+text rather than a copy of its line; an instruction's attributes are split only when
+someone asks (`HloInstruction.attributes`), the parser itself reading just the called
+computations and the metadata; equal names and metadata of one module are stored once;
+and the garbage collector pauses while the objects pile up (`paused_gc`). Equal text
+parsed again while its module is alive is not parsed again (`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ from tpukit.hlo._model import (
     HloMetadata,
     HloModule,
     HloShape,
+    made_instruction,
 )
 from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
+from tpukit.hlo._parsed import PARSED
 
 _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
@@ -74,6 +81,24 @@ _OPERAND_NAME = re.compile(rf"\s*{_PIECE_SHAPE}%?([^\s,()\[\]{{}}%\"]+)")
 # Operands that are names alone, ``%a, %b`` (what `_OPERANDS` and `_OPERAND_NAME` read
 # the same way, split at ", ").
 _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
+# `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
+# shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
+_ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
+_ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
+_LISTED = rf"(?:{_ROW_PIECE}(?:, {_ROW_PIECE})*)?"
+# One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
+# both read, on one line, no trailing space) or any other: indent, the instruction's
+# whole text, ROOT, name, shape, opcode, operands, the rest after them; or the other
+# line's text. `str.findall` over the whole text gives every line as one tuple.
+_ROW = re.compile(
+    r"([ \t]*)(?:((ROOT[ \t]+)?%?([\w.\-$]+)[ \t]+=[ \t]+"
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?)[ \t]*([A-Za-z][\w\-.$]*)"
+    rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?))|([^\n]*))\n"
+)
+#: The empty list of operands and of called computations that records share.
+_NONE: list = []
+# `_ROW` reads this many characters at a time (then up to a line's end).
+_CHUNK = 1 << 20
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -100,7 +125,9 @@ def parse_hlo(text: str) -> HloModule:
         ``jax.jit(f).lower(*args).compile().as_text()`` returns (or any HLO dump).
 
     Returns:
-      The module, with its computations in file order.
+      The module, with its computations in file order. Equal text parsed again while
+      the first module is alive gives that module (`tpukit.hlo._parsed`): treat it as
+      read-only.
 
     Raises:
       ValueError: when the text has neither an ``HloModule`` header nor a
@@ -116,6 +143,9 @@ def parse_hlo(text: str) -> HloModule:
             f"parse_hlo expects the HLO text as a str, got {type(text).__name__}; "
             "pass e.g. jax.jit(f).lower(x).as_text(dialect='hlo')."
         )
+    module = PARSED.get(text)
+    if module is not None:  # parsed already, and someone still holds it (see _parsed)
+        return module
     # One ``HloModule`` word at most: no need to look for more module lines (4.6 MB: 20 ms).
     names = module_names(text) if text.count("HloModule") > 1 else []
     if len(names) > 1:
@@ -128,6 +158,7 @@ def parse_hlo(text: str) -> HloModule:
     with paused_gc():
         module = _parse(text)
     check_complete(module)
+    PARSED.put(text, module)
     return module
 
 
@@ -192,89 +223,251 @@ def paused_gc() -> Iterator[None]:
 
 
 def _parse(text: str) -> HloModule:
-    module = HloModule(name="")
-    tables: dict[str, dict[int, str]] = {name: {} for name in _TABLES}
-    table: dict[int, str] | None = None
+    reader = _Reader(text)
+    if _rows_apply(text):
+        _read_rows(reader, text)
+    else:  # line breaks other than "\n": read line by line, as `str.splitlines` splits
+        end = 0
+        for line in text.splitlines(True):
+            start, end = end, end + len(line)
+            reader.line(line, start)
+    return reader.finish()
+
+
+def _rows_apply(text: str) -> bool:
+    """Whether `_ROW` cuts ``text`` into the lines `str.splitlines` gives: "\\n" is its
+    only line break (a plain ``in`` per character: a regex class search is 20x slower)."""
+    breaks = "\r\x0b\x0c\x1c\x1d\x1e" + ("" if text.isascii() else "\x85\u2028\u2029")
+    return not any(char in text for char in breaks)
+
+
+def _read_rows(reader: _Reader, text: str) -> None:
+    """Read ``text`` one `_ROW` (line) at a time: a common instruction line inside a
+    computation becomes its record at once; every other line goes through `_Reader.line`,
+    which knows that the last record may still be continued (``reader.fast``)."""
+    last = text.rfind("\n") + 1
+    comments = "/*" in text
+    shared = reader.shared
+    setdefault = shared.setdefault
+    shapes: dict[str, HloShape] = {}
+    opcodes: dict[str, str] = {}  # (a few dozen: a small table stays in the CPU's cache)
+    drop_shapes = _ROW_SHAPE.sub
+    made = made_instruction
+    # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
+    empty = shared.setdefault("{}", HloMetadata())
+    alone: dict[str, str | None] = {}  # a line's rest -> its metadata (`_metadata_alone`)
+    # No operands, no called computations: one empty list for all records (a module is
+    # read-only once parsed; 56 bytes a record, a quarter of the text's size).
+    none: list = _NONE
+    comp_name = ""
+    pos = 0
     comp: HloComputation | None = None
-    pending: list[str] = []
-    depth: int | None = 0
-    seen_header = False
-    shared: dict[str, object] = {}  # names and metadata texts -> one object each
+    append = None
+    pending = False  # the reader holds lines of an instruction that is not common
+    fast = False  # the last line was a common instruction (its record already made)
+    for rows in _chunks(text, last):
+        alone.clear()  # (bounded: most repeats are near each other)
+        for indent, whole, root, name, shape, opcode, listed, loose, rest, other in rows:
+            start = pos
+            pos = start + len(indent) + len(whole) + len(other) + 1
+            if whole and append is not None and not (comments and "/*" in whole):
+                if pending:  # the reader holds an odd instruction's lines: this one ends it
+                    reader.flush()
+                    pending = False
+                found = shapes.get(shape)
+                if found is None:
+                    found = shapes[shape] = parse_shape(shape)
+                opcode = opcodes.setdefault(opcode, opcode)
+                at = len(whole) - len(rest)
+                operand_at = at - 1 - len(listed or loose)
+                if opcode in ("constant", "parameter"):
+                    operands = none
+                elif loose:
+                    operands = _operand_names(loose, shared)
+                elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                    if "[" not in listed:
+                        names = listed.replace("%", "").split(", ")
+                    elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
+                        names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                    else:
+                        names = drop_shapes("", listed).replace("%", "").split(", ")
+                    operands = list(map(setdefault, names, names))
+                else:
+                    operands = none
+                if not rest:
+                    attributes, called, metadata, rest_at = None, none, empty, at
+                else:
+                    quick = alone.get(rest, False)
+                    if quick is False:
+                        quick = alone[rest] = (
+                            None
+                            if (  # a plain search per word is quicker than one regex of all
+                                "calls" in rest or "to_apply" in rest or "body" in rest
+                                or "condition" in rest or "_computation" in rest
+                                or "select" in rest or "scatter" in rest
+                            ) and _CALL_KEY.search(rest)
+                            else _metadata_alone(rest)
+                        )  # fmt: skip
+                    if quick is None:  # called computations (or odd text): split it all now
+                        attributes, called, rest_at = {}, [], -1
+                        metadata = _parse_attributes(rest.strip(), attributes, called) or empty
+                    else:  # the metadata alone: the rest is split when asked for
+                        attributes, called, rest_at = None, none, at
+                        if quick:
+                            metadata = shared.get(quick)
+                            if metadata is None:
+                                metadata = shared[quick] = _parse_metadata(quick)
+                        else:
+                            metadata = empty
+                # The line ends at its "\n" (`_ROW`'s lines have no trailing space): -1.
+                append(
+                    made(
+                        setdefault(name, name), opcode, found, operands, attributes, called,
+                        metadata, root != "", text, start + len(indent), -1, operand_at,
+                        comp_name, rest_at,
+                    )
+                )  # fmt: skip
+                fast = True
+                continue
+            reader.fast = fast
+            reader.line(text[start:pos], start)
+            fast = reader.fast
+            comp = reader.comp
+            comp_name = "" if comp is None else comp.name
+            append = None if comp is None else comp.instructions.append
+            pending = bool(reader.pending)
+    reader.fast = fast
+    if last < len(text):
+        reader.line(text[last:], last)
 
-    pending_at = end = 0  # where the pending instruction starts in ``text``; this line ends
-    for line in text.splitlines(True):
-        start, end = end, end + len(line)
+
+def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
+    """`_ROW`'s tuples for ``text[:end]`` (whole lines), a chunk of about `_CHUNK`
+    characters at a time: the tuples of a whole 60 MB text at once would take twice its
+    size in memory, and Python's allocator would keep that memory after the parse."""
+    pos = 0
+    findall = _ROW.findall
+    while pos < end:
+        stop = min(text.find("\n", pos + _CHUNK) + 1 or end, end)
+        yield findall(text, pos, stop)
+        pos = stop
+
+
+class _Reader:
+    """The line-by-line state of a parse: module header, stack-frame tables, the open
+    computation and the instruction whose lines are still coming (``pending``)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.module = HloModule(name="")
+        self.tables: dict[str, dict[int, str]] = {name: {} for name in _TABLES}
+        self.table: dict[int, str] | None = None
+        self.comp: HloComputation | None = None
+        self.pending: list[str] = []
+        self.pending_at = 0  # where the pending instruction starts in ``text``
+        self.depth: int | None = 0  # brackets it leaves open (None: not counted yet)
+        self.seen_header = False
+        self.shared: dict[str, object] = {}  # names and metadata texts -> one object each
+        # The last record, made from one common line by `_read_rows`, is what a
+        # line-by-line reader would still hold pending: a next line may continue it.
+        self.fast = False
+
+    def line(self, line: str, start: int) -> None:
+        """Read one line (with its line break) that starts at ``start`` in the text."""
         stripped = line.strip()
+        comp = self.comp
         if comp is None:
-            if not stripped or stripped.startswith("//"):
-                table = None
-            elif stripped.startswith("HloModule"):
-                seen_header = True
-                _parse_module_header(stripped, module)
-            elif stripped in tables:
-                table = tables[stripped]
-            elif table is not None and stripped.partition(" ")[0].isdigit():
-                key, _, value = stripped.partition(" ")
-                table[int(key)] = value.strip()
-            elif header := _COMPUTATION_HEADER.match(stripped):
-                comp = _new_computation(header, module)
-            else:
-                module.unparsed.append((line.splitlines() or [""])[0])
-            continue
-
+            self._outside(line, stripped)
+            return
         if not stripped or stripped.startswith("//"):
-            continue
+            return
         if _NEW_INSTRUCTION.match(stripped):
-            _flush(comp, pending, shared, text, pending_at)
+            self.flush()
             # Most instructions fit on one line: their depth is counted only when needed.
-            pending, depth = [stripped], None
-            pending_at = start + len(line) - len(line.lstrip())
-            continue
-        if depth is None:
-            depth = open_brackets(pending[0])
-        if stripped.startswith("}") and depth <= 0:
-            _flush(comp, pending, shared, text, pending_at)
-            pending = []
-            module.computations[comp.name] = comp
-            comp = None
-            continue
+            self.pending, self.depth = [stripped], None
+            self.pending_at = start + len(line) - len(line.lstrip())
+            return
+        if self.fast:
+            depth = open_brackets(comp.instructions[-1].text)
+            if (stripped.startswith("}") and depth <= 0) or _COMPUTATION_HEADER.match(stripped):
+                self.pending, self.depth = [], depth
+            else:  # a continuation line: read the record's line again with it
+                last = comp.instructions.pop()
+                self.pending, self.depth, self.pending_at = [last.text], depth, last._at
+            self.fast = False
+        if self.depth is None:
+            self.depth = open_brackets(self.pending[0])
+        if stripped.startswith("}") and self.depth <= 0:
+            self.flush()
+            self.module.computations[comp.name] = comp
+            self.comp = None
+            return
         header = _COMPUTATION_HEADER.match(stripped)
         if header:
             # A new header before the closing brace: close the current computation.
-            _flush(comp, pending, shared, text, pending_at)
-            pending, depth = [], 0
-            module.computations[comp.name] = comp
-            comp = _new_computation(header, module)
-            continue
+            self.flush()
+            self.depth = 0
+            self.module.computations[comp.name] = comp
+            self.comp = _new_computation(header, self.module)
+            return
         # A continuation line of a multi-line instruction (or an odd line: it is
         # kept in the previous instruction's text and raw attributes).
-        if not pending:
-            pending_at = start + len(line) - len(line.lstrip())
-        pending.append(stripped)
-        depth += open_brackets(stripped)
+        if not self.pending:
+            self.pending_at = start + len(line) - len(line.lstrip())
+        self.pending.append(stripped)
+        self.depth += open_brackets(stripped)
 
-    if comp is not None:
-        cut = bool(pending) and open_brackets(pending[0]) > 0
-        _flush(comp, pending, shared, text, pending_at)
-        last = comp.instructions[-1].text if comp.instructions else ""
-        raise HloTextError(
-            f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
-            + (f"; its last instruction is cut mid-line: {last[-70:]!r}" if cut else "")
-            + (f"; its last line reads {last[-70:]!r}" if last and not cut else "")
-            + ". Open the whole file XLA wrote (a dump still being written, or a partial "
-            "copy, ends early)."
-        )
-    if not seen_header and not module.computations:
-        preview = text.strip()[:60]
-        raise HloTextError(
-            f"This does not look like HLO text (no 'HloModule' line and no computation): "
-            f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
-            "compiled.as_text(); StableHLO (MLIR) text is not supported."
-        )
-    module.stack_frames = stack_frames(tables)
-    link_sources(module)
-    assign_kinds(module)
-    return module
+    def _outside(self, line: str, stripped: str) -> None:
+        if not stripped or stripped.startswith("//"):
+            self.table = None
+        elif stripped.startswith("HloModule"):
+            self.seen_header = True
+            _parse_module_header(stripped, self.module)
+        elif stripped in self.tables:
+            self.table = self.tables[stripped]
+        elif self.table is not None and stripped.partition(" ")[0].isdigit():
+            key, _, value = stripped.partition(" ")
+            self.table[int(key)] = value.strip()
+        elif header := _COMPUTATION_HEADER.match(stripped):
+            self.comp = _new_computation(header, self.module)
+            self.pending, self.depth, self.fast = [], 0, False
+        else:
+            self.module.unparsed.append((line.splitlines() or [""])[0])
+
+    def flush(self) -> None:
+        """Make the pending instruction's record (a common line's is made already)."""
+        self.fast = False
+        if self.pending:
+            _flush(self.comp, self.pending, self.shared, self.text, self.pending_at)  # type: ignore[arg-type]
+            self.pending = []
+
+    def finish(self) -> HloModule:
+        module, comp, pending = self.module, self.comp, self.pending
+        if comp is not None:
+            if self.fast:  # the last record is the last line, as read already
+                cut = open_brackets(comp.instructions[-1].text) > 0
+            else:
+                cut = bool(pending) and open_brackets(pending[0]) > 0
+                _flush(comp, pending, self.shared, self.text, self.pending_at)
+            last = comp.instructions[-1].text if comp.instructions else ""
+            raise HloTextError(
+                f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
+                + (f"; its last instruction is cut mid-line: {last[-70:]!r}" if cut else "")
+                + (f"; its last line reads {last[-70:]!r}" if last and not cut else "")
+                + ". Open the whole file XLA wrote (a dump still being written, or a partial "
+                "copy, ends early)."
+            )
+        if not self.seen_header and not module.computations:
+            preview = self.text.strip()[:60]
+            raise HloTextError(
+                f"This does not look like HLO text (no 'HloModule' line and no computation): "
+                f"{preview!r}. Pass the HLO dialect, e.g. lowered.as_text(dialect='hlo') or "
+                "compiled.as_text(); StableHLO (MLIR) text is not supported."
+            )
+        module.stack_frames = stack_frames(self.tables)
+        link_sources(module)
+        assign_kinds(module)
+        return module
 
 
 def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation:
@@ -390,25 +583,66 @@ def parse_instruction(
     common = None if "/*" in line else _COMMON.match(line)
     if common is not None:  # most lines: one match finds name, shape, opcode and operands
         is_root, name, shape_text, opcode, operand_text = common.groups()
-        shape = parse_shape(shape_text)
         if shared is not None:
             name = shared.setdefault(name, name)
             opcode = shared.setdefault(opcode, opcode)
-        is_root = is_root is not None
-        operands = (
-            [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
-        )
         pos = common.end()
-        operand_text = common.start(5)  # kept as a place in the line (see HloInstruction)
-    else:
-        head = _general_head(line, computation, shared)
-        if isinstance(head, HloInstruction):
-            return head
-        is_root, name, shape, opcode, operand_text, operands, pos = head
+        return _common_record(
+            is_root is not None, name, parse_shape(shape_text), opcode, operand_text,
+            line[pos:], pos, line, source, at, computation, shared,
+        )  # fmt: skip
+    head = _general_head(line, computation, shared)
+    if isinstance(head, HloInstruction):
+        return head
+    is_root, name, shape, opcode, operand_text, operands, pos = head
+    return _record(
+        is_root, name, shape, opcode, operands, operand_text, line[pos:], pos, line, source,
+        at, computation, shared,
+    )  # fmt: skip
+
+
+def _common_record(
+    is_root: bool,
+    name: str,
+    shape: HloShape,
+    opcode: str,
+    operand_text: str,
+    rest: str,
+    pos: int,
+    line: str,
+    source: str | None,
+    at: int,
+    computation: str,
+    shared: dict | None,
+) -> HloInstruction:
+    """The record of a line `_COMMON` (or `_ROW`) matched: ``rest`` is the text after
+    the operands' ``)``, which ends at ``pos`` in ``line``."""
+    operands = [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
+    # The operand text is kept as its place in the line (see HloInstruction).
+    return _record(
+        is_root, name, shape, opcode, operands, pos - 1 - len(operand_text), rest, pos, line,
+        source, at, computation, shared,
+    )  # fmt: skip
+
+
+def _record(
+    is_root: bool,
+    name: str,
+    shape: HloShape,
+    opcode: str,
+    operands: list[str],
+    operand_text: str | int,
+    rest: str,
+    pos: int,
+    line: str,
+    source: str | None,
+    at: int,
+    computation: str,
+    shared: dict | None,
+) -> HloInstruction:
     called: list[ComputationRef] = []
     metadata = None
     attributes: dict[str, str] | None = {}
-    rest = line[pos:]
     if rest and not rest.isspace():
         calls = (  # a plain search per word is quicker than one regex of all of them
             "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
@@ -487,11 +721,12 @@ def _general_head(line: str, computation: str, shared: dict | None) -> HloInstru
     return bool(start.group(1)), name, shape, opcode, operand_text, operands, pos
 
 
-def metadata_text(instr: HloInstruction) -> str:
+def metadata_text(instr: HloInstruction, text: str | None = None) -> str:
     """The raw ``{...}`` of ``instr``'s ``metadata=`` (``""`` when none), read without
-    splitting its other attributes when the parser left them for later."""
+    splitting its other attributes when the parser left them for later. ``text`` is
+    ``instr.text`` when the caller has it already."""
     if instr._attributes is None:  # the parser found it alone: it finds it again
-        return _metadata_alone(instr.text[instr._rest_at :]) or ""
+        return _metadata_alone((instr.text if text is None else text)[instr._rest_at :]) or ""
     return instr.attributes.get("metadata", "")
 
 
@@ -548,21 +783,7 @@ def _parse_attributes(
 
 
 def _parse_metadata(value: str) -> HloMetadata:
-    fields = dict(_metadata_fields(value))
-    line = fields.get("source_line", "")
-    frame = fields.get("stack_frame_id", "")
-    return HloMetadata(
-        op_name=fields.get("op_name", ""),
-        op_type=fields.get("op_type", ""),
-        source_file=fields.get("source_file", ""),
-        source_line=int(line) if line.isdigit() else 0,
-        stack_frame_id=int(frame) if frame.isdigit() else 0,
-        fields=fields,
-    )
-
-
-@functools.lru_cache(maxsize=4096)  # ops of one layer, and fusions' copies, repeat it
-def _metadata_fields(value: str) -> tuple[tuple[str, str], ...]:
+    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once)."""
     fields = {}
     for key, raw in _META_FIELD.findall(value):
         if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':  # `_unquote`, inlined
@@ -570,4 +791,10 @@ def _metadata_fields(value: str) -> tuple[tuple[str, str], ...]:
             if "\\" in raw:
                 raw = raw.replace('\\"', '"').replace("\\\\", "\\")
         fields[key] = raw
-    return tuple(fields.items())
+    get = fields.get
+    line = get("source_line", "")
+    frame = get("stack_frame_id", "")
+    return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+        get("op_name", ""), get("op_type", ""), get("source_file", ""),
+        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+    )  # fmt: skip

@@ -1,0 +1,125 @@
+"""The whole-text reader (`_parser._ROW`) reads every text as the line-by-line reader does.
+
+`parse_hlo` cuts the text into lines with one regex and makes the record of each common
+instruction line at once; any other line (headers, closing braces, continuation lines,
+comments, odd spacing) goes through the line-by-line reader, which is also what reads a
+text whose line breaks are not all "\\n". Here the same texts are read both ways -- the
+fixtures, and the fixtures with lines split, spaced, commented and moved about at random --
+and every field of every instruction must agree. Also: parsing equal text twice gives one
+module while it is alive (`_parsed.PARSED`), and never a module of other text.
+"""
+
+from __future__ import annotations
+
+import gc
+import pathlib
+import random
+
+import pytest
+from _hlo_fingerprint import _model
+
+from tpukit.hlo import _parser
+from tpukit.hlo._parsed import PARSED
+from tpukit.hlo._parser import parse_hlo
+
+DATA = pathlib.Path(__file__).parent / "data" / "hlo"
+FIXTURES = sorted(p.name for p in DATA.glob("*.hlo"))
+
+
+def _both(text: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list]:
+    """The model of ``text`` read by rows, and read line by line."""
+    PARSED.cache_clear()
+    rows = _model(parse_hlo(text))
+    PARSED.cache_clear()
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser, "_rows_apply", lambda text: False)
+        lines = _model(parse_hlo(text))
+    PARSED.cache_clear()
+    return rows, lines
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_fixtures_read_the_same_by_rows_and_by_lines(name, monkeypatch):
+    rows, lines = _both((DATA / name).read_text(), monkeypatch)
+    assert rows == lines
+
+
+def _shuffled(text: str, rng: random.Random) -> str:
+    """``text`` with odd but valid spelling: trailing spaces, instructions continued on
+    the next line, comments, blank lines, tabs, a missing last line break."""
+    out = []
+    for line in text.splitlines():
+        roll = rng.random()
+        if roll < 0.1:
+            line += " " * rng.randint(1, 3)
+        elif roll < 0.2 and " = " in line and ", " in line[line.index(" = ") :]:
+            cut = line.index(", ", line.index(" = ")) + 1
+            out.append(line[:cut])
+            line = "      " + line[cut:].lstrip()
+        elif roll < 0.25:
+            out.append("  // a comment")
+        elif roll < 0.3:
+            out.append("")
+        elif roll < 0.35 and line.startswith("  "):
+            line = "\t" + line.lstrip()
+        elif roll < 0.38 and " = " in line:
+            line = line.replace(" = ", " =\u00a0", 1)  # not a space the rows read
+        elif roll < 0.41 and "(" in line:
+            line = line.replace("(", "( /* c */", 1)
+        out.append(line)
+    joined = "\n".join(out)
+    return joined if rng.random() < 0.5 else joined + "\n"
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_odd_spelling_reads_the_same_by_rows_and_by_lines(seed, monkeypatch):
+    rng = random.Random(seed)
+    for name in FIXTURES:
+        text = _shuffled((DATA / name).read_text(), rng)
+        try:
+            rows, lines = _both(text, monkeypatch)
+        except Exception as rows_error:  # then the line-by-line reader refuses it too
+            with pytest.raises(type(rows_error)):
+                _both_lines(text, monkeypatch)
+            continue
+        assert rows == lines, name
+
+
+def _both_lines(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser, "_rows_apply", lambda text: False)
+        PARSED.cache_clear()
+        parse_hlo(text)
+
+
+def test_a_last_line_with_open_brackets_takes_the_closing_brace():
+    text = "HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0), a={\n}\n}\n"
+    module = parse_hlo(text)
+    assert module.entry.root.text == "ROOT x = f32[] parameter(0), a={ }"
+
+
+def test_operands_with_and_without_shapes():
+    text = (
+        "HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n  b = f32[2]{0} parameter(1)\n"
+        "  c = f32[2]{0} add(f32[2]{0} %a, %b)\n  d = f32[2]{0} add(f32[2]{0} a, f32[2]{0} c)\n"
+        "  ROOT e = f32[2]{0} add(%d, %c)\n}\n"
+    )
+    entry = parse_hlo(text).entry
+    assert [i.operands for i in entry.instructions[2:]] == [["a", "b"], ["a", "c"], ["d", "c"]]
+    assert entry["c"].operand_text == "f32[2]{0} %a, %b"
+    assert entry["e"].text == "ROOT e = f32[2]{0} add(%d, %c)"
+
+
+def test_equal_text_gives_the_module_while_it_lives():
+    PARSED.cache_clear()
+    text = (DATA / "jax_mlp.hlo").read_text()
+    first = parse_hlo(text)
+    assert parse_hlo("".join(text)) is first  # equal text, another string
+    assert parse_hlo(text.replace("HloModule", "HloModule ", 1)) is not first
+    del first
+    gc.collect()
+    assert len(PARSED) == 0  # held weakly: gone with the last holder
+    again = parse_hlo(text)
+    assert len(PARSED) == 1 and parse_hlo(text) is again
+    PARSED.cache_clear()
+    assert parse_hlo(text) is not again
