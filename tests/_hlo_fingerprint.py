@@ -14,7 +14,9 @@ import json
 
 from tpukit import hlo
 from tpukit.hlo import HloInstruction, HloModule
+from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_data import GraphTree
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._program import program_cost
 
 
@@ -49,7 +51,7 @@ def _groups(data: GraphTree) -> list:
     return [
         data.kind, data.parent, data.label, data.order, instrs, children,
         sorted(data.params.items()), sorted(data.roots.items()), data.blocks,
-        sorted(data.notes.items()), sorted(data.section.items()), data.initial_open(),
+        sorted(data.notes.items()), sorted(data.section.items()), first_view(data),
     ]  # fmt: skip
 
 
@@ -73,6 +75,6 @@ def fingerprint(text: str) -> dict[str, str]:
         ),
         "fusions": _digest([vars(f) for f in program.fusions()]),
         "groups": _digest(_groups(data)),
-        "payload": _digest(data.payload(program.name, program.stage)),
+        "payload": _digest(graph_payload(data, program.name, program.stage)),
         "view": _digest(list(graph.view_counts())),
     }

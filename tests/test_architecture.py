@@ -78,7 +78,6 @@ FORBIDDEN_LIBRARIES = {
 # (module, imported module) pairs that load lazily on purpose
 LAZY = {
     ("hlo/_graph_view.py", "tpukit.hlo._dot"),  # Graphviz export, rarely used
-    ("hlo/_dot.py", "tpukit.hlo._graph_data"),  # typing and the category table
     ("__init__.py", "tpukit.magics"),  # IPython only when the extension loads
     ("display/__init__.py", "tpukit.display._figures"),  # matplotlib on the first figure
     ("train/_history.py", "tpukit.display"),  # the same, from train's first plot
@@ -88,8 +87,6 @@ LAZY = {
 # (issue 22, items 2 and 3). Each is to be broken there and then taken off this list: the
 # test fails on a cycle not listed and on a listed one that is gone.
 KNOWN_CYCLES = {
-    # _GraphData is annotated in the modules it imports (the graph as named parts)
-    ("hlo._first_view", "hlo._graph_costs", "hlo._graph_data", "hlo._graph_payload"),
     # compile_step annotates the Trainer whose module calls it (one set-up path)
     ("train._compile_step", "train._fit"),
 }

@@ -17,6 +17,7 @@ import pytest
 import tpukit
 from tpukit import hlo
 from tpukit._errors import HloTextError
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._loops import trip_count
 
 # One step: dot f32[8,16] x f32[16,16] -> f32[8,16]: 2 * 8*16 * 16 = 4,096 FLOPs.
@@ -159,7 +160,7 @@ def test_a_loop_whose_bound_is_an_argument_says_unknown_trip_count():
     assert program.cost.unknown_loops == ("loop",)
     assert program.cost.flops == STEP_FLOPS  # counted once, and said so
     assert "loop unknown trip count (counted once)" in repr(program)
-    payload = program.graph()._data.payload("t", None)
+    payload = graph_payload(program.graph()._data, "t", None)
     node = payload["label"].index("loop x?")
     assert "unknown trip count" in payload["strings"][payload["note"][node]]
 
@@ -233,7 +234,7 @@ def test_nested_loops_multiply_flops_and_collectives():
     assert {(c.opcode, c.count, c.bytes) for c in program.collectives()} == {
         ("all-reduce", 4, 4 * 1_024)
     }
-    labels = program.graph()._data.payload("t", None)["label"]
+    labels = graph_payload(program.graph()._data, "t", None)["label"]
     assert "outer x4" in labels and "inner x3" in labels
 
 
@@ -349,7 +350,7 @@ def test_one_counting_rule_per_figure_in_summary_graph_and_diff():
     assert program.cost.flops == 2 * STEP_FLOPS
     assert f"{written:,} (fusions opened)" in repr(program) and "in 2 computations" in repr(program)
     graph = program.graph()
-    assert graph._data.payload("t", None)["instructions"] == written
+    assert graph_payload(graph._data, "t", None)["instructions"] == written
     rows = tpukit.diff(program, program)
     assert rows.row("instructions (fusions opened)").a == written
     assert rows.row("FLOPs").a == 2 * STEP_FLOPS

@@ -13,6 +13,8 @@ import re
 from test_hlo_counting import SCAN
 
 from tpukit import hlo
+from tpukit.hlo._first_view import first_view
+from tpukit.hlo._graph_payload import graph_payload
 
 
 def _unnamed(blocks: int = 200, per_block: int = 100) -> str:
@@ -78,8 +80,8 @@ def _named(layers: int = 4, rope: int = 20, filler: int = 5_000) -> str:
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
     data = hlo.open(text).graph()._data
-    payload = data.payload("t", None)
-    return data.initial_open(), payload, data
+    payload = graph_payload(data, "t", None)
+    return first_view(data), payload, data
 
 
 def test_without_op_names_the_view_opens_on_the_dots_and_names_them():

@@ -17,15 +17,16 @@ import pytest
 
 import tpukit
 from tpukit.hlo import HloGraph, graph, parse_hlo
+from tpukit.hlo._first_view import OPEN_NODES, first_view
 from tpukit.hlo._graph_data import (
     CATEGORIES,
     CATEGORY_LABELS,
     INSTRUCTION,
     MAX_CHILDREN,
-    OPEN_NODES,
     PART,
     SCOPE,
 )
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
 
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -349,7 +350,7 @@ def wide_call_hlo(n: int) -> str:
 def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
     g = graph(wide_call_hlo(35))
     data = g._data
-    opened = set(data.initial_open())
+    opened = set(first_view(data))
     call = next(i for i, ins in enumerate(data.instr) if ins is not None and ins.opcode == "call")
     assert call in opened  # the lone call holding all the work is entered
     inputs = [i for i, name in data.section.items() if name == "inputs"]
@@ -368,7 +369,7 @@ def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     from tpukit.hlo._graph_wire import pack
 
     g = graph(mlp_hlo, title="mlp")
-    payload = g._data.payload("mlp", "optimized")
+    payload = graph_payload(g._data, "mlp", "optimized")
     wire = payload_of(g._repr_html_())
     shapes = [wire["shapes"][k] for k in wire["shape"]]
     heads = {0: "", 1: "%", 2: "ROOT %"}

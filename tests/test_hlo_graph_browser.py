@@ -26,6 +26,8 @@ from flax import nnx
 
 import tpukit
 from tpukit.hlo import diff_graph, graph, parse_hlo
+from tpukit.hlo._first_view import first_view
+from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_schema import SCHEMA
 
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -145,7 +147,7 @@ def test_a_fusion_opens_in_place_and_closes(browser, forward_graph, mode):
 def test_a_scope_group_closes_and_opens(browser, forward_graph, mode):
     page = open_graph(browser, [forward_graph], mode)
     data = forward_graph._data
-    scope = next(i for i in data.initial_open() if "dense_1" in data.label[i])
+    scope = next(i for i in first_view(data) if "dense_1" in data.label[i])
     before = page.nodes()
     page.page.locator(f'.tkg-group[data-node="{scope}"] .tkg-header .tkg-toggle').click()
     assert page.nodes() == before - len(data.children[scope]) + 1
@@ -187,7 +189,7 @@ def test_clicking_a_node_shows_its_hlo_and_source_line(browser, forward_graph, m
         i
         for i, ins in enumerate(data.instr)
         if ins is not None
-        and data.parent[i] in data.initial_open()
+        and data.parent[i] in first_view(data)
         and ins.opcode == "fusion"
         and ins.metadata.source_file.endswith("test_hlo_graph_browser.py")
     )
@@ -407,7 +409,7 @@ def contrast(first: str, second: str) -> float:
 def drawn_as(g, node: int) -> int:
     """The node that stands for ``node`` in the first view: itself or its closed ancestor."""
     data = g._data
-    shown, _ = data.visible(set(data.initial_open()))
+    shown, _ = data.visible(set(first_view(data)))
     while node not in shown:
         node = data.parent[node]
     return node
@@ -636,7 +638,7 @@ def test_in_a_sandboxed_iframe_as_colab_shows_outputs(browser, forward_graph):
     data = forward_graph._data
     fusion = next(
         i
-        for i in forward_graph._data.visible(set(data.initial_open()))[0]
+        for i in forward_graph._data.visible(set(first_view(data)))[0]
         if data.instr[i] is not None and data.instr[i].opcode == "fusion"
     )
     frame.locator(f'.tkg-node[data-node="{fusion}"]').click(position={"x": 60, "y": 18})
@@ -668,7 +670,7 @@ STALE = {"newer": (SCHEMA + 1, "a newer"), "older": (None, "an older")}
 def test_a_payload_of_another_schema_says_re_run_the_cell_instead_of_drawing(browser, age, mode):
     schema, words = STALE[age]
     g = graph(mlp_hlo(), title="mlp", stage="optimized")
-    raw = json.dumps(with_schema(g._data.payload(g.title, g.stage), schema)).encode()
+    raw = json.dumps(with_schema(graph_payload(g._data, g.title, g.stage), schema)).encode()
     g._payload_b64 = base64.b64encode(zlib.compress(raw)).decode()
     page = open_graph_in_state(browser, g._repr_html_(), mode, "stale")
     line = page.page.locator(".tkg-root .tkg-stale")

@@ -18,7 +18,9 @@ from flax import nnx
 import tpukit
 from tpukit._compat import iter_modules, module_list
 from tpukit.compilation._module_scopes import module_scopes, path_text
+from tpukit.hlo._first_view import first_view as groups_opened
 from tpukit.hlo._graph_data import INSTRUCTION, SCOPE
+from tpukit.hlo._graph_payload import graph_payload
 
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[1] / "out" / "screenshots"
 SECTIONS = ["inputs", "forward", "loss", "backward", "optimizer update", "outputs"]
@@ -72,7 +74,7 @@ def scopes_of(compiled, stage):
 def first_view(graph):
     """``{group label: [child labels]}`` of the groups open in the first view."""
     data = graph._data
-    return {data.label[g]: [data.label[k] for k in data.children[g]] for g in data.initial_open()}
+    return {data.label[g]: [data.label[k] for k in data.children[g]] for g in groups_opened(data)}
 
 
 @pytest.mark.parametrize("stage", ["lowered", "optimized"])
@@ -146,14 +148,14 @@ def test_a_training_step_opens_on_its_sections_with_layers_in_order(step, stage)
     for name in ("inputs", "loss", "optimizer update", "outputs"):
         assert name not in view  # closed: parameters and optimizer state do not clutter
     internal = re.compile(r"jit\(|jvp\(|transpose\(|main\.\d+")
-    shown, _ = data.visible(set(data.initial_open()))
-    labels = [data.label[n] for n in shown] + [data.label[g] for g in data.initial_open()]
+    shown, _ = data.visible(set(groups_opened(data)))
+    labels = [data.label[n] for n in shown] + [data.label[g] for g in groups_opened(data)]
     assert not [x for x in labels if internal.search(x)], labels
 
 
 def test_each_section_and_layer_carries_its_flops_and_bytes(step):
     data = step.graph("optimized")._data
-    payload = data.payload("train_step", "optimized")
+    payload = graph_payload(data, "train_step", "optimized")
     groups = {data.label[i]: i for i in range(len(data.kind)) if data.kind[i] == SCOPE}
     for name in ("forward", "backward", *LAYERS):
         assert payload["flops"][groups[name]] > 0 and payload["bytes"][groups[name]] > 0

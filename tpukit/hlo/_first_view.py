@@ -39,7 +39,16 @@ _ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
 def first_view(data: GraphTree) -> list[int]:
-    """The groups to show open, the root first (see the module docstring for the rules)."""
+    """The groups to show open, the root first (see the module docstring for the rules).
+
+    Worked out once per tree and kept on it: the payload and the text fallback both ask.
+    """
+    if data._first_view is None:
+        data._first_view = _opened(data)
+    return list(data._first_view)
+
+
+def _opened(data: GraphTree) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node in range(len(data.kind) - 1, 0, -1):
         sizes[data.parent[node]] += sizes[node]

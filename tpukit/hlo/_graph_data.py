@@ -16,15 +16,11 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
-from collections.abc import Mapping
 
 from tpukit.hlo._cost import run_computations
-from tpukit.hlo._first_view import OPEN_NODES as OPEN_NODES
-from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 from tpukit.hlo._user_scopes import (
     BACKWARD,
@@ -72,8 +68,9 @@ class GraphTree:
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
+        # Filled on first use: the groups the first view opens (`_first_view`), and costs
+        # per node and per instruction (`_graph_costs`).
         self._first_view: list[int] | None = None
-        # Filled by `_graph_costs` on first use: costs per node, and per instruction.
         self._costs: tuple[list[int], list[int], list[int]] | None = None
         self._instruction_costs: dict[int, tuple[int, int]] | None = None
 
@@ -425,12 +422,6 @@ class GraphTree:
 
     # -- questions about the tree ----------------------------------------------
 
-    def initial_open(self) -> list[int]:
-        """Groups to show open when the graph first draws (see `_first_view`)."""
-        if self._first_view is None:  # the payload and the text fallback both ask
-            self._first_view = first_view(self)
-        return list(self._first_view)
-
     def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
         """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""
         nodes = []
@@ -470,21 +461,6 @@ class GraphTree:
                 return True
             node = self.parent[node]
         return False
-
-    def payload(
-        self,
-        title: str,
-        stage: str | None,
-        times: Mapping[str, float] | None = None,
-        memory: Mapping[str, int] | None = None,
-    ) -> dict:
-        """The compact, JSON-ready description of the graph that the viewer reads.
-
-        ``times`` (measured seconds per instruction name, from a profile) adds each
-        node's time: see `_graph_payload.time_payload`; ``memory`` (bytes held at the
-        peak per instruction name) each node's bytes: `_graph_payload.memory_payload`.
-        """
-        return graph_payload(self, title, stage, times, memory)
 
 
 def _program_computations(

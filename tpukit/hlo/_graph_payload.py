@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import op_counts
+from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import instruction_costs, node_costs
 from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
@@ -116,7 +117,7 @@ def graph_payload(
         "params": {str(k): v for k, v in data.params.items()},
         "roots": {str(k): v for k, v in data.roots.items()},
         "blocks": [[owner, [x for edge in edges for x in edge]] for owner, edges in data.blocks],
-        "open": data.initial_open(),
+        "open": first_view(data),
         **time_payload(data, times),
         **memory_payload(data, memory),
     }

@@ -45,6 +45,7 @@ from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds
+from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_data import SCOPE, GraphTree
 from tpukit.hlo._graph_page import (
     GRAPH,
@@ -124,7 +125,7 @@ class HloGraph:
     def view_counts(self) -> tuple[int, int]:
         """``(nodes, edges)`` drawn when the graph first opens (groups count as one node)."""
         if self._view_counts is None:
-            nodes, edges = self._data.visible(set(self._data.initial_open()))
+            nodes, edges = self._data.visible(set(first_view(self._data)))
             self._view_counts = (len(nodes), len(edges))
         return self._view_counts
 
