@@ -14,6 +14,7 @@ script records that order with :func:`sys.settrace` while it runs one small
 - what those calls return is not followed: tracing every returned value as data
   (the objective, the program, each array) reaches nearly every module of train/
   and tells nothing about the set-up's shape;
+- a call counts once, when it starts (a generator resumed or closed is the same call);
 - the walk is the sequence of tpukit files of those calls, with consecutive calls in
   one file merged. *Files crossed* counts the distinct files; *returns* counts each
   step of the walk into a file it had already left.
@@ -34,6 +35,7 @@ import types
 from pathlib import Path
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's tpukit
 
 import numpy as np  # noqa: E402
 import optax  # noqa: E402
@@ -61,6 +63,9 @@ class Walk:
     def __init__(self, data: object):
         self.data: dict[int, object] = {id(data): data}  # the objects kept alive: ids stay theirs
         self.calls: list[tuple[str, str]] = []
+        self.frames: dict[
+            int, types.FrameType
+        ] = {}  # tpukit frames started (kept: ids stay theirs)
 
     def holds(self, value: object, depth: int = 3, seen: set | None = None) -> bool:
         if id(value) in self.data:
@@ -83,12 +88,13 @@ class Walk:
         return any(self.holds(child, depth - 1, seen) for child in children)
 
     def __call__(self, frame: types.FrameType, event: str, arg: object) -> None:
-        if event != "call":
-            return None
         code = frame.f_code
-        path = Path(code.co_filename)
-        if not code.co_filename.startswith(str(PACKAGE)):
+        if event != "call" or not code.co_filename.startswith(str(PACKAGE)):
             return None
+        if self.frames.get(id(frame)) is frame:
+            return None  # a generator resumed or closed is not a new call
+        self.frames[id(frame)] = frame
+        path = Path(code.co_filename)
         count = code.co_argcount + code.co_kwonlyargcount
         count += bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08)  # *args, **kwargs
         names = code.co_varnames[:count]
