@@ -9,10 +9,14 @@ the host only hears about progress once per call.
 Example::
 
     >>> import optax, tpukit
-    >>> history = tpukit.fit(model, optax.adam(1e-3), (x, y), epochs=3,
-    ...                      batch_size=128)                    # doctest: +SKIP
-    >>> tpukit.evaluate(model, (x_test, y_test), batch_size=1000)   # doctest: +SKIP
-    {'loss': 0.08, 'accuracy': 0.975}
+    >>> from flax import nnx
+    >>> model = nnx.Linear(8, 4, rngs=nnx.Rngs(0))
+    >>> x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
+    >>> y = (x[:, 0] > 0).astype(np.int32)
+    >>> history = tpukit.fit(model, optax.adam(1e-2), (x, y), epochs=3, batch_size=16,
+    ...                      verbose=False)
+    >>> len(history.epochs), sorted(tpukit.evaluate(model, (x, y), batch_size=32))
+    (3, ['accuracy', 'loss'])
 
 The same call scales out: ``sharding="data"`` (the default) splits each batch
 over every device of every process, ``sharding="fsdp"`` splits the parameters

@@ -8,7 +8,7 @@ Example::
     >>> from flax import nnx
     >>> model = nnx.Linear(8, 4, rngs=nnx.Rngs(0))
     >>> x = np.ones((10, 8), np.float32)
-    >>> figures = evaluate(model, (x, np.zeros(10, np.int32)), batch_size=4)
+    >>> figures = evaluate(model, (x, np.zeros(10, np.int32)), batch_size=8)
     >>> sorted(figures), 0 <= figures["accuracy"] <= 1
     (['accuracy', 'loss'], True)
 """

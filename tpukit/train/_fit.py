@@ -90,7 +90,7 @@ class Trainer:
 
     Example::
 
-        >>> trainer = Trainer(model, optax.adam(1e-3), metrics=["accuracy"])
+        >>> trainer = Trainer(nnx.Linear(8, 4, rngs=nnx.Rngs(2)), optax.adam(1e-3))
         >>> trainer.options.plan.kind, trainer.state.epochs_done
         ('data', 0)
     """
@@ -320,10 +320,11 @@ def fit(
 
     Example::
 
-        >>> model = MLP(nnx.Rngs(0))                                     # doctest: +SKIP
-        >>> history = fit(model, optax.adam(1e-3), (x, y), epochs=3, batch_size=128)  # doctest: +SKIP
-        >>> evaluate(model, (x_test, y_test), batch_size=1000)           # doctest: +SKIP
-        {'loss': 0.08, 'accuracy': 0.975}
+        >>> model = nnx.Linear(8, 4, rngs=nnx.Rngs(1))
+        >>> history = fit(model, optax.adam(1e-2), (x, y), epochs=3, batch_size=16,
+        ...               verbose=False)
+        >>> [e["epoch"] for e in history.epochs], history.executions[-1]["global_step"]
+        ([1, 2, 3], 12)
     """
     given = locals()
     trainer = Trainer(model, optimizer, **{name: given[name] for name in TrainerOptions.names()})

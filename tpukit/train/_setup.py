@@ -21,9 +21,9 @@ Example::
     >>> import numpy as np, optax
     >>> from flax import nnx
     >>> model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
-    >>> x, y = np.zeros((20, 3), np.float32), np.zeros(20, np.int32)
+    >>> x, y = np.zeros((40, 3), np.float32), np.zeros(40, np.int32)
     >>> run = prepare(model, optax.sgd(0.1), TrainerOptions(), (x, y),
-    ...               RunOptions(epochs=1, batch_size=4, steps_per_execution=2, verbose=False))
+    ...               RunOptions(epochs=1, batch_size=8, steps_per_execution=2, verbose=False))
     >>> run.spec.steps_per_epoch, run.spec.steps_per_call
     (5, 2)
     >>> step, state, data = run.first_call()
