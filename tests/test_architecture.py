@@ -83,13 +83,6 @@ LAZY = {
     ("train/_history.py", "tpukit.display"),  # the same, from train's first plot
     ("_install.py", "tpukit._errors"),  # as a plain script it imports the file beside it
 }
-# Cycles closed only by a `TYPE_CHECKING` import, in modules other sessions are rebuilding
-# (issue 22, items 2 and 3). Each is to be broken there and then taken off this list: the
-# test fails on a cycle not listed and on a listed one that is gone.
-KNOWN_CYCLES = {
-    # compile_step annotates the Trainer whose module calls it (one set-up path)
-    ("train._compile_step", "train._fit"),
-}
 TOOLS = {"__main__.py", "_doctor.py", "_demo.py"}  # command-line tools import what they run
 
 
@@ -171,7 +164,7 @@ GRAPH = import_graph.read(PACKAGE)
 def test_no_import_cycle_between_modules():
     """Every import counted: module level, TYPE_CHECKING, in functions (the hook aside)."""
     found = {tuple(m.removeprefix("tpukit.") for m in group) for group in GRAPH.module_cycles()}
-    assert found == KNOWN_CYCLES, f"cycles now: {sorted(found)}"
+    assert not found, f"import cycles: {sorted(found)}"
     assert GRAPH.package_cycles() == []
 
 

@@ -11,10 +11,14 @@ the host only hears about progress once per call.
 Example::
 
     >>> import optax, tpukit
-    >>> history = tpukit.fit(model, optax.adam(1e-3), (x, y), epochs=3,
-    ...                      batch_size=128)                    # doctest: +SKIP
-    >>> tpukit.evaluate(model, (x_test, y_test), batch_size=1000)   # doctest: +SKIP
-    {'loss': 0.08, 'accuracy': 0.975}
+    >>> from flax import nnx
+    >>> model = nnx.Linear(8, 4, rngs=nnx.Rngs(0))
+    >>> x = np.random.default_rng(0).normal(size=(64, 8)).astype(np.float32)
+    >>> y = (x[:, 0] > 0).astype(np.int32)
+    >>> history = tpukit.fit(model, optax.adam(1e-2), (x, y), epochs=3, batch_size=16,
+    ...                      verbose=False)
+    >>> len(history.epochs), sorted(tpukit.evaluate(model, (x, y), batch_size=32))
+    (3, ['accuracy', 'loss'])
 
 The same call scales out: ``sharding="data"`` (the default) splits each batch
 over every device of every process, ``sharding="fsdp"`` splits the parameters
@@ -25,15 +29,18 @@ shard=)`` (``sharding=MeshRules(mesh, rules)`` is the same plan); with
 ``fit``. ``Trainer(...).compile_step(data, ...)`` gives the ``tpukit.Compiled``
 of the call ``fit`` runs, to graph, profile or read.
 
-Modules: ``_fit`` (``fit`` and ``Trainer``: setting a call up), ``_options`` (the
-frozen options of a call), ``_run`` (the loop and its collaborators), ``_state``
-(what carries over between calls, kept on the model), ``_program`` (optimizer
-programs and the fingerprint checkpoints record), ``_steps`` (the compiled
-functions), ``_compile_step`` (``Trainer.compile_step``), ``_memory_fit`` (whether
-fit's program fits the device, and what would), ``_guard`` (the NaN
-stop), ``_data`` (device-resident and streamed data), ``_mesh`` (every sharding
-decision: the plans), ``_layout`` (array paths, multi-process placement, the
-sharding summary), ``_losses``, ``_validate``, ``_memo`` (set-up a second call skips), ``_history``, ``_progress``,
+Modules: ``_fit`` (``fit`` and ``Trainer``), ``_options`` (fit's options, declared
+once: ``TrainerOptions`` and ``RunOptions``), ``_setup`` (the one set-up path: a
+checked ``RunSpec`` and start state for ``fit`` and ``compile_step``, and evaluation's
+set-up for ``evaluate`` and ``eval_data``), ``_run`` (the loop and its collaborators),
+``_state`` (what carries over between calls, kept beside the model, and the run's
+``Position``), ``_evaluate``, ``_program`` (optimizer programs and the fingerprint
+checkpoints record), ``_steps`` (the compiled functions), ``_memory_fit`` (whether
+fit's program fits the device, and what would), ``_guard`` (the NaN stop), ``_data``
+(device-resident and streamed data), ``_mesh`` (every sharding decision: the plans,
+and ``resolve_plan``, the one reader of ``sharding``/``mesh``/``shard``), ``_layout``
+(array paths, multi-process placement, the sharding summary), ``_losses``,
+``_validate``, ``_memo`` (set-up a second call skips), ``_history``, ``_progress``,
 ``_checkpoint`` (orbax), ``_integrity`` (checksums and file digests) and
 ``_exceptions``.
 """

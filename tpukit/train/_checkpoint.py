@@ -18,9 +18,13 @@ newest good step restored. No step holding NaN or infinity is ever written.
 
 Example::
 
-    >>> ckpt = RunCheckpoints("/tmp/run1", every=None)   # doctest: +SKIP
-    >>> ckpt.steps()                                       # doctest: +SKIP
+    >>> ckpt = RunCheckpoints("run1", every=None)
+    >>> names, leaves, _ = flatten({"params": {"w": np.ones((2, 3), np.float32)}})
+    >>> ckpt.save(390, names, leaves, {"epoch": 1}), ckpt.save(780, names, leaves, {})
+    (True, True)
+    >>> ckpt.steps()
     [390, 780]
+    >>> ckpt.close()
 """
 
 from __future__ import annotations

@@ -127,6 +127,33 @@ def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> i
     return batch_size
 
 
+def data_source(
+    data: Any, plan: Plan, batch_size: int | None, epochs: int, name: str
+) -> tuple[ResidentData | StreamedData, int]:
+    """``(source, batch_size)`` for ``fit``'s ``data``: arrays are put on the devices
+    (``batch_size`` required), an iterable is streamed (its batches give the size)."""
+    if is_array_dataset(data):
+        if batch_size is None:
+            raise TrainingInputError(
+                f"batch_size is required when {name} is arrays; e.g. batch_size=128."
+            )
+        source = ResidentData(data, plan, name)
+        check_batch_size(batch_size, source.n, plan, name)
+        return source, int(batch_size)
+    source = StreamedData(data, plan, batch_size, name, epochs)
+    return source, source.batch_size
+
+
+def in_memory(data: Any, name: str, plan: Plan) -> ResidentData:
+    """``data`` placed on the devices; refused unless it is in-memory arrays (evaluation)."""
+    if not is_array_dataset(data):
+        raise TrainingTypeError(
+            f"{name} must be in-memory arrays for evaluation: an (inputs, labels) tuple or "
+            f"a dict of arrays; got {type(data).__name__}."
+        )
+    return ResidentData(data, plan, name)
+
+
 class ResidentData:
     """In-memory arrays placed once on the devices, split along the example axis.
 
@@ -150,16 +177,14 @@ class ResidentData:
             )
         self.arrays = plan.put_dataset(arrays)
         self.plan = plan
+        #: The labels array (pair data, or a dict's ``"labels"``) or ``None``.
+        self.labels = self.host[1] if self.kind == "pair" else self.host.get("labels")
 
     def sample(self, batch_size: int) -> Any:
         """Abstract shapes of one batch, for checking the model and loss without running."""
         return jax.tree.map(
             lambda a: jax.ShapeDtypeStruct((batch_size, *a.shape[1:]), a.dtype), self.arrays
         )
-
-    def labels(self) -> Any:
-        """The labels array (pair data) or ``None``."""
-        return self.host[1] if self.kind == "pair" else self.host.get("labels")
 
 
 def epoch_indices(
@@ -229,12 +254,11 @@ class StreamedData:
         self.batch_size = check_batch_size(inferred, None, plan, f"{name} batches")
         self._example = jax.tree.map(lambda a: _as_array(a, name), arrays)
         self._warned = False
+        #: The first batch's labels (pair data, or a dict's ``"labels"``) or ``None``.
+        self.labels = self._example[1] if self.kind == "pair" else self._example.get("labels")
 
     def sample(self, batch_size: int) -> Any:
         return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), self._example)
-
-    def labels(self) -> Any:
-        return self._example[1] if self.kind == "pair" else self._example.get("labels")
 
     def _batches(self, skip: int) -> Iterator[Any]:
         if self._first_iter is not None:

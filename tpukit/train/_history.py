@@ -10,9 +10,11 @@ Example::
 
 from __future__ import annotations
 
-import html
 import math
 from typing import Any
+
+from tpukit._errors import UnknownNameError
+from tpukit.display import Column, Line, Report, Table
 
 
 class History:
@@ -61,7 +63,10 @@ class History:
     def __getitem__(self, name: str) -> list[float]:
         """The per-epoch values of one figure, e.g. ``history["val_accuracy"]``."""
         if not any(name in rec for rec in self.epochs):
-            raise KeyError(f"No figure {name!r} in this history; it has {self.metric_names}.")
+            raise UnknownNameError(
+                f"No figure {name!r} in this history; it has {self.metric_names}. "
+                "Ask for one of those, e.g. history['loss']."
+            )
         return [rec.get(name, math.nan) for rec in self.epochs]
 
     def to_dict(self) -> dict[str, Any]:
@@ -85,8 +90,11 @@ class History:
 
         Example::
 
-            >>> fig = history.plot()          # doctest: +SKIP
-            >>> fig.savefig("curves.png")     # doctest: +SKIP
+            >>> h.add_epoch({"epoch": 2, "loss": 0.3, "accuracy": 0.9})
+            >>> fig = h.plot()
+            >>> [ax.get_title() for ax in fig.axes]
+            ['loss', 'accuracy']
+            >>> fig.savefig("curves.png")
         """
         from tpukit.display import new_figure
 
@@ -136,28 +144,21 @@ class History:
             return f"{v:.4g}"
         return str(v)
 
-    def __repr__(self) -> str:
+    def _report(self) -> Report:
+        """One row per finished epoch, and why the run stopped early when it did."""
         if not self.epochs:
-            return f"History(no finished epochs, {len(self.executions)} executions)"
+            title = f"History(no finished epochs, {len(self.executions)} executions)"
+            return Report("tpukit-history", title)
         cols = self._columns()
-        rows = [[self._fmt(rec.get(c, "")) for c in cols] for rec in self.epochs]
-        widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(cols)]
-        lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths, strict=True))]
-        lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in rows]
-        tail = f"\nstopped: {self.stopped}" if self.stopped else ""
-        return "History\n" + "\n".join(lines) + tail
+        table = Table(
+            [Column(c, "right", self._fmt) for c in cols],
+            [[rec.get(c, "") for c in cols] for rec in self.epochs],
+        )
+        stopped = [Line(f"stopped: {self.stopped}", "warn")] if self.stopped else []
+        return Report("tpukit-history", "History", [table, *stopped])
+
+    def __repr__(self) -> str:
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        cols = self._columns()
-        head = "".join(f"<th>{html.escape(c)}</th>" for c in cols)
-        body = "".join(
-            "<tr>"
-            + "".join(f"<td>{html.escape(self._fmt(rec.get(c, '')))}</td>" for c in cols)
-            + "</tr>"
-            for rec in self.epochs
-        )
-        note = f"<p>stopped: {html.escape(self.stopped)}</p>" if self.stopped else ""
-        return (
-            f"<table class='tpukit-history'><thead><tr>{head}</tr></thead>"
-            f"<tbody>{body}</tbody></table>{note}"
-        )
+        return self._report().html()

@@ -1,9 +1,23 @@
-"""The options of one ``fit`` call, checked once and frozen.
+"""fit's options, declared once: :class:`TrainerOptions` and :class:`RunOptions`.
 
-:func:`tpukit.fit` and :meth:`tpukit.Trainer.fit` take the same options; both turn
-them into one :class:`RunOptions` before anything else happens, so a bad option
-fails before any data is placed or any step compiled, and the run reads its
-options from one object instead of a dozen parameters.
+Every option of :func:`tpukit.fit` is declared here, once, as a field of one of two
+frozen dataclasses, with its default, its check and its documentation:
+
+- :class:`TrainerOptions`: how every call trains the model and where it runs (the
+  loss, the metrics, the NaN stop and the layout). :class:`~tpukit.train.Trainer`
+  keeps one; :func:`tpukit.evaluate` takes its loss, metrics and layout.
+- :class:`RunOptions`: what one call does (epochs, batches, evaluation,
+  checkpoints, ...). ``Trainer.fit`` and ``Trainer.compile_step`` take these.
+
+``fit``, ``Trainer`` and ``evaluate`` keep explicit keyword lists, for ``help()`` and
+completion in editors; they hand their ``locals()`` to :meth:`TrainerOptions.pick` /
+:meth:`RunOptions.pick`, and ``tests/test_train_options.py`` checks that their
+keywords and defaults are exactly the declared ones. Their docstrings' option
+entries are written from the field docs here (:func:`options_doc`).
+
+The layout is one value: ``sharding=`` or ``mesh=``/``shard=`` become one
+:class:`~tpukit.train._mesh.Plan`, ``TrainerOptions.plan``, by
+:func:`~tpukit.train._mesh.resolve_plan`, the one function that reads them.
 
 Example::
 
@@ -13,39 +27,190 @@ Example::
     Traceback (most recent call last):
     ...
     tpukit.train._exceptions.TrainingInputError: epochs must be a positive whole number; got 0.
+    >>> TrainerOptions(mesh="data=8").plan.kind
+    'rules'
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._counts import as_count, is_integer
 
 from ._exceptions import TrainingInputError, TrainingTypeError
+from ._losses import Metric
+from ._mesh import Plan, resolve_plan
 
 RESUME_CHOICES = (False, True, "latest_good", "force")
 
 
-@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
-class RunOptions:
-    """How one ``fit`` call runs; see :func:`tpukit.fit` for each option."""
+def option(default: Any = dataclasses.MISSING, *, doc: str) -> Any:
+    """A declared option: its default and the words ``help(fit)`` shows for it."""
+    return field(default=default, metadata={"doc": doc})
 
-    epochs: int
-    batch_size: int | None = None
-    eval_data: Any = None
-    eval_batch_size: int | None = None
-    steps_per_execution: int | str = "epoch"
-    shuffle: bool = True
-    seed: int = 0
-    checkpoint_dir: str | os.PathLike | None = None
-    checkpoint_every: int | None = None
-    resume: bool | str = False
-    callbacks: Sequence[Callable[[dict], Any]] = ()
-    verbose: bool = True
+
+class _Declared:
+    """What both declarations share: picking their options out of a call's keywords."""
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The options declared here, in order."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """``{name: default}``; an option without a default is left out."""
+        return {
+            f.name: f.default
+            for f in dataclasses.fields(cls)
+            if f.init and f.default is not dataclasses.MISSING
+        }
+
+    @classmethod
+    def pick(cls, keywords: Mapping[str, Any]) -> Any:
+        """These options out of ``keywords`` (a call's ``locals()``, which hold others too)."""
+        return cls(**{name: keywords[name] for name in cls.names() if name in keywords})
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], *, call: str = "fit()") -> Any:
+        """``cls(**options)``, with unknown names said plainly."""
+        known = cls.names()
+        unknown = [name for name in options if name not in known]
+        if unknown:
+            raise TrainingTypeError(
+                f"{call} got unknown option{'s' if len(unknown) > 1 else ''} "
+                f"{', '.join(map(repr, unknown))}; its options are {', '.join(known)}."
+            )
+        return cls(**options)
+
+
+@dataclass(frozen=True, eq=False)  # holds functions and plans: compared by identity
+class TrainerOptions(_Declared):
+    """How every call trains the model, and where it runs: what a ``Trainer`` keeps."""
+
+    loss: Callable | None = option(
+        None,
+        doc="``loss(outputs, labels)`` for pair data (default: softmax cross-entropy "
+        "with integer labels), ``loss(model, batch)`` returning a scalar or "
+        "``(scalar, outputs)`` for dict data.",
+    )
+    metrics: Sequence[Metric] | None = option(
+        None,
+        doc='names (``"accuracy"``, ``"top5_accuracy"``) or ``fn(outputs, labels)`` '
+        "returning a batch mean. Default: accuracy when the labels are integers.",
+    )
+    mesh: Mesh | str | None = option(
+        None,
+        doc="your own layout, in the words of ``tpukit.compile(f, x, mesh=, shard=)``: "
+        '``mesh="data=4,model=2"`` (or a ``jax.sharding.Mesh``). Batches are split '
+        'along the mesh\'s ``"data"`` axis (its first axis if it has none). With '
+        "``shard``, the same as ``sharding=MeshRules(mesh, shard)``.",
+    )
+    shard: Mapping[str, PartitionSpec | str] | None = option(
+        None,
+        doc='with ``mesh``: ``{r"l1/kernel": "None,model"}``, a partition spec (text '
+        "or ``PartitionSpec``) for the model arrays whose '/'-joined path the regex "
+        "finds (the first match wins; the rest, and optimizer arrays that mirror "
+        "them, follow or are replicated).",
+    )
+    sharding: str | Plan | None = option(
+        None,
+        doc="a ready-made layout over every device of every process, instead of ``mesh``: "
+        '``"data"`` (the default; each batch split over the devices, parameters and '
+        'optimizer state replicated), ``"fsdp"`` (batch split, and every parameter and '
+        "optimizer array of at least 1024 elements split on its largest dimension "
+        "divisible by the device count), or a plan object: :class:`DataParallel`, "
+        ":class:`FSDP`, or :class:`MeshRules`. The choice is printed when ``fit`` "
+        "starts and kept in ``History.sharding``. With several processes "
+        "(``tpukit.connect``), every process calls ``fit`` with the same arguments "
+        "and data; only process 0 prints.",
+    )
+    stop_on_nan: bool = option(
+        True,
+        doc="stop with :class:`NonFiniteLossError` at the first step whose loss, "
+        "gradients, new parameters or new optimizer state are not finite; that step "
+        "is not applied, so the model, optimizer state and checkpoints keep the last "
+        "finite values.",
+    )
+    #: The layout, one value: ``sharding`` or ``mesh``/``shard`` read once.
+    plan: Plan = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop_on_nan", bool(self.stop_on_nan))
+        object.__setattr__(
+            self, "plan", resolve_plan(self.sharding, mesh=self.mesh, shard=self.shard)
+        )
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class RunOptions(_Declared):
+    """What one ``fit`` call does; checked once, before any data is placed."""
+
+    epochs: int = option(
+        doc="how many epochs to train. With ``resume``, the run's total: the run "
+        "continues from its checkpoint up to this epoch.",
+    )
+    batch_size: int | None = option(
+        None,
+        doc="examples per step (global, over all devices); a multiple of the device "
+        "count. Optional for iterables (taken from the first batch).",
+    )
+    eval_data: Any = option(
+        None,
+        doc="arrays evaluated (eval mode, every example) after each epoch; figures "
+        "appear in the history with a ``val_`` prefix.",
+    )
+    eval_batch_size: int | None = option(
+        None, doc="examples per batch of ``eval_data``; default ``batch_size``."
+    )
+    steps_per_execution: int | str = option(
+        "epoch",
+        doc='optimizer steps per compiled call: ``"epoch"`` or an int. The host hears '
+        "about progress once per call.",
+    )
+    shuffle: bool = option(
+        True,
+        doc="shuffle each epoch from ``(seed, epoch)``: a different order every epoch, "
+        "the same for the same seed (the epoch counts over the model's training, so a "
+        "second ``fit`` call continues the sequence).",
+    )
+    seed: int = option(0, doc="the seed of the shuffle.")
+    checkpoint_dir: str | os.PathLike | None = option(
+        None,
+        doc="save checkpoints there (orbax) every ``checkpoint_every`` executions and "
+        "at the end. Each records checksums of its arrays and a fingerprint of the "
+        "training program (model, loss, optimizer). The folder is checked before the "
+        "first step.",
+    )
+    checkpoint_every: int | None = option(
+        None, doc="executions between checkpoints; default: each epoch."
+    )
+    resume: bool | str = option(
+        False,
+        doc="``True`` continues the run whose newest checkpoint is in ``checkpoint_dir``, "
+        "after checking that the checkpoint is intact (files, checksums, finite values) "
+        "and was written by the same program and settings; a damaged newest step is "
+        'reported with the step to fall back to. ``"latest_good"`` falls back to the '
+        "newest intact step (setting the damaged ones aside as ``<step>.damaged``); "
+        '``"force"`` resumes though the program differs. After a NaN stop, ``True`` '
+        "accepts a changed optimizer.",
+    )
+    callbacks: Sequence[Callable[[dict], Any]] = option(
+        (), doc="functions called with each execution's figures; raising stops."
+    )
+    verbose: bool = option(
+        True,
+        doc="print the sharding line and show one line per epoch, updated in place (a "
+        "widget, an HTML line in notebooks, text in terminals): running loss and "
+        "metrics, steps/s and examples/s, and MFU where the device's peak is known.",
+    )
 
     def __post_init__(self) -> None:
         epochs = as_count(self.epochs, "epochs", error=TrainingInputError)
@@ -73,14 +238,55 @@ class RunOptions:
         object.__setattr__(self, "shuffle", bool(self.shuffle))
         object.__setattr__(self, "callbacks", tuple(self.callbacks))
 
-    @classmethod
-    def of(cls, options: dict[str, Any]) -> RunOptions:
-        """``RunOptions(**options)``, with unknown names said plainly."""
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = [name for name in options if name not in known]
-        if unknown:
-            raise TrainingTypeError(
-                f"fit() got unknown option{'s' if len(unknown) > 1 else ''} "
-                f"{', '.join(map(repr, unknown))}; its options are {', '.join(known)}."
-            )
-        return cls(**options)
+
+#: fit's options, in the order of its signature.
+FIT_OPTIONS = (
+    "epochs",
+    "batch_size",
+    "loss",
+    "metrics",
+    "eval_data",
+    "eval_batch_size",
+    "steps_per_execution",
+    "shuffle",
+    "seed",
+    "checkpoint_dir",
+    "checkpoint_every",
+    "resume",
+    "callbacks",
+    "stop_on_nan",
+    "mesh",
+    "shard",
+    "sharding",
+    "verbose",
+)
+#: The options ``evaluate`` shares with ``fit`` (its ``batch_size`` defaults to 1024).
+EVALUATE_OPTIONS = ("batch_size", "loss", "metrics", "mesh", "shard", "sharding")
+#: What ``Trainer.compile_step`` fills in when not given: it compiles one call.
+COMPILE_STEP_DEFAULTS = {"epochs": 1}
+
+
+def options_doc(*names: str, indent: int = 8) -> str:
+    """The ``Args:`` entries of the options ``names``, from their declarations."""
+    docs = {
+        f.name: f.metadata["doc"]
+        for cls in (TrainerOptions, RunOptions)
+        for f in dataclasses.fields(cls)
+        if f.init
+    }
+    width = 88 - indent
+    lines = []
+    for name in names:
+        entry = textwrap.wrap(f"{name}: {docs[name]}", width, subsequent_indent="    ")
+        lines += [" " * indent + line for line in entry]
+    return "\n".join(lines)
+
+
+def with_options_doc(*names: str) -> Callable[[Callable], Callable]:
+    """Fill the ``{options}`` line of a docstring with :func:`options_doc` of ``names``."""
+
+    def document(fn: Callable) -> Callable:
+        fn.__doc__ = (fn.__doc__ or "").replace("        {options}", options_doc(*names))
+        return fn
+
+    return document

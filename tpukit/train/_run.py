@@ -1,121 +1,40 @@
 """One ``fit`` call while it runs: the loop, and the small collaborators it reports to.
 
-:class:`RunSpec` is everything fixed for the call (options, data, compiled-step
-ingredients), built once by :class:`~tpukit.train.Trainer`. :class:`Run` is
-complete when constructed: it holds the spec, where the run is
-(:class:`Position`), the :class:`~tpukit.train.History`, and one collaborator per
-job: :class:`Progress` (the epoch line), :class:`Checkpointing` (when to save and
-what), :class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and
-:class:`Evaluator` (``eval_data`` after each epoch). :meth:`Run.train` is the loop
-that starts compiled calls and hands their figures to them.
+:class:`Run` is complete when constructed: it holds the ``RunSpec`` (everything
+fixed for the call, made by ``_setup.prepare``), where the run is (``Position``),
+the :class:`~tpukit.train.History`, and one collaborator per job:
+:class:`Progress` (the epoch line), :class:`Checkpointing` (when to save and what),
+:class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and the ``Evaluator``
+(``eval_data`` after each epoch). :meth:`Run.train` is the loop that starts compiled
+calls and hands their figures to them.
 
 Example::
 
-    >>> Position().to_record()["epoch"]
-    0
+    >>> look_ahead_fits((np.zeros(4, np.float32),))   # 16 bytes: calls go ahead
+    True
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import jax
-import numpy as np
 from flax import nnx
 
 from tpukit.compilation import device_capacity
 
 from . import _checkpoint, _steps
-from ._data import ResidentData, epoch_indices, epoch_key
+from ._data import ResidentData
 from ._guard import NonFiniteGuard
 from ._history import History
 from ._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
-from ._losses import Objective
-from ._mesh import Plan
-from ._options import RunOptions
-from ._program import OptimizerProgram, ProgramFingerprint
 from ._progress import EpochBar, Speed, compile_count
-from ._state import TrainingState
-
-
-@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
-class RunSpec:
-    """Everything one ``fit`` call keeps fixed while it runs."""
-
-    options: RunOptions
-    plan: Plan
-    graphdef: Any
-    objective: Objective
-    program: OptimizerProgram
-    source: Any
-    batch_size: int
-    steps_per_epoch: int | None
-    steps_per_call: int
-    guard: bool
-    fingerprint: ProgramFingerprint | None = None
-
-    @property
-    def guard_mode(self) -> str:
-        """How fit's calls check for non-finite values (see ``_steps._make_step``)."""
-        return "call" if self.guard else "off"
-
-    def settings(self) -> dict[str, Any]:
-        """The settings a resumed run must share with the run that wrote the checkpoint."""
-        return {
-            "batch_size": self.batch_size,
-            "n_examples": getattr(self.source, "n", None),
-            "seed": self.options.seed,
-            "shuffle": self.options.shuffle,
-        }
-
-
-@dataclass
-class Position:
-    """Where a run is; saved in every checkpoint, so a resumed run continues exactly."""
-
-    epoch_base: int = 0  # epochs the model trained before this run (the shuffle key counts on)
-    epoch: int = 0  # epochs finished in this run
-    step: int = 0  # steps done in the current epoch
-    global_step: int = 0  # steps over the model's whole training
-    executions: int = 0  # compiled calls in this run
-    epoch_sums: dict[str, float] = field(default_factory=dict)
-
-    def to_record(self) -> dict[str, Any]:
-        return {
-            "epoch": self.epoch,
-            "step": self.step,
-            "global_step": self.global_step,
-            "executions": self.executions,
-            "epoch_base": self.epoch_base,
-            "epoch_sums": dict(self.epoch_sums),
-        }
-
-    @classmethod
-    def continuing(cls, state: TrainingState, settings: dict[str, Any]) -> Position:
-        """Where the model's training got to: after its last epoch, or inside an epoch
-        that a stopped call left unfinished (when ``settings`` match that run's)."""
-        step, sums = state.steps_in_epoch(settings)
-        return cls(
-            epoch_base=state.epochs_done,
-            step=step,
-            global_step=state.steps_done,
-            epoch_sums=sums,
-        )
-
-    @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Position:
-        return cls(
-            epoch_base=record["epoch_base"],
-            epoch=record["epoch"],
-            step=record["step"],
-            global_step=record["global_step"],
-            executions=record["executions"],
-            epoch_sums=dict(record.get("epoch_sums") or {}),
-        )
+from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions
+from ._state import Position, TrainingState
 
 
 class Progress:
@@ -169,29 +88,6 @@ class InputWait:
             "next chunk was ready. Pass in-memory arrays (kept on the device) or make the "
             "iterable faster (fewer Python steps per batch, batches prepared ahead)."
         )
-
-
-class Evaluator:
-    """Loss and metrics on ``eval_data`` after each epoch (eval mode, every example)."""
-
-    def __init__(self, fn: Callable, source: ResidentData):
-        self.fn = fn
-        self.source = source
-
-    def __call__(
-        self, params: Any, rest: Any, started: dict[str, jax.Array] | None = None
-    ) -> dict[str, float]:
-        """The figures on ``(params, rest)``, from the evaluation ``started`` on them
-        when there is one (:meth:`start`)."""
-        return self.read(self.start(params, rest) if started is None else started)
-
-    def start(self, params: Any, rest: Any) -> dict[str, jax.Array]:
-        """Dispatch the evaluation; its figures stay on the device until :meth:`read`."""
-        return self.fn(params, rest, self.source.arrays)
-
-    @staticmethod
-    def read(values: dict[str, jax.Array]) -> dict[str, float]:
-        return {f"val_{n}": float(v) for n, v in jax.device_get(values).items()}
 
 
 class Checkpointing:
@@ -580,46 +476,6 @@ def look_ahead_fits(state: tuple) -> bool:
     devices = [d for x in leaves[:1] for d in getattr(x, "devices", lambda: ())()]
     capacity, _ = device_capacity(devices[0]) if devices else (None, "")
     return size <= (capacity * LOOK_AHEAD_SHARE if capacity else LOOK_AHEAD_BYTES)
-
-
-def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
-    """Epoch ``epoch``'s (counted over the model's training) shuffled example indices,
-    ``[steps, batch]``, put on every device."""
-    key = epoch_key(spec.options.seed, epoch)
-    return spec.plan.put_replicated(
-        epoch_indices(
-            key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
-        )
-    )
-
-
-def executions(
-    spec: RunSpec, pos: Position, indices: jax.Array | None = None
-) -> Iterator[tuple[int, _steps.Step, dict]]:
-    """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
-    makes, and the data it passes (``Trainer.compile_step`` takes the first).
-    ``indices`` are the epoch's, when they were already put on the devices."""
-    if isinstance(spec.source, ResidentData):
-        if indices is None:
-            indices = epoch_indices_on_device(spec, pos.epoch_base + pos.epoch)
-        start = pos.step
-        while start < spec.steps_per_epoch:
-            steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
-            fn = _steps.resident_execution(
-                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard_mode
-            )
-            yield (
-                steps,
-                fn,
-                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
-            )
-            start += steps
-    else:
-        fn = _steps.streamed_execution(
-            spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard_mode
-        )
-        for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
-            yield steps, fn, {"chunk": chunk}
 
 
 def _live(tree: Any) -> bool:

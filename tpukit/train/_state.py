@@ -1,4 +1,4 @@
-"""What carries over from one ``fit`` call to the next on the same model.
+"""What carries over from one ``fit`` call to the next on the same model, and where a run is.
 
 Each model trained by :func:`tpukit.fit` has a :class:`TrainingState`: how many
 epochs and steps it has trained (so the next call shuffles with the next epoch's
@@ -14,17 +14,23 @@ with it. Nothing is written into the model, so its structure, equality, copies
 and pickles are exactly NNX's; a copy, clone or unpickled model is another object
 and starts with a fresh state.
 
+:class:`Position` is where one run is (its epoch, step and running sums): it starts
+from the model's :class:`TrainingState` and is saved in every checkpoint.
+
 Example::
 
     >>> from flax import nnx
     >>> model = nnx.Linear(2, 3, rngs=nnx.Rngs(0))
     >>> TrainingState.of(model).epochs_done
     0
+    >>> Position.continuing(TrainingState.of(model), {}).to_record()["epoch"]
+    0
 """
 
 from __future__ import annotations
 
 import weakref
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -110,3 +116,48 @@ class TrainingState:
 #: Each live model's training state, by ``id(model)``, with a weak reference that
 #: drops the entry when the model goes.
 _STATES: dict[int, tuple[weakref.ref, TrainingState]] = {}
+
+
+@dataclass
+class Position:
+    """Where a run is; saved in every checkpoint, so a resumed run continues exactly."""
+
+    epoch_base: int = 0  # epochs the model trained before this run (the shuffle key counts on)
+    epoch: int = 0  # epochs finished in this run
+    step: int = 0  # steps done in the current epoch
+    global_step: int = 0  # steps over the model's whole training
+    executions: int = 0  # compiled calls in this run
+    epoch_sums: dict[str, float] = field(default_factory=dict)
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "step": self.step,
+            "global_step": self.global_step,
+            "executions": self.executions,
+            "epoch_base": self.epoch_base,
+            "epoch_sums": dict(self.epoch_sums),
+        }
+
+    @classmethod
+    def continuing(cls, state: TrainingState, settings: dict[str, Any]) -> Position:
+        """Where the model's training got to: after its last epoch, or inside an epoch
+        that a stopped call left unfinished (when ``settings`` match that run's)."""
+        step, sums = state.steps_in_epoch(settings)
+        return cls(
+            epoch_base=state.epochs_done,
+            step=step,
+            global_step=state.steps_done,
+            epoch_sums=sums,
+        )
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Position:
+        return cls(
+            epoch_base=record["epoch_base"],
+            epoch=record["epoch"],
+            step=record["step"],
+            global_step=record["global_step"],
+            executions=record["executions"],
+            epoch_sums=dict(record.get("epoch_sums") or {}),
+        )

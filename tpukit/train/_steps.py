@@ -37,6 +37,7 @@ from flax import nnx
 
 from tpukit.compilation import module_scopes
 
+from ._exceptions import TrainingTypeError
 from ._layout import leaf_paths
 from ._losses import Objective
 from ._mesh import Plan
@@ -304,7 +305,11 @@ class Step:
         run after this call trips: it returns the state of the good steps, the first
         bad step and what went bad."""
         if self._diagnosis is None:
-            raise TypeError("this step has no guard, so no diagnosis")
+            raise TrainingTypeError(
+                f"{self.name} was compiled with stop_on_nan=False, so it has no diagnosis "
+                "run (the per-step check of every quantity). Use a step of a run with "
+                "stop_on_nan=True."
+            )
         return self._diagnosis()
 
     def _cache_size(self) -> int:  # read by ``_progress.compile_count``

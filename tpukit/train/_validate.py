@@ -61,17 +61,18 @@ def check_optimizer(optimizer: Any) -> None:
         )
 
 
-def objective_for(source: Any, loss: Any, metrics: Any) -> Objective:
-    """The :class:`Objective` for this data, with default metrics filled in."""
-    if source.kind == "dict" and loss is None:
+def objective_for(kind: str, labels: Any, loss: Any, metrics: Any) -> Objective:
+    """The :class:`Objective` for data of ``kind`` (``"pair"`` or ``"dict"``) with these
+    ``labels`` (or ``None``), with default metrics filled in."""
+    if kind == "dict" and loss is None:
         raise TrainingInputError(
             "train_data is a dict of arrays, so tpukit cannot tell inputs from labels. Either "
             "name them {'inputs': x, 'labels': y}, or pass loss=fn(model, batch) returning the "
             "loss (or (loss, outputs) to get metrics against batch['labels'])."
         )
     if metrics is None:
-        metrics = pick_default_metrics(source.kind, loss, source.labels())
-    return Objective(source.kind, loss, metrics)
+        metrics = pick_default_metrics(kind, loss, labels)
+    return Objective(kind, loss, metrics)
 
 
 def _merged(graphdef: Any, params: Any, rest: Any) -> nnx.Module:
@@ -103,12 +104,13 @@ def check_objective(
     graphdef: Any,
     params: Any,
     rest: Any,
-    source: Any,
-    batch_size: int,
+    batch: Any,
+    labels: Any,
     name: str,
 ) -> None:
-    """Trace the model and loss on one abstract batch; turn failures into clear errors."""
-    batch = source.sample(batch_size)
+    """Trace the model and loss on one abstract ``batch`` (its shapes); turn failures into
+    clear errors. ``labels`` are the data's own, for the default loss's range check."""
+    batch_size = jax.tree.leaves(batch)[0].shape[0]
     if objective.kind == "pair":
         x, y = batch
         try:
@@ -125,7 +127,7 @@ def check_objective(
                 "loss=fn(model, batch)."
             )
         if objective.default_loss or objective.loss is cross_entropy:
-            _check_class_labels(out, y, source.labels(), name)
+            _check_class_labels(out, y, labels, name)
         try:
             value = jax.eval_shape(objective.loss, out, y)
         except Exception as e:

@@ -1,0 +1,285 @@
+"""Setting a run up: the one path from a call's arguments to a checked, ready run.
+
+``fit``, ``Trainer.compile_step`` and evaluation all start here, so they check the
+same things in the same order and agree on what the run is:
+
+- :func:`prepare` turns the model, optimizer, :class:`TrainerOptions` and
+  :class:`RunOptions` and ``train_data`` into a :class:`Prepared` run: the data
+  source, the objective checked on one abstract batch, the :class:`RunSpec` (what
+  stays fixed while the run goes), the state to start from (the optimizer state the
+  model's :class:`TrainingState` kept, or a fresh one) and the :class:`Position`.
+  ``fit`` runs it; ``compile_step`` compiles its first call (:meth:`Prepared.first_call`).
+- :func:`evaluation` sets up an :class:`Evaluator` of in-memory data: the
+  ``eval_data`` of a run and :func:`tpukit.evaluate` are the same code.
+- :func:`executions` lists a run's compiled calls and their data, for the loop and for
+  ``compile_step``.
+
+Nothing is placed or compiled before every check has passed, except the data itself.
+
+Example::
+
+    >>> import numpy as np, optax
+    >>> from flax import nnx
+    >>> model = nnx.Linear(3, 2, rngs=nnx.Rngs(0))
+    >>> x, y = np.zeros((40, 3), np.float32), np.zeros(40, np.int32)
+    >>> run = prepare(model, optax.sgd(0.1), TrainerOptions(), (x, y),
+    ...               RunOptions(epochs=1, batch_size=8, steps_per_execution=2, verbose=False))
+    >>> run.spec.steps_per_epoch, run.spec.steps_per_call
+    (5, 2)
+    >>> step, state, data = run.first_call()
+    >>> step.name, sorted(data)
+    ('fit_step', ['arrays', 'indices', 'start'])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+
+from . import _steps
+from ._data import (
+    ResidentData,
+    check_batch_size,
+    data_source,
+    epoch_indices,
+    epoch_key,
+    in_memory,
+)
+from ._exceptions import TrainingInputError
+from ._losses import Objective
+from ._mesh import Plan
+from ._options import RunOptions, TrainerOptions
+from ._program import OptimizerProgram, ProgramFingerprint
+from ._state import Position, TrainingState
+from ._validate import check_objective, objective_for
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class RunSpec:
+    """Everything one ``fit`` call keeps fixed while it runs."""
+
+    options: RunOptions
+    plan: Plan
+    graphdef: Any
+    objective: Objective
+    program: OptimizerProgram
+    source: Any
+    batch_size: int
+    steps_per_epoch: int | None
+    steps_per_call: int
+    guard: bool
+    fingerprint: ProgramFingerprint | None = None
+
+    @property
+    def guard_mode(self) -> str:
+        """How fit's calls check for non-finite values (see ``_steps._make_step``)."""
+        return "call" if self.guard else "off"
+
+    def settings(self) -> dict[str, Any]:
+        """The settings a resumed run must share with the run that wrote the checkpoint."""
+        return {
+            "batch_size": self.batch_size,
+            "n_examples": getattr(self.source, "n", None),
+            "seed": self.options.seed,
+            "shuffle": self.options.shuffle,
+        }
+
+
+class Evaluator:
+    """Loss and metrics on in-memory data (eval mode, every example), in one compiled call."""
+
+    def __init__(self, fn: Callable, source: ResidentData, prefix: str = "val_"):
+        self.fn = fn
+        self.source = source
+        self.prefix = prefix
+
+    def __call__(
+        self, params: Any, rest: Any, started: dict[str, jax.Array] | None = None
+    ) -> dict[str, float]:
+        """The figures on ``(params, rest)``, from the evaluation ``started`` on them
+        when there is one (:meth:`start`)."""
+        return self.read(self.start(params, rest) if started is None else started)
+
+    def start(self, params: Any, rest: Any) -> dict[str, jax.Array]:
+        """Dispatch the evaluation; its figures stay on the device until :meth:`read`."""
+        return self.fn(params, rest, self.source.arrays)
+
+    def read(self, values: dict[str, jax.Array]) -> dict[str, float]:
+        return {f"{self.prefix}{n}": float(v) for n, v in jax.device_get(values).items()}
+
+
+@dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
+class Prepared:
+    """A run set up and checked: what it is (``spec``), the state it starts from
+    (not yet placed), where it starts, and its evaluation of ``eval_data``."""
+
+    spec: RunSpec
+    params: Any
+    rest: Any
+    opt_state: Any
+    position: Position
+    evaluator: Evaluator | None
+
+    def placed_state(self) -> tuple:
+        """``(params, rest, opt_state)`` placed on the devices as the layout says."""
+        return self.spec.plan.put_state(self.params, self.rest, self.opt_state)
+
+    def first_call(self) -> tuple[_steps.Step, tuple, dict]:
+        """``(step, placed state, data)``: the first compiled call the run makes."""
+        state = self.placed_state()
+        _, step, data = next(executions(self.spec, self.position))
+        return step, state, data
+
+
+def prepare(
+    model: nnx.Module,
+    optimizer: optax.GradientTransformation,
+    options: TrainerOptions,
+    train_data: Any,
+    run: RunOptions,
+) -> Prepared:
+    """Set a ``fit`` call up, every input checked before any step runs."""
+    plan = options.plan
+    source, batch_size = data_source(train_data, plan, run.batch_size, run.epochs, "train_data")
+    batch = source.sample(batch_size)
+    objective = objective_for(source.kind, source.labels, options.loss, options.metrics)
+    graphdef, params, rest = _steps.split_model(model)
+    check_objective(objective, graphdef, params, rest, batch, source.labels, "train_data")
+    evaluator = None
+    if run.eval_data is not None:
+        evaluator = evaluation(
+            plan,
+            run.eval_data,
+            run.eval_batch_size or batch_size,
+            graphdef,
+            params,
+            rest,
+            objective=objective,
+            name="eval_data",
+            train_kind=source.kind,
+        )
+    if isinstance(source, ResidentData):
+        steps_per_epoch = source.n // batch_size
+    else:
+        steps_per_epoch = len(source.data) if hasattr(source.data, "__len__") else None
+    program = OptimizerProgram(optimizer, params)
+    fingerprint = None
+    if run.checkpoint_dir is not None:
+        fingerprint = ProgramFingerprint.build(
+            model, graphdef, params, rest, objective, program, batch
+        )
+    spec = RunSpec(
+        options=run,
+        plan=plan,
+        graphdef=graphdef,
+        objective=objective,
+        program=program,
+        source=source,
+        batch_size=batch_size,
+        steps_per_epoch=steps_per_epoch,
+        steps_per_call=steps_per_call(run.steps_per_execution, steps_per_epoch),
+        guard=options.stop_on_nan,
+        fingerprint=fingerprint,
+    )
+    state = TrainingState.of(model)
+    kept = state.optimizer_state(program.key)
+    opt_state = program.init(params) if kept is None else kept
+    position = Position.continuing(state, spec.settings())
+    return Prepared(spec, params, rest, opt_state, position, evaluator)
+
+
+def evaluation(
+    plan: Plan,
+    data: Any,
+    batch_size: int | None,
+    graphdef: Any,
+    params: Any,
+    rest: Any,
+    *,
+    objective: Objective | None = None,
+    loss: Callable | None = None,
+    metrics: Any = None,
+    name: str,
+    train_kind: str | None = None,
+    prefix: str = "val_",
+) -> Evaluator:
+    """The :class:`Evaluator` of in-memory ``data``, checked on one abstract batch.
+
+    ``objective`` is the run's (``eval_data``, whose form must then be the training
+    data's, ``train_kind``), or is made from ``loss`` and ``metrics`` (``evaluate``).
+    ``batch_size`` ``None`` means 1024, rounded to the batch split; it is capped at
+    the data's size.
+    """
+    source = in_memory(data, name, plan)
+    if train_kind is not None and source.kind != train_kind:
+        raise TrainingInputError(
+            f"{name} is {source.kind} data but train_data is {train_kind} data; give both "
+            "in the same form."
+        )
+    if batch_size is None:
+        batch_size = max(plan.batch_shards, 1024 - 1024 % plan.batch_shards)
+    batch_size = min(check_batch_size(batch_size, None, plan, name), source.n)
+    if objective is None:
+        objective = objective_for(source.kind, source.labels, loss, metrics)
+    batch = source.sample(batch_size)
+    check_objective(objective, graphdef, params, rest, batch, source.labels, name)
+    fn = _steps.evaluation(graphdef, objective, plan, batch_size, source.n)
+    return Evaluator(fn, source, prefix)
+
+
+def steps_per_call(value: int | str, steps_per_epoch: int | None) -> int:
+    """Optimizer steps per compiled call, from ``steps_per_execution``."""
+    if value == "epoch":
+        if steps_per_epoch is None:
+            raise TrainingInputError(
+                "steps_per_execution='epoch' needs to know the epoch length, but train_data is an "
+                "iterable without len(). Pass steps_per_execution=<int>, e.g. 100."
+            )
+        return steps_per_epoch
+    return int(value) if steps_per_epoch is None else min(int(value), steps_per_epoch)
+
+
+def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
+    """Epoch ``epoch``'s (counted over the model's training) shuffled example indices,
+    ``[steps, batch]``, put on every device."""
+    key = epoch_key(spec.options.seed, epoch)
+    return spec.plan.put_replicated(
+        epoch_indices(
+            key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
+        )
+    )
+
+
+def executions(
+    spec: RunSpec, pos: Position, indices: jax.Array | None = None
+) -> Iterator[tuple[int, _steps.Step, dict]]:
+    """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
+    makes, and the data it passes (``Trainer.compile_step`` takes the first).
+    ``indices`` are the epoch's, when they were already put on the devices."""
+    if isinstance(spec.source, ResidentData):
+        if indices is None:
+            indices = epoch_indices_on_device(spec, pos.epoch_base + pos.epoch)
+        start = pos.step
+        while start < spec.steps_per_epoch:
+            steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
+            fn = _steps.resident_execution(
+                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard_mode
+            )
+            yield (
+                steps,
+                fn,
+                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
+            )
+            start += steps
+    else:
+        fn = _steps.streamed_execution(
+            spec.graphdef, spec.objective, spec.program, spec.plan, spec.guard_mode
+        )
+        for chunk, steps in spec.source.chunks(spec.steps_per_call, skip=pos.step):
+            yield steps, fn, {"chunk": chunk}
