@@ -19,6 +19,7 @@ from . import _steps
 from ._data import ResidentData, check_batch_size, is_array_dataset
 from ._exceptions import TrainingTypeError
 from ._losses import Metric
+from ._memory_fit import evaluate_within_memory
 from ._mesh import Plan, resolve_plan
 from ._validate import check_model, check_objective, objective_for
 
@@ -70,6 +71,9 @@ def evaluate(
     objective = objective_for(source, loss, metrics)
     graphdef, params, rest = _steps.split_model(model)
     check_objective(objective, graphdef, params, rest, source, batch_size, "data")
-    fn = _steps.evaluation(graphdef, objective, plan, batch_size, source.n)
     params, rest, _ = plan.put_state(params, rest)
-    return {k: float(v) for k, v in jax.device_get(fn(params, rest, source.arrays)).items()}
+    figures = evaluate_within_memory(
+        lambda size: _steps.evaluation(graphdef, objective, plan, size, source.n),
+        batch_size, plan, params, rest, source.arrays,
+    )  # fmt: skip
+    return {k: float(v) for k, v in jax.device_get(figures).items()}
