@@ -54,7 +54,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR
-from tpukit.display._table import Column, Figure, Report, Table, fact_table
+from tpukit.display._table import Column, Figure, Report, Table
 from tpukit.display._units import format_bytes
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
@@ -451,7 +451,7 @@ class MemoryView:
                     Column("share", align="right", format=share),
                     Column("shape", nowrap=True),
                     Column("kind", nowrap=True),
-                    Column("made by"),
+                    Column("made by", nowrap=True),
                     Column("layer / section"),
                     Column("source", nowrap=True),
                     Column("live", nowrap=True),
@@ -494,7 +494,12 @@ class MemoryView:
 
     def _report(self, chart: str = "") -> Report:
         """The view as one description: the facts, the chart (HTML only), the tables."""
-        blocks: list[Table | Figure] = [fact_table(self._facts())]
+        facts = Table(
+            [Column("fact", heading=True, nowrap=True), Column("value")],
+            self._facts(),
+            header=False,
+        )
+        blocks: list[Table | Figure] = [facts]
         if chart:
             blocks.append(Figure(chart))
         return Report(_KIND, self._headline(), [*blocks, *self._tables()], rules=_RULES)
@@ -588,5 +593,6 @@ _RULES = (
     "& svg text{fill-opacity:1}"
     # Long names (an argument's HLO name, its path) break anywhere rather than widen the table.
     "& td:not(.num):not(.nowrap){overflow-wrap:anywhere}"
+    "& th.nowrap{white-space:nowrap}"
     "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )
