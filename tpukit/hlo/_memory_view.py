@@ -444,6 +444,7 @@ class MemoryView:
             for b in buffers[:_TOP]
         ]
         more = f" ({_TOP} largest of {len(buffers)})" if len(buffers) > _TOP else ""
+        shared = any(b.shares for b in buffers[:_TOP])  # a "shares" column only when needed
         tables = [
             Table(
                 [
@@ -451,13 +452,13 @@ class MemoryView:
                     Column("share", align="right", format=share),
                     Column("shape", nowrap=True),
                     Column("kind", nowrap=True),
-                    Column("made by", nowrap=True),
+                    Column("made by"),
                     Column("layer / section"),
                     Column("source", nowrap=True),
                     Column("live", nowrap=True),
-                    Column("shares"),
+                    *([Column("shares")] if shared else []),
                 ],
-                rows,
+                [r if shared else r[:-1] for r in rows],
                 caption=f"Buffers live at the peak{more}",
             ),
             Table(
@@ -594,5 +595,8 @@ _RULES = (
     # Long names (an argument's HLO name, its path) break anywhere rather than widen the table.
     "& td:not(.num):not(.nowrap){overflow-wrap:anywhere}"
     "& th.nowrap{white-space:nowrap}"
+    # "made by" (the buffers' 5th column) breaks between its name and its opcode only, so
+    # the long paths of "layer / section" get the room.
+    "& details td:nth-child(5):not(.num):not(.nowrap){overflow-wrap:normal}"
     "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )
