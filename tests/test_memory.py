@@ -209,6 +209,34 @@ def test_a_program_over_the_capacity_explains_itself(monkeypatch):
     assert np.array_equal(before, np.asarray(model.layers[0].kernel.value))
 
 
+def scale_and_sum(x, params, *, scale):
+    return jax.numpy.tanh(x @ params["w"]) * scale, x.sum()
+
+
+def test_buffers_are_named_as_the_user_named_the_arguments_and_results():
+    """tpukit.compile passes XLA the traced arguments as one tuple: the view names them
+    after the function's parameters, and lists each output under the result it is."""
+    compiled = tpukit.compile(
+        scale_and_sum, np.ones((64, 32), np.float32), {"w": np.ones((32, 16), np.float32)},
+        scale=np.float32(2),
+    )  # fmt: skip
+    view = compiled.memory_view()
+    buffers = {b.group: b for b in view.buffers_at_peak()}
+    assert {"x", "params['w']", "scale"} <= set(buffers), sorted(buffers)
+    assert buffers["x"].kind == "argument" and buffers["x"].size == 64 * 32 * 4
+    assert buffers["outputs › result[0]"].shape == "f32[64,16]"
+    if not view.is_estimate:  # XLA's peak is after the sum; the estimate's is before it
+        assert buffers["outputs › result[1]"].shape == "f32[]"
+    outputs = [b for b in view.buffers_at_peak() if b.kind == "output" and not b.shares]
+    assert all(b.group.startswith("outputs › result[") for b in outputs), outputs
+    assert "traced_args" not in repr(view) and "traced_kwargs" not in repr(view)
+    groups = dict(view.by_group())
+    assert groups["outputs"] == sum(b.size for b in outputs) and "inputs" not in groups, groups
+    assert "parameter 0" in repr(view)  # made by: the argument's place in the call
+    page = view._repr_html_()
+    assert '<td class="num nowrap">8.0 KiB</td>' in page and "outputs › result[0]" in page
+
+
 def test_set_device_memory_and_bad_sizes():
     tpukit.set_device_memory("1KiB")
     try:

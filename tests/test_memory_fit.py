@@ -16,12 +16,13 @@ import pytest
 from flax import nnx
 
 import tpukit
+from tpukit._compat import module_list
 from tpukit._errors import DeviceMemoryError
 from tpukit.compilation import search_batch
-from tpukit.compilation._memory import ENVIRONMENT_VARIABLE
+from tpukit.compilation._memory import ENVIRONMENT_VARIABLE, parse_bytes
 from tpukit.display import format_bytes
 from tpukit.train import Trainer
-from tpukit.train._memory_fit import _blocks, _remat_class
+from tpukit.train._memory_fit import KEEP_REMAT_FLAG, _blocks, _remat_class
 
 
 def data(n=1024):
@@ -153,6 +154,59 @@ def test_the_remat_fix_runs_the_repeated_layers_under_nnx_remat():
     assert type(layer).__name__ == "Linear" and isinstance(layer, nnx.Linear)
 
 
+class Block(nnx.Module):
+    """Four tanh layers: four activations of the batch kept for the backward pass, one
+    (the block's input) under nnx.remat."""
+
+    def __init__(self, rngs: nnx.Rngs):
+        self.dense = module_list([nnx.Linear(512, 512, rngs=rngs) for _ in range(4)])
+
+    def __call__(self, x):
+        for dense in self.dense:
+            x = jnp.tanh(dense(x))
+        return x
+
+
+class Deep(nnx.Module):
+    def __init__(self, rngs: nnx.Rngs):
+        self.inp = nnx.Linear(784, 512, rngs=rngs)
+        self.blocks = module_list([Block(rngs) for _ in range(6)])
+        self.out = nnx.Linear(512, 10, rngs=rngs)
+
+    def __call__(self, x):
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
+def test_the_remat_figure_is_lower_where_the_blocks_hold_the_activations(monkeypatch):
+    """nnx.remat on the heavier blocks recomputes their activations: the candidate needs
+    less than the program as it is. On a CPU that holds only with XLA's barrier
+    expander off, and the message says how to turn it off."""
+    model = Deep(nnx.Rngs(0))
+    # 1024 examples a device per step: the activations (2 MiB each) dominate. (The data
+    # is kept small: fit's step gathers the whole dataset on each device.)
+    train = data(8192)
+    step = Trainer(model, optax.adam(1e-3)).compile_step(
+        train, batch_size=8192, steps_per_execution=1
+    )
+    full = step.memory.total_bytes
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, str(full - 1))
+    with pytest.raises(DeviceMemoryError) as caught:
+        Trainer(model, optax.adam(1e-3)).compile_step(train, batch_size=8192, steps_per_execution=1)
+    message = str(caught.value)
+    line = next(s for s in message.splitlines() if "nnx.remat on" in s)
+    blocks = int(re.search(r"nnx\.remat on (\d+) layers", line).group(1))
+    size = parse_bytes(re.search(r"  ([\d.]+ [KMG]i?B)  ", line).group(1))
+    assert "blocks[" in line and 1 <= blocks <= 6, line
+    # Each block keeps its input instead of four activations of 1024 x 512 f32 (2 MiB):
+    # at least two of them fewer per block. Before XLA's barrier expander was turned off
+    # for it, this figure was above ``full``.
+    assert size < full - blocks * 2 * 2 * 2**20, (message, full)
+    assert KEEP_REMAT_FLAG in message
+
+
 def test_an_out_of_memory_inside_an_epoch_is_explained_and_keeps_the_last_whole_call(
     monkeypatch,
 ):
@@ -189,3 +243,68 @@ def test_an_out_of_memory_inside_an_epoch_is_explained_and_keeps_the_last_whole_
     # The first call (4 steps) was applied whole; the second, which failed, was not.
     assert Trainer(model, optax.adam(1e-3)).state.steps_done == 4
     assert not np.array_equal(kernel, np.asarray(model.layers[0].kernel.value))
+
+
+def test_evaluate_over_the_capacity_is_explained_and_the_batch_it_finds_runs(monkeypatch):
+    """evaluate's program is checked against a known capacity like fit's: the error
+    says what it needs and which batch fits; the model is unchanged; that batch runs."""
+    model = tpukit.zoo.create("mlp")
+    kernel = np.asarray(model.layers[0].kernel[...]).copy()
+    x, y = data(8192)
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, "1KiB")  # nothing fits: both ends measured
+    with pytest.raises(DeviceMemoryError) as caught:
+        tpukit.evaluate(model, (x, y), batch_size=4096)
+    message = str(caught.value)
+    assert message.startswith("evaluate does not fit in device memory"), message
+    largest = parse_bytes(re.search(r"needs ([\d.]+ [KMG]i?B) at once", message).group(1))
+    smallest = parse_bytes(re.search(r"batch_size=8 +([\d.]+ [KMG]i?B) +over", message).group(1))
+    assert smallest < largest, message
+
+    capacity = (smallest + largest) // 2
+    monkeypatch.setenv(ENVIRONMENT_VARIABLE, str(capacity))
+    with pytest.raises(DeviceMemoryError) as caught:
+        tpukit.evaluate(model, (x, y), batch_size=4096)
+    message = str(caught.value)
+    assert "What would fit" in message and "bf16 parameters" in message
+    found = re.search(r"(?:The largest batch that fits is|A batch of) (\d+) of 4096", message)
+    assert found, message
+    batch = int(found.group(1))
+    assert batch % 8 == 0 and 0 < batch < 4096
+    assert np.array_equal(kernel, np.asarray(model.layers[0].kernel[...]))
+    figures = tpukit.evaluate(model, (x, y), batch_size=batch)  # the capacity still set
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE)
+    unchecked = tpukit.evaluate(model, (x, y), batch_size=4096)
+    assert figures["loss"] == pytest.approx(unchecked["loss"], rel=1e-5)
+
+
+def test_an_out_of_memory_while_evaluate_runs_is_explained(monkeypatch):
+    """No capacity known (a CPU): evaluate runs unchecked, and a device's
+    RESOURCE_EXHAUSTED becomes the explanation, measured against the memory free now."""
+    import inspect
+
+    from tpukit.train import _steps
+
+    monkeypatch.delenv(ENVIRONMENT_VARIABLE, raising=False)
+    evaluation = _steps.evaluation
+
+    class RunsOut:  # evaluate's jitted program, whose run fails as a full device's would
+        def __init__(self, *args):
+            self.jitted = evaluation(*args)
+            self.__signature__ = inspect.signature(self.jitted)
+
+        def lower(self, *args):
+            return self.jitted.lower(*args)
+
+        def __call__(self, *args):
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory allocating 1 B")
+
+    monkeypatch.setattr(_steps, "evaluation", RunsOut)
+    model = tpukit.zoo.create("mlp")
+    kernel = np.asarray(model.layers[0].kernel[...]).copy()
+    with pytest.raises(DeviceMemoryError) as caught:
+        tpukit.evaluate(model, data(512), batch_size=256)
+    message = str(caught.value)
+    assert message.startswith("evaluate ran out of device memory"), message
+    assert "RESOURCE_EXHAUSTED" in message and "The model is unchanged" in message
+    assert "evaluate does not fit in device memory" in message and "(free now)" in message
+    assert np.array_equal(kernel, np.asarray(model.layers[0].kernel[...]))

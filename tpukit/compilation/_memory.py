@@ -24,6 +24,8 @@ import re
 import tempfile
 from typing import Any
 
+import jax
+
 from tpukit._errors import ArgumentError
 from tpukit.hlo import (
     LiveRanges,
@@ -147,11 +149,38 @@ def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> Memor
         ranges,
         name=compiled.name,
         xla_peak=int(xla_peak) if xla_peak else None,
-        xla_peak_note=_peak_note(compiled, stats),
+        xla_peak_note=_peak_note(compiled, stats, estimate=found is None),
         capacity=limit,
         capacity_source=origin,
         roles=_STEP_ROLES if is_step else None,
+        argument_names=_argument_names(compiled),
+        output_names=_output_names(compiled),
     )
+
+
+def _argument_names(compiled: Any) -> dict[str, str]:
+    """``{"traced_args[0]": "x"}``: ``tpukit.compile`` passes the traced arguments to
+    XLA as ``(traced_args, traced_kwargs)``; the view names them as the user did."""
+    parameters = getattr(getattr(compiled, "signature", None), "parameters", ())
+    traced = [p.name for p in parameters if not p.keyword and p.kind == "array"]
+    names = {f"traced_args[{i}]": name for i, name in enumerate(traced)}
+    names.update(
+        {
+            f"traced_kwargs['{p.name}']": p.name
+            for p in parameters
+            if p.keyword and p.kind == "array"
+        }
+    )
+    return names
+
+
+def _output_names(compiled: Any) -> list[str]:
+    """The path of each leaf of the result (``result[0]['w']``), in XLA's output order."""
+    output = getattr(getattr(compiled, "signature", None), "output", None)
+    if output is None:
+        return []
+    leaves = jax.tree_util.tree_flatten_with_path(output)[0]
+    return ["result" + jax.tree_util.keystr(path) for path, _ in leaves]
 
 
 def _memory_analysis(executable: Any) -> Any:
@@ -161,8 +190,14 @@ def _memory_analysis(executable: Any) -> Any:
         return None
 
 
-def _peak_note(compiled: Any, stats: Any) -> str:
+def _peak_note(compiled: Any, stats: Any, *, estimate: bool = False) -> str:
     """Why XLA's ``peak_memory_in_bytes`` differs from the live-range peak, where known."""
+    if estimate:
+        return (
+            "this XLA wrote no live-range report, so the peak above is tpukit's estimate "
+            "from the schedule, each value in its own buffer; XLA's figure is its own "
+            "buffer assignment's"
+        )
     if stats is None or compiled.devices[0].platform != "cpu":
         return "XLA's buffer-assignment figure, against the live-range report's"
     temp = getattr(stats, "temp_size_in_bytes", 0) or 0

@@ -13,13 +13,14 @@ from typing import Any
 
 from tpukit.display._cells import CellLine, cell_line, describe_location, is_cell_file
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
-from tpukit.display._table import Column, Line, Report, Row, Section, Table, fact_table
+from tpukit.display._table import Column, Figure, Line, Report, Row, Section, Table, fact_table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
 
 __all__ = [
     "BORDER_COLOR",
     "CellLine",
     "Column",
+    "Figure",
     "Line",
     "MUTED_COLOR",
     "Report",

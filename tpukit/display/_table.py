@@ -214,6 +214,15 @@ class Line:
 
 
 @dataclass(frozen=True)
+class Figure:
+    """A drawing in a report (an inline ``<svg>`` chart, already escaped): shown in HTML,
+    and as ``text`` (a sentence on what it shows, or nothing) in a terminal."""
+
+    html: str
+    text: str = ""
+
+
+@dataclass(frozen=True)
 class Report:
     """A result's whole output: a headline, then lines and tables, in one frame.
 
@@ -224,7 +233,7 @@ class Report:
 
     kind: str
     title: str
-    blocks: Sequence[Line | Table] = field(default_factory=tuple)
+    blocks: Sequence[Line | Table | Figure] = field(default_factory=tuple)
     rules: str = ""
     title_style: str = ""
     indent: str = "  "
@@ -233,6 +242,9 @@ class Report:
         """The headline, then each block ``indent`` in."""
         lines = [self.title]
         for block in self.blocks:
+            if isinstance(block, Figure):
+                lines += [self.indent + block.text] if block.text else []
+                continue
             text = block.text if isinstance(block, Line) else block.text(self.indent)
             lines.append(self.indent + text if isinstance(block, Line) else text)
         return "\n".join(lines)
@@ -245,7 +257,10 @@ class Report:
             _line_html(Line(self.title, self.title_style, bold=True)),
         ]
         for block in self.blocks:
-            parts.append(block.html() if isinstance(block, Table) else _line_html(block))
+            if isinstance(block, Figure):
+                parts.append(block.html)
+            else:
+                parts.append(block.html() if isinstance(block, Table) else _line_html(block))
         parts.append("</div>")
         return "".join(parts)
 

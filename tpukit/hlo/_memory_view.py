@@ -53,7 +53,7 @@ import html
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tpukit.display import BORDER_COLOR, MUTED_COLOR, format_bytes, root_classes, table_style
+from tpukit.display import BORDER_COLOR, MUTED_COLOR, Column, Figure, Report, Table, format_bytes
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
 from tpukit.hlo._model import HloInstruction, HloModule
@@ -72,9 +72,8 @@ _PLURAL = {
     "constant": "constants",
 }
 _TOP = 20
-# Columns whose cells stay on one line (numbers right-aligned), so the long names wrap.
-_NUMERIC = frozenset({"size", "share", "bytes"})
-_ONE_LINE = frozenset({"shape", "kind", "source", "live"})
+# Kinds listed together in the roll-up by layer and section, not by where they are made.
+_TOGETHER = frozenset({"argument", "output"})
 
 
 @dataclass(frozen=True)
@@ -115,6 +114,11 @@ class MemoryView:
       xla_peak_note: why ``xla_peak`` differs from the live ranges' peak, when it does.
       roles: for a training step, ``{argument name prefix: role}`` (``"state[0]"``:
         ``"parameters"``) used by `breakdown`.
+      argument_names: ``{traced name prefix: the user's name}``, applied to the arguments'
+        paths: ``{"traced_args[0]": "x"}`` names ``traced_args[0]['w']`` ``x['w']``.
+      output_names: the path of each leaf of the program's result, in the order of the
+        entry's ROOT tuple (``["result[0]", "result[1]"]``): an output buffer is listed
+        under ``outputs › result[0]``.
     """
 
     def __init__(
@@ -128,6 +132,8 @@ class MemoryView:
         capacity_source: str = "",
         xla_peak_note: str = "",
         roles: dict[str, str] | None = None,
+        argument_names: dict[str, str] | None = None,
+        output_names: list[str] | None = None,
     ) -> None:
         self.module = module
         self.ranges = ranges
@@ -137,6 +143,9 @@ class MemoryView:
         self.capacity_source = capacity_source
         self.xla_peak_note = xla_peak_note
         self.roles = dict(roles or {})
+        self.argument_names = dict(argument_names or {})
+        self.output_names = list(output_names or [])
+        self._outputs: dict[tuple[int, int] | str, str] | None = None
         self._instructions = {i.name: i for i in module.instructions()}
         self._groups: dict[str, str] | None = None
         self._sections: dict[str, str] = {}
@@ -214,13 +223,13 @@ class MemoryView:
         return buffers
 
     def by_group(self) -> list[tuple[str, int]]:
-        """Bytes in use at the peak per layer and section (arguments together), each slot
-        once, largest first: they add up to `in_use_at_peak_bytes`."""
+        """Bytes in use at the peak per layer and section (arguments together, outputs
+        together), each slot once, largest first: they add up to `in_use_at_peak_bytes`."""
         totals: dict[str, int] = defaultdict(int)
         for buffer in self.buffers_at_peak():
             if buffer.shares:
                 continue
-            group = "arguments" if buffer.kind == "argument" else buffer.group
+            group = _PLURAL[buffer.kind] if buffer.kind in _TOGETHER else buffer.group
             totals[group] += buffer.size
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
 
@@ -275,7 +284,9 @@ class MemoryView:
             shape=shape.split("{")[0] if shape.endswith("}") else shape,
             kind=value.kind,
             opcode=instr.opcode if instr is not None else "",
-            group=self._group(value.name, instr),
+            group=self._output_group(value)
+            if value.kind == "output"
+            else self._group(value.name, instr),
             source=instr.source_location if instr is not None else "",
             start=value.start,
             end=value.end,
@@ -286,10 +297,56 @@ class MemoryView:
         if instr is None:
             return ""
         if instr.opcode == "parameter" and instr.metadata.op_name:
-            return instr.metadata.op_name.replace("\\'", "'")
+            return self._argument_name(instr.metadata.op_name.replace("\\'", "'"))
         if self._groups is None:
             self._plan()
         return self._groups.get(name, "")
+
+    def _argument_name(self, path: str) -> str:
+        """``traced_args[0]['w']`` as the user wrote it: ``x['w']``."""
+        for prefix, name in self.argument_names.items():
+            if path.startswith(prefix):
+                return name + path[len(prefix) :]
+        return path
+
+    def _output_group(self, value: LiveValue) -> str:
+        """``outputs › result[1]``: which leaf of the result an output buffer holds (found
+        by its slot in XLA's buffer assignment, or by name in an estimate)."""
+        if self._outputs is None:
+            self._outputs = self._output_slots()
+        slot = value.slot
+        name = self._outputs.get(slot[:2] if slot is not None else value.key, "")
+        return f"outputs › {name}" if name else "outputs"
+
+    def _output_slots(self) -> dict[tuple[int, int] | str, str]:
+        """``{slot or value key: output path}`` for the leaves of the entry's ROOT."""
+        root = self.module.entry.root
+        if root is None:
+            return {}
+        leaves = root.operands if root.opcode == "tuple" else [root.name]
+        if len(leaves) != len(self.output_names):
+            return {}
+        by_key = {v.key: v for v in self.ranges.values}
+        found: dict[tuple[int, int] | str, str] = {}
+        for operand, path in zip(leaves, self.output_names):
+            key = self._defining_key(operand)
+            value = by_key.get(key)
+            found[key] = path
+            if value is not None and value.slot is not None:
+                found[value.slot[:2]] = path
+        return found
+
+    def _defining_key(self, name: str) -> str:
+        """The ``name{index}`` of the value an instruction of the entry returns: through
+        bitcasts and get-tuple-elements to the instruction that defines it."""
+        index: list[str] = []
+        instr = self._instructions.get(name)
+        while instr is not None and instr.opcode in ("bitcast", "get-tuple-element"):
+            if instr.opcode == "get-tuple-element":
+                index.insert(0, instr.attributes.get("index", "0"))
+            name = instr.operands[0] if instr.operands else name
+            instr = self._instructions.get(name)
+        return f"{name}{{{','.join(index)}}}"
 
     def _section(self, name: str) -> str:
         if self._groups is None:
@@ -362,98 +419,95 @@ class MemoryView:
             facts.append(("in use at the peak", split))
         return facts
 
-    def _tables(self) -> list[tuple[str, list[str], list[list[str]]]]:
+    def _tables(self) -> list[Table]:
         peak = (self.peak_bytes if self.is_estimate else self.in_use_at_peak_bytes) or 1
         buffers = self.buffers_at_peak()
+
+        def share(n: int) -> str:
+            return f"{n / peak:.1%}"
+
+        size = Column("size", align="right", format=format_bytes, nowrap=True)
         rows = [
-            [
-                format_bytes(b.size),
-                f"{b.size / peak:.1%}",
+            (
+                b.size,
+                b.size,
                 b.shape,
                 b.kind,
-                f"{b.name} ({b.opcode})" if b.opcode else b.name,
+                self._made_by(b),
                 b.group,
                 b.source,
                 b.lifetime,
                 f"in {b.shares}'s slot" if b.shares else "",
-            ]
+            )
             for b in buffers[:_TOP]
         ]
         more = f" ({_TOP} largest of {len(buffers)})" if len(buffers) > _TOP else ""
+        shared = any(b.shares for b in buffers[:_TOP])  # a "shares" column only when needed
         tables = [
-            (
-                f"Buffers live at the peak{more}",
+            Table(
                 [
-                    "size",
-                    "share",
-                    "shape",
-                    "kind",
-                    "made by",
-                    "layer / section",
-                    "source",
-                    "live",
-                    "shares",
-                ],  # fmt: skip
-                rows,
+                    size,
+                    Column("share", align="right", format=share),
+                    Column("shape", nowrap=True),
+                    Column("kind", nowrap=True),
+                    Column("made by"),
+                    Column("layer / section"),
+                    Column("source", nowrap=True),
+                    Column("live", nowrap=True),
+                    *([Column("shares")] if shared else []),
+                ],
+                [r if shared else r[:-1] for r in rows],
+                caption=f"Buffers live at the peak{more}",
             ),
-            (
-                "In use at the peak, by layer and section (each slot once)",
-                ["group", "bytes", "share"],
-                [[g, format_bytes(n), f"{n / peak:.1%}"] for g, n in self.by_group()[:_TOP]],
+            Table(
+                [
+                    Column("group"),
+                    Column("bytes", align="right", format=format_bytes, nowrap=True),
+                    Column("share", align="right", format=share),
+                ],
+                [(g, n, n) for g, n in self.by_group()[:_TOP]],
+                caption="In use at the peak, by layer and section (each slot once)",
             ),
         ]
         breakdown = self.breakdown()
         if breakdown:
             tables.append(
-                (
-                    "Training step at the peak",
-                    ["what", "bytes", "share"],
-                    [[w, format_bytes(n), f"{n / peak:.1%}"] for w, n in breakdown],
+                Table(
+                    [
+                        Column("what"),
+                        Column("bytes", align="right", format=format_bytes, nowrap=True),
+                        Column("share", align="right", format=share),
+                    ],
+                    [(w, n, n) for w, n in breakdown],
+                    caption="Training step at the peak",
                 )
             )
         return tables
 
+    def _made_by(self, buffer: PeakBuffer) -> str:
+        """``dot.3 (dot)``; an argument by its place in the call: ``parameter 0``."""
+        instr = self._instructions.get(buffer.name)
+        if buffer.kind == "argument" and instr is not None and instr.parameter_number is not None:
+            return f"parameter {instr.parameter_number}"
+        return f"{buffer.name} ({buffer.opcode})" if buffer.opcode else buffer.name
+
+    def _report(self, chart: str = "") -> Report:
+        """The view as one description: the facts, the chart (HTML only), the tables."""
+        facts = Table(
+            [Column("fact", heading=True, nowrap=True), Column("value")],
+            self._facts(),
+            header=False,
+        )
+        blocks: list[Table | Figure] = [facts]
+        if chart:
+            blocks.append(Figure(chart))
+        return Report(_KIND, self._headline(), [*blocks, *self._tables()], rules=_RULES)
+
     def __repr__(self) -> str:
-        facts = self._facts()
-        width = max(len(k) for k, _ in facts)
-        lines = [self._headline(), *(f"  {k.ljust(width)}  {v}" for k, v in facts)]
-        for title, headers, rows in self._tables():
-            widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-            lines += ["", title]
-            lines.append("  " + "  ".join(h.ljust(w) for h, w in zip(headers, widths)))
-            lines += ["  " + "  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in rows]
-        return "\n".join(lines)
+        return self._report().text()
 
     def _repr_html_(self) -> str:
-        facts = "".join(
-            f"<tr><th>{html.escape(k)}</th><td>{html.escape(v)}</td></tr>" for k, v in self._facts()
-        )
-        parts = [
-            f'{table_style(_KIND, _RULES)}<div class="{root_classes(_KIND)}">',
-            f"<div><b>{html.escape(self._headline())}</b></div><table>{facts}</table>",
-            self._chart_svg(),
-        ]
-        for title, headers, rows in self._tables():
-            classes = [
-                ' class="num"' if h in _NUMERIC else ' class="nowrap"' if h in _ONE_LINE else ""
-                for h in headers
-            ]
-            head = "".join(
-                f"<th{k if h in _NUMERIC else ''}>{html.escape(h)}</th>"
-                for h, k in zip(headers, classes)
-            )
-            body = "".join(
-                "<tr>"
-                + "".join(f"<td{k}>{html.escape(c)}</td>" for c, k in zip(row, classes))
-                + "</tr>"
-                for row in rows
-            )
-            parts.append(
-                f"<details open><summary>{html.escape(title)}</summary>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></details>"
-            )
-        parts.append("</div>")
-        return "".join(parts)
+        return self._report(self._chart_svg()).html()
 
     def _chart_svg(self, width: int = 720, height: int = 180) -> str:
         """Live bytes along the schedule, stacked by kind, the peak and capacity marked."""
@@ -538,5 +592,9 @@ _RULES = (
     "& svg text{fill-opacity:1}"
     # Long names (an argument's HLO name, its path) break anywhere rather than widen the table.
     "& td:not(.num):not(.nowrap){overflow-wrap:anywhere}"
+    "& th.nowrap{white-space:nowrap}"
+    # "made by" (the buffers' 5th column) breaks between its name and its opcode only, so
+    # the long paths of "layer / section" get the room.
+    "& details td:nth-child(5):not(.num):not(.nowrap){overflow-wrap:normal}"
     "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )

@@ -23,6 +23,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from . import _steps
 from ._losses import Metric
+from ._memory_fit import evaluate_within_memory
 from ._mesh import Plan
 from ._options import TrainerOptions
 from ._setup import evaluation
@@ -77,4 +78,7 @@ def evaluate(
         prefix="",
     )
     params, rest, _ = options.plan.put_state(params, rest)
-    return evaluator(params, rest)
+    figures = evaluate_within_memory(
+        evaluator.program, evaluator.batch_size, options.plan, params, rest, evaluator.source.arrays
+    )
+    return evaluator.read(figures)

@@ -14,7 +14,13 @@ the buffers at the peak and a table of changes, each compiled and measured here:
 - bf16 parameters (and so bf16 optimizer moments);
 - ``nnx.remat`` on the heaviest repeated layers (the blocks held in lists, those
   holding the most activations at the peak first): the backward pass recomputes
-  their activations instead of keeping them;
+  their activations instead of keeping them. On a CPU this is measured with XLA's
+  ``cse_barrier_expander`` pass off (`KEEP_REMAT`): XLA's CPU compiler otherwise
+  removes remat's optimization barriers before scheduling and its CSE merges the
+  recomputation back into the forward pass, so ``nnx.remat`` saves nothing there
+  (ResNet-18's step at batch 32: 199 MiB of temporaries without remat, 214 MiB with
+  it, 88 MiB with it and the pass off). GPU and TPU compilers remove the barriers
+  only after scheduling, so remat holds there as measured;
 - fewer steps per execution (one), which shrinks a streamed chunk;
 - the data left on the host: ``train_data`` as an iterable of batches, streamed a
   few steps at a time, instead of the whole dataset on the device.
@@ -31,7 +37,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -61,6 +67,10 @@ if TYPE_CHECKING:
     from ._run import Position, RunSpec
 
 _HOST_STEPS = 8  # steps per streamed chunk when the data is left on the host
+#: Compiler options that keep ``nnx.remat``'s recomputation on a CPU (see the docstring),
+#: and the same as the flag a user sets for a whole process.
+KEEP_REMAT = {"xla_disable_hlo_passes": "cse_barrier_expander"}
+KEEP_REMAT_FLAG = "XLA_FLAGS=--xla_disable_hlo_passes=cse_barrier_expander"
 
 
 def check_fits(spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position) -> None:
@@ -182,14 +192,23 @@ def _call(
 
 
 def _needed(
-    spec: RunSpec, params: Any, rest: Any, opt_state: Any = None, *, streamed: bool = False
+    spec: RunSpec,
+    params: Any,
+    rest: Any,
+    opt_state: Any = None,
+    *,
+    streamed: bool = False,
+    compiler_options: dict[str, Any] | None = None,
 ) -> int | None:
     """Bytes fit's first call needs with this spec and state, compiled on shapes."""
     if opt_state is None:
         opt_state = jax.eval_shape(spec.program.init, params)
     step, state, data = _call(spec, params, rest, opt_state, streamed=streamed)
+    lowered = step.lower(state, data)
     with measuring():
-        return needed_bytes(step.lower(state, data).compile())
+        if compiler_options:
+            return needed_bytes(lowered.compile(compiler_options=compiler_options))
+        return needed_bytes(lowered.compile())
 
 
 # ----------------------------------------------------------------------------- the fixes
@@ -283,11 +302,22 @@ def _remat_fix(spec: RunSpec, params: Any, rest: Any, available: int, view: Any)
     graphdef, new_params, new_rest = _steps.split_model(model)
     remat = dataclasses.replace(spec, graphdef=graphdef)
     shown = ", ".join(blocks[:4]) + (f" and {len(blocks) - 4} more" if len(blocks) > 4 else "")
+    on_cpu = spec.plan.mesh.devices.flat[0].platform == "cpu"
+    needed = _needed(remat, new_params, new_rest, compiler_options=KEEP_REMAT if on_cpu else None)
+    summary = ""
+    if on_cpu:
+        shown += "; with XLA's cse_barrier_expander off"
+        summary = (
+            "On a CPU nnx.remat saves memory only with XLA's cse_barrier_expander pass off "
+            f"({KEEP_REMAT_FLAG} before JAX starts): XLA's CPU compiler otherwise removes "
+            "remat's barriers and merges the recomputation back. GPU and TPU compilers keep it."
+        )
     return Fix(
         f"nnx.remat on {len(blocks)} layer{'s' * (len(blocks) > 1)}",
-        _needed(remat, new_params, new_rest),
+        needed,
         available,
         shown,
+        summary=summary,
     )
 
 
@@ -338,3 +368,114 @@ def _remat_class(cls: type) -> type:
         return nnx.remat(lambda module, *a: call(module, *a, **kwargs))(self, *args)
 
     return type(cls.__name__, (cls,), {"__call__": __call__, "__module__": cls.__module__})
+
+
+# ----------------------------------------------------------------------------- evaluate
+
+
+def evaluate_within_memory(
+    evaluation: Callable[[int], Any],
+    batch_size: int,
+    plan: Any,
+    params: Any,
+    rest: Any,
+    arrays: Any,
+) -> Any:
+    """``evaluation(batch_size)(params, rest, arrays)``: evaluate's one compiled call,
+    with an out-of-memory explained as fit's is.
+
+    ``evaluation(size)`` is evaluate's jitted program at batch ``size``. With a known
+    capacity (one set, or the device's ``bytes_limit``) the program is compiled first
+    and checked, and that executable runs; a ``RESOURCE_EXHAUSTED`` while running is
+    explained too. The explanation lists the buffers at the peak and what would fit:
+    the largest ``batch_size`` and bf16 parameters, each compiled on shapes. The model
+    and the data are only read.
+    """
+    device = plan.mesh.devices.flat[0]
+    capacity, origin = device_capacity(device)
+    arguments = (params, rest, arrays)
+    if capacity is not None:
+        compiled = _evaluation_compiled(evaluation, batch_size, plan, arguments)
+        needed = needed_bytes(compiled.jax_compiled)
+        if needed is not None and needed > capacity:
+            raise DeviceMemoryError(explain(compiled, capacity, origin, fixes=compiled.fixes))
+        run = compiled.jax_compiled
+    else:
+        run = evaluation(batch_size)
+    try:
+        return run(*arguments)
+    except jax.errors.JaxRuntimeError as exc:
+        if "RESOURCE_EXHAUSTED" not in str(exc):
+            raise
+        if capacity is None:
+            capacity, origin = available_bytes(device), "free now"
+        try:
+            compiled = _evaluation_compiled(evaluation, batch_size, plan, arguments)
+        except Exception:  # the explanation must never hide the error it explains
+            raise exc from None
+        raise DeviceMemoryError(
+            f"evaluate ran out of device memory on {device.device_kind} "
+            f"({str(exc).splitlines()[0]}). The model is unchanged.\n"
+            + explain(compiled, capacity, origin, fixes=compiled.fixes)
+        ) from None
+
+
+def _evaluation_compiled(
+    evaluation: Callable[[int], Any], batch_size: int, plan: Any, arguments: tuple
+) -> Compiled:
+    """evaluate's program at ``batch_size`` as a ``tpukit.Compiled``, named ``evaluate``;
+    a configured capacity it exceeds refuses it, explained (``compile_lowering``)."""
+    jitted = evaluation(batch_size)
+    abstract = tuple(_abstract(a) for a in arguments)
+    signature = Signature("evaluate", bind_arguments(jitted, abstract, {}))
+    return compile_lowering(
+        lambda: jitted.lower(*abstract),
+        jitted,
+        signature,
+        fixes=_evaluation_fixes(evaluation, batch_size, plan, abstract),
+    )
+
+
+def _evaluation_fixes(
+    evaluation: Callable[[int], Any], batch_size: int, plan: Any, abstract: tuple
+) -> Callable[[Compiled, int, Any], list[Fix]]:
+    """evaluate's changes, measured: a smaller ``batch_size``, bf16 parameters."""
+
+    def needed_at(size: int, params: Any = None) -> int | None:
+        arguments = (abstract[0] if params is None else params, *abstract[1:])
+        with measuring():
+            return needed_bytes(evaluation(size).lower(*arguments).compile())
+
+    def fixes(compiled: Compiled, available: int, view: Any) -> list[Fix]:
+        found = []
+        search = search_batch(
+            needed_at,
+            batch_size,
+            needed_bytes(compiled.jax_compiled) or 0,
+            available,
+            multiple=plan.batch_shards,
+        )
+        if search is not None:
+            fix = search.fix(available)
+            if search.fitted:
+                fix = dataclasses.replace(
+                    fix,
+                    summary=f"The largest batch that fits is {search.fitted} of {batch_size}."
+                    if search.exact
+                    else f"A batch of {search.fitted} of {batch_size} fits.",
+                )
+            found.append(fix)
+        params = abstract[0]
+        if any(x.dtype == jnp.float32 for x in jax.tree.leaves(params)):
+            cast = jax.tree.map(
+                lambda x: jax.ShapeDtypeStruct(
+                    x.shape,
+                    jnp.bfloat16 if x.dtype == jnp.float32 else x.dtype,
+                    sharding=x.sharding,
+                ),
+                params,
+            )
+            found.append(Fix("bf16 parameters", needed_at(batch_size, cast), available))
+        return found
+
+    return fixes

@@ -94,8 +94,16 @@ class RunSpec:
 class Evaluator:
     """Loss and metrics on in-memory data (eval mode, every example), in one compiled call."""
 
-    def __init__(self, fn: Callable, source: ResidentData, prefix: str = "val_"):
-        self.fn = fn
+    def __init__(
+        self,
+        program: Callable[[int], Callable],
+        batch_size: int,
+        source: ResidentData,
+        prefix: str = "val_",
+    ):
+        self.program = program  # batch size -> the jitted evaluation at that size
+        self.batch_size = batch_size
+        self.fn = program(batch_size)
         self.source = source
         self.prefix = prefix
 
@@ -229,8 +237,11 @@ def evaluation(
         objective = objective_for(source.kind, source.labels, loss, metrics)
     batch = source.sample(batch_size)
     check_objective(objective, graphdef, params, rest, batch, source.labels, name)
-    fn = _steps.evaluation(graphdef, objective, plan, batch_size, source.n)
-    return Evaluator(fn, source, prefix)
+
+    def program(size: int) -> Callable:
+        return _steps.evaluation(graphdef, objective, plan, size, source.n)
+
+    return Evaluator(program, batch_size, source, prefix)
 
 
 def steps_per_call(value: int | str, steps_per_epoch: int | None) -> int:
