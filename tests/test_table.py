@@ -96,11 +96,6 @@ def test_a_report_is_one_styled_fragment_and_the_same_text():
     assert '<div class="warn">careful</div>' in page
 
 
-# Results whose HTML is still written by hand, each in a module being rebuilt by
-# another part of issue 22 (the memory view, the graph's diff view, training).
-HAND_WRITTEN = {"hlo/_memory_view.py", "hlo/_diff_view.py", "train/_history.py"}
-
-
 def test_results_draw_their_tables_through_the_description():
     package = Path(tpukit.__file__).parent
     writers = {
@@ -108,4 +103,4 @@ def test_results_draw_their_tables_through_the_description():
         for path in package.rglob("*.py")
         if re.search(r"<table\b", path.read_text(encoding="utf-8"))
     }
-    assert writers - HAND_WRITTEN == {"display/_table.py", "display/_html_style.py"}  # its example
+    assert writers == {"display/_table.py", "display/_html_style.py"}  # its example
