@@ -20,6 +20,7 @@ from test_hlo_graph_browser import LABEL_PX, ORIGIN, node, open_graph  # noqa: E
 import tpukit  # noqa: E402
 from tpukit import hlo  # noqa: E402
 from tpukit.compilation import plot_fusions, plot_ops, plot_roofline
+from tpukit.hlo._first_view import first_view  # noqa: E402
 from tpukit.hlo._graph_data import INSTRUCTION, SCOPE  # noqa: E402
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
@@ -236,7 +237,7 @@ def test_plots_accept_a_program_and_a_parsed_module():
 
 def _shown(graph):
     data = graph._data
-    opened = set(data.initial_open())
+    opened = set(first_view(data))
     nodes, _ = data.visible(opened)
     return data, opened, nodes
 
