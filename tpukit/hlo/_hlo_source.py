@@ -112,8 +112,7 @@ def pick_module(folder: pathlib.Path, module: str | int | None) -> DumpModule:
     """
     modules = dump_modules(folder)
     if not modules:
-        texts = sorted(p.name for p in folder.glob("*.txt"))
-        listed = ", ".join(texts[:6]) + (", ..." if len(texts) > 6 else "") or "none"
+        listed = _text_files(folder)
         raise ArgumentError(
             f"{str(folder)!r} holds no XLA dump of HLO (files named module_*.*_optimizations"
             f".txt; .txt files here: {listed}). Run with {_DUMP_FLAG}, or pass one HLO "
@@ -153,8 +152,7 @@ def read_hlo_source(source: str | os.PathLike, what: str = "graph()") -> tuple[s
     if isinstance(source, os.PathLike) or looks_like_a_path(source):
         path = pathlib.Path(source)
         if path.is_dir():
-            dumps = sorted(p.name for p in path.glob("*.txt"))
-            listed = ", ".join(dumps[:6]) + (", ..." if len(dumps) > 6 else "") or "none"
+            listed = _text_files(path)
             raise ArgumentError(
                 f"{str(path)!r} is a folder; {what} draws one module. Pass one of its HLO "
                 f"text files (.txt files here: {listed}), or open the folder with "
@@ -194,3 +192,9 @@ def looks_like_a_path(text: str) -> bool:
     """One line, without the braces and '=' of HLO: a file name, not HLO text."""
     line = text.strip()
     return bool(line) and "\n" not in line and "{" not in line and " = " not in line
+
+
+def _text_files(folder: pathlib.Path) -> str:
+    """The first few ``.txt`` files in ``folder``, for an error that says what is there."""
+    names = sorted(p.name for p in folder.glob("*.txt"))
+    return ", ".join(names[:6]) + (", ..." if len(names) > 6 else "") or "none"
