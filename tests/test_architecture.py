@@ -35,33 +35,16 @@ _spec = importlib.util.spec_from_file_location(
 import_graph = sys.modules["import_graph"] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(import_graph)
 
+# what compilation may import; train may import the same and compilation itself
+_BELOW_COMPILATION = {"measure", "runtime", "hlo", "display", "_errors", "_counts", "_compat"}
 # package (or top-level module) -> the tpukit packages and modules it may import
 ALLOWED = {
     "display": {"display"},
     "hlo": {"hlo", "display", "_errors"},
     "runtime": {"runtime", "display", "_errors", "_counts"},
     "measure": {"measure", "hlo", "display", "_errors"},
-    "compilation": {
-        "compilation",
-        "measure",
-        "runtime",
-        "hlo",
-        "display",
-        "_errors",
-        "_counts",
-        "_compat",
-    },
-    "train": {
-        "train",
-        "compilation",
-        "measure",
-        "runtime",
-        "hlo",
-        "display",
-        "_errors",
-        "_counts",
-        "_compat",
-    },
+    "compilation": {"compilation", *_BELOW_COMPILATION},
+    "train": {"train", "compilation", *_BELOW_COMPILATION},
     "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
     "datasets": {"datasets", "_errors"},
     "_errors": set(),

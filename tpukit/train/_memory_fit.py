@@ -64,7 +64,8 @@ from . import _steps
 from ._data import ResidentData
 
 if TYPE_CHECKING:
-    from ._run import Position, RunSpec
+    from ._setup import RunSpec
+    from ._state import Position
 
 _HOST_STEPS = 8  # steps per streamed chunk when the data is left on the host
 #: Compiler options that keep ``nnx.remat``'s recomputation on a CPU (see the docstring),
