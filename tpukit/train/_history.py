@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from tpukit._errors import UnknownNameError
-from tpukit.display import Column, Line, Report, Table
+from tpukit.display import Column, Line, Report, Table, format_seconds
 
 
 class History:
@@ -151,7 +151,7 @@ class History:
             return Report("tpukit-history", title)
         cols = self._columns()
         table = Table(
-            [Column(c, "right", self._fmt) for c in cols],
+            [Column(c, "right", format_seconds if c == "seconds" else self._fmt) for c in cols],
             [[rec.get(c, "") for c in cols] for rec in self.epochs],
         )
         stopped = [Line(f"stopped: {self.stopped}", "warn")] if self.stopped else []
