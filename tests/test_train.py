@@ -171,6 +171,29 @@ def test_evaluate_counts_every_example_once():
     assert got["top2_accuracy"] == pytest.approx(top2)
 
 
+def test_evaluate_over_split_data_keeps_no_copy_of_the_dataset_on_a_device():
+    """Each device picks the batch rows it holds: a slice across the split would
+    all-gather the whole dataset onto every device first (a temporary of its size)."""
+    from tpukit.train._options import TrainerOptions
+    from tpukit.train._setup import evaluation
+    from tpukit.train._steps import split_model
+
+    model = MLP(nnx.Rngs(6))
+    n = 16384
+    x = np.random.default_rng(0).random((n, X.shape[1]), np.float32)
+    y = np.zeros(n, np.int32)
+    plan = TrainerOptions().plan
+    assert plan.batch_shards == len(jax.devices()) == 8
+    graphdef, params, rest = split_model(model)
+    evaluator = evaluation(plan, (x, y), 512, graphdef, params, rest, name="data", prefix="")
+    params, rest, _ = plan.put_state(params, rest)
+    program = evaluator.program(evaluator.batch_size)
+    compiled = program.lower(params, rest, evaluator.source.arrays).compile()
+    dataset = x.nbytes
+    assert compiled.memory_analysis().temp_size_in_bytes < dataset / 2
+    assert f"f32[{n},{X.shape[1]}]" not in compiled.as_text()
+
+
 def test_dict_data_with_a_model_loss():
     def loss(model, batch):
         logits = model(batch["image"])

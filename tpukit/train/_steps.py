@@ -413,6 +413,15 @@ def evaluation(
     is in eval mode (``model.eval()``) and its state is not changed.
     """
     full, remainder = divmod(n, batch_size)
+    split = plan.batch_shards > 1
+
+    def rows(a: jax.Array, start: Any, size: int) -> jax.Array:
+        """``a[start:start + size]``. Over split data, a gather of those rows: each device
+        picks the rows it holds (as fit's batches do), where a slice across the split
+        would first gather the whole dataset onto every device."""
+        if not split:
+            return jax.lax.dynamic_slice_in_dim(a, start, size)
+        return _gather(a, start + jnp.arange(size, dtype=jnp.int32))
 
     def forward(params, rest, batch):
         model = nnx.merge(graphdef, params, rest)
@@ -425,15 +434,13 @@ def evaluation(
         if full:
 
             def body(acc, i):
-                batch = jax.tree.map(
-                    lambda a: jax.lax.dynamic_slice_in_dim(a, i * batch_size, batch_size), arrays
-                )
+                batch = jax.tree.map(lambda a: rows(a, i * batch_size, batch_size), arrays)
                 out = forward(params, rest, plan.constrain_batch(batch))
                 return {k: acc[k] + out[k] * batch_size for k in acc}, None
 
             totals, _ = jax.lax.scan(body, totals, jnp.arange(full))
         if remainder:
-            batch = jax.tree.map(lambda a: a[full * batch_size : n], arrays)
+            batch = jax.tree.map(lambda a: rows(a, full * batch_size, remainder), arrays)
             out = forward(params, rest, batch)
             totals = {k: totals[k] + out[k] * remainder for k in totals}
         return {k: v / n for k, v in totals.items()}
