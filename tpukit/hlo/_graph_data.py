@@ -98,24 +98,16 @@ class GraphTree:
         instructions = comp.instructions
         first = len(self.kind)
         count = len(instructions)
+        names = [instr.name for instr in instructions]
+        ids = dict(zip(names, range(first, first + count)))
+        edges, order = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
-        self.label += [instr.name for instr in instructions]
+        self.label += names
         self.instr += instructions
-        self.order += _program_order(comp)
+        self.order += order
         self.children += [[] for _ in range(count)]
         self.children[owner] += range(first, first + count)
-        ids = {instr.name: node for node, instr in enumerate(instructions, first)}
-        by_name = {instr.name: instr for instr in instructions}
-        edges = []
-        for instr in instructions:
-            target = ids[instr.name]
-            for index, operand in enumerate(instr.operands):
-                source = by_name.get(operand)
-                if source is None and operand[:1] == "%":
-                    source = comp.get(operand)
-                if source is not None:
-                    edges.append((ids[operand], target, source.shape.nbytes, index))
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in comp.parameters]
@@ -384,31 +376,26 @@ class GraphTree:
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
+        children, key = self.children, self.order.__getitem__
         new_order: list[int] = []
+        visit = new_order.append
         stack = [0]
         while stack:
             node = stack.pop()
-            new_order.append(node)
-            kids = sorted(self.children[node], key=self.order.__getitem__)
-            stack.extend(reversed(kids))
-        new_id = [-1] * (len(self.kind) + 1)  # new_id[-1] stays -1: the root's parent
-        for new, old in enumerate(new_order):
-            new_id[old] = new
-        kind, label, instr, order, parent = (
-            self.kind,
-            self.label,
-            self.instr,
-            self.order,
-            self.parent,
-        )
-        self.kind = [kind[o] for o in new_order]
-        self.label = [label[o] for o in new_order]
-        self.instr = [instr[o] for o in new_order]
-        self.order = [order[o] for o in new_order]
-        self.parent = [new_id[parent[o]] for o in new_order]
+            visit(node)
+            kids = children[node]
+            if kids:
+                stack.extend(reversed(sorted(kids, key=key) if len(kids) > 1 else kids))
+        new_id = _inverse(new_order, len(self.kind))
+        renumbered = new_id.__getitem__
+        self.kind = list(map(self.kind.__getitem__, new_order))
+        self.label = list(map(self.label.__getitem__, new_order))
+        self.instr = list(map(self.instr.__getitem__, new_order))
+        self.order = list(map(self.order.__getitem__, new_order))
+        self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
         self.children = [[] for _ in new_order]
         children = self.children
-        for node, up in enumerate(self.parent):
+        for node, up in enumerate(self.parent):  # in order: each list comes out sorted
             if up >= 0:
                 children[up].append(node)
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
@@ -471,19 +458,48 @@ def _program_computations(
     return sorted(called, key=lambda c: c[1] == "condition")
 
 
-def _program_order(comp: HloComputation) -> list[float]:
-    """Sort keys in program order; an operand-less op (parameter, constant) sits by its first user."""
-    index = {instr.name: i for i, instr in enumerate(comp.instructions)}
-    first_user: dict[str, int] = {}
-    for i, instr in enumerate(comp.instructions):
-        for operand in instr.operands:
-            first_user.setdefault(operand, i)
-    return [
-        first_user[instr.name] - 0.5
-        if not instr.operands and instr.name in first_user
-        else float(i)
-        for instr, i in zip(comp.instructions, index.values())
-    ]
+def _edges_and_order(
+    comp: HloComputation, ids: dict[str, int], first: int
+) -> tuple[list[tuple[int, int, int, int]], list[float]]:
+    """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
+    node ids ``ids`` gives, and each instruction's sort key in program order: its index,
+    or for an operand-less op (parameter, constant) its first user's index less 0.5, so
+    it sits by that user. One pass over the operands: fusion bodies hold most instructions.
+    """
+    instructions = comp.instructions
+    nbytes = [instr.shape.nbytes for instr in instructions]
+    order = [float(index) for index in range(len(instructions))]
+    used = [False] * len(instructions)
+    edges: list[tuple[int, int, int, int]] = []
+    add_edge = edges.append
+    find = ids.get
+    for index, instr in enumerate(instructions):
+        operands = instr.operands
+        if not operands:
+            continue
+        target = first + index
+        for position, operand in enumerate(operands):
+            source = find(operand)
+            if source is None:
+                found = comp.get(operand) if operand[:1] == "%" else None
+                if found is None:
+                    continue
+                source = ids[found.name]
+            local = source - first
+            if not used[local]:
+                used[local] = True
+                if not instructions[local].operands:
+                    order[local] = index - 0.5
+            add_edge((source, target, nbytes[local], position))
+    return edges, order
+
+
+def _inverse(new_order: list[int], size: int) -> list[int]:
+    """``new_id[old]`` for the ``size`` old ids, -1 for any left out and at ``new_id[-1]``."""
+    new_id = [-1] * (size + 1)
+    for new, old in enumerate(new_order):
+        new_id[old] = new
+    return new_id
 
 
 def _is_program(comp: HloComputation) -> bool:

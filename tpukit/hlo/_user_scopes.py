@@ -90,22 +90,18 @@ def split_scope(op_name: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)  # a module repeats a few thousand op names many times
 def _split_scope(op_name: str) -> tuple[str, ...]:
-    parts, depth, start = [], 0, 0
-    for found in _SCOPE_MARK.finditer(op_name):  # brackets and slashes: a few per name
-        char = found.group()
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif depth <= 0:
-            index = found.start()
-            parts.append(op_name[start:index])
-            start = index + 1
-    parts.append(op_name[start:])
-    return tuple(p for p in parts if p)
-
-
-_SCOPE_MARK = re.compile(r"[()\[\]/]")
+    parts: list[str] = []
+    depth, piece = 0, None  # brackets open before the slash; the piece they hold open
+    for part in op_name.split("/"):
+        piece = part if piece is None else f"{piece}/{part}"
+        depth += part.count("(") + part.count("[") - part.count(")") - part.count("]")
+        if depth <= 0:  # a slash outside brackets ends the piece
+            if piece:
+                parts.append(piece)
+            piece = None
+    if piece:
+        parts.append(piece)
+    return tuple(parts)
 
 
 def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
@@ -222,17 +218,10 @@ def _owner(
     """
     weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     if instr.opcode == "fusion":
-        stack = [c for c in module.called(instr)]
-        while stack:
-            for inner in stack.pop():
-                if inner.opcode == "fusion":
-                    stack.extend(module.called(inner))
-                    continue
-                if not inner.metadata.op_name or inner.opcode == "parameter":
-                    continue
-                totals = weight.setdefault(_parse_op_name(inner.metadata.op_name), [0] * 4)
-                totals[0] += instruction_flops(inner, module)
-                totals[3] += 1
+        for op_name, (flops, ops) in _fused_work(instr, module).items():
+            totals = weight.setdefault(_parse_op_name(op_name), [0] * 4)
+            totals[0] += flops
+            totals[3] += ops
         for fused in module.called(instr)[:1]:
             for inner, nbytes, written in _boundary_bytes(fused):
                 key = _parse_op_name(inner.metadata.op_name)
@@ -245,13 +234,72 @@ def _owner(
     return _parse_op_name(instr.metadata.op_name), weight
 
 
-def _boundary_bytes(fused: HloComputation):
+def _fused_work(instr: HloInstruction, module: HloModule) -> dict[str, list[int]]:
+    """``[FLOPs, ops]`` by op_name of the named ops a fusion runs (nested fusions too),
+    in the order they first appear: one pass over the fused instructions, each name
+    parsed later once (the ops of a fusion share a few names)."""
+    work: dict[str, list[int]] = {}
+    stack = module.called(instr)
+    while stack:
+        for inner in stack.pop().instructions:
+            opcode = inner.opcode
+            if opcode == "fusion":
+                stack.extend(module.called(inner))
+                continue
+            op_name = inner.metadata.op_name
+            if not op_name or opcode == "parameter":
+                continue
+            totals = work.get(op_name)
+            if totals is None:
+                totals = work[op_name] = [0, 0]
+            if opcode in _OWN_FLOPS or inner.called_computations:
+                totals[0] += instruction_flops(inner, module)
+            totals[1] += 1
+    return work
+
+
+# The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
+_OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
+
+
+def _boundary_bytes(fused: HloComputation) -> list[tuple[HloInstruction, int, bool]]:
     """``(op, bytes, written)`` for the traffic at a fused computation's boundary.
 
     A parameter's bytes go to the first op with a name scope that reads it (through
     plumbing such as bitcasts and broadcasts); the result's to the op that makes it
     (each element of a multi-output fusion's tuple to its own maker).
     """
+    traffic = []
+    for param, found in zip(fused.parameters, _readers(fused)):
+        if found is not None:
+            traffic.append((found, param.shape.nbytes, False))
+    root = fused.root
+    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
+    for maker in makers:
+        if maker is not None and maker.metadata.op_name:
+            traffic.append((maker, maker.shape.nbytes, True))
+    return traffic
+
+
+def _readers(fused: HloComputation) -> list[HloInstruction | None]:
+    """For each parameter of ``fused``, the first op with a name scope that reads it.
+
+    Users are searched in program order, depth first through users without a name
+    scope (at most 8 deep). Most parameters' first user has a name: found by one scan
+    for first users, the users of every value listed only when one has not.
+    """
+    params = [param.name for param in fused.parameters]
+    first_user: dict[str, HloInstruction] = {}
+    wanted = set(params)
+    for inner in fused.instructions:
+        for operand in inner.operands:
+            if operand in wanted:
+                wanted.discard(operand)
+                first_user[operand] = inner
+        if not wanted:
+            break
+    if all(user.metadata.op_name for user in first_user.values()):
+        return [first_user.get(name) for name in params]
     users: dict[str, list[HloInstruction]] = defaultdict(list)
     for inner in fused.instructions:
         for operand in inner.operands:
@@ -265,15 +313,7 @@ def _boundary_bytes(fused: HloComputation):
                 return found
         return None
 
-    for param in fused.parameters:
-        found = reader(param.name)
-        if found is not None:
-            yield found, param.shape.nbytes, False
-    root = fused.root
-    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
-    for maker in makers:
-        if maker is not None and maker.metadata.op_name:
-            yield maker, maker.shape.nbytes, True
+    return [reader(name) for name in params]
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:
