@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from itertools import compress
 
 from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -338,15 +339,19 @@ class GraphTree:
             group = stack.pop()
             kids = sorted(self.children[group], key=self.order.__getitem__)
             self.children[group] = kids
-            stack.extend(k for k in kids if self.kind[k] == SCOPE)
+            kinds = list(map(self.kind.__getitem__, kids))
+            stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if len(kids) <= MAX_CHILDREN:
                 continue
             runs: list[list[int]] = [[]]
-            for kid in kids:
-                if self.kind[kid] == INSTRUCTION:
-                    runs[-1].append(kid)
-                else:
-                    runs.extend([[kid], []])
+            if kinds.count(INSTRUCTION) == len(kinds):  # a fusion's ops: one run
+                runs[-1] = kids
+            else:
+                for kid, kind in zip(kids, kinds):
+                    if kind == INSTRUCTION:
+                        runs[-1].append(kid)
+                    else:
+                        runs.extend([[kid], []])
             kids = []
             for run in runs:
                 if len(run) > 4 and self.kind[run[0]] == INSTRUCTION:
@@ -378,14 +383,22 @@ class GraphTree:
         """Number the nodes depth first, children in program order."""
         children, key = self.children, self.order.__getitem__
         new_order: list[int] = []
-        visit = new_order.append
+        visit, visit_all = new_order.append, new_order.extend
+        families: list[tuple[int, list[int]]] = []  # (node, its children in order)
         stack = [0]
         while stack:
             node = stack.pop()
             visit(node)
             kids = children[node]
-            if kids:
-                stack.extend(reversed(sorted(kids, key=key) if len(kids) > 1 else kids))
+            if not kids:
+                continue
+            if len(kids) > 1:
+                kids = sorted(kids, key=key)
+            families.append((node, kids))
+            if any(map(children.__getitem__, kids)):
+                stack.extend(reversed(kids))
+            else:  # leaves only (a fusion's ops, a part of them): numbered right here
+                visit_all(kids)
         new_id = _inverse(new_order, len(self.kind))
         renumbered = new_id.__getitem__
         self.kind = list(map(self.kind.__getitem__, new_order))
@@ -394,10 +407,8 @@ class GraphTree:
         self.order = list(map(self.order.__getitem__, new_order))
         self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
         self.children = [[] for _ in new_order]
-        children = self.children
-        for node, up in enumerate(self.parent):  # in order: each list comes out sorted
-            if up >= 0:
-                children[up].append(node)
+        for node, kids in families:  # numbered in this order, so each list comes sorted
+            self.children[new_id[node]] = list(map(renumbered, kids))
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
         self.notes = {new_id[k]: v for k, v in self.notes.items()}

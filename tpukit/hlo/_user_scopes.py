@@ -115,33 +115,56 @@ def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
         >>> parse_scope(["jit(step)", "transpose(jvp(model (MLP)))", "layers[0] (Linear)"])
         ('backward', ('model (MLP)', 'layers[0] (Linear)'))
     """
+    return _parse_components(tuple(components))
+
+
+@functools.lru_cache(maxsize=65536)  # ops of one layer share their name stack
+def _parse_components(components: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     direction, names = "plain", []
     for component in components:
-        transforms = []
-        found = _TRANSFORM.fullmatch(component)
-        while found:
-            transforms.append(found.group(1))
-            component = found.group(2)
-            found = _TRANSFORM.fullmatch(component)
-        if "transpose" in transforms:
+        backward, forward, name = _parse_component(component)
+        if backward:
             direction = "backward"
-        elif direction == "plain" and ("jvp" in transforms or "linearize" in transforms):
+        elif direction == "plain" and forward:
             direction = "forward"
-        if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
-            continue
-        if component and not _STRUCTURE.fullmatch(component):
-            names.append(component)
+        if name:
+            names.append(name)
     return direction, tuple(names)
+
+
+@functools.lru_cache(maxsize=65536)  # a module's name stacks share a few hundred components
+def _parse_component(component: str) -> tuple[bool, bool, str]:
+    """``(backward, forward, name)`` of one name-stack component: whether its
+    transformations make it the backward or the forward pass, and the name it adds
+    (``""`` for a jitted function's or a control-flow part's)."""
+    transforms = []
+    found = _TRANSFORM.fullmatch(component)
+    while found:
+        transforms.append(found.group(1))
+        component = found.group(2)
+        found = _TRANSFORM.fullmatch(component)
+    if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
+        component = ""
+    elif _STRUCTURE.fullmatch(component):
+        component = ""
+    return (
+        "transpose" in transforms,
+        "jvp" in transforms or "linearize" in transforms,
+        component,
+    )
 
 
 def function_name(comp: HloComputation) -> str | None:
     """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
     counts: dict[str, int] = defaultdict(int)
+    op_names: dict[str, int] = defaultdict(int)  # each name parsed once, in first-use order
     for instr in comp.instructions:
-        first = split_scope(instr.metadata.op_name)[:1]
+        op_names[instr.metadata.op_name] += 1
+    for op_name, uses in op_names.items():
+        first = _split_scope(op_name)[:1]
         found = _TRANSFORM.fullmatch(first[0]) if first else None
         if found and found.group(1) in ("jit", "pjit") and found.group(2):
-            counts[found.group(2)] += 1
+            counts[found.group(2)] += uses
     return max(counts, key=counts.__getitem__) if counts else None
 
 
@@ -218,15 +241,22 @@ def _owner(
     """
     weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     if instr.opcode == "fusion":
-        for op_name, (flops, ops) in _fused_work(instr, module).items():
-            totals = weight.setdefault(_parse_op_name(op_name), [0] * 4)
-            totals[0] += flops
-            totals[3] += ops
-        for fused in module.called(instr)[:1]:
-            for inner, nbytes, written in _boundary_bytes(fused):
-                key = _parse_op_name(inner.metadata.op_name)
-                weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
+        called = module.called(instr)
+        work, traffic = _fused_work(called, module)
+        for op_name, (flops, ops) in work.items():
+            key = _parse_op_name(op_name)
+            totals = weight.get(key)
+            if totals is None:
+                weight[key] = [flops, 0, 0, ops]
+            else:
+                totals[0] += flops
+                totals[3] += ops
+        for inner, nbytes, written in traffic:
+            key = _parse_op_name(inner.metadata.op_name)
+            weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
     if weight:
+        if len(weight) == 1:
+            return next(iter(weight)), weight
         candidates = [k for k in weight if k[0] == "backward"] or list(weight)
         return max(candidates, key=weight.__getitem__), weight
     if not instr.metadata.op_name or instr.opcode == "parameter":
@@ -234,14 +264,35 @@ def _owner(
     return _parse_op_name(instr.metadata.op_name), weight
 
 
-def _fused_work(instr: HloInstruction, module: HloModule) -> dict[str, list[int]]:
-    """``[FLOPs, ops]`` by op_name of the named ops a fusion runs (nested fusions too),
-    in the order they first appear: one pass over the fused instructions, each name
-    parsed later once (the ops of a fusion share a few names)."""
+def _fused_work(
+    called: list[HloComputation], module: HloModule
+) -> tuple[dict[str, list[int]], list[tuple[HloInstruction, int, bool]]]:
+    """What a fusion running ``called`` does, from one pass over its instructions.
+
+    First ``[FLOPs, ops]`` by op_name of the named ops it runs (nested fusions too), in
+    the order they first appear (each name is parsed later, once); then the traffic at
+    the boundary of its fused computation, ``(op, bytes, written)``: a parameter's
+    bytes go to the first op with a name scope that reads it (through plumbing such
+    as bitcasts and broadcasts), the result's to the op that makes it (each element
+    of a multi-output fusion's tuple to its own maker).
+    """
     work: dict[str, list[int]] = {}
-    stack = module.called(instr)
+    if not called:
+        return work, []
+    fused = called[0]
+    params = fused.parameters
+    first_user: dict[str, HloInstruction] = {}
+    unread = {param.name for param in params}  # parameters whose first reader is not seen yet
+    stack = list(called)
     while stack:
-        for inner in stack.pop().instructions:
+        comp = stack.pop()
+        watch = comp is fused
+        for inner in comp.instructions:
+            if watch and unread:
+                for operand in inner.operands:
+                    if operand in unread:
+                        unread.discard(operand)
+                        first_user[operand] = inner
             opcode = inner.opcode
             if opcode == "fusion":
                 stack.extend(module.called(inner))
@@ -255,51 +306,32 @@ def _fused_work(instr: HloInstruction, module: HloModule) -> dict[str, list[int]
             if opcode in _OWN_FLOPS or inner.called_computations:
                 totals[0] += instruction_flops(inner, module)
             totals[1] += 1
-    return work
+    if all(user.metadata.op_name for user in first_user.values()):
+        readers = [first_user.get(param.name) for param in params]
+    else:  # through users without a name scope
+        readers = _readers(fused, params)
+    traffic = [
+        (found, param.shape.nbytes, False)
+        for param, found in zip(params, readers)
+        if found is not None
+    ]
+    root = fused.root
+    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
+    for maker in makers:
+        if maker is not None and maker.metadata.op_name:
+            traffic.append((maker, maker.shape.nbytes, True))
+    return work, traffic
 
 
 # The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
 _OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
 
 
-def _boundary_bytes(fused: HloComputation) -> list[tuple[HloInstruction, int, bool]]:
-    """``(op, bytes, written)`` for the traffic at a fused computation's boundary.
-
-    A parameter's bytes go to the first op with a name scope that reads it (through
-    plumbing such as bitcasts and broadcasts); the result's to the op that makes it
-    (each element of a multi-output fusion's tuple to its own maker).
-    """
-    traffic = []
-    for param, found in zip(fused.parameters, _readers(fused)):
-        if found is not None:
-            traffic.append((found, param.shape.nbytes, False))
-    root = fused.root
-    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
-    for maker in makers:
-        if maker is not None and maker.metadata.op_name:
-            traffic.append((maker, maker.shape.nbytes, True))
-    return traffic
-
-
-def _readers(fused: HloComputation) -> list[HloInstruction | None]:
-    """For each parameter of ``fused``, the first op with a name scope that reads it.
-
-    Users are searched in program order, depth first through users without a name
-    scope (at most 8 deep). Most parameters' first user has a name: found by one scan
-    for first users, the users of every value listed only when one has not.
-    """
-    params = [param.name for param in fused.parameters]
-    first_user: dict[str, HloInstruction] = {}
-    wanted = set(params)
-    for inner in fused.instructions:
-        for operand in inner.operands:
-            if operand in wanted:
-                wanted.discard(operand)
-                first_user[operand] = inner
-        if not wanted:
-            break
-    if all(user.metadata.op_name for user in first_user.values()):
-        return [first_user.get(name) for name in params]
+def _readers(
+    fused: HloComputation, parameters: list[HloInstruction]
+) -> list[HloInstruction | None]:
+    """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
+    it: users in program order, depth first through users without one (at most 8 deep)."""
     users: dict[str, list[HloInstruction]] = defaultdict(list)
     for inner in fused.instructions:
         for operand in inner.operands:
@@ -313,7 +345,7 @@ def _readers(fused: HloComputation) -> list[HloInstruction | None]:
                 return found
         return None
 
-    return [reader(name) for name in params]
+    return [reader(param.name) for param in parameters]
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:
