@@ -219,7 +219,12 @@ def _is_step(comp: HloComputation) -> bool:
     for instr in comp.instructions:
         if instr.opcode not in _TRIVIAL and instr.metadata.op_name:
             seen.add(_parse_op_name(instr.metadata.op_name)[0])
-    return {"forward", "backward"} <= seen
+            if len(seen) > 1 and _PASSES <= seen:  # both passes seen: no need to read on
+                return True
+    return False
+
+
+_PASSES = frozenset({"forward", "backward"})
 
 
 @functools.lru_cache(maxsize=4096)
