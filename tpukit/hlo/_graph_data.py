@@ -156,9 +156,9 @@ class GraphTree:
         sections: dict[str, dict] = {}
         for instr in comp.instructions:
             section = plan.section[instr.name]
-            node = trie if not section else sections.setdefault(section, {"": [], "/": {}})
+            node = _sub_trie(sections, section) if section else trie
             for part in plan.path[instr.name]:
-                node = node["/"].setdefault(part, {"": [], "/": {}})
+                node = _sub_trie(node["/"], part)
             node[""].append(ids[instr.name])
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
@@ -212,12 +212,15 @@ class GraphTree:
         compiler printed it in; a cycle is broken at the child that comes first.
         """
         kids = self.children[group]
-        child: dict[int, int] = {}
-        stack = [(k, k) for k in kids]
-        while stack:
-            node, top = stack.pop()
-            child[node] = top
-            stack.extend((k, top) for k in self.children[node])
+        children = self.children
+        child: dict[int, int] = {}  # every node under the group -> the child it is under
+        for top in kids:
+            stack = [top]
+            while stack:
+                node = stack.pop()
+                child[node] = top
+                if children[node]:
+                    stack.extend(children[node])
         after: dict[int, set[int]] = {k: set() for k in kids}
         waiting = dict.fromkeys(kids, 0)
         for node, top in child.items():
@@ -516,6 +519,14 @@ def _inverse(new_order: list[int], size: int) -> list[int]:
 
 def _is_program(comp: HloComputation) -> bool:
     return comp.kind not in ("fusion", "applied")
+
+
+def _sub_trie(tries: dict[str, dict], name: str) -> dict:
+    """The trie of scope ``name`` among ``tries``, new if need be (not a new one per op)."""
+    found = tries.get(name)
+    if found is None:
+        found = tries[name] = {"": [], "/": {}}
+    return found
 
 
 def _trie_members(trie: dict) -> set[int]:
