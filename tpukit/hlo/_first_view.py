@@ -90,27 +90,32 @@ def _plumbing(data: GraphTree) -> list[bool]:
     """Whether a node holds only setup: parameters, constants and what is computed from
     constants alone (RoPE tables, shape constants, iotas), through its groups."""
     from_constants = _from_constants(data.module)
+    nothing: frozenset[str] = frozenset()
     only = [True] * len(data.kind)
+    children, instrs = data.children, data.instr
     for node in range(len(data.kind) - 1, -1, -1):
-        instr = data.instr[node]
+        instr = instrs[node]
+        kids = children[node]
         if instr is not None:
-            only[node] = not data.children[node] and (
-                instr.opcode == "parameter" or (instr.computation, instr.name) in from_constants
+            only[node] = not kids and (
+                instr.opcode == "parameter"
+                or instr.name in from_constants.get(instr.computation, nothing)
             )
-        else:
-            only[node] = all(only[k] for k in data.children[node])
+        elif kids:
+            only[node] = all(map(only.__getitem__, kids))
     return only
 
 
-def _from_constants(module: HloModule) -> set[tuple[str, str]]:
-    """``(computation, instruction)`` of every value computed from constants alone."""
-    found: set[tuple[str, str]] = set()
+def _from_constants(module: HloModule) -> dict[str, set[str]]:
+    """The names of every value computed from constants alone, by computation."""
+    found: dict[str, set[str]] = {}
     for comp in module.computations.values():
+        names = found[comp.name] = set()
         for instr in comp.instructions:  # HLO text defines a value before its uses
             if instr.called_computations and instr.opcode != "reduce":
                 continue
             if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
-                found.add((comp.name, instr.name))
-            elif instr.operands and all((comp.name, o) in found for o in instr.operands):
-                found.add((comp.name, instr.name))
+                names.add(instr.name)
+            elif instr.operands and names.issuperset(instr.operands):
+                names.add(instr.name)
     return found

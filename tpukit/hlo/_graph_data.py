@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import defaultdict
+from itertools import compress
 
 from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -98,24 +99,16 @@ class GraphTree:
         instructions = comp.instructions
         first = len(self.kind)
         count = len(instructions)
+        names = [instr.name for instr in instructions]
+        ids = dict(zip(names, range(first, first + count)))
+        edges, order = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
-        self.label += [instr.name for instr in instructions]
+        self.label += names
         self.instr += instructions
-        self.order += _program_order(comp)
+        self.order += order
         self.children += [[] for _ in range(count)]
         self.children[owner] += range(first, first + count)
-        ids = {instr.name: node for node, instr in enumerate(instructions, first)}
-        by_name = {instr.name: instr for instr in instructions}
-        edges = []
-        for instr in instructions:
-            target = ids[instr.name]
-            for index, operand in enumerate(instr.operands):
-                source = by_name.get(operand)
-                if source is None and operand[:1] == "%":
-                    source = comp.get(operand)
-                if source is not None:
-                    edges.append((ids[operand], target, source.shape.nbytes, index))
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in comp.parameters]
@@ -163,9 +156,9 @@ class GraphTree:
         sections: dict[str, dict] = {}
         for instr in comp.instructions:
             section = plan.section[instr.name]
-            node = trie if not section else sections.setdefault(section, {"": [], "/": {}})
+            node = _sub_trie(sections, section) if section else trie
             for part in plan.path[instr.name]:
-                node = node["/"].setdefault(part, {"": [], "/": {}})
+                node = _sub_trie(node["/"], part)
             node[""].append(ids[instr.name])
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
@@ -219,12 +212,15 @@ class GraphTree:
         compiler printed it in; a cycle is broken at the child that comes first.
         """
         kids = self.children[group]
-        child: dict[int, int] = {}
-        stack = [(k, k) for k in kids]
-        while stack:
-            node, top = stack.pop()
-            child[node] = top
-            stack.extend((k, top) for k in self.children[node])
+        children = self.children
+        child: dict[int, int] = {}  # every node under the group -> the child it is under
+        for top in kids:
+            stack = [top]
+            while stack:
+                node = stack.pop()
+                child[node] = top
+                if children[node]:
+                    stack.extend(children[node])
         after: dict[int, set[int]] = {k: set() for k in kids}
         waiting = dict.fromkeys(kids, 0)
         for node, top in child.items():
@@ -346,15 +342,19 @@ class GraphTree:
             group = stack.pop()
             kids = sorted(self.children[group], key=self.order.__getitem__)
             self.children[group] = kids
-            stack.extend(k for k in kids if self.kind[k] == SCOPE)
+            kinds = list(map(self.kind.__getitem__, kids))
+            stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if len(kids) <= MAX_CHILDREN:
                 continue
             runs: list[list[int]] = [[]]
-            for kid in kids:
-                if self.kind[kid] == INSTRUCTION:
-                    runs[-1].append(kid)
-                else:
-                    runs.extend([[kid], []])
+            if kinds.count(INSTRUCTION) == len(kinds):  # a fusion's ops: one run
+                runs[-1] = kids
+            else:
+                for kid, kind in zip(kids, kinds):
+                    if kind == INSTRUCTION:
+                        runs[-1].append(kid)
+                    else:
+                        runs.extend([[kid], []])
             kids = []
             for run in runs:
                 if len(run) > 4 and self.kind[run[0]] == INSTRUCTION:
@@ -384,33 +384,34 @@ class GraphTree:
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
+        children, key = self.children, self.order.__getitem__
         new_order: list[int] = []
+        visit, visit_all = new_order.append, new_order.extend
+        families: list[tuple[int, list[int]]] = []  # (node, its children in order)
         stack = [0]
         while stack:
             node = stack.pop()
-            new_order.append(node)
-            kids = sorted(self.children[node], key=self.order.__getitem__)
-            stack.extend(reversed(kids))
-        new_id = [-1] * (len(self.kind) + 1)  # new_id[-1] stays -1: the root's parent
-        for new, old in enumerate(new_order):
-            new_id[old] = new
-        kind, label, instr, order, parent = (
-            self.kind,
-            self.label,
-            self.instr,
-            self.order,
-            self.parent,
-        )
-        self.kind = [kind[o] for o in new_order]
-        self.label = [label[o] for o in new_order]
-        self.instr = [instr[o] for o in new_order]
-        self.order = [order[o] for o in new_order]
-        self.parent = [new_id[parent[o]] for o in new_order]
+            visit(node)
+            kids = children[node]
+            if not kids:
+                continue
+            if len(kids) > 1:
+                kids = sorted(kids, key=key)
+            families.append((node, kids))
+            if any(map(children.__getitem__, kids)):
+                stack.extend(reversed(kids))
+            else:  # leaves only (a fusion's ops, a part of them): numbered right here
+                visit_all(kids)
+        new_id = _inverse(new_order, len(self.kind))
+        renumbered = new_id.__getitem__
+        self.kind = list(map(self.kind.__getitem__, new_order))
+        self.label = list(map(self.label.__getitem__, new_order))
+        self.instr = list(map(self.instr.__getitem__, new_order))
+        self.order = list(map(self.order.__getitem__, new_order))
+        self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
         self.children = [[] for _ in new_order]
-        children = self.children
-        for node, up in enumerate(self.parent):
-            if up >= 0:
-                children[up].append(node)
+        for node, kids in families:  # numbered in this order, so each list comes sorted
+            self.children[new_id[node]] = list(map(renumbered, kids))
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
         self.notes = {new_id[k]: v for k, v in self.notes.items()}
@@ -471,23 +472,61 @@ def _program_computations(
     return sorted(called, key=lambda c: c[1] == "condition")
 
 
-def _program_order(comp: HloComputation) -> list[float]:
-    """Sort keys in program order; an operand-less op (parameter, constant) sits by its first user."""
-    index = {instr.name: i for i, instr in enumerate(comp.instructions)}
-    first_user: dict[str, int] = {}
-    for i, instr in enumerate(comp.instructions):
-        for operand in instr.operands:
-            first_user.setdefault(operand, i)
-    return [
-        first_user[instr.name] - 0.5
-        if not instr.operands and instr.name in first_user
-        else float(i)
-        for instr, i in zip(comp.instructions, index.values())
-    ]
+def _edges_and_order(
+    comp: HloComputation, ids: dict[str, int], first: int
+) -> tuple[list[tuple[int, int, int, int]], list[float]]:
+    """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
+    node ids ``ids`` gives, and each instruction's sort key in program order: its index,
+    or for an operand-less op (parameter, constant) its first user's index less 0.5, so
+    it sits by that user. One pass over the operands: fusion bodies hold most instructions
+    (a loop beats maps and zips here: most computations are a dozen instructions).
+    """
+    instructions = comp.instructions
+    nbytes = [instr.shape.nbytes for instr in instructions]
+    order = [float(index) for index in range(len(instructions))]
+    used = [False] * len(instructions)
+    edges: list[tuple[int, int, int, int]] = []
+    add_edge = edges.append
+    find = ids.get
+    for index, instr in enumerate(instructions):
+        operands = instr.operands
+        if not operands:
+            continue
+        target = first + index
+        for position, operand in enumerate(operands):
+            source = find(operand)
+            if source is None:
+                found = comp.get(operand) if operand[:1] == "%" else None
+                if found is None:
+                    continue
+                source = ids[found.name]
+            local = source - first
+            if not used[local]:
+                used[local] = True
+                if not instructions[local].operands:
+                    order[local] = index - 0.5
+            add_edge((source, target, nbytes[local], position))
+    return edges, order
+
+
+def _inverse(new_order: list[int], size: int) -> list[int]:
+    """``new_id[old]`` for the ``size`` old ids, -1 for any left out and at ``new_id[-1]``."""
+    new_id = [-1] * (size + 1)
+    for new, old in enumerate(new_order):
+        new_id[old] = new
+    return new_id
 
 
 def _is_program(comp: HloComputation) -> bool:
     return comp.kind not in ("fusion", "applied")
+
+
+def _sub_trie(tries: dict[str, dict], name: str) -> dict:
+    """The trie of scope ``name`` among ``tries``, new if need be (not a new one per op)."""
+    found = tries.get(name)
+    if found is None:
+        found = tries[name] = {"": [], "/": {}}
+    return found
 
 
 def _trie_members(trie: dict) -> set[int]:

@@ -90,22 +90,18 @@ def split_scope(op_name: str) -> list[str]:
 
 @functools.lru_cache(maxsize=65536)  # a module repeats a few thousand op names many times
 def _split_scope(op_name: str) -> tuple[str, ...]:
-    parts, depth, start = [], 0, 0
-    for found in _SCOPE_MARK.finditer(op_name):  # brackets and slashes: a few per name
-        char = found.group()
-        if char in "([":
-            depth += 1
-        elif char in ")]":
-            depth -= 1
-        elif depth <= 0:
-            index = found.start()
-            parts.append(op_name[start:index])
-            start = index + 1
-    parts.append(op_name[start:])
-    return tuple(p for p in parts if p)
-
-
-_SCOPE_MARK = re.compile(r"[()\[\]/]")
+    parts: list[str] = []
+    depth, piece = 0, None  # brackets open before the slash; the piece they hold open
+    for part in op_name.split("/"):
+        piece = part if piece is None else f"{piece}/{part}"
+        depth += part.count("(") + part.count("[") - part.count(")") - part.count("]")
+        if depth <= 0:  # a slash outside brackets ends the piece
+            if piece:
+                parts.append(piece)
+            piece = None
+    if piece:
+        parts.append(piece)
+    return tuple(parts)
 
 
 def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
@@ -119,33 +115,56 @@ def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
         >>> parse_scope(["jit(step)", "transpose(jvp(model (MLP)))", "layers[0] (Linear)"])
         ('backward', ('model (MLP)', 'layers[0] (Linear)'))
     """
+    return _parse_components(tuple(components))
+
+
+@functools.lru_cache(maxsize=65536)  # ops of one layer share their name stack
+def _parse_components(components: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
     direction, names = "plain", []
     for component in components:
-        transforms = []
-        found = _TRANSFORM.fullmatch(component)
-        while found:
-            transforms.append(found.group(1))
-            component = found.group(2)
-            found = _TRANSFORM.fullmatch(component)
-        if "transpose" in transforms:
+        backward, forward, name = _parse_component(component)
+        if backward:
             direction = "backward"
-        elif direction == "plain" and ("jvp" in transforms or "linearize" in transforms):
+        elif direction == "plain" and forward:
             direction = "forward"
-        if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
-            continue
-        if component and not _STRUCTURE.fullmatch(component):
-            names.append(component)
+        if name:
+            names.append(name)
     return direction, tuple(names)
+
+
+@functools.lru_cache(maxsize=65536)  # a module's name stacks share a few hundred components
+def _parse_component(component: str) -> tuple[bool, bool, str]:
+    """``(backward, forward, name)`` of one name-stack component: whether its
+    transformations make it the backward or the forward pass, and the name it adds
+    (``""`` for a jitted function's or a control-flow part's)."""
+    transforms = []
+    found = _TRANSFORM.fullmatch(component)
+    while found:
+        transforms.append(found.group(1))
+        component = found.group(2)
+        found = _TRANSFORM.fullmatch(component)
+    if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
+        component = ""
+    elif _STRUCTURE.fullmatch(component):
+        component = ""
+    return (
+        "transpose" in transforms,
+        "jvp" in transforms or "linearize" in transforms,
+        component,
+    )
 
 
 def function_name(comp: HloComputation) -> str | None:
     """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
     counts: dict[str, int] = defaultdict(int)
+    op_names: dict[str, int] = defaultdict(int)  # each name parsed once, in first-use order
     for instr in comp.instructions:
-        first = split_scope(instr.metadata.op_name)[:1]
+        op_names[instr.metadata.op_name] += 1
+    for op_name, uses in op_names.items():
+        first = _split_scope(op_name)[:1]
         found = _TRANSFORM.fullmatch(first[0]) if first else None
         if found and found.group(1) in ("jit", "pjit") and found.group(2):
-            counts[found.group(2)] += 1
+            counts[found.group(2)] += uses
     return max(counts, key=counts.__getitem__) if counts else None
 
 
@@ -200,7 +219,12 @@ def _is_step(comp: HloComputation) -> bool:
     for instr in comp.instructions:
         if instr.opcode not in _TRIVIAL and instr.metadata.op_name:
             seen.add(_parse_op_name(instr.metadata.op_name)[0])
-    return {"forward", "backward"} <= seen
+            if len(seen) > 1 and _PASSES <= seen:  # both passes seen: no need to read on
+                return True
+    return False
+
+
+_PASSES = frozenset({"forward", "backward"})
 
 
 @functools.lru_cache(maxsize=4096)
@@ -222,22 +246,22 @@ def _owner(
     """
     weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     if instr.opcode == "fusion":
-        stack = [c for c in module.called(instr)]
-        while stack:
-            for inner in stack.pop():
-                if inner.opcode == "fusion":
-                    stack.extend(module.called(inner))
-                    continue
-                if not inner.metadata.op_name or inner.opcode == "parameter":
-                    continue
-                totals = weight.setdefault(_parse_op_name(inner.metadata.op_name), [0] * 4)
-                totals[0] += instruction_flops(inner, module)
-                totals[3] += 1
-        for fused in module.called(instr)[:1]:
-            for inner, nbytes, written in _boundary_bytes(fused):
-                key = _parse_op_name(inner.metadata.op_name)
-                weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
+        called = module.called(instr)
+        work, traffic = _fused_work(called, module)
+        for op_name, (flops, ops) in work.items():
+            key = _parse_op_name(op_name)
+            totals = weight.get(key)
+            if totals is None:
+                weight[key] = [flops, 0, 0, ops]
+            else:
+                totals[0] += flops
+                totals[3] += ops
+        for inner, nbytes, written in traffic:
+            key = _parse_op_name(inner.metadata.op_name)
+            weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
     if weight:
+        if len(weight) == 1:
+            return next(iter(weight)), weight
         candidates = [k for k in weight if k[0] == "backward"] or list(weight)
         return max(candidates, key=weight.__getitem__), weight
     if not instr.metadata.op_name or instr.opcode == "parameter":
@@ -245,13 +269,74 @@ def _owner(
     return _parse_op_name(instr.metadata.op_name), weight
 
 
-def _boundary_bytes(fused: HloComputation):
-    """``(op, bytes, written)`` for the traffic at a fused computation's boundary.
+def _fused_work(
+    called: list[HloComputation], module: HloModule
+) -> tuple[dict[str, list[int]], list[tuple[HloInstruction, int, bool]]]:
+    """What a fusion running ``called`` does, from one pass over its instructions.
 
-    A parameter's bytes go to the first op with a name scope that reads it (through
-    plumbing such as bitcasts and broadcasts); the result's to the op that makes it
-    (each element of a multi-output fusion's tuple to its own maker).
+    First ``[FLOPs, ops]`` by op_name of the named ops it runs (nested fusions too), in
+    the order they first appear (each name is parsed later, once); then the traffic at
+    the boundary of its fused computation, ``(op, bytes, written)``: a parameter's
+    bytes go to the first op with a name scope that reads it (through plumbing such
+    as bitcasts and broadcasts), the result's to the op that makes it (each element
+    of a multi-output fusion's tuple to its own maker).
     """
+    work: dict[str, list[int]] = {}
+    if not called:
+        return work, []
+    fused = called[0]
+    params = fused.parameters
+    first_user: dict[str, HloInstruction] = {}
+    unread = {param.name for param in params}  # parameters whose first reader is not seen yet
+    stack = list(called)
+    while stack:
+        comp = stack.pop()
+        watch = comp is fused
+        for inner in comp.instructions:
+            if watch and unread:
+                for operand in inner.operands:
+                    if operand in unread:
+                        unread.discard(operand)
+                        first_user[operand] = inner
+            opcode = inner.opcode
+            if opcode == "fusion":
+                stack.extend(module.called(inner))
+                continue
+            op_name = inner.metadata.op_name
+            if not op_name or opcode == "parameter":
+                continue
+            totals = work.get(op_name)
+            if totals is None:
+                totals = work[op_name] = [0, 0]
+            if opcode in _OWN_FLOPS or inner.called_computations:
+                totals[0] += instruction_flops(inner, module)
+            totals[1] += 1
+    if all(user.metadata.op_name for user in first_user.values()):
+        readers = [first_user.get(param.name) for param in params]
+    else:  # through users without a name scope
+        readers = _readers(fused, params)
+    traffic = [
+        (found, param.shape.nbytes, False)
+        for param, found in zip(params, readers)
+        if found is not None
+    ]
+    root = fused.root
+    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
+    for maker in makers:
+        if maker is not None and maker.metadata.op_name:
+            traffic.append((maker, maker.shape.nbytes, True))
+    return work, traffic
+
+
+# The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
+_OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
+
+
+def _readers(
+    fused: HloComputation, parameters: list[HloInstruction]
+) -> list[HloInstruction | None]:
+    """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
+    it: users in program order, depth first through users without one (at most 8 deep)."""
     users: dict[str, list[HloInstruction]] = defaultdict(list)
     for inner in fused.instructions:
         for operand in inner.operands:
@@ -265,15 +350,7 @@ def _boundary_bytes(fused: HloComputation):
                 return found
         return None
 
-    for param in fused.parameters:
-        found = reader(param.name)
-        if found is not None:
-            yield found, param.shape.nbytes, False
-    root = fused.root
-    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
-    for maker in makers:
-        if maker is not None and maker.metadata.op_name:
-            yield maker, maker.shape.nbytes, True
+    return [reader(param.name) for param in parameters]
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:
