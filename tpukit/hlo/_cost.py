@@ -132,8 +132,9 @@ _ASYNC_DONE = frozenset(
 _NO_BYTES = _NO_TRAFFIC | _ASYNC_DONE
 # Library calls whose tuple result ends in a scratch buffer (cuBLAS's s8 workspace).
 _SCRATCH_TARGETS = ("__cublas", "__cudnn")
-#: The opcodes `own_dot_conv_flops` counts; every other instruction's own FLOPs are 0.
-_FLOP_OPS = frozenset({"dot", "convolution", "custom-call"})
+#: The opcodes `own_dot_conv_flops` counts: an instruction of another opcode that calls
+#: no computation has no FLOPs (`instruction_flops` gives 0).
+FLOP_OPS = frozenset({"dot", "convolution", "custom-call"})
 _WINDOW_FIELD = re.compile(r"(\w+)=([\d_x-]+)")
 _LHS_CONTRACTING = re.compile(r'lhs_contracting_dimensions\\?"\s*:\s*\[([^\]]*)\]')
 
@@ -280,7 +281,7 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
 
 
 def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
-    if not instr.called_computations and instr.opcode not in _FLOP_OPS:
+    if not instr.called_computations and instr.opcode not in FLOP_OPS:
         return 0  # most instructions: nothing to count, nothing to look up
     own = own_dot_conv_flops(instr, module)
     if own or not instr.called_computations:

@@ -21,7 +21,6 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from tpukit.display import format_bytes, format_flops
@@ -93,11 +92,14 @@ class OpFacts:
 
     def part_label(self, instrs: list[HloInstruction], costs: Iterable[tuple[int, int]]) -> str:
         """`part_label` of ``instrs``, whose ``(flops, bytes)`` are ``costs`` (in order)."""
-        work = [
-            (self.name(instr), known)
-            for instr, known in zip(instrs, costs)
-            if instr.opcode not in PLUMBING
-        ]
+        named = self._named
+        work = []
+        for instr, known in zip(instrs, costs):
+            opcode = instr.opcode
+            if opcode in PLUMBING:
+                continue
+            name = named.get((instr.metadata.op_name, opcode)) if opcode != "fusion" else None
+            work.append((name or self.name(instr), known))
         return _label(work, instrs)
 
     def _first_of_each_category(self, instr: HloInstruction) -> dict[str, str]:
@@ -169,24 +171,29 @@ def part_label(
 
 def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]) -> str:
     """`part_label` from ``(name, (flops, bytes))`` of each instruction that is not plumbing."""
-    flops: Counter[str] = Counter()
-    nbytes: Counter[str] = Counter()
-    count: Counter[str] = Counter()
+    totals: dict[str, list[int]] = {}  # name -> [ops, FLOPs, bytes], in order of first use
     for name, (own_flops, own_bytes) in work:
-        count[name] += 1
-        flops[name] += own_flops
-        nbytes[name] += own_bytes
-    if not count:
+        entry = totals.get(name)
+        if entry is None:
+            totals[name] = [1, own_flops, own_bytes]
+        else:
+            entry[0] += 1
+            entry[1] += own_flops
+            entry[2] += own_bytes
+    if not totals:
         kinds = {i.opcode for i in instrs}
         return "constants" if kinds <= {"constant"} else "parameters"
     size = f" · {len(instrs)} ops" if len(instrs) > 1 else ""
-    if sum(flops.values()):
-        name, figure = flops.most_common(1)[0][0], format_flops(flops.most_common(1)[0][1])
-    elif sum(nbytes.values()):
-        name, figure = nbytes.most_common(1)[0][0], format_bytes(nbytes.most_common(1)[0][1])
+    # The name with the most FLOPs, else bytes, else ops; the first of equals (`max`).
+    column = next((c for c in (1, 2) if any(entry[c] for entry in totals.values())), 0)
+    name = max(totals, key=lambda n: totals[n][column])
+    k, name_flops, name_bytes = totals[name]
+    if column == 1:
+        figure = format_flops(name_flops)
+    elif column == 2:
+        figure = format_bytes(name_bytes)
     else:
-        name, figure = count.most_common(1)[0][0], ""
-    k = count[name]
+        figure = ""
     return f"{name}{f' ×{k}' if k > 1 else ''}{f' ({figure})' if figure else ''}{size}"
 
 
