@@ -31,9 +31,9 @@ def pack(payload: dict) -> dict:
     wire = dict(payload)
     labels, shapes, ops = payload["label"], payload["shape"], payload["op"]
     heads, tails = [], []
-    for node, text in enumerate(payload["text"]):
+    for text, label, shape, op in zip(payload["text"], labels, shapes, ops, strict=True):
         if text:
-            head = f"%{labels[node]} = {shapes[node]} {ops[node]}"
+            head = f"%{label} = {shape} {op}"
             if text.startswith(head):
                 heads.append(1)
                 tails.append(text[len(head) :])
