@@ -128,8 +128,13 @@ _ASYNC_DONE = frozenset(
     }
     | {"async-update", "async-done"}
 )
+# What `instruction_bytes` counts as 0 bytes, by opcode.
+_NO_BYTES = _NO_TRAFFIC | _ASYNC_DONE
 # Library calls whose tuple result ends in a scratch buffer (cuBLAS's s8 workspace).
 _SCRATCH_TARGETS = ("__cublas", "__cudnn")
+#: The opcodes `own_dot_conv_flops` counts: an instruction of another opcode that calls
+#: no computation has no FLOPs (`instruction_flops` gives 0).
+FLOP_OPS = frozenset({"dot", "convolution", "custom-call"})
 _WINDOW_FIELD = re.compile(r"(\w+)=([\d_x-]+)")
 _LHS_CONTRACTING = re.compile(r'lhs_contracting_dimensions\\?"\s*:\s*\[([^\]]*)\]')
 
@@ -194,13 +199,24 @@ def op_counts(module: HloModule, open_fusions: bool = True) -> Counter[str]:
         >>> op_counts(module, open_fusions=False)["dot"]  # the dot sits in a fusion
         0
     """
-    kinds = (_PROGRAM_KINDS | {"fusion"}) if open_fusions else _PROGRAM_KINDS
     counts: Counter[str] = Counter()
-    reached = module.reachable()
-    for comp in module.computations.values():
-        if comp.kind in kinds and comp.name in reached:
-            counts.update(instr.opcode for instr in comp.instructions)
+    for comp in _counted_computations(module, open_fusions):
+        counts.update(instr.opcode for instr in comp.instructions)
     return counts
+
+
+def instruction_count(module: HloModule) -> int:
+    """``sum(op_counts(module).values())``, without counting each opcode."""
+    return sum(len(comp.instructions) for comp in _counted_computations(module, True))
+
+
+def _counted_computations(module: HloModule, open_fusions: bool) -> list[HloComputation]:
+    """The computations `op_counts` counts: those that run as program (and fused ones)."""
+    kinds = (_PROGRAM_KINDS | {"fusion"}) if open_fusions else _PROGRAM_KINDS
+    reached = module.reachable()
+    return [
+        comp for comp in module.computations.values() if comp.kind in kinds and comp.name in reached
+    ]
 
 
 def dot_conv_flops(module: HloModule) -> int:
@@ -265,6 +281,8 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
 
 
 def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
+    if not instr.called_computations and instr.opcode not in FLOP_OPS:
+        return 0  # most instructions: nothing to count, nothing to look up
     own = own_dot_conv_flops(instr, module)
     if own or not instr.called_computations:
         return own
@@ -457,16 +475,14 @@ def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]
     found: dict[int, int] = {}
     for instr in comp.instructions:
         opcode = instr.opcode
-        if (
-            instr.shape.dtype == "tuple"
-            or opcode in _PART_READERS
-            or opcode == "fusion"
-            or opcode in _NO_TRAFFIC
-            or opcode in _ASYNC_DONE
-        ):
+        if opcode in _NO_BYTES:
+            found[id(instr)] = 0
+            continue
+        shape = instr.shape
+        if shape.dtype == "tuple" or opcode in _PART_READERS or opcode == "fusion":
             found[id(instr)] = instruction_bytes(instr, module)
             continue
-        total: int | None = instr.shape.nbytes
+        total: int | None = shape.nbytes
         for name in instr.operands:
             operand = by_name.get(name)
             if operand is not None:
@@ -495,17 +511,31 @@ def _partial_reads(instr: HloInstruction, module: HloModule) -> dict[int, int]:
         return {}
     found: dict[int, int] = {}
     for body in module.called(instr):
-        users: dict[str, list[HloInstruction]] = {}
-        for inner in body.instructions:
-            for name in inner.operands:
-                users.setdefault(name, []).append(inner)
-        for param in body.instructions:
-            number = param.parameter_number
-            uses = users.get(param.name, [])
-            if number is None or not uses:
+        found.update(_parameters_read_in_part(body))
+    return found
+
+
+def _parameters_read_in_part(body: HloComputation) -> dict[int, int]:
+    """`_partial_reads` of one fused computation: its parameters that every use reads in part."""
+    params = [i for i in body.instructions if i.opcode == "parameter"]
+    usage = {p.name: [0, 0, True] for p in params}  # [uses, bytes they produce, in part]
+    for inner in body.instructions:
+        for name in inner.operands:
+            used = usage.get(name)
+            if used is None:
                 continue
-            if all(u.opcode in _PART_READERS and u.operands[0] == param.name for u in uses):
-                found[number] = sum(u.shape.nbytes for u in uses)
+            used[0] += 1  # one use per mention, as the operand list says
+            if inner.opcode in _PART_READERS and inner.operands[0] == name:
+                used[1] += inner.shape.nbytes
+            else:
+                used[2] = False
+    found: dict[int, int] = {}
+    for param in params:
+        uses, nbytes, in_part = usage[param.name]
+        if uses and in_part:  # (the number read last: most parameters are read whole)
+            number = param.parameter_number
+            if number is not None:
+                found[number] = nbytes
     return found
 
 

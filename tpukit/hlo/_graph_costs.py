@@ -24,7 +24,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_flops
+from tpukit.hlo._cost import (
+    FLOP_OPS,
+    computation_bytes,
+    instruction_bytes,
+    instruction_flops,
+)
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
 
 if TYPE_CHECKING:
@@ -50,39 +55,28 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     by_computation: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
     for node in range(n - 1, -1, -1):
         instr = instrs[node]
-        if instr is not None:
-            flops[node] = instruction_flops(instr, module)
-            table = by_computation.get(instr.computation)
-            if table is None:
-                comp = module.computations.get(instr.computation)
-                table = by_computation[instr.computation] = (
-                    computation_bytes(comp, module) if comp is not None else {}
-                )
-            own_bytes = table.get(id(instr))
-            if own_bytes is None:  # an instruction outside the module's computations
-                own_bytes = instruction_bytes(instr, module)
-            own[node] = own_bytes
-            if instr.opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
-                nbytes[node] = instruction_tally(instr, module).bytes
-            else:
-                nbytes[node] = own_bytes
-        else:
+        if instr is None:
             kids = children[node]
             flops[node] = sum([flops[k] for k in kids])
             nbytes[node] = sum([nbytes[k] for k in kids])
             own[node] = sum([own[k] for k in kids])
+            continue
+        opcode = instr.opcode
+        if instr.called_computations or opcode in FLOP_OPS:  # the others count none
+            flops[node] = instruction_flops(instr, module)
+        table = by_computation.get(instr.computation)
+        if table is None:
+            comp = module.computations.get(instr.computation)
+            table = by_computation[instr.computation] = (
+                computation_bytes(comp, module) if comp is not None else {}
+            )
+        own_bytes = table.get(id(instr))
+        if own_bytes is None:  # an instruction outside the module's computations
+            own_bytes = instruction_bytes(instr, module)
+        own[node] = own_bytes
+        if opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
+            nbytes[node] = instruction_tally(instr, module).bytes
+        else:
+            nbytes[node] = own_bytes
     data._costs = (flops, nbytes, own)
     return data._costs
-
-
-def instruction_costs(data: GraphTree) -> dict[int, tuple[int, int]]:
-    """Each instruction's ``(flops, own bytes)`` by its object's id, for part labels."""
-    found = data._instruction_costs
-    if found is None:
-        flops, _, own = node_costs(data)
-        found = data._instruction_costs = {
-            id(instr): (flops[node], own[node])
-            for node, instr in enumerate(data.instr)
-            if instr is not None
-        }
-    return found

@@ -21,7 +21,6 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Mapping
 
 from tpukit.display import format_bytes, format_flops
@@ -46,20 +45,103 @@ def category(instr: HloInstruction, module: HloModule) -> str:
     found = op_category(instr)
     if found != "fusion":
         return found if found in CATEGORIES else "other"
-    inside = {op_category(i) for c in module.called(instr) for i in c}
-    return next((c for c in FUSION_COLOURED_BY if c in inside), "other")
+    return _fusion_category(_first_of_each_category(instr, module))
 
 
 def what_it_does(instr: HloInstruction, module: HloModule) -> str:
     """A fusion's dot/convolution/collective/reduce, else the JAX op that made it, else the opcode."""
     if instr.opcode == "fusion":
-        inside = [i for c in module.called(instr) for i in c]
-        for wanted in ("matmul", "collective", "reduction"):
-            for inner in inside:
-                if op_category(inner) == wanted:
-                    return inner.opcode
-    jax_op = split_scope(instr.metadata.op_name)[-1:]
-    return jax_op[0] if jax_op else instr.opcode
+        inside = _fused_work(_first_of_each_category(instr, module))
+        if inside is not None:
+            return inside
+    return _jax_op(instr.metadata.op_name, instr.opcode)
+
+
+class OpFacts:
+    """`category`, `what_it_does` and `part_label` of many instructions of one module.
+
+    A graph asks them of hundreds of thousands of instructions with few distinct answers:
+    what a fusion holds is read once per fused computation, and the JAX op of an op name
+    once per name.
+    """
+
+    def __init__(self, module: HloModule) -> None:
+        self.module = module
+        self._inside: dict[tuple, dict[str, str]] = {}
+        self._named: dict[tuple[str, str], str] = {}
+
+    def category(self, instr: HloInstruction) -> str:
+        """`category` of ``instr``."""
+        found = op_category(instr)
+        if found != "fusion":
+            return found if found in CATEGORIES else "other"
+        return _fusion_category(self._first_of_each_category(instr))
+
+    def name(self, instr: HloInstruction) -> str:
+        """`what_it_does` of ``instr``."""
+        opcode = instr.opcode
+        if opcode == "fusion":
+            inside = _fused_work(self._first_of_each_category(instr))
+            if inside is not None:
+                return inside
+        key = (instr.metadata.op_name, opcode)
+        found = self._named.get(key)
+        if found is None:
+            found = self._named[key] = _jax_op(*key)
+        return found
+
+    def part_label(self, instrs: list[HloInstruction], costs: Iterable[tuple[int, int]]) -> str:
+        """`part_label` of ``instrs``, whose ``(flops, bytes)`` are ``costs`` (in order)."""
+        named = self._named
+        work = []
+        for instr, known in zip(instrs, costs):
+            opcode = instr.opcode
+            if opcode in PLUMBING:
+                continue
+            name = named.get((instr.metadata.op_name, opcode)) if opcode != "fusion" else None
+            work.append((name or self.name(instr), known))
+        return _label(work, instrs)
+
+    def _first_of_each_category(self, instr: HloInstruction) -> dict[str, str]:
+        called = tuple(instr.called_computations)
+        found = self._inside.get(called)
+        if found is None:
+            found = self._inside[called] = _first_of_each_category(instr, self.module)
+        return found
+
+
+def _first_of_each_category(instr: HloInstruction, module: HloModule) -> dict[str, str]:
+    """The opcode of the first instruction of each op category in what ``instr`` calls.
+
+    A fused computation holds thousands of instructions of a few opcodes: each opcode's
+    category is asked once (a ``custom-call``'s depends on its target: those ask each).
+    """
+    first: dict[str, str] = {}
+    for comp in module.called(instr):
+        opcodes = dict.fromkeys(inner.opcode for inner in comp)  # in order of first use
+        if "custom-call" in opcodes:
+            for inner in comp:
+                first.setdefault(op_category(inner), inner.opcode)
+        else:
+            for opcode in opcodes:
+                first.setdefault(op_category(opcode), opcode)
+    return first
+
+
+def _fusion_category(inside: dict[str, str]) -> str:
+    """A fusion's colour: the first of `FUSION_COLOURED_BY` among what it holds."""
+    return next((c for c in FUSION_COLOURED_BY if c in inside), "other")
+
+
+def _fused_work(inside: dict[str, str]) -> str | None:
+    """The opcode of the first dot/convolution, else collective, else reduction a fusion runs."""
+    return inside.get("matmul") or inside.get("collective") or inside.get("reduction")
+
+
+def _jax_op(op_name: str, opcode: str) -> str:
+    """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``."""
+    found = split_scope(op_name)[-1:]
+    return found[0] if found else opcode
 
 
 def part_label(
@@ -73,45 +155,73 @@ def part_label(
     bytes (``copy ×213 (1.2 GiB) · 540 ops``), so the dots that do the work are named
     even where the HLO carries no op names; a part of parameters and constants says so.
     ``costs`` gives each instruction's ``(flops, bytes)`` by ``id`` when they are known
-    already (`_graph_costs.instruction_costs`), so they are not computed again.
+    already, so they are not computed again (the graph's payload uses `OpFacts`).
     """
     instrs = list(instrs)
-    flops: Counter[str] = Counter()
-    nbytes: Counter[str] = Counter()
-    count: Counter[str] = Counter()
+    work = []
     for instr in instrs:
         if instr.opcode in PLUMBING:
             continue
-        name = what_it_does(instr, module)
-        count[name] += 1
         known = costs.get(id(instr)) if costs is not None else None
         if known is None:
             known = instruction_flops(instr, module), instruction_bytes(instr, module)
-        flops[name] += known[0]
-        nbytes[name] += known[1]
-    if not count:
+        work.append((what_it_does(instr, module), known))
+    return _label(work, instrs)
+
+
+def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]) -> str:
+    """`part_label` from ``(name, (flops, bytes))`` of each instruction that is not plumbing."""
+    totals: dict[str, list[int]] = {}  # name -> [ops, FLOPs, bytes], in order of first use
+    for name, (own_flops, own_bytes) in work:
+        entry = totals.get(name)
+        if entry is None:
+            totals[name] = [1, own_flops, own_bytes]
+        else:
+            entry[0] += 1
+            entry[1] += own_flops
+            entry[2] += own_bytes
+    if not totals:
         kinds = {i.opcode for i in instrs}
         return "constants" if kinds <= {"constant"} else "parameters"
     size = f" · {len(instrs)} ops" if len(instrs) > 1 else ""
-    if sum(flops.values()):
-        name, figure = flops.most_common(1)[0][0], format_flops(flops.most_common(1)[0][1])
-    elif sum(nbytes.values()):
-        name, figure = nbytes.most_common(1)[0][0], format_bytes(nbytes.most_common(1)[0][1])
+    # The name with the most FLOPs, else bytes, else ops; the first of equals (`max`).
+    column = next((c for c in (1, 2) if any(entry[c] for entry in totals.values())), 0)
+    name = max(totals, key=lambda n: totals[n][column])
+    k, name_flops, name_bytes = totals[name]
+    if column == 1:
+        figure = format_flops(name_flops)
+    elif column == 2:
+        figure = format_bytes(name_bytes)
     else:
-        name, figure = count.most_common(1)[0][0], ""
-    k = count[name]
+        figure = ""
     return f"{name}{f' ×{k}' if k > 1 else ''}{f' ({figure})' if figure else ''}{size}"
 
 
-def display_text(instr: HloInstruction) -> str:
-    """The instruction's HLO line without its metadata, which the panel shows apart."""
+def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> str:
+    """The instruction's HLO line without its metadata, which the panel shows apart.
+
+    ``tails``, a dict kept across the instructions of a module, holds each distinct
+    text after the operands without its metadata: most lines of a module end as others
+    do (the same attributes and metadata), so each ending is cut once.
+    """
     text = instr.text
-    if ", metadata={" not in text:  # nothing the replace below could remove
+    at = text.find(", metadata={")
+    if at < 0:  # nothing the replace below could remove
         return text
-    metadata = metadata_text(instr, text)
-    if metadata:
-        text = text.replace(f", metadata={metadata}", "")
-    return text
+    rest_at = instr._rest_at
+    if tails is None or instr._attributes is not None or at < rest_at:
+        return _without_metadata(text, metadata_text(instr, text))
+    # Every ", metadata={" lies after the operands, so cutting the ending cuts the line;
+    # attributes the parser left unsplit are read from that ending alone (`metadata_text`).
+    rest = text[rest_at:]
+    tail = tails.get(rest)
+    if tail is None:
+        tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
+    return text[:rest_at] + tail
+
+
+def _without_metadata(text: str, metadata: str) -> str:
+    return text.replace(f", metadata={metadata}", "") if metadata else text
 
 
 def clip(text: str, limit: int) -> str:

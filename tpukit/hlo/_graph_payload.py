@@ -10,19 +10,24 @@ the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from itertools import chain
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import op_counts
+from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_costs import instruction_costs, node_costs
-from tpukit.hlo._graph_nodes import category, clip, display_text, part_label
+from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.hlo._loops import trip_count
-from tpukit.hlo._model import HloInstruction, HloModule
+from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule
+from tpukit.hlo._sources import describe_location
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import GraphTree
+
+#: The longest shape and HLO text a node carries (the panel shows no more).
+_SHAPE_LIMIT, _TEXT_LIMIT = 400, 4000
 
 
 def graph_payload(
@@ -39,59 +44,21 @@ def graph_payload(
     def intern(text: str) -> int:
         return strings.setdefault(text, len(strings))
 
-    n = len(data.kind)
-    flops, nbytes, _ = node_costs(data)
-    count = [0] * n
-    cat, op, shape, text = [CATEGORIES.index("group")] * n, [""] * n, [""] * n, [""] * n
-    scope, location, source = [0] * n, [0] * n, [0] * n
-    categories = {name: k for k, name in enumerate(CATEGORIES)}
-    # Many instructions share an opcode, a fusion's kind of work, a shape or an
-    # `HloMetadata` object (the parser shares equal ones): each is worked out once.
-    by_op: dict[object, int] = {}
-    by_shape: dict[int, str] = {}
-    by_meta: dict[int, tuple[int, int, int]] = {}
-    instrs = data.instr
-    for node in range(n - 1, -1, -1):
-        instr = instrs[node]
-        if instr is not None:
-            opcode = instr.opcode
-            key = (
-                tuple(instr.called_computations)
-                if opcode == "fusion"
-                else (instr.custom_call_target if opcode == "custom-call" else opcode)
-            )
-            found = by_op.get(key)
-            if found is None:
-                found = by_op[key] = categories[category(instr, module)]
-            cat[node] = found
-            op[node] = opcode
-            written = by_shape.get(id(instr.shape))
-            if written is None:
-                written = by_shape[id(instr.shape)] = clip(str(instr.shape), 400)
-            shape[node] = written
-            line_text = display_text(instr)
-            text[node] = line_text if len(line_text) <= 4000 else clip(line_text, 4000)
-            meta = instr.metadata
-            said = by_meta.get(id(meta))
-            if said is None:
-                said = by_meta[id(meta)] = _metadata_strings(instr, intern)
-            scope[node], location[node], source[node] = said
-        else:
-            count[node] = sum(
-                1 if data.kind[k] == INSTRUCTION else count[k] for k in data.children[node]
-            )
-            if data.kind[node] == PART:
-                data.label[node] = part_label(_members(data, node), module, instruction_costs(data))
-    for node in range(n):
-        if data.kind[node] == INSTRUCTION and data.children[node]:
-            count[node] = _direct_count(data, node)
+    flops, nbytes, own = node_costs(data)
+    facts = OpFacts(module)
+    columns = _instruction_columns(data, intern, facts)
+    _label_parts(data, flops, own, facts)
     label = list(data.label)
     notes = dict(data.notes)
-    for node in range(n):
-        instr = data.instr[node]
-        if instr is not None and instr.opcode == "while":
-            label[node], notes[node] = _loop_label(instr, module, label[node], notes.get(node))
-    note = [intern(notes.get(node, "")) for node in range(n)]
+    for node in columns.pop("loops"):
+        label[node], notes[node] = _loop_label(
+            data.instr[node], module, label[node], notes.get(node)
+        )
+    n = len(data.kind)
+    note = [0] * n
+    for node in sorted(notes):  # interned in node order: the strings' order is the wire's
+        if 0 <= node < n:
+            note[node] = intern(notes[node])
     return {
         **schema_payload(),
         "title": title,
@@ -101,37 +68,125 @@ def graph_payload(
         "kind": data.kind,
         "parent": data.parent,
         "label": label,
-        "op": op,
-        "cat": cat,
-        "shape": shape,
+        "op": columns["op"],
+        "cat": columns["cat"],
+        "shape": columns["shape"],
         "flops": flops,
         "bytes": nbytes,
-        "count": count,
-        "scope": scope,
-        "location": location,
-        "source": source,
-        "text": text,
+        "count": _counts(data),
+        "scope": columns["scope"],
+        "location": columns["location"],
+        "source": columns["source"],
+        "text": columns["text"],
         "note": note,
         # As written, the summary's and diff's rule: each computation once (`op_counts`).
-        "instructions": sum(op_counts(module).values()),
+        "instructions": instruction_count(module),
         "params": {str(k): v for k, v in data.params.items()},
         "roots": {str(k): v for k, v in data.roots.items()},
-        "blocks": [[owner, [x for edge in edges for x in edge]] for owner, edges in data.blocks],
+        "blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks],
         "open": first_view(data),
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
 
 
-def _metadata_strings(instr: HloInstruction, intern) -> tuple[int, int, int]:
-    """The interned op name, short source label and full source path of ``instr``."""
-    meta = instr.metadata
+def _instruction_columns(
+    data: GraphTree, intern: Callable[[str], int], facts: OpFacts
+) -> dict[str, list]:
+    """The columns only instructions fill: opcode, colour category, shape, HLO text, and
+    the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
+
+    A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
+    opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
+    equal ones) or a source line: each is worked out once. Metadata is interned from the
+    last node to the first, the order the strings table has always had.
+    """
+    n = len(data.kind)
+    cat, op = [CATEGORIES.index("group")] * n, [""] * n
+    shape, text = [""] * n, [""] * n
+    scope, location, source = [0] * n, [0] * n, [0] * n
+    loops = []
+    categories = {name: k for k, name in enumerate(CATEGORIES)}
+    by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
+    by_shape: dict[int, str] = {}
+    by_meta: dict[int, tuple[int, int, int]] = {}
+    by_line: dict[tuple[str, int], tuple[str, str]] = {}
+    tails: dict[str, str] = {}
+    instrs = data.instr
+    for node in range(n - 1, -1, -1):
+        instr = instrs[node]
+        if instr is None:
+            continue
+        opcode = instr.opcode
+        if opcode == "fusion" or opcode == "custom-call":
+            cat[node] = categories[facts.category(instr)]
+        else:
+            found = by_op.get(opcode)
+            if found is None:
+                found = by_op[opcode] = categories[facts.category(instr)]
+            cat[node] = found
+            if opcode == "while":
+                loops.append(node)
+        op[node] = opcode
+        written = by_shape.get(id(instr.shape))
+        if written is None:
+            written = by_shape[id(instr.shape)] = clip(str(instr.shape), _SHAPE_LIMIT)
+        shape[node] = written
+        line_text = display_text(instr, tails)
+        text[node] = line_text if len(line_text) <= _TEXT_LIMIT else clip(line_text, _TEXT_LIMIT)
+        meta = instr.metadata
+        said = by_meta.get(id(meta))
+        if said is None:
+            said = by_meta[id(meta)] = _metadata_strings(meta, intern, by_line)
+        scope[node], location[node], source[node] = said
+    return {
+        "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
+        "location": location, "source": source, "loops": loops,
+    }  # fmt: skip
+
+
+def _metadata_strings(
+    meta: HloMetadata, intern: Callable[[str], int], by_line: dict[tuple[str, int], tuple[str, str]]
+) -> tuple[int, int, int]:
+    """The interned op name, short source label and full source path of ``meta``.
+
+    The two source texts are worked out once per source line (``by_line``).
+    """
     scope = intern(meta.op_name)
     if not meta.source_file:
         return scope, 0, 0
-    line = meta.source_line  # the short label on show, the full path beside it
-    location = intern(instr.source_location)
-    return scope, location, intern(meta.source_file + (f":{line}" if line else ""))
+    where = (meta.source_file, meta.source_line)
+    texts = by_line.get(where)
+    if texts is None:  # the short label on show (`HloInstruction.source_location`), the path
+        line = meta.source_line
+        texts = by_line[where] = (
+            describe_location(meta.source_file, line),
+            meta.source_file + (f":{line}" if line else ""),
+        )
+    return scope, intern(texts[0]), intern(texts[1])
+
+
+def _label_parts(data: GraphTree, flops: list[int], own: list[int], facts: OpFacts) -> None:
+    """Name every part of the tree by the work it holds (`part_label`), in ``data.label``."""
+    instrs = data.instr
+    for node, kind in enumerate(data.kind):
+        if kind == PART:
+            members = _members(data, node)
+            data.label[node] = facts.part_label(
+                [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
+            )
+
+
+def _counts(data: GraphTree) -> list[int]:
+    """Instructions each node holds directly: a group's, through nested groups; a fusion's,
+    call's or loop's, those of the computations it opens (not inside their instructions)."""
+    kind, children = data.kind, data.children
+    count = [0] * len(kind)
+    for node in range(len(kind) - 1, -1, -1):
+        kids = children[node]
+        if kids:
+            count[node] = sum([1 if kind[k] == INSTRUCTION else count[k] for k in kids])
+    return count
 
 
 def memory_payload(data: GraphTree, memory: Mapping[str, int] | None) -> dict:
@@ -188,22 +243,14 @@ def time_payload(data: GraphTree, times: Mapping[str, float] | None) -> dict:
     return {"time": seconds, "timeTotal": seconds[0] or 0.0}
 
 
-def _members(data: GraphTree, node: int) -> list:
-    """The instructions a group holds, through nested groups (not inside instructions)."""
+def _members(data: GraphTree, node: int) -> list[int]:
+    """The instruction nodes a group holds, through nested groups (not inside instructions)."""
     found = []
     stack = list(data.children[node])
     while stack:
         kid = stack.pop()
-        instr = data.instr[kid]
-        if instr is None:
+        if data.instr[kid] is None:
             stack.extend(data.children[kid])
         else:
-            found.append(instr)
+            found.append(kid)
     return found
-
-
-def _direct_count(data: GraphTree, node: int) -> int:
-    total = 0
-    for kid in data.children[node]:
-        total += 1 if data.kind[kid] == INSTRUCTION else _direct_count(data, kid)
-    return total

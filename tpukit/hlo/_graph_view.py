@@ -138,14 +138,15 @@ class HloGraph:
 
     def _repr_html_(self) -> str:
         """One self-contained HTML fragment: styles, data, viewer and layout library inline."""
-        nodes, edges = self.view_counts()
+        payload = self._payload()  # first: it costs the nodes and opens the first view with
+        nodes, edges = self.view_counts()  # the collector paused, and these reuse both
         fallback = html.escape(
             f"HLO graph of {self.title}: {self.num_instructions:,} instructions "
             f"({nodes} nodes, {edges} edges when opened). It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
         body = f'<div class="tkg-fallback">{fallback}</div>'
-        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [self._payload()])
+        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload])
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""

@@ -21,8 +21,9 @@ import base64
 import json
 import zlib
 
-# Level 3: a third of level 6's time on a 3 MB payload, about 10% larger.
-_LEVEL = 3
+# Level 2: a quarter of level 6's time on a 3 MB payload (ResNet-50's training step:
+# 26 ms against 100), 20% larger; level 3 takes half as long again for 5% less.
+_LEVEL = 2
 
 
 def pack(payload: dict) -> dict:
@@ -30,9 +31,9 @@ def pack(payload: dict) -> dict:
     wire = dict(payload)
     labels, shapes, ops = payload["label"], payload["shape"], payload["op"]
     heads, tails = [], []
-    for node, text in enumerate(payload["text"]):
+    for text, label, shape, op in zip(payload["text"], labels, shapes, ops, strict=True):
         if text:
-            head = f"%{labels[node]} = {shapes[node]} {ops[node]}"
+            head = f"%{label} = {shape} {op}"
             if text.startswith(head):
                 heads.append(1)
                 tails.append(text[len(head) :])
