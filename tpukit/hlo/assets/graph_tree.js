@@ -5,9 +5,16 @@
 // numbered depth first, plus data edges per computation (data.blocks). Only open groups
 // show their children.
 //
+// The tree is built for the first draw of a payload of tens of thousands of nodes, of which
+// it draws tens: the constructor does typed-array passes only (each node's children as a
+// slice of one array, its subtree's end), and what only some nodes need -- a group's flow,
+// an instruction's HLO text -- is worked out when first asked for, and kept.
+//
 // Takes: data, the payload (unpacked by graph_view.js).
 // Offers: new GraphTree(data), with
-//   data, n, children[i], instructionKind (read only)
+//   data, n, instructionKind (read only)
+//   children(i): node i's children in program order (an Int32Array: read only)
+//   text(i): node i's HLO text ("" for a group)
 //   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn
 //   setOpen(i, open), openAround(i), resetOpen(), closeAll(): change what is open
 //   openState(), changedSince(state): compare what is open with an earlier state
@@ -19,24 +26,49 @@
 "use strict";
 
 function GraphTree(data) {
-  var self = this, n = data.kind.length;
+  var self = this, n = data.kind.length, parent = data.parent, i;
   this.data = data;
   this.n = n;
   this.instructionKind = data.kinds.findIndex(function (kind) { return kind[0] === "instruction"; });
-  this.children = [];
-  for (var i = 0; i < n; i++) this.children.push([]);
-  for (i = 1; i < n; i++) this.children[data.parent[i]].push(i);
+  // Node i's children are kids[first[i], first[i + 1]): nodes are numbered depth first, so
+  // filling in node order lists each one's children in program order.
+  var first = new Int32Array(n + 1), kids = new Int32Array(Math.max(0, n - 1)), next;
+  for (i = 1; i < n; i++) first[parent[i] + 1]++;
+  for (i = 0; i < n; i++) first[i + 1] += first[i];
+  next = first.slice(0, n);
+  for (i = 1; i < n; i++) kids[next[parent[i]]++] = i;
+  this.first = first;
+  this.kids = kids;
+  this.kidLists = new Array(n);  // node -> its children, made when first asked for
   this.end = new Int32Array(n);  // subtree of i: ids [i, end[i])
   for (i = n - 1; i >= 0; i--) {
     if (this.end[i] < i + 1) this.end[i] = i + 1;
-    var p = data.parent[i];
+    var p = parent[i];
     if (p >= 0 && this.end[p] < this.end[i]) this.end[p] = this.end[i];
   }
   this.blocks = new Map();  // node that owns a computation -> its edges, 4 numbers each
   data.blocks.forEach(function (block) { self.blocks.set(block[0], block[1]); });
+  this.flows = new Map();   // group -> its childFlow, made when first asked for
   this.expanded = new Uint8Array(n);
   this.resetOpen();
 }
+
+GraphTree.prototype.children = function (i) {
+  var list = this.kidLists[i];
+  if (!list) list = this.kidLists[i] = this.kids.subarray(this.first[i], this.first[i + 1]);
+  return list;
+};
+
+GraphTree.prototype.hasChildren = function (i) { return this.first[i + 1] > this.first[i]; };
+
+// The payload sends an instruction's HLO text without the head that its label, shape and
+// op give ("%name = shape op"; data.textHead[i] 2: after "ROOT ", 0: no head), see
+// tpukit/hlo/_graph_wire.py; the panel asks for one node's text at a time.
+GraphTree.prototype.text = function (i) {
+  var d = this.data, text = d.text[i], head = d.textHead ? d.textHead[i] : 0;
+  if (!head) return text;
+  return (head === 2 ? "ROOT %" : "%") + d.label[i] + " = " + d.shape[i] + " " + d.op[i] + text;
+};
 
 // ---------------------------------------------------------------- what is open
 
@@ -67,7 +99,7 @@ GraphTree.prototype.changedSince = function (state) {
   return false;
 };
 
-GraphTree.prototype.isOpen = function (i) { return this.expanded[i] === 1 && this.children[i].length > 0; };
+GraphTree.prototype.isOpen = function (i) { return this.expanded[i] === 1 && this.first[i + 1] > this.first[i]; };
 
 GraphTree.prototype.isAncestor = function (a, b) { return a <= b && b < this.end[a]; };
 
@@ -115,8 +147,15 @@ GraphTree.prototype.edgeOwner = function (group) {
 // The data edges between a group's children, as [from, to, count] by child index, each
 // pointing along flowOrder (an edge against it reversed): a graph without cycles.
 // `rank` is each child's place in that order.
+// Kept per group: the payload's edges do not change.
 GraphTree.prototype.childFlow = function (group) {
-  var kids = this.children[group], index = new Map(), counts = new Map(), links = [];
+  var flow = this.flows.get(group);
+  if (!flow) this.flows.set(group, flow = this.makeChildFlow(group));
+  return flow;
+};
+
+GraphTree.prototype.makeChildFlow = function (group) {
+  var kids = this.children(group), index = new Map(), counts = new Map(), links = [];
   kids.forEach(function (kid, k) { index.set(kid, k); });
   var owner = this.edgeOwner(group);
   var block = owner >= 0 ? this.blocks.get(owner) : [];
