@@ -1,5 +1,6 @@
-"""The graph page's first draw in headless Chromium: the stages it reports, and a damaged
-payload, which must end in the page's error line rather than in an uncaught exception.
+"""The graph page's first draw in headless Chromium: the stages it reports, a damaged
+payload, which must end in the page's error line rather than in an uncaught exception, and
+counts written as Python writes them whatever the browser's locale.
 
 The page decodes its payload (base64, inflate, JSON) before it draws; the root element
 says when each stage ended (``data-script-ms``, ``data-decoded-ms``, ``data-ready-ms``), so a
@@ -14,6 +15,7 @@ import pytest
 from _fixtures import mlp_hlo
 
 from tpukit.hlo import graph
+from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_page import GRAPH, standalone_page, viewer_fragment
 
 STAGES = ("data-script-ms", "data-decoded-ms", "data-ready-ms")
@@ -57,4 +59,27 @@ def test_a_damaged_payload_shows_the_error_line_and_throws_nothing(browser, payl
     assert "could not draw this HLO graph" in page.locator(".tkg-error").inner_text()
     assert page.locator(".tkg-fallback").count() == 0
     assert errors == []
+    page.close()
+
+
+def test_counts_are_written_with_commas_whatever_the_browsers_locale(browser):
+    """The page writes counts as Python's f"{n:,}" does (the cell's text says the same
+    numbers), not in the browser's locale: German would write 22.528."""
+    g = graph(mlp_hlo(), title="mlp")
+    flops = node_costs(g._data)[0]
+    page = browser.new_page(viewport={"width": 1200, "height": 800}, locale="de-DE")
+    page.set_content(g.to_html())
+    page.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
+    assert page.evaluate("(22528).toLocaleString()") == "22.528"  # the locale took
+    status = page.locator(".tkg-status").inner_text()
+    assert f"{g.num_instructions:,} instructions in all" in status, status
+    shown = [
+        int(i)
+        for i in page.eval_on_selector_all(".tkg-node", "els => els.map(e => e.dataset.node)")
+    ]
+    target = max(shown, key=lambda i: flops[i])
+    assert flops[target] >= 1000
+    page.locator(f'.tkg-node[data-node="{target}"]').click(position={"x": 60, "y": 18})
+    field = page.locator('.tkg-panel [data-field="FLOPs (est.)"]').inner_text()
+    assert field.startswith(f"{flops[target]:,} ("), field
     page.close()

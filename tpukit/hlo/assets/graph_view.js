@@ -33,7 +33,7 @@
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
 //   render(anchor)
 /* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
-   clip, fmt, fillCategory, HEADER_H, MAX_CHARS */
+   clip, fmt, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
 
 "use strict";
@@ -240,7 +240,7 @@ GraphView.prototype.render = function (anchor) {
   this.renders += 1;
   var ms = performance.now() - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
-    this.data.instructions.toLocaleString() + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
+    fmtGrouped(this.data.instructions) + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
   this.root.setAttribute("data-nodes", String(count));
   this.root.setAttribute("data-edges", String(edges.length));
   this.root.setAttribute("data-renders", String(this.renders));
