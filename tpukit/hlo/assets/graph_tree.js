@@ -16,7 +16,8 @@
 //   data, n, instructionKind (read only)
 //   children(i): node i's children in program order (read only); hasChildren(i)
 //   text(i): node i's HLO text ("" for a group)
-//   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn
+//   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn;
+//     shownTable(): shownAs of every node, as an Int32Array
 //   setOpen(i, open), openAround(i), resetOpen(), closeAll(): change what is open
 //   openState(), changedSince(state): compare what is open with an earlier state
 //   visibleEdges(): the edges between drawn nodes, [{a, b, bytes}]
@@ -122,16 +123,29 @@ GraphTree.prototype.shownAs = function (node) {
 
 // ---------------------------------------------------------------- edges
 
+// shownAs of every node at once: each closed box stands for its whole subtree (a native fill
+// over its ids), each open group for itself. The edges of a first view ask this of thousands
+// of nodes; walking up from each was most of visibleEdges' time.
+GraphTree.prototype.shownTable = function () {
+  var shown = new Int32Array(this.n), self = this;
+  (function fill(i) {
+    if (!self.isOpen(i)) { shown.fill(i, i, self.end[i]); return; }
+    shown[i] = i;
+    self.children(i).forEach(fill);
+  })(0);
+  return shown;
+};
+
 GraphTree.prototype.visibleEdges = function () {
-  var self = this, d = this.data, edges = new Map();
+  var self = this, d = this.data, edges = new Map(), shown = this.shownTable();
   this.blocks.forEach(function (block, owner) {
-    if (!self.isOpen(owner) || self.shownAs(owner) !== owner) return;
+    if (!self.isOpen(owner) || shown[owner] !== owner) return;
     for (var e = 0; e < block.length; e += 4) {
       var s = block[e], t = block[e + 1], index = block[e + 3], guard = 0;
       while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
       guard = 0;
       while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
-      var a = self.shownAs(s), b = self.shownAs(t);
+      var a = shown[s], b = shown[t];
       if (a === b || self.isAncestor(a, b) || self.isAncestor(b, a)) continue;
       var key = a * self.n + b, edge = edges.get(key);
       if (edge) edge.bytes += block[e + 2];
