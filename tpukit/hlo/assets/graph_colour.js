@@ -20,7 +20,7 @@
 //   paint(i, node, box): fill node i's box (and say its measure in its tooltip)
 //   drawHeader(i, header, chars, width): an open group's measured time at its header's end
 //   rows(i): the panel's rows of node i's measure, [[name, value]]
-/* global svg, el, fmt, fmtSeconds, fmtShare, fillCategory, categoryClass, heatPosition,
+/* global svg, el, fmt, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass, heatPosition,
    heatColour, HEAT_DECADES, CHAR_W */
 /* exported GraphColour */
 
@@ -58,7 +58,7 @@ var MEASURES = {
       if (value === null || value === undefined) {
         return [["memory at the peak", "none: its buffers are not live at the peak (or it makes none)"]];
       }
-      return [["memory at the peak", value.toLocaleString() + " B (" + fmt(value, "B") + ") \u00b7 " +
+      return [["memory at the peak", fmtGrouped(value) + " B (" + fmt(value, "B") + ") \u00b7 " +
         fmtShare(value / (total || 1)) + " of " + fmt(total, "B")]];
     },
     inHeader: false

@@ -74,7 +74,7 @@ GraphLayout.prototype.closedSize = function (i) {
   if (!size) {
     var lines = this.lines(i);
     var chars = Math.min(MAX_CHARS, Math.max(lines[0].length, lines[1].length));
-    var w = Math.max(70, chars * CHAR_W + 20 + (this.tree.children[i].length ? 18 : 0));
+    var w = Math.max(70, chars * CHAR_W + 20 + (this.tree.hasChildren(i) ? 18 : 0));
     size = {w: w, h: NODE_H};
     this.sizes.set(i, size);
   }
@@ -87,7 +87,7 @@ GraphLayout.prototype.closedSize = function (i) {
 GraphLayout.prototype.baseLayout = function (group) {
   var layout = this.layouts.get(group);
   if (layout) return layout;
-  var kids = this.tree.children[group], self = this, flow = this.tree.childFlow(group);
+  var kids = this.tree.children(group), self = this, flow = this.tree.childFlow(group);
   var g = new this.dagre.graphlib.Graph();
   g.setGraph({rankdir: "TB", nodesep: 18, ranksep: RANK_SEP, edgesep: 8, marginx: 0, marginy: 0});
   g.setDefaultEdgeLabel(function () { return {}; });
@@ -133,7 +133,7 @@ GraphLayout.prototype.baseLayout = function (group) {
 // flow stacks that many boxes. The first view closes a group that cannot fit this way
 // without paying for its layout (graph_camera.js, foldToFit).
 GraphLayout.prototype.leastHeight = function (group) {
-  var flow = this.tree.childFlow(group), n = this.tree.children[group].length, depth = new Int32Array(n);
+  var flow = this.tree.childFlow(group), n = this.tree.children(group).length, depth = new Int32Array(n);
   var order = new Int32Array(n), longest = n ? 1 : 0;
   for (var k = 0; k < n; k++) { order[flow.rank[k]] = k; depth[k] = 1; }
   var out = [];
@@ -188,7 +188,7 @@ GraphLayout.prototype.measureNode = function (i) {
     this.w[i] = s.w; this.h[i] = s.h;
     return;
   }
-  var layout = this.baseLayout(i), kids = this.tree.children[i], self = this;
+  var layout = this.baseLayout(i), kids = this.tree.children(i), self = this;
   kids.forEach(function (kid) { self.measureNode(kid); });
   var above = [], shift = 0, minX = Infinity, minY = Infinity, maxX = -Infinity, maxY = -Infinity;
   var dxOf = new Map(), growth = [];
@@ -223,7 +223,7 @@ GraphLayout.prototype.measureNode = function (i) {
 GraphLayout.prototype.place = function (i, x, y) {
   this.x[i] = x; this.y[i] = y;
   if (!this.tree.isOpen(i)) return;
-  var geom = this.geom.get(i), kids = this.tree.children[i];
+  var geom = this.geom.get(i), kids = this.tree.children(i);
   var ox = x + PAD - geom.minX, oy = y + HEADER_H - geom.minY;
   for (var k = 0; k < kids.length; k++) this.place(kids[k], this.x[kids[k]] + ox, this.y[kids[k]] + oy);
 };

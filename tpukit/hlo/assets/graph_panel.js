@@ -9,7 +9,7 @@
 //   show(i, first, last): the panel of node i, with rows [name, value, class] of the
 //     caller's before (`first`) and after (`last`) its own; a row without a value is left out
 //   hide()
-/* global el, fmt */
+/* global el, fmt, fmtGrouped */
 /* exported GraphPanel */
 
 "use strict";
@@ -50,11 +50,12 @@ GraphPanel.prototype.show = function (i, first, last) {
   rows(first || []);
   rows(this.facts(i));
   rows(last || []);
-  var group = tree.children[i].length > 0;
+  var group = tree.hasChildren(i);
   this.toggle.hidden = !group;
   this.toggle.textContent = tree.isOpen(i) ? "Close group" : "Open in place";
-  this.text.hidden = !d.text[i];
-  this.text.textContent = d.text[i];
+  var text = tree.text(i);
+  this.text.hidden = !text;
+  this.text.textContent = text;
   this.element.hidden = false;
 };
 
@@ -62,7 +63,7 @@ GraphPanel.prototype.show = function (i, first, last) {
 GraphPanel.prototype.facts = function (i) {
   var d = this.tree.data, tree = this.tree, out = [];
   function row(name, value) { out.push([name, value]); }
-  var instruction = tree.isInstruction(i), group = tree.children[i].length > 0;
+  var instruction = tree.isInstruction(i), group = tree.hasChildren(i);
   row("kind", instruction && group ? d.op[i] + " (opens in place)" : d.kinds[d.kind[i]][1]);
   if (instruction) {
     row("opcode", d.op[i]);
@@ -78,7 +79,7 @@ GraphPanel.prototype.facts = function (i) {
   }
   row("note", d.strings[d.note[i]]);
   if (group) row("contents", d.count[i] + " instructions");
-  row("FLOPs (est.)", d.flops[i].toLocaleString() + " (" + fmt(d.flops[i], "FLOP") + ")");
-  row("bytes (est.)", d.bytes[i].toLocaleString() + " (" + fmt(d.bytes[i], "B") + ")");
+  row("FLOPs (est.)", fmtGrouped(d.flops[i]) + " (" + fmt(d.flops[i], "FLOP") + ")");
+  row("bytes (est.)", fmtGrouped(d.bytes[i]) + " (" + fmt(d.bytes[i], "B") + ")");
   return out;
 };

@@ -9,12 +9,13 @@
 //   MARGIN: the view's margin around the drawing, in screen pixels
 //   el(tag, cls, parent), svg(tag, attrs, parent): make an HTML or SVG element
 //   clip(text, n), shortShape(shape): shorter text
-//   fmt(value, unit), fmtSeconds(seconds), fmtShare(share): numbers as the page writes them
+//   fmt(value, unit), fmtSeconds(seconds), fmtShare(share), fmtGrouped(value): numbers as the
+//     page writes them
 //   fillCategory(node, data, k): fill an element with colour category k of the payload's palette
 //   categoryClass(name): the CSS class of a colour category
 //   heatPosition(share), heatColour(scale, position), HEAT_DECADES: the heat scale
 /* exported NODE_H, HEADER_H, PAD, RANK_SEP, CHAR_W, MAX_CHARS, MARGIN, el, svg, clip,
-   shortShape, fmt, fmtSeconds, fmtShare, fillCategory, categoryClass, heatPosition,
+   shortShape, fmt, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass, heatPosition,
    heatColour, HEAT_DECADES */
 
 "use strict";
@@ -57,6 +58,16 @@ function fmtSeconds(seconds) {
       return String(parseFloat((seconds / units[k][1]).toPrecision(3))) + " " + units[k][0];
     }
   }
+}
+
+// "1,234,567": a count with "," between thousands, as Python's f"{n:,}" writes it (the cell's
+// text says the same numbers). Not toLocaleString: its first call starts the browser's
+// number formatting (10-30 ms of the first draw), and its separator follows the locale.
+function fmtGrouped(value) {
+  var text = Number.isInteger(value) ? BigInt(value).toString() : String(value), sign = "";
+  if (text.charAt(0) === "-") { sign = "-"; text = text.slice(1); }
+  var dot = text.search(/[^0-9]/), whole = dot < 0 ? text : text.slice(0, dot);
+  return sign + whole.replace(/\B(?=(\d{3})+$)/g, ",") + (dot < 0 ? "" : text.slice(dot));
 }
 
 function fmtShare(share) {

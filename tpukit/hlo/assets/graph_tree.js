@@ -5,10 +5,19 @@
 // numbered depth first, plus data edges per computation (data.blocks). Only open groups
 // show their children.
 //
+// The tree is built for the first draw of a payload of tens of thousands of nodes, of which
+// it draws tens: the constructor makes one pass over the nodes (each one's subtree end), and
+// what only some nodes need -- a group's children and flow, an instruction's HLO text -- is
+// worked out when first asked for, and kept. What is open is kept twice: a byte per node
+// (isOpen) and the set of open nodes (to compare states without a pass over every node).
+//
 // Takes: data, the payload (unpacked by graph_view.js).
 // Offers: new GraphTree(data), with
-//   data, n, children[i], instructionKind (read only)
-//   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn
+//   data, n, instructionKind (read only)
+//   children(i): node i's children in program order (read only); hasChildren(i)
+//   text(i): node i's HLO text ("" for a group)
+//   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn;
+//     shownTable(): shownAs of every node, as an Int32Array
 //   setOpen(i, open), openAround(i), resetOpen(), closeAll(): change what is open
 //   openState(), changedSince(state): compare what is open with an earlier state
 //   visibleEdges(): the edges between drawn nodes, [{a, b, bytes}]
@@ -19,55 +28,87 @@
 "use strict";
 
 function GraphTree(data) {
-  var self = this, n = data.kind.length;
+  var self = this, n = data.kind.length, parent = data.parent, i;
   this.data = data;
   this.n = n;
   this.instructionKind = data.kinds.findIndex(function (kind) { return kind[0] === "instruction"; });
-  this.children = [];
-  for (var i = 0; i < n; i++) this.children.push([]);
-  for (i = 1; i < n; i++) this.children[data.parent[i]].push(i);
   this.end = new Int32Array(n);  // subtree of i: ids [i, end[i])
   for (i = n - 1; i >= 0; i--) {
     if (this.end[i] < i + 1) this.end[i] = i + 1;
-    var p = data.parent[i];
+    var p = parent[i];
     if (p >= 0 && this.end[p] < this.end[i]) this.end[p] = this.end[i];
   }
   this.blocks = new Map();  // node that owns a computation -> its edges, 4 numbers each
   data.blocks.forEach(function (block) { self.blocks.set(block[0], block[1]); });
+  this.kidLists = new Map();  // node -> its children, made when first asked for
+  this.flows = new Map();     // group -> its childFlow, made when first asked for
   this.expanded = new Uint8Array(n);
+  this.openNodes = new Set(); // the nodes i with expanded[i] = 1
   this.resetOpen();
 }
+
+// Nodes are numbered depth first: node i's first child is i + 1, and each next child starts
+// where the one before it ends.
+GraphTree.prototype.children = function (i) {
+  var list = this.kidLists.get(i);
+  if (!list) {
+    list = [];
+    for (var kid = i + 1, end = this.end[i]; kid < end; kid = this.end[kid]) list.push(kid);
+    this.kidLists.set(i, list);
+  }
+  return list;
+};
+
+GraphTree.prototype.hasChildren = function (i) { return this.end[i] > i + 1; };
+
+// The payload sends an instruction's HLO text without the head that its label, shape and
+// op give ("%name = shape op"; data.textHead[i] 2: after "ROOT ", 0: no head), see
+// tpukit/hlo/_graph_wire.py; the panel asks for one node's text at a time.
+GraphTree.prototype.text = function (i) {
+  var d = this.data, text = d.text[i], head = d.textHead ? d.textHead[i] : 0;
+  if (!head) return text;
+  return (head === 2 ? "ROOT %" : "%") + d.label[i] + " = " + d.shape[i] + " " + d.op[i] + text;
+};
 
 // ---------------------------------------------------------------- what is open
 
 // The groups the payload opens (data.open), and the root.
 GraphTree.prototype.resetOpen = function () {
-  this.expanded.fill(0);
-  for (var i = 0; i < this.data.open.length; i++) this.expanded[this.data.open[i]] = 1;
-  this.expanded[0] = 1;
+  this.closeAll();
+  for (var i = 0; i < this.data.open.length; i++) this.setOpen(this.data.open[i], true);
 };
 
 // Only the root open.
 GraphTree.prototype.closeAll = function () {
-  this.expanded.fill(0);
-  this.expanded[0] = 1;
+  var self = this;
+  this.openNodes.forEach(function (i) { self.expanded[i] = 0; });
+  this.openNodes.clear();
+  this.setOpen(0, true);
 };
 
-GraphTree.prototype.setOpen = function (i, open) { this.expanded[i] = open ? 1 : 0; };
+GraphTree.prototype.setOpen = function (i, open) {
+  this.expanded[i] = open ? 1 : 0;
+  if (open) this.openNodes.add(i); else this.openNodes.delete(i);
+};
 
 // Open every group around node i, so that it is drawn.
 GraphTree.prototype.openAround = function (i) {
-  for (var a = this.data.parent[i]; a >= 0; a = this.data.parent[a]) this.expanded[a] = 1;
+  for (var a = this.data.parent[i]; a >= 0; a = this.data.parent[a]) this.setOpen(a, true);
 };
 
-GraphTree.prototype.openState = function () { return this.expanded.slice(); };
+// The open nodes, in order.
+GraphTree.prototype.openState = function () {
+  return Array.from(this.openNodes).sort(function (a, b) { return a - b; });
+};
 
 GraphTree.prototype.changedSince = function (state) {
-  for (var i = 0; i < state.length; i++) if (state[i] !== this.expanded[i]) return true;
+  var now = this.openState();
+  if (now.length !== state.length) return true;
+  for (var k = 0; k < now.length; k++) if (now[k] !== state[k]) return true;
   return false;
 };
 
-GraphTree.prototype.isOpen = function (i) { return this.expanded[i] === 1 && this.children[i].length > 0; };
+GraphTree.prototype.isOpen = function (i) { return this.expanded[i] === 1 && this.end[i] > i + 1; };
 
 GraphTree.prototype.isAncestor = function (a, b) { return a <= b && b < this.end[a]; };
 
@@ -82,16 +123,29 @@ GraphTree.prototype.shownAs = function (node) {
 
 // ---------------------------------------------------------------- edges
 
+// shownAs of every node at once: each closed box stands for its whole subtree (a native fill
+// over its ids), each open group for itself. The edges of a first view ask this of thousands
+// of nodes; walking up from each was most of visibleEdges' time.
+GraphTree.prototype.shownTable = function () {
+  var shown = new Int32Array(this.n), self = this;
+  (function fill(i) {
+    if (!self.isOpen(i)) { shown.fill(i, i, self.end[i]); return; }
+    shown[i] = i;
+    self.children(i).forEach(fill);
+  })(0);
+  return shown;
+};
+
 GraphTree.prototype.visibleEdges = function () {
-  var self = this, d = this.data, edges = new Map();
+  var self = this, d = this.data, edges = new Map(), shown = this.shownTable();
   this.blocks.forEach(function (block, owner) {
-    if (!self.isOpen(owner) || self.shownAs(owner) !== owner) return;
+    if (!self.isOpen(owner) || shown[owner] !== owner) return;
     for (var e = 0; e < block.length; e += 4) {
       var s = block[e], t = block[e + 1], index = block[e + 3], guard = 0;
       while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
       guard = 0;
       while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
-      var a = self.shownAs(s), b = self.shownAs(t);
+      var a = shown[s], b = shown[t];
       if (a === b || self.isAncestor(a, b) || self.isAncestor(b, a)) continue;
       var key = a * self.n + b, edge = edges.get(key);
       if (edge) edge.bytes += block[e + 2];
@@ -99,12 +153,6 @@ GraphTree.prototype.visibleEdges = function () {
     }
   });
   return Array.from(edges.values());
-};
-
-GraphTree.prototype.childOf = function (group, node) {
-  var parent = this.data.parent;
-  while (node >= 0 && parent[node] !== group) node = parent[node];
-  return node;
 };
 
 GraphTree.prototype.edgeOwner = function (group) {
@@ -115,16 +163,22 @@ GraphTree.prototype.edgeOwner = function (group) {
 // The data edges between a group's children, as [from, to, count] by child index, each
 // pointing along flowOrder (an edge against it reversed): a graph without cycles.
 // `rank` is each child's place in that order.
+// Kept per group: the payload's edges do not change.
 GraphTree.prototype.childFlow = function (group) {
-  var kids = this.children[group], index = new Map(), counts = new Map(), links = [];
-  kids.forEach(function (kid, k) { index.set(kid, k); });
+  var flow = this.flows.get(group);
+  if (!flow) this.flows.set(group, flow = this.makeChildFlow(group));
+  return flow;
+};
+
+GraphTree.prototype.makeChildFlow = function (group) {
+  var kids = this.children(group), counts = new Map(), links = [];
   var owner = this.edgeOwner(group);
   var block = owner >= 0 ? this.blocks.get(owner) : [];
   var lo = group + 1, hi = this.end[group];
   for (var e = 0; e < block.length; e += 4) {
     var s = block[e], t = block[e + 1];
     if (s < lo || s >= hi || t < lo || t >= hi) continue;
-    var a = index.get(this.childOf(group, s)), b = index.get(this.childOf(group, t));
+    var a = childIndex(kids, s), b = childIndex(kids, t);
     if (a !== b) counts.set(a * kids.length + b, (counts.get(a * kids.length + b) || 0) + 1);
   }
   counts.forEach(function (count, key) {
@@ -136,6 +190,18 @@ GraphTree.prototype.childFlow = function (group) {
   });
   return {links: links, rank: rank};
 };
+
+// The index in `kids` (a group's children, in order) of the child whose subtree holds
+// `node`, a member of the group: the last child numbered at most `node`, as each child's
+// subtree is the ids from it to the next child.
+function childIndex(kids, node) {
+  var low = 0, high = kids.length - 1;
+  while (low < high) {
+    var middle = (low + high + 1) >> 1;
+    if (kids[middle] <= node) low = middle; else high = middle - 1;
+  }
+  return low;
+}
 
 // An order of n nodes that puts few edges backwards: the greedy heuristic of Eades, Lin and
 // Smyth (1993) on edges [from, to, weight]. Sinks go last and sources first as they appear;

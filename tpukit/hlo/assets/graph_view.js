@@ -33,7 +33,7 @@
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
 //   render(anchor)
 /* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
-   clip, fmt, fillCategory, HEADER_H, MAX_CHARS */
+   clip, fmt, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
 
 "use strict";
@@ -43,8 +43,10 @@ var SCHEMA = 2;  // _graph_schema.SCHEMA (tests/test_hlo_graph.py keeps the two 
 function tpukitGraphView(root, b64, dagre) {
   if (!root || root.getAttribute("data-state")) return;
   root.setAttribute("data-state", "loading");
+  root.setAttribute("data-script-ms", performance.now().toFixed(1));
   followTheme(root);
   unpack(b64).then(function (data) {
+    root.setAttribute("data-decoded-ms", performance.now().toFixed(1));
     var stale = schemaProblem(data);
     if (stale) showStale(root, "tkg", stale);
     else new GraphView(root, data, dagre);
@@ -61,31 +63,37 @@ function tpukitGraphView(root, b64, dagre) {
 // ---------------------------------------------------------------- loading a payload
 
 function unpack(b64) {
-  var bin = atob(b64), bytes = new Uint8Array(bin.length);
-  for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
   if (typeof DecompressionStream === "undefined") {
     return Promise.reject(new Error("this browser lacks DecompressionStream; use a current browser."));
   }
-  var stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("deflate"));
-  return new Response(stream).text().then(JSON.parse).then(unpackColumns);
+  // The bytes go straight into the inflater (a Blob's stream would fetch them back from the
+  // browser's blob store); an error there reaches the caller through the text's promise.
+  var bytes;
+  try { bytes = base64Bytes(b64); } catch (err) { return Promise.reject(err); }
+  var inflate = new DecompressionStream("deflate"), writer = inflate.writable.getWriter();
+  writer.write(bytes).catch(function () {});
+  writer.close().catch(function () {});
+  return new Response(inflate.readable).text().then(JSON.parse).then(unpackColumns);
+}
+
+// The bytes of a base64 string: natively where the browser can (a millisecond for a
+// megabyte, against ten for a loop over atob's characters).
+function base64Bytes(b64) {
+  if (typeof Uint8Array.fromBase64 === "function") return Uint8Array.fromBase64(b64);
+  var bin = atob(b64), bytes = new Uint8Array(bin.length);
+  for (var i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  return bytes;
 }
 
 // The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
-// them: shapes by index into data.shapes; an instruction's HLO text without the head that its
-// label, shape and op give ("%name = shape op"; textHead 2: after "ROOT ", 0: none).
+// them: shapes by index into data.shapes. An instruction's HLO text stays as the wire has it
+// (without the head that its label, shape and op give) until the panel shows it:
+// GraphTree's text(i) puts the head back.
 function unpackColumns(data) {
   if (data.shapes) {
-    data.shape = data.shape.map(function (k) { return data.shapes[k]; });
+    var shapes = data.shapes, shape = data.shape;
+    for (var i = 0; i < shape.length; i++) shape[i] = shapes[shape[i]];
     delete data.shapes;
-  }
-  if (data.textHead) {
-    var heads = data.textHead, text = data.text;
-    for (var i = 0; i < heads.length; i++) {
-      if (!heads[i]) continue;
-      text[i] = (heads[i] === 2 ? "ROOT %" : "%") + data.label[i] + " = " + data.shape[i] + " " +
-        data.op[i] + text[i];
-    }
-    delete data.textHead;
   }
   return data;
 }
@@ -232,7 +240,7 @@ GraphView.prototype.render = function (anchor) {
   this.renders += 1;
   var ms = performance.now() - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
-    this.data.instructions.toLocaleString() + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
+    fmtGrouped(this.data.instructions) + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
   this.root.setAttribute("data-nodes", String(count));
   this.root.setAttribute("data-edges", String(edges.length));
   this.root.setAttribute("data-renders", String(this.renders));
@@ -257,13 +265,13 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
     if (i === 0) this.camera.setTitle(text);
     this.colour.drawHeader(i, header, left, text.textContent.length, L.w[i]);
     if (decorate) decorate(i, group, false, L.w[i]);
-    tree.children[i].forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
+    tree.children(i).forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
     return;
   }
   this.shown.push(i);
   var node = svg("g", {"class": "tkg-node", "data-node": String(i), "data-name": d.label[i],
     transform: "translate(" + L.x[i] + "," + L.y[i] + ")"}, nodes);
-  var expandable = tree.children[i].length > 0;
+  var expandable = tree.hasChildren(i);
   if (expandable) node.classList.add("tkg-collapsed");
   if (i === this.selected) node.classList.add("tkg-selected");
   if (i === this.hit) node.classList.add("tkg-hit");
@@ -335,7 +343,7 @@ function smooth(p) {
 
 GraphView.prototype.toggle = function (i) {
   var tree = this.tree;
-  if (!tree.children[i].length || i === 0) return;
+  if (!tree.hasChildren(i) || i === 0) return;
   tree.setOpen(i, !tree.isOpen(i));
   this.camera.stopRefitting();
   this.camera.stopRefolding();

@@ -1,0 +1,85 @@
+"""The graph page's first draw in headless Chromium: the stages it reports, a damaged
+payload, which must end in the page's error line rather than in an uncaught exception, and
+counts written as Python writes them whatever the browser's locale.
+
+The page decodes its payload (base64, inflate, JSON) before it draws; the root element
+says when each stage ended (``data-script-ms``, ``data-decoded-ms``, ``data-ready-ms``), so a
+benchmark can split the browser's time without instrumenting the page. Without Chromium
+these tests skip, except under CI=true, where they fail.
+"""
+
+import base64
+import zlib
+
+import pytest
+from _fixtures import mlp_hlo
+
+from tpukit.hlo import graph
+from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_page import GRAPH, standalone_page, viewer_fragment
+
+STAGES = ("data-script-ms", "data-decoded-ms", "data-ready-ms")
+
+
+def _open(browser, html: str, state: str):
+    """A page showing ``html`` once its graph reaches ``state``, with the errors it raised."""
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(html)
+    page.wait_for_selector(f".tkg-root[data-state={state}]", timeout=15000)
+    return page, errors
+
+
+def _page_with_payload(payload: str) -> str:
+    fallback = '<div class="tkg-fallback">fallback</div>'
+    return standalone_page("t", viewer_fragment(GRAPH, "tkg-t", "tkg-root", fallback, [payload]))
+
+
+def test_the_page_says_when_each_stage_of_its_first_draw_ended(browser):
+    page, errors = _open(browser, graph(mlp_hlo(), title="mlp").to_html(), "ready")
+    root = page.locator(".tkg-root")
+    times = [float(root.get_attribute(name)) for name in STAGES]
+    assert 0 < times[0] <= times[1] <= times[2], times
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        "not base64 at all!",
+        base64.b64encode(b"not deflated").decode(),
+        base64.b64encode(zlib.compress(b"[not json")).decode(),
+    ],
+    ids=["base64", "deflate", "json"],
+)
+def test_a_damaged_payload_shows_the_error_line_and_throws_nothing(browser, payload):
+    page, errors = _open(browser, _page_with_payload(payload), "error")
+    assert "could not draw this HLO graph" in page.locator(".tkg-error").inner_text()
+    assert page.locator(".tkg-fallback").count() == 0
+    assert errors == []
+    page.close()
+
+
+def test_counts_are_written_with_commas_whatever_the_browsers_locale(browser):
+    """The page writes counts as Python's f"{n:,}" does (the cell's text says the same
+    numbers), not in the browser's locale: German would write 22.528."""
+    g = graph(mlp_hlo(), title="mlp")
+    flops = node_costs(g._data)[0]
+    page = browser.new_page(viewport={"width": 1200, "height": 800}, locale="de-DE")
+    page.set_content(g.to_html())
+    page.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
+    assert page.evaluate("(22528).toLocaleString()") == "22.528"  # the locale took
+    status = page.locator(".tkg-status").inner_text()
+    assert f"{g.num_instructions:,} instructions in all" in status, status
+    shown = [
+        int(i)
+        for i in page.eval_on_selector_all(".tkg-node", "els => els.map(e => e.dataset.node)")
+    ]
+    target = max(shown, key=lambda i: flops[i])
+    assert flops[target] >= 1000
+    page.locator(f'.tkg-node[data-node="{target}"]').click(position={"x": 60, "y": 18})
+    field = page.locator('.tkg-panel [data-field="FLOPs (est.)"]').inner_text()
+    assert field.startswith(f"{flops[target]:,} ("), field
+    page.close()
