@@ -9,6 +9,9 @@ it measures what ``%tpu_graph`` does after compiling, from the cell's point of v
 - group: the graph's tree of layers, sections and parts (``GraphTree``);
 - HTML: the payload and the self-contained HTML fragment;
 - open: in headless Chromium (Playwright), from navigation start until the first view is drawn;
+  the page's own marks split it into ``script`` (HTML parsed and scripts compiled, until the
+  viewer's script starts), ``decode`` (the payload inflated and read) and ``draw`` (laid out
+  and drawn);
 - expand: a click on a closed group (the largest one shown) and on the largest fusion, until
   its interior is laid out and drawn.
 
@@ -286,9 +289,15 @@ def measure(hlo_text: str, title: str, repeats: int) -> dict:
                 key: int(tab.get_attribute(".tkg-root", f"data-{key}"))
                 for key in ("nodes", "edges")
             }
-            runs.setdefault("open_in_page_s", []).append(
-                float(tab.get_attribute(".tkg-root", "data-ready-ms")) / 1000
-            )
+            marks = {
+                key: float(tab.get_attribute(".tkg-root", f"data-{key}-ms")) / 1000
+                for key in ("script", "decoded", "ready")
+            }
+            runs.setdefault("open_in_page_s", []).append(marks["ready"])
+            # The page's own stages: HTML parsed and scripts compiled, payload decoded, drawn.
+            runs.setdefault("page_script_s", []).append(marks["script"])
+            runs.setdefault("page_decode_s", []).append(marks["decoded"] - marks["script"])
+            runs.setdefault("page_draw_s", []).append(marks["ready"] - marks["decoded"])
             if group is None:
                 group = _largest(
                     (i for i in tab.evaluate(_CLOSED_GROUPS) if data.kind[i] != 0), data
@@ -346,6 +355,9 @@ COLUMNS = (
     ("group", 6, "group_s", "{:.2f}"),
     ("HTML", 6, "html_s", "{:.2f}"),
     ("open", 6, "open_s", "{:.2f}"),
+    ("script", 6, "page_script_s", "{:.2f}"),
+    ("decode", 6, "page_decode_s", "{:.2f}"),
+    ("draw", 6, "page_draw_s", "{:.2f}"),
     ("cell", 6, "cell_s", "{:.2f}"),
     ("exp.grp", 7, "expand_group_s", "{:.3f}"),
     ("exp.fus", 7, "expand_fusion_s", "{:.3f}"),
