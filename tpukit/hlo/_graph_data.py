@@ -73,7 +73,6 @@ class GraphTree:
         # per node and per instruction (`_graph_costs`).
         self._first_view: list[int] | None = None
         self._costs: tuple[list[int], list[int], list[int]] | None = None
-        self._instruction_costs: dict[int, tuple[int, int]] | None = None
 
     # -- building --------------------------------------------------------------
 
