@@ -70,7 +70,7 @@ class GraphTree:
         self._add_computation(entry, root, scoped=True, caller=None)
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
-        # per node and per instruction (`_graph_costs`).
+        # per node (`_graph_costs`).
         self._first_view: list[int] | None = None
         self._costs: tuple[list[int], list[int], list[int]] | None = None
 
