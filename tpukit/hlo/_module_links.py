@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 
-from tpukit.hlo._model import HloModule, HloSourceFrame
+from tpukit.hlo._model import HloInstruction, HloModule, HloSourceFrame
 from tpukit.hlo._sources import is_user_file
 
 # ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
@@ -126,8 +126,11 @@ def _kind(opcode: str, role: str) -> str:
     return "applied"
 
 
-def assign_kinds(module: HloModule) -> None:
-    for instr in module.instructions():
+def assign_kinds(module: HloModule, callers: list[HloInstruction] | None = None) -> None:
+    """Give each computation the kind its callers make it. ``callers``, when given, are
+    the module's instructions that call computations, in its order (the others call
+    none: the parser's list spares a walk over every record)."""
+    for instr in module.instructions() if callers is None else callers:
         for ref in instr.called_computations:
             comp = module.computations.get(ref.name)
             if comp is None or comp.is_entry:

@@ -99,6 +99,8 @@ _ROW = re.compile(
 _NONE: list = []
 # `_ROW` reads this many characters at a time (then up to a line's end).
 _CHUNK = 1 << 20
+# `_read_rows` forgets the metadata of the rests of lines it saw past this many.
+_ALONE_KEPT = 1 << 14
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -155,9 +157,9 @@ def parse_hlo(text: str) -> HloModule:
             f"tpukit.hlo.open(text, module={names[0]!r}), or split the text at its "
             "'HloModule' lines."
         )
-    with paused_gc():
-        module = _parse(text)
-    check_complete(module)
+    with paused_gc(keep=True):
+        module, callers = _parse(text)
+    check_complete(module, callers)
     PARSED.put(text, module)
     return module
 
@@ -180,13 +182,14 @@ def split_modules(text: str) -> list[tuple[str, str]]:
     return [(_MODULE_LINE.match(text, a).group(1), text[a:b]) for a, b in bounds]
 
 
-def check_complete(module: HloModule) -> None:
+def check_complete(module: HloModule, callers: list[HloInstruction] | None = None) -> None:
     """Refuse a module that is cut short or misses a computation it calls.
 
     A dump cut while it was written (a full disk, a killed job, a partial copy) still
     parses line by line; its figures would be those of a smaller program. Raises
     `HloTextError` naming what is missing: the ENTRY computation, or a computation
-    that an instruction calls.
+    that an instruction calls. ``callers``, when given, are the module's instructions
+    that call computations, in its order (the parser's list: no walk over every record).
     """
     if module.computations and module.entry_name not in module.computations:
         raise HloTextError(
@@ -196,33 +199,47 @@ def check_complete(module: HloModule) -> None:
             "whole file XLA wrote (XLA marks its last computation ENTRY), or mark the "
             "program's computation 'ENTRY' in hand-written HLO."
         )
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            for ref in instr.called_computations:
-                if ref.name not in module.computations:
-                    raise HloTextError(
-                        f"Instruction {instr.name!r} in {comp.name!r} calls computation "
-                        f"{ref.name!r}, which module {module.name or '(unnamed)'!r} does not "
-                        "hold: the text is incomplete (cut short or edited). Open the whole "
-                        "module XLA wrote."
-                    )
+    if callers is None:
+        callers = [i for c in module.computations.values() for i in c.instructions]
+    for instr in callers:
+        for ref in instr.called_computations:
+            if ref.name not in module.computations:
+                raise HloTextError(
+                    f"Instruction {instr.name!r} in {instr.computation!r} calls computation "
+                    f"{ref.name!r}, which module {module.name or '(unnamed)'!r} does not "
+                    "hold: the text is incomplete (cut short or edited). Open the whole "
+                    "module XLA wrote."
+                )
 
 
 @contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(keep: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector: parsing makes hundreds of thousands of objects
     and no cycles, and collections triggered by them would scan the whole heap again
-    and again (a third of the parse time on a 20k-instruction module)."""
+    and again (a third of the parse time on a 20k-instruction module).
+
+    With ``keep`` (what was made is kept: a parsed module), the young objects are moved
+    to the oldest generation when the block ends (``gc.freeze``, then ``gc.unfreeze``:
+    no scan). Otherwise the first allocation after it would scan them all as young
+    objects (0.2 s for 400,000 instructions) and again as middle-aged ones, only to
+    find them alive. They are scanned at the next full collection, as old objects are;
+    so are any other young objects of the process at that moment (cyclic garbage among
+    them is freed then rather than at the next young collection)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if keep:
+            gc.freeze()
+            gc.unfreeze()
         if enabled:
             gc.enable()
 
 
-def _parse(text: str) -> HloModule:
+def _parse(text: str) -> tuple[HloModule, list[HloInstruction] | None]:
+    """The module of ``text``, and its instructions that call computations (None when
+    only the module can tell: see `_Reader.known_callers`)."""
     reader = _Reader(text)
     if _rows_apply(text):
         _read_rows(reader, text)
@@ -231,7 +248,7 @@ def _parse(text: str) -> HloModule:
         for line in text.splitlines(True):
             start, end = end, end + len(line)
             reader.line(line, start)
-    return reader.finish()
+    return reader.finish(), reader.known_callers()
 
 
 def _rows_apply(text: str) -> bool:
@@ -244,18 +261,24 @@ def _rows_apply(text: str) -> bool:
 def _read_rows(reader: _Reader, text: str) -> None:
     """Read ``text`` one `_ROW` (line) at a time: a common instruction line inside a
     computation becomes its record at once; every other line goes through `_Reader.line`,
-    which knows that the last record may still be continued (``reader.fast``)."""
+    which knows that the last record may still be continued (``reader.fast``).
+
+    Names are not interned here: a table of every name costs more than the strings it
+    saves (a lookup in a dict of 400,000 names misses the CPU's caches; 1.2 us a name)."""
     last = text.rfind("\n") + 1
     comments = "/*" in text
     shared = reader.shared
-    setdefault = shared.setdefault
+    callers = reader.callers
+    strings: dict[str, str] = {}  # metadata fields' values (`_parse_metadata`)
     shapes: dict[str, HloShape] = {}
     opcodes: dict[str, str] = {}  # (a few dozen: a small table stays in the CPU's cache)
     drop_shapes = _ROW_SHAPE.sub
     made = made_instruction
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
     empty = shared.setdefault("{}", HloMetadata())
-    alone: dict[str, str | None] = {}  # a line's rest -> its metadata (`_metadata_alone`)
+    # A line's rest -> its metadata, or None when the rest calls a computation (or only a
+    # full split can tell); most lines of a module end as others do.
+    alone: dict[str, HloMetadata | None] = {"": empty}
     # No operands, no called computations: one empty list for all records (a module is
     # read-only once parsed; 56 bytes a record, a quarter of the text's size).
     none: list = _NONE
@@ -266,7 +289,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
     for rows in _chunks(text, last):
-        alone.clear()  # (bounded: most repeats are near each other)
+        if len(alone) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
+            alone.clear()
+            alone[""] = empty
         for indent, whole, root, name, shape, opcode, listed, loose, rest, other in rows:
             start = pos
             pos = start + len(indent) + len(whole) + len(other) + 1
@@ -278,55 +303,37 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
-                at = len(whole) - len(rest)
-                operand_at = at - 1 - len(listed or loose)
                 if opcode in ("constant", "parameter"):
                     operands = none
-                elif loose:
-                    operands = _operand_names(loose, shared)
                 elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
                     if "[" not in listed:
-                        names = listed.replace("%", "").split(", ")
+                        operands = listed.replace("%", "").split(", ")
                     elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
-                        names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                        operands = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
                     else:
-                        names = drop_shapes("", listed).replace("%", "").split(", ")
-                    operands = list(map(setdefault, names, names))
+                        operands = drop_shapes("", listed).replace("%", "").split(", ")
+                elif loose:
+                    operands = _operand_names(loose)
                 else:
                     operands = none
-                if not rest:
-                    attributes, called, metadata, rest_at = None, none, empty, at
-                else:
-                    quick = alone.get(rest, False)
-                    if quick is False:
-                        quick = alone[rest] = (
-                            None
-                            if (  # a plain search per word is quicker than one regex of all
-                                "calls" in rest or "to_apply" in rest or "body" in rest
-                                or "condition" in rest or "_computation" in rest
-                                or "select" in rest or "scatter" in rest
-                            ) and _CALL_KEY.search(rest)
-                            else _metadata_alone(rest)
-                        )  # fmt: skip
-                    if quick is None:  # called computations (or odd text): split it all now
-                        attributes, called, rest_at = {}, [], -1
-                        metadata = _parse_attributes(rest.strip(), attributes, called) or empty
-                    else:  # the metadata alone: the rest is split when asked for
-                        attributes, called, rest_at = None, none, at
-                        if quick:
-                            metadata = shared.get(quick)
-                            if metadata is None:
-                                metadata = shared[quick] = _parse_metadata(quick)
-                        else:
-                            metadata = empty
+                metadata = alone.get(rest, False)
+                if metadata is False:
+                    metadata = alone[rest] = _metadata_of(rest, shared, strings, empty)
+                if metadata is None:  # called computations (or odd text): split it all now
+                    attributes, called = {}, []
+                    metadata = _parse_attributes(rest.strip(), attributes, called) or empty
+                    rest_at = -1
+                else:  # the metadata alone: the rest is split when asked for
+                    attributes, called, rest_at = None, none, len(whole) - len(rest)
                 # The line ends at its "\n" (`_ROW`'s lines have no trailing space): -1.
-                append(
-                    made(
-                        setdefault(name, name), opcode, found, operands, attributes, called,
-                        metadata, root != "", text, start + len(indent), -1, operand_at,
-                        comp_name, rest_at,
-                    )
+                record = made(
+                    name, opcode, found, operands, attributes, called, metadata, root != "",
+                    text, start + len(indent), -1,
+                    len(whole) - len(rest) - 1 - len(listed or loose), comp_name, rest_at,
                 )  # fmt: skip
+                append(record)
+                if called:
+                    callers.append(record)
                 fast = True
                 continue
             reader.fast = fast
@@ -339,6 +346,27 @@ def _read_rows(reader: _Reader, text: str) -> None:
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
+
+
+def _metadata_of(
+    rest: str, shared: dict[str, object], strings: dict[str, str], empty: HloMetadata
+) -> HloMetadata | None:
+    """The metadata of a common line whose text after the operands is ``rest``, parsed
+    once per distinct ``{...}`` text (``shared``; its field values stored once in
+    ``strings``); None when ``rest`` names a called computation, or when only splitting
+    all of it can tell."""
+    if (  # a plain search per word is quicker than one regex of all of them
+        "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
+        or "_computation" in rest or "select" in rest or "scatter" in rest
+    ) and _CALL_KEY.search(rest):  # fmt: skip
+        return None
+    value = _metadata_alone(rest)
+    if not value:
+        return None if value is None else empty
+    metadata = shared.get(value)
+    if metadata is None:
+        metadata = shared[value] = _parse_metadata(value, strings)
+    return metadata  # type: ignore[return-value]
 
 
 def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
@@ -368,6 +396,10 @@ class _Reader:
         self.depth: int | None = 0  # brackets it leaves open (None: not counted yet)
         self.seen_header = False
         self.shared: dict[str, object] = {}  # names and metadata texts -> one object each
+        # The records that call computations, in file order (what `assign_kinds` and
+        # `check_complete` read), and how many computations were closed.
+        self.callers: list[HloInstruction] = []
+        self.closed = 0
         # The last record, made from one common line by `_read_rows`, is what a
         # line-by-line reader would still hold pending: a next line may continue it.
         self.fast = False
@@ -393,6 +425,8 @@ class _Reader:
                 self.pending, self.depth = [], depth
             else:  # a continuation line: read the record's line again with it
                 last = comp.instructions.pop()
+                if self.callers and self.callers[-1] is last:
+                    self.callers.pop()
                 self.pending, self.depth, self.pending_at = [last.text], depth, last._at
             self.fast = False
         if self.depth is None:
@@ -400,6 +434,7 @@ class _Reader:
         if stripped.startswith("}") and self.depth <= 0:
             self.flush()
             self.module.computations[comp.name] = comp
+            self.closed += 1
             self.comp = None
             return
         header = _COMPUTATION_HEADER.match(stripped)
@@ -408,6 +443,7 @@ class _Reader:
             self.flush()
             self.depth = 0
             self.module.computations[comp.name] = comp
+            self.closed += 1
             self.comp = _new_computation(header, self.module)
             return
         # A continuation line of a multi-line instruction (or an odd line: it is
@@ -438,7 +474,9 @@ class _Reader:
         """Make the pending instruction's record (a common line's is made already)."""
         self.fast = False
         if self.pending:
-            _flush(self.comp, self.pending, self.shared, self.text, self.pending_at)  # type: ignore[arg-type]
+            instr = _flush(self.comp, self.pending, self.shared, self.text, self.pending_at)  # type: ignore[arg-type]
+            if instr.called_computations:
+                self.callers.append(instr)
             self.pending = []
 
     def finish(self) -> HloModule:
@@ -448,7 +486,8 @@ class _Reader:
                 cut = open_brackets(comp.instructions[-1].text) > 0
             else:
                 cut = bool(pending) and open_brackets(pending[0]) > 0
-                _flush(comp, pending, self.shared, self.text, self.pending_at)
+                if pending:
+                    _flush(comp, pending, self.shared, self.text, self.pending_at)
             last = comp.instructions[-1].text if comp.instructions else ""
             raise HloTextError(
                 f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
@@ -466,8 +505,14 @@ class _Reader:
             )
         module.stack_frames = stack_frames(self.tables)
         link_sources(module)
-        assign_kinds(module)
+        assign_kinds(module, self.known_callers())
         return module
+
+    def known_callers(self) -> list[HloInstruction] | None:
+        """The records that call computations, in the module's order; None when a
+        computation's name came twice (the module keeps the last one's instructions in
+        the first one's place: ask the module itself)."""
+        return self.callers if self.closed == len(self.module.computations) else None
 
 
 def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation:
@@ -485,14 +530,17 @@ def _flush(
     shared: dict[str, object],
     source: str | None = None,
     at: int = 0,
-) -> None:
+) -> HloInstruction:
+    """Append the record of the ``pending`` lines (one instruction) to ``comp``; it."""
     if len(pending) == 1:  # one line: the record points into the module's text
         line = pending[0]
         if source is not None and not source.startswith(line, at):
             source = None  # (never, unless the offsets are wrong: then keep a copy)
-        comp.instructions.append(parse_instruction(line, comp.name, shared, source, at))
-    elif pending:
-        comp.instructions.append(parse_instruction(" ".join(pending), comp.name, shared))
+        instr = parse_instruction(line, comp.name, shared, source, at)
+    else:
+        instr = parse_instruction(" ".join(pending), comp.name, shared)
+    comp.instructions.append(instr)
+    return instr
 
 
 def _parse_module_header(line: str, module: HloModule) -> None:
@@ -761,6 +809,21 @@ def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     return names if shared is None else [shared.setdefault(n, n) for n in names]
 
 
+#: The keys XLA writes in ``metadata={...}``, one string each for every parse.
+_FIELD_KEYS = {
+    key: key
+    for key in (
+        "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+        "source_end_column", "stack_frame_id", "scheduling_name", "deduplicated_name",
+        "preserve_layout", "profile_type",
+    )
+}  # fmt: skip
+
+
+def _NOT_SHARED(value: str, _same: str) -> str:
+    return value
+
+
 def _parse_attributes(
     rest: str, attributes: dict[str, str], called: list[ComputationRef]
 ) -> HloMetadata | None:
@@ -782,15 +845,21 @@ def _parse_attributes(
     return metadata
 
 
-def _parse_metadata(value: str) -> HloMetadata:
-    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once)."""
+def _parse_metadata(value: str, strings: dict[str, str] | None = None) -> HloMetadata:
+    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once).
+
+    Its keys, and the values other than ``op_name`` (source files, lines, frame ids:
+    few distinct ones), are stored once per module when ``strings`` is given: a dump
+    holds tens of thousands of metadata texts (a fifth of a parsed module's memory)."""
     fields = {}
+    keep = _NOT_SHARED if strings is None else strings.setdefault
     for key, raw in _META_FIELD.findall(value):
         if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':  # `_unquote`, inlined
             raw = raw[1:-1]
             if "\\" in raw:
                 raw = raw.replace('\\"', '"').replace("\\\\", "\\")
-        fields[key] = raw
+        key = _FIELD_KEYS.get(key, key)
+        fields[key] = raw if key == "op_name" else keep(raw, raw)
     get = fields.get
     line = get("source_line", "")
     frame = get("stack_frame_id", "")
