@@ -85,11 +85,15 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
 _ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
-_LISTED = rf"(?:{_ROW_PIECE}(?:, {_ROW_PIECE})*)?"
+# The same pieces, the names of the first two captured (most instructions have one or
+# two operands: their names come out of the regex), the pieces after them as they are.
+_NAMED_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
+_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*))?)?)?"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
 # both read, on one line, no trailing space) or any other: indent, the instruction's
-# whole text, ROOT, name, shape, opcode, operands, the rest after them; or the other
-# line's text. `str.findall` over the whole text gives every line as one tuple.
+# whole text, ROOT, name, shape, opcode, operands (when `_LISTED`: their text, the
+# first name, the second, the pieces after; else their text), the rest after them; or
+# the other line's text. `str.findall` over the whole text gives every line as one tuple.
 _ROW = re.compile(
     r"([ \t]*)(?:((ROOT[ \t]+)?%?([\w.\-$]+)[ \t]+=[ \t]+"
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?)[ \t]*([A-Za-z][\w\-.$]*)"
@@ -292,7 +296,10 @@ def _read_rows(reader: _Reader, text: str) -> None:
         if len(alone) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
             alone.clear()
             alone[""] = empty
-        for indent, whole, root, name, shape, opcode, listed, loose, rest, other in rows:
+        for (
+            indent, whole, root, name, shape, opcode, listed, first, second, more, loose, rest,
+            other,
+        ) in rows:  # fmt: skip
             start = pos
             pos = start + len(indent) + len(whole) + len(other) + 1
             if whole and append is not None and not (comments and "/*" in whole):
@@ -305,17 +312,18 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 opcode = opcodes.setdefault(opcode, opcode)
                 if opcode in ("constant", "parameter"):
                     operands = none
-                elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
-                    if "[" not in listed:
-                        operands = listed.replace("%", "").split(", ")
-                    elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
-                        operands = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                elif not second:
+                    operands = [first] if first else _operand_names(loose) if loose else none
+                elif not more:
+                    operands = [first, second]
+                else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                    if "[" not in more:
+                        names = more.replace("%", "").split(", ")
+                    elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
+                        names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
                     else:
-                        operands = drop_shapes("", listed).replace("%", "").split(", ")
-                elif loose:
-                    operands = _operand_names(loose)
-                else:
-                    operands = none
+                        names = drop_shapes("", more).replace("%", "").split(", ")
+                    operands = [first, second, *names]
                 metadata = alone.get(rest, False)
                 if metadata is False:
                     metadata = alone[rest] = _metadata_of(rest, shared, strings, empty)
