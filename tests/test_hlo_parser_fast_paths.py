@@ -15,7 +15,16 @@ import re
 import pytest
 
 from tpukit.hlo._brackets import _NESTING, _split_tokens, split_top
-from tpukit.hlo._parser import _META_FIELD, parse_hlo, paused_gc
+from tpukit.hlo._model import HloMetadata
+from tpukit.hlo._parser import (
+    _CALL_KEY,
+    _META_FIELD,
+    _metadata_alone,
+    _metadata_of,
+    _parse_metadata,
+    parse_hlo,
+    paused_gc,
+)
 
 CASES = [
     "a, b",
@@ -101,3 +110,63 @@ def test_parse_hlo_leaves_the_collector_on_after_bad_text():
     with pytest.raises(ValueError):
         parse_hlo("this is not HLO")
     assert gc.isenabled()
+
+
+def _metadata_reference(rest: str) -> HloMetadata | None:
+    """What a line's rest gave before `_XLA_METADATA`: the metadata found alone, or None
+    when the rest calls a computation or must be split whole."""
+    if _CALL_KEY.search(rest):
+        return None
+    value = _metadata_alone.__wrapped__(rest)
+    if value is None:
+        return None
+    return _parse_metadata(value) if value else HloMetadata()
+
+
+def _random_rest(rng: random.Random) -> str:
+    """A line's rest with XLA-like metadata, spelled oddly now and then."""
+    values = {
+        "op_type": '"dot"',
+        "op_name": '"jit(f)/jvp(model (GPT))/blocks[6] (Block)/add"',
+        "source_file": '"/home/user/model.py"',
+        "source_line": "12",
+        "source_end_line": "13",
+        "source_column": "4",
+        "deduplicated_name": '"fusion.3"',
+        "preserve_layout": "true",
+        "scheduling_name": '"add.7"',
+        "stack_frame_id": "171",
+    }
+    keys = [key for key in values if rng.random() < 0.5] or ["op_name"]
+    if rng.random() < 0.1:
+        rng.shuffle(keys)
+    odd = ['"', "\\", "{", "}", " ", "=", "metadata", "a", "x=1", "source_line=3", ""]
+    parts = []
+    for key in keys:
+        value = values[key]
+        if rng.random() < 0.1:
+            at = rng.randint(0, len(value))
+            value = value[:at] + rng.choice(odd) + value[at:]
+        parts.append(f"{key}={value}")
+    seps = [rng.choice([" ", " ", " ", "", "  "]) for _ in parts]
+    body = "".join(sep + part for sep, part in zip(seps, parts)).removeprefix(" ")
+    rest = ", metadata={" + body + "}"
+    if rng.random() < 0.2:
+        rest = rng.choice([", dimensions={1}", ", x=metadata", ", to_apply=%add", ",y=2"]) + rest
+    if rng.random() < 0.1:
+        rest += rng.choice([", b=1", " ", "}", ', backend_config="{}"'])
+    return rest
+
+
+def test_xla_metadata_reads_as_the_general_path():
+    rng = random.Random(5)
+    rests = [_random_rest(rng) for _ in range(20000)]
+    rests += [', metadata={op_name="a" source_line=12source_end_line=3}', ", metadata={}"]
+    empty = HloMetadata()
+    fast = 0
+    for rest in rests:
+        shared: dict = {}
+        got = _metadata_of(rest, shared, {}, empty)
+        assert got == _metadata_reference(rest), rest
+        fast += any(isinstance(v, HloMetadata) for v in shared.values())
+    assert fast > 10000  # most of them took the fast path

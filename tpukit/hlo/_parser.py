@@ -368,6 +368,15 @@ def _metadata_of(
         or "_computation" in rest or "select" in rest or "scatter" in rest
     ) and _CALL_KEY.search(rest):  # fmt: skip
         return None
+    at = rest.find(", metadata={") + 11
+    if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
+        found = _XLA_METADATA.fullmatch(rest, at)
+        if found is not None:
+            value = rest[at:]
+            metadata = shared.get(value)
+            if metadata is None:
+                metadata = shared[value] = _xla_metadata(found, strings)
+            return metadata  # type: ignore[return-value]
     value = _metadata_alone(rest)
     if not value:
         return None if value is None else empty
@@ -817,6 +826,25 @@ def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     return names if shared is None else [shared.setdefault(n, n) for n in names]
 
 
+# The fields XLA's printer writes in ``metadata={...}``, in its order (OpMetadataToString).
+_XLA_FIELDS = (
+    "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+    "source_end_column", "deduplicated_name", "preserve_layout", "scheduling_name",
+    "stack_frame_id",
+)  # fmt: skip
+_QUOTED_FIELDS = ("op_type", "op_name", "source_file", "deduplicated_name", "scheduling_name")
+# A ``{...}`` of those fields, in that order, space-separated: quoted values with no quote
+# or backslash inside, plain values with no space, quote or brace (possessive, as there).
+# In such text `_META_FIELD` finds exactly these fields (so `_parse_metadata` reads them
+# the same), and `_METADATA_VALUE` ends at its last brace (`_metadata_alone` finds it).
+_XLA_METADATA = re.compile(
+    r"\{"
+    + " ?".join(
+        f'(?:{key}="([^"\\\\]*)")?' if key in _QUOTED_FIELDS else f'(?:{key}=([^\\s{{}}"]++))?'
+        for key in _XLA_FIELDS
+    )
+    + r"\}"
+)
 #: The keys XLA writes in ``metadata={...}``, one string each for every parse.
 _FIELD_KEYS = {
     key: key
@@ -851,6 +879,24 @@ def _parse_attributes(
         elif key == "metadata":
             metadata = _parse_metadata(value)
     return metadata
+
+
+def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
+    """The `HloMetadata` of an `_XLA_METADATA` match: what `_parse_metadata` gives for
+    its text, with no search for the fields."""
+    keep = strings.setdefault
+    fields = {
+        key: value if key == "op_name" else keep(value, value)
+        for key, value in zip(_XLA_FIELDS, found.groups())
+        if value is not None
+    }
+    get = fields.get
+    line = get("source_line", "")
+    frame = get("stack_frame_id", "")
+    return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+        get("op_name", ""), get("op_type", ""), get("source_file", ""),
+        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+    )  # fmt: skip
 
 
 def _parse_metadata(value: str, strings: dict[str, str] | None = None) -> HloMetadata:
