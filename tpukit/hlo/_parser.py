@@ -327,7 +327,10 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     metadata = alone[rest] = _metadata_of(rest, shared, strings, empty)
                 if metadata is None:  # called computations (or odd text): split it all now
                     attributes, called = {}, []
-                    metadata = _parse_attributes(rest.strip(), attributes, called) or empty
+                    metadata = (
+                        _parse_attributes(rest.strip(), attributes, called, shared, strings)
+                        or empty
+                    )
                 else:  # the metadata alone: the rest is split when asked for
                     attributes, called = None, none
                 at = start + len(indent)
@@ -735,7 +738,7 @@ def _record(
                     if shared is not None:
                         shared[value] = metadata
         else:
-            metadata = _parse_attributes(rest.strip(), attributes, called)
+            metadata = _parse_attributes(rest.strip(), attributes, called, shared)
     if metadata is None and shared is not None:  # one empty metadata per module, as for
         metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
         if metadata is None:
@@ -873,9 +876,14 @@ def _NOT_SHARED(value: str, _same: str) -> str:
 
 
 def _parse_attributes(
-    rest: str, attributes: dict[str, str], called: list[ComputationRef]
+    rest: str,
+    attributes: dict[str, str],
+    called: list[ComputationRef],
+    shared: dict[str, object] | None = None,
+    strings: dict[str, str] | None = None,
 ) -> HloMetadata | None:
-    """Fill ``attributes`` and ``called`` from the text after the operands; the metadata."""
+    """Fill ``attributes`` and ``called`` from the text after the operands; the metadata
+    (one per distinct text in ``shared``, as `_metadata_of` keeps it)."""
     metadata = None
     for key, value in attribute_pairs(rest):
         if not key:
@@ -889,7 +897,13 @@ def _parse_attributes(
                 if name:
                     called.append(ComputationRef(name, role))
         elif key == "metadata":
-            metadata = _parse_metadata(value)
+            # (``shared`` holds names too: a ``{...}`` is never one)
+            keep = shared is not None and value[:1] == "{"
+            metadata = shared.get(value) if keep else None  # type: ignore[union-attr,assignment]
+            if metadata is None:
+                metadata = _parse_metadata(value, strings)
+                if keep:
+                    shared[value] = metadata  # type: ignore[index]
     return metadata
 
 
