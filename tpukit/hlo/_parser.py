@@ -272,7 +272,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     last = text.rfind("\n") + 1
     comments = "*" in text and "/*" in text  # (one character: a memchr, 10x quicker)
     find = text.find
-    shared = reader.shared
+    metas = metadata_table(reader.shared)
     callers = reader.callers
     strings: dict[str, str] = {}  # metadata fields' values (`_parse_metadata`)
     shapes: dict[str, HloShape] = {}
@@ -280,7 +280,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     drop_shapes = _ROW_SHAPE.sub
     new = _new_object
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
-    empty = shared.setdefault("{}", HloMetadata())
+    empty = metas.setdefault("{}", HloMetadata())
     # A line's rest -> its metadata, or None when the rest calls a computation (or only a
     # full split can tell); most lines of a module end as others do.
     alone: dict[str, HloMetadata | None] = {"": empty}
@@ -324,12 +324,11 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     operands = [first, second, *names]
                 metadata = alone.get(rest, False)
                 if metadata is False:
-                    metadata = alone[rest] = _metadata_of(rest, shared, strings, empty)
+                    metadata = alone[rest] = _metadata_of(rest, metas, strings, empty)
                 if metadata is None:  # called computations (or odd text): split it all now
                     attributes, called = {}, []
                     metadata = (
-                        _parse_attributes(rest.strip(), attributes, called, shared, strings)
-                        or empty
+                        _parse_attributes(rest.strip(), attributes, called, metas, strings) or empty
                     )
                 else:  # the metadata alone: the rest is split when asked for
                     attributes, called = None, none
@@ -369,10 +368,10 @@ def _read_rows(reader: _Reader, text: str) -> None:
 
 
 def _metadata_of(
-    rest: str, shared: dict[str, object], strings: dict[str, str], empty: HloMetadata
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
 ) -> HloMetadata | None:
     """The metadata of a common line whose text after the operands is ``rest``, parsed
-    once per distinct ``{...}`` text (``shared``; its field values stored once in
+    once per distinct ``{...}`` text (``metas``; its field values stored once in
     ``strings``); None when ``rest`` names a called computation, or when only splitting
     all of it can tell."""
     if (  # a plain search per word is quicker than one regex of all of them
@@ -385,17 +384,17 @@ def _metadata_of(
         found = _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
-            metadata = shared.get(value)
+            metadata = metas.get(value)
             if metadata is None:
-                metadata = shared[value] = _xla_metadata(found, strings)
-            return metadata  # type: ignore[return-value]
+                metadata = metas[value] = _xla_metadata(found, strings)
+            return metadata
     value = _metadata_alone(rest)
     if not value:
         return None if value is None else empty
-    metadata = shared.get(value)
+    metadata = metas.get(value)
     if metadata is None:
-        metadata = shared[value] = _parse_metadata(value, strings)
-    return metadata  # type: ignore[return-value]
+        metadata = metas[value] = _parse_metadata(value, strings)
+    return metadata
 
 
 _new_object = object.__new__
@@ -427,7 +426,8 @@ class _Reader:
         self.pending_at = 0  # where the pending instruction starts in ``text``
         self.depth: int | None = 0  # brackets it leaves open (None: not counted yet)
         self.seen_header = False
-        self.shared: dict[str, object] = {}  # names and metadata texts -> one object each
+        # Names (of odd lines) and metadata texts (`metadata_table`) -> one object each.
+        self.shared: dict = {}
         # The records that call computations, in file order (what `assign_kinds` and
         # `check_complete` read), and how many computations were closed.
         self.callers: list[HloInstruction] = []
@@ -536,7 +536,9 @@ class _Reader:
                 "compiled.as_text(); StableHLO (MLIR) text is not supported."
             )
         module.stack_frames = stack_frames(self.tables)
-        link_sources(module)
+        # Every metadata of the module is in its table of texts (`_metadata_of`,
+        # `_parse_attributes`, `_record`), once for the many instructions that share it.
+        link_sources(module, metadata_table(self.shared).values())
         assign_kinds(module, self.known_callers())
         return module
 
@@ -545,6 +547,19 @@ class _Reader:
         computation's name came twice (the module keeps the last one's instructions in
         the first one's place: ask the module itself)."""
         return self.callers if self.closed == len(self.module.computations) else None
+
+
+#: The key of `metadata_table` in a parse's table of shared objects (not a str: no name).
+_METADATA_TABLE = ("metadata texts",)
+
+
+def metadata_table(shared: dict) -> dict[str, HloMetadata]:
+    """The metadata of a parse by its ``{...}`` text, kept in its table of shared names
+    (``parse_instruction``'s ``shared``) under a key that no name can be."""
+    table = shared.get(_METADATA_TABLE)
+    if table is None:
+        table = shared[_METADATA_TABLE] = {}
+    return table
 
 
 def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation:
@@ -559,7 +574,7 @@ def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation
 def _flush(
     comp: HloComputation,
     pending: list[str],
-    shared: dict[str, object],
+    shared: dict,
     source: str | None = None,
     at: int = 0,
 ) -> HloInstruction:
@@ -644,7 +659,7 @@ def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
 def parse_instruction(
     line: str,
     computation: str = "",
-    shared: dict[str, object] | None = None,
+    shared: dict | None = None,
     source: str | None = None,
     at: int = 0,
 ) -> HloInstruction:
@@ -652,8 +667,9 @@ def parse_instruction(
 
     ``shared`` maps what the instructions of one module repeat -- names (an operand is
     another instruction's name) and ``metadata={...}`` texts -- to one object each, so
-    equal names are one string and equal metadata one `HloMetadata`. (A table of the
-    parse, unlike ``sys.intern``'s, is freed with it.) When ``line`` is
+    equal names are one string and equal metadata one `HloMetadata` (the metadata by
+    text in `metadata_table`). (A table of the parse, unlike ``sys.intern``'s, is freed
+    with it.) When ``line`` is
     ``source[at:at + len(line)]``, pass ``source`` and ``at``: the record then keeps that
     place in ``source`` instead of its own copy of the line.
 
@@ -723,6 +739,7 @@ def _record(
     called: list[ComputationRef] = []
     metadata = None
     attributes: dict[str, str] | None = {}
+    metas = None if shared is None else metadata_table(shared)
     if rest and not rest.isspace():
         calls = (  # a plain search per word is quicker than one regex of all of them
             "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
@@ -732,17 +749,17 @@ def _record(
         if quick is not None:  # no called computation: the rest is split when asked for
             attributes, value = None, quick
             if value:
-                metadata = shared.get(value) if shared is not None else None  # type: ignore[assignment]
+                metadata = metas.get(value) if metas is not None else None
                 if metadata is None:
                     metadata = _parse_metadata(value)
-                    if shared is not None:
-                        shared[value] = metadata
+                    if metas is not None:
+                        metas[value] = metadata
         else:
-            metadata = _parse_attributes(rest.strip(), attributes, called, shared)
-    if metadata is None and shared is not None:  # one empty metadata per module, as for
-        metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
+            metadata = _parse_attributes(rest.strip(), attributes, called, metas)
+    if metadata is None and metas is not None:  # one empty metadata per module, as for
+        metadata = metas.get("{}")  # equal texts (``metadata={}`` reads the same)
         if metadata is None:
-            metadata = shared["{}"] = HloMetadata()
+            metadata = metas["{}"] = HloMetadata()
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
@@ -879,11 +896,11 @@ def _parse_attributes(
     rest: str,
     attributes: dict[str, str],
     called: list[ComputationRef],
-    shared: dict[str, object] | None = None,
+    metas: dict[str, HloMetadata] | None = None,
     strings: dict[str, str] | None = None,
 ) -> HloMetadata | None:
     """Fill ``attributes`` and ``called`` from the text after the operands; the metadata
-    (one per distinct text in ``shared``, as `_metadata_of` keeps it)."""
+    (one per distinct text in ``metas``, as `_metadata_of` keeps it)."""
     metadata = None
     for key, value in attribute_pairs(rest):
         if not key:
@@ -897,13 +914,11 @@ def _parse_attributes(
                 if name:
                     called.append(ComputationRef(name, role))
         elif key == "metadata":
-            # (``shared`` holds names too: a ``{...}`` is never one)
-            keep = shared is not None and value[:1] == "{"
-            metadata = shared.get(value) if keep else None  # type: ignore[union-attr,assignment]
+            metadata = None if metas is None else metas.get(value)
             if metadata is None:
                 metadata = _parse_metadata(value, strings)
-                if keep:
-                    shared[value] = metadata  # type: ignore[index]
+                if metas is not None:
+                    metas[value] = metadata
     return metadata
 
 
