@@ -3,7 +3,9 @@
 `split_top` (in `_brackets`) matches bracket groups inside one regex and falls back to counting tokens
 (`_split_tokens`) when the text is nested too deep or unbalanced; both must split the
 same way on any text. `_META_FIELD` skips the insides of words, and must find what the
-plain pattern finds. `paused_gc` must leave the collector as it found it.
+plain pattern finds; so must the other patterns written for speed (`_XLA_METADATA`, read
+against the general metadata path, and the possessive or reordered ones). `paused_gc`
+must leave the collector as it found it.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import re
 
 import pytest
 
-from tpukit.hlo._brackets import _NESTING, _split_tokens, split_top
+from tpukit.hlo._brackets import _NESTING, _STRING, _TOKEN, _split_tokens, split_top
 from tpukit.hlo._model import HloMetadata
 from tpukit.hlo._parser import (
     _CALL_KEY,
+    _COMPUTATION_HEADER,
     _META_FIELD,
     _metadata_alone,
     _metadata_of,
@@ -170,3 +173,22 @@ def test_xla_metadata_reads_as_the_general_path():
         assert got == _metadata_reference(rest), rest
         fast += any(isinstance(v, HloMetadata) for v in shared.values())
     assert fast > 10000  # most of them took the fast path
+
+
+def test_quick_patterns_match_as_the_plain_ones():
+    """`_brackets._STRING` and `_TOKEN` (possessive) and `_COMPUTATION_HEADER` (its
+    signature found from the end) match what their plain spellings match."""
+    plain_string = re.compile(r'"(?:[^"\\]|\\.)*"')
+    plain_token = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/|[()\[\]{},]')
+    plain_header = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->.*?)?\s*\{$")
+    rng = random.Random(1)
+    alphabet = ['"', "\\", "a", " ", "(", ")", "{", "}", "/", "*", ",", "-", ">", "\t", "%"]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        assert plain_string.sub("", text) == _STRING.sub("", text), text
+        assert [m.span() for m in plain_token.finditer(text)] == [
+            m.span() for m in _TOKEN.finditer(text)
+        ], text
+        for header in (text, "f " + text, f"ENTRY %m ({text}) -> {text} {{", f"c ({text}{{"):
+            plain, quick = plain_header.match(header), _COMPUTATION_HEADER.match(header)
+            assert (plain and plain.groups()) == (quick and quick.groups()), header
