@@ -15,19 +15,23 @@ odd text never raises.
 
 Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
 `_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
-opcode, operands as ``[shape ]%name`` pieces, the rest) in the same match; ``findall``
-over a megabyte of text at a time gives one tuple per line, and `_read_rows` makes each
-common line's record from its tuple with no further regex (operand names by
-``str.split``; the metadata text is found once per distinct rest of a line, and parsed
-once per distinct text). Every other line -- headers, closing braces, continuation
-lines, comments, odd spacing -- goes through `_Reader.line`, the line-by-line reader,
-which is also what reads text with line breaks other than "\\n"; both read any text the
-same way (``tests/test_hlo_parser_rows.py``). A record keeps its place in the module's
-text rather than a copy of its line; an instruction's attributes are split only when
-someone asks (`HloInstruction.attributes`), the parser itself reading just the called
-computations and the metadata; equal names and metadata of one module are stored once;
-and the garbage collector pauses while the objects pile up (`paused_gc`). Equal text
-parsed again while its module is alive is not parsed again (`_parsed.PARSED`).
+opcode, operands as ``[shape ]%name`` pieces -- the first two names captured -- and the
+rest) in the same match; ``findall`` over a megabyte of text at a time gives one tuple
+per line, and `_read_rows` makes each common line's record from its tuple with no
+further regex (more operand names by ``str.split``; the metadata of each distinct rest
+of a line found once, XLA's own metadata text read by one regex, `_XLA_METADATA`, and
+each distinct text parsed once). Every other line -- headers, closing braces,
+continuation lines, comments, odd spacing -- goes through `_Reader.line`, the
+line-by-line reader, which is also what reads text with line breaks other than "\\n";
+both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
+place in the module's text rather than a copy of its line; an instruction's attributes
+are split only when someone asks (`HloInstruction.attributes`), the parser itself
+reading just the called computations and the metadata; equal metadata of one module,
+and its fields' keys and short values, are stored once (names are not: a table of
+400,000 names costs more time than its strings cost memory); the garbage collector
+pauses while the objects pile up, and the objects made are then moved to its oldest
+generation unscanned (`paused_gc`). Equal text parsed again while its module is alive
+is not parsed again (`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -336,7 +340,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     attributes, called = None, none
                 at = start + len(indent)
                 after = pos - 1 - len(rest) - at  # the rest's place in the line (its "\n": pos - 1)
-                # `made_instruction`, inlined (a call costs a tenth of the record, 400,000 times).
+                # Its fields as stored (no __init__, no checks: a call costs a tenth of the record).
                 record = new(HloInstruction)
                 record.name = name
                 record.opcode = opcode
