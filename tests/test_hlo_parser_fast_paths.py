@@ -22,9 +22,12 @@ from tpukit.hlo._parser import (
     _CALL_KEY,
     _COMPUTATION_HEADER,
     _META_FIELD,
+    _MODULE_LINE,
     _metadata_alone,
     _metadata_of,
+    _module_starts,
     _parse_metadata,
+    module_names,
     parse_hlo,
     paused_gc,
 )
@@ -192,3 +195,14 @@ def test_quick_patterns_match_as_the_plain_ones():
         for header in (text, "f " + text, f"ENTRY %m ({text}) -> {text} {{", f"c ({text}{{"):
             plain, quick = plain_header.match(header), _COMPUTATION_HEADER.match(header)
             assert (plain and plain.groups()) == (quick and quick.groups()), header
+
+
+def test_module_lines_found_as_the_regex_finds_them():
+    """`split_modules` finds the ``HloModule`` lines by ``str.find``: where
+    `_MODULE_LINE` (a multi-line regex, slow on a large text) finds them."""
+    rng = random.Random(2)
+    pieces = ["HloModule", " ", "\t", "\n", "a", ",", "HloModule m", "\r", "x"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert [m.start() for m in _MODULE_LINE.finditer(text)] == _module_starts(text), text
+        assert _MODULE_LINE.findall(text) == module_names(text), text
