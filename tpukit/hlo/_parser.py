@@ -110,7 +110,7 @@ _NONE: list = []
 # `_ROW` reads this many characters at a time (then up to a line's end).
 _CHUNK = 1 << 20
 # `_read_rows` forgets the metadata of the rests of lines it saw past this many.
-_ALONE_KEPT = 1 << 17
+_ALONE_KEPT = 1 << 14
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
