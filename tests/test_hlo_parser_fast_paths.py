@@ -16,7 +16,14 @@ import re
 
 import pytest
 
-from tpukit.hlo._brackets import _NESTING, _STRING, _TOKEN, _split_tokens, split_top
+from tpukit.hlo._brackets import (
+    _NESTING,
+    _STRING,
+    _TOKEN,
+    _split_tokens,
+    open_brackets,
+    split_top,
+)
 from tpukit.hlo._model import HloMetadata
 from tpukit.hlo._parser import (
     _CALL_KEY,
@@ -206,3 +213,13 @@ def test_module_lines_found_as_the_regex_finds_them():
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
         assert [m.start() for m in _MODULE_LINE.finditer(text)] == _module_starts(text), text
         assert _MODULE_LINE.findall(text) == module_names(text), text
+
+
+def test_open_brackets_counts_as_with_the_strings_cut_out():
+    rng = random.Random(4)
+    alphabet = ['"', "\\", "a", "(", ")", "{", "}", "[", "]", ","]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+        expected = sum(plain.count(a) - plain.count(b) for a, b in ("()", "{}", "[]"))
+        assert open_brackets(text) == expected, text

