@@ -223,3 +223,18 @@ def test_open_brackets_counts_as_with_the_strings_cut_out():
         plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
         expected = sum(plain.count(a) - plain.count(b) for a, b in ("()", "{}", "[]"))
         assert open_brackets(text) == expected, text
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_paused_gc_keep_moves_what_was_made_out_of_the_young_generation(enabled):
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with paused_gc(keep=True):
+            assert not gc.isenabled()
+            made = [[] for _ in range(5000)]
+        assert gc.isenabled() is enabled
+        assert gc.get_count()[0] < 1000  # not left young, to be scanned as young
+        assert len(made) == 5000
+    finally:
+        (gc.enable if was else gc.disable)()
