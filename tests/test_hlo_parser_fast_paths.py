@@ -3,7 +3,9 @@
 `split_top` (in `_brackets`) matches bracket groups inside one regex and falls back to counting tokens
 (`_split_tokens`) when the text is nested too deep or unbalanced; both must split the
 same way on any text. `_META_FIELD` skips the insides of words, and must find what the
-plain pattern finds. `paused_gc` must leave the collector as it found it.
+plain pattern finds; so must the other patterns written for speed (`_XLA_METADATA`, read
+against the general metadata path, and the possessive or reordered ones). `paused_gc`
+must leave the collector as it found it.
 """
 
 from __future__ import annotations
@@ -14,8 +16,28 @@ import re
 
 import pytest
 
-from tpukit.hlo._brackets import _NESTING, _split_tokens, split_top
-from tpukit.hlo._parser import _META_FIELD, parse_hlo, paused_gc
+from tpukit.hlo._brackets import (
+    _NESTING,
+    _STRING,
+    _TOKEN,
+    _split_tokens,
+    open_brackets,
+    split_top,
+)
+from tpukit.hlo._model import HloMetadata
+from tpukit.hlo._parser import (
+    _CALL_KEY,
+    _COMPUTATION_HEADER,
+    _META_FIELD,
+    _MODULE_LINE,
+    _metadata_alone,
+    _metadata_of,
+    _module_starts,
+    _parse_metadata,
+    module_names,
+    parse_hlo,
+    paused_gc,
+)
 
 CASES = [
     "a, b",
@@ -101,3 +123,118 @@ def test_parse_hlo_leaves_the_collector_on_after_bad_text():
     with pytest.raises(ValueError):
         parse_hlo("this is not HLO")
     assert gc.isenabled()
+
+
+def _metadata_reference(rest: str) -> HloMetadata | None:
+    """What a line's rest gave before `_XLA_METADATA`: the metadata found alone, or None
+    when the rest calls a computation or must be split whole."""
+    if _CALL_KEY.search(rest):
+        return None
+    value = _metadata_alone.__wrapped__(rest)
+    if value is None:
+        return None
+    return _parse_metadata(value) if value else HloMetadata()
+
+
+def _random_rest(rng: random.Random) -> str:
+    """A line's rest with XLA-like metadata, spelled oddly now and then."""
+    values = {
+        "op_type": '"dot"',
+        "op_name": '"jit(f)/jvp(model (GPT))/blocks[6] (Block)/add"',
+        "source_file": '"/home/user/model.py"',
+        "source_line": "12",
+        "source_end_line": "13",
+        "source_column": "4",
+        "deduplicated_name": '"fusion.3"',
+        "preserve_layout": "true",
+        "scheduling_name": '"add.7"',
+        "stack_frame_id": "171",
+    }
+    keys = [key for key in values if rng.random() < 0.5] or ["op_name"]
+    if rng.random() < 0.1:
+        rng.shuffle(keys)
+    odd = ['"', "\\", "{", "}", " ", "=", "metadata", "a", "x=1", "source_line=3", ""]
+    parts = []
+    for key in keys:
+        value = values[key]
+        if rng.random() < 0.1:
+            at = rng.randint(0, len(value))
+            value = value[:at] + rng.choice(odd) + value[at:]
+        parts.append(f"{key}={value}")
+    seps = [rng.choice([" ", " ", " ", "", "  "]) for _ in parts]
+    body = "".join(sep + part for sep, part in zip(seps, parts)).removeprefix(" ")
+    rest = ", metadata={" + body + "}"
+    if rng.random() < 0.2:
+        rest = rng.choice([", dimensions={1}", ", x=metadata", ", to_apply=%add", ",y=2"]) + rest
+    if rng.random() < 0.1:
+        rest += rng.choice([", b=1", " ", "}", ', backend_config="{}"'])
+    return rest
+
+
+def test_xla_metadata_reads_as_the_general_path():
+    rng = random.Random(5)
+    rests = [_random_rest(rng) for _ in range(20000)]
+    rests += [', metadata={op_name="a" source_line=12source_end_line=3}', ", metadata={}"]
+    empty = HloMetadata()
+    fast = 0
+    for rest in rests:
+        shared: dict = {}
+        got = _metadata_of(rest, shared, {}, empty)
+        assert got == _metadata_reference(rest), rest
+        fast += any(isinstance(v, HloMetadata) for v in shared.values())
+    assert fast > 10000  # most of them took the fast path
+
+
+def test_quick_patterns_match_as_the_plain_ones():
+    """`_brackets._STRING` and `_TOKEN` (possessive) and `_COMPUTATION_HEADER` (its
+    signature found from the end) match what their plain spellings match."""
+    plain_string = re.compile(r'"(?:[^"\\]|\\.)*"')
+    plain_token = re.compile(r'"(?:[^"\\]|\\.)*"|/\*.*?\*/|[()\[\]{},]')
+    plain_header = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->.*?)?\s*\{$")
+    rng = random.Random(1)
+    alphabet = ['"', "\\", "a", " ", "(", ")", "{", "}", "/", "*", ",", "-", ">", "\t", "%"]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        assert plain_string.sub("", text) == _STRING.sub("", text), text
+        assert [m.span() for m in plain_token.finditer(text)] == [
+            m.span() for m in _TOKEN.finditer(text)
+        ], text
+        for header in (text, "f " + text, f"ENTRY %m ({text}) -> {text} {{", f"c ({text}{{"):
+            plain, quick = plain_header.match(header), _COMPUTATION_HEADER.match(header)
+            assert (plain and plain.groups()) == (quick and quick.groups()), header
+
+
+def test_module_lines_found_as_the_regex_finds_them():
+    """`split_modules` finds the ``HloModule`` lines by ``str.find``: where
+    `_MODULE_LINE` (a multi-line regex, slow on a large text) finds them."""
+    rng = random.Random(2)
+    pieces = ["HloModule", " ", "\t", "\n", "a", ",", "HloModule m", "\r", "x"]
+    for _ in range(20000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert [m.start() for m in _MODULE_LINE.finditer(text)] == _module_starts(text), text
+        assert _MODULE_LINE.findall(text) == module_names(text), text
+
+
+def test_open_brackets_counts_as_with_the_strings_cut_out():
+    rng = random.Random(4)
+    alphabet = ['"', "\\", "a", "(", ")", "{", "}", "[", "]", ","]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+        expected = sum(plain.count(a) - plain.count(b) for a, b in ("()", "{}", "[]"))
+        assert open_brackets(text) == expected, text
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_paused_gc_keep_moves_what_was_made_out_of_the_young_generation(enabled):
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        with paused_gc(keep=True):
+            assert not gc.isenabled()
+            made = [[] for _ in range(5000)]
+        assert gc.isenabled() is enabled
+        assert gc.get_count()[0] < 1000  # not left young, to be scanned as young
+        assert len(made) == 5000
+    finally:
+        (gc.enable if was else gc.disable)()

@@ -270,7 +270,7 @@ class HloInstruction:
         if at < 0:
             return self._text
         end = self._end
-        if end < 0:  # the line ends at its line break (see `made_instruction`)
+        if end < 0:  # the line ends at its line break (the parser's rows: see `_read_rows`)
             end = self._text.find("\n", at)
         return self._text[at:end]
 
@@ -361,36 +361,6 @@ class HloInstruction:
     def custom_call_target(self) -> str:
         """The unquoted ``custom_call_target`` of a custom-call, else ``""``."""
         return self.attributes.get("custom_call_target", "").strip('"')
-
-
-def made_instruction(
-    name: str, opcode: str, shape: HloShape, operands: list[str],
-    attributes: dict[str, str] | None, called: list[ComputationRef], metadata: HloMetadata,
-    is_root: bool, source: str, at: int, end: int, operand_at: int, computation: str,
-    rest_at: int,
-) -> HloInstruction:  # fmt: skip
-    """The parser's `HloInstruction` of ``source[at:end]``, its fields given as they are
-    stored (no checks, no keywords: a parse makes hundreds of thousands of them). An
-    ``end`` of -1 stands for the next line break (one int object fewer per record)."""
-    instr = _new_object(HloInstruction)
-    instr.name = name
-    instr.opcode = opcode
-    instr.shape = shape
-    instr.operands = operands
-    instr._attributes = attributes
-    instr.called_computations = called
-    instr.metadata = metadata
-    instr.is_root = is_root
-    instr._text = source
-    instr._at = at
-    instr._end = end
-    instr._operand_text = operand_at
-    instr.computation = computation
-    instr._rest_at = rest_at
-    return instr
-
-
-_new_object = object.__new__
 
 
 class HloComputation:

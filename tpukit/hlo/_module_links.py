@@ -28,8 +28,9 @@ is how others call it: `assign_kinds` reads it from the callers.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
-from tpukit.hlo._model import HloModule, HloSourceFrame
+from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule, HloSourceFrame
 from tpukit.hlo._sources import is_user_file
 
 # ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
@@ -92,12 +93,14 @@ def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
     return stack[0] if stack else None
 
 
-def link_sources(module: HloModule) -> None:
+def link_sources(module: HloModule, metadata: Iterable[HloMetadata] | None = None) -> None:
+    """Give each metadata with a ``stack_frame_id`` its stack and the user's frame.
+    ``metadata``, when given, holds every metadata of the module's instructions (the
+    parser's table: each distinct one once, rather than one per instruction)."""
     if not module.stack_frames:
         return
     users: dict[int, HloSourceFrame | None] = {}  # thousands of instructions, few stacks
-    for instr in module.instructions():
-        meta = instr.metadata
+    for meta in (i.metadata for i in module.instructions()) if metadata is None else metadata:
         if meta.stack_frame_id and not meta.source_file:
             stack = module.stack_frames.get(meta.stack_frame_id, ())
             meta.stack = stack
@@ -126,8 +129,11 @@ def _kind(opcode: str, role: str) -> str:
     return "applied"
 
 
-def assign_kinds(module: HloModule) -> None:
-    for instr in module.instructions():
+def assign_kinds(module: HloModule, callers: list[HloInstruction] | None = None) -> None:
+    """Give each computation the kind its callers make it. ``callers``, when given, are
+    the module's instructions that call computations, in its order (the others call
+    none: the parser's list spares a walk over every record)."""
+    for instr in module.instructions() if callers is None else callers:
         for ref in instr.called_computations:
             comp = module.computations.get(ref.name)
             if comp is None or comp.is_entry:

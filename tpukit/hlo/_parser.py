@@ -15,19 +15,23 @@ odd text never raises.
 
 Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
 `_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
-opcode, operands as ``[shape ]%name`` pieces, the rest) in the same match; ``findall``
-over a megabyte of text at a time gives one tuple per line, and `_read_rows` makes each
-common line's record from its tuple with no further regex (operand names by
-``str.split``; the metadata text is found once per distinct rest of a line, and parsed
-once per distinct text). Every other line -- headers, closing braces, continuation
-lines, comments, odd spacing -- goes through `_Reader.line`, the line-by-line reader,
-which is also what reads text with line breaks other than "\\n"; both read any text the
-same way (``tests/test_hlo_parser_rows.py``). A record keeps its place in the module's
-text rather than a copy of its line; an instruction's attributes are split only when
-someone asks (`HloInstruction.attributes`), the parser itself reading just the called
-computations and the metadata; equal names and metadata of one module are stored once;
-and the garbage collector pauses while the objects pile up (`paused_gc`). Equal text
-parsed again while its module is alive is not parsed again (`_parsed.PARSED`).
+opcode, operands as ``[shape ]%name`` pieces -- the first two names captured -- and the
+rest) in the same match; ``findall`` over a megabyte of text at a time gives one tuple
+per line, and `_read_rows` makes each common line's record from its tuple with no
+further regex (more operand names by ``str.split``; the metadata of each distinct rest
+of a line found once, XLA's own metadata text read by one regex, `_XLA_METADATA`, and
+each distinct text parsed once). Every other line -- headers, closing braces,
+continuation lines, comments, odd spacing -- goes through `_Reader.line`, the
+line-by-line reader, which is also what reads text with line breaks other than "\\n";
+both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
+place in the module's text rather than a copy of its line; an instruction's attributes
+are split only when someone asks (`HloInstruction.attributes`), the parser itself
+reading just the called computations and the metadata; equal metadata of one module,
+and its fields' keys and short values, are stored once (names are not: a table of
+400,000 names costs more time than its strings cost memory); the garbage collector
+pauses while the objects pile up, and the objects made are then moved to its oldest
+generation unscanned (`paused_gc`). Equal text parsed again while its module is alive
+is not parsed again (`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -48,7 +52,6 @@ from tpukit.hlo._model import (
     HloMetadata,
     HloModule,
     HloShape,
-    made_instruction,
 )
 from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
 from tpukit.hlo._parsed import PARSED
@@ -56,7 +59,9 @@ from tpukit.hlo._parsed import PARSED
 _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
 _OPCODE = re.compile(r"\s*([A-Za-z][\w\-.$]*)")
-_COMPUTATION_HEADER = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->.*?)?\s*\{$")
+# (Its signature ends at the last non-space before the "{": ``(?:.*\S)?``, which finds
+# it from the end, matches what a lazy ``.*?`` would, 5x quicker on a long signature.)
+_COMPUTATION_HEADER = re.compile(r"(ENTRY\s+)?%?([\w.\-$]+)\s*(\(.*\)\s*->(?:.*\S)?)?\s*\{$")
 # An instruction's first line: ``[ROOT] [%]name = <shape> ...`` (spaces around ``=``).
 _NEW_INSTRUCTION = re.compile(r"(ROOT\s+)?%?[\w.\-$]+\s+=\s+[a-z(]")
 _ARRAY_SHAPE = re.compile(r"([a-z][a-z0-9]*)\[([^\]]*)\](?:\{([^}]*)\})?")
@@ -85,20 +90,29 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
 _ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
-_LISTED = rf"(?:{_ROW_PIECE}(?:, {_ROW_PIECE})*)?"
+# The same pieces, the names of the first two captured (most instructions have one or
+# two operands: their names come out of the regex), the pieces after them as they are.
+_NAMED_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
+_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*))?)?)?"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, on one line, no trailing space) or any other: indent, the instruction's
-# whole text, ROOT, name, shape, opcode, operands, the rest after them; or the other
-# line's text. `str.findall` over the whole text gives every line as one tuple.
+# both read, on one line, no trailing space) or any other: indent, ROOT, name, shape,
+# opcode, operands (when `_LISTED`: their text, the first name, the second, the pieces
+# after; else their text), the rest after them; or (other lines) nothing but the indent.
+# `str.findall` over the whole text gives every line as one tuple. (No group holds the
+# whole line: a copy of every line, and the groups' strings are half of findall's time.)
+# XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
+# than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 _ROW = re.compile(
-    r"([ \t]*)(?:((ROOT[ \t]+)?%?([\w.\-$]+)[ \t]+=[ \t]+"
-    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?)[ \t]*([A-Za-z][\w\-.$]*)"
-    rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?))|([^\n]*))\n"
+    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
+    rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
 # `_ROW` reads this many characters at a time (then up to a line's end).
 _CHUNK = 1 << 20
+# `_read_rows` forgets the metadata of the rests of lines it saw past this many.
+_ALONE_KEPT = 1 << 14
 _MODULE_LINE = re.compile(r"^[ \t]*HloModule[ \t]+([^\s,]+)", re.MULTILINE)
 _TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 
@@ -155,9 +169,9 @@ def parse_hlo(text: str) -> HloModule:
             f"tpukit.hlo.open(text, module={names[0]!r}), or split the text at its "
             "'HloModule' lines."
         )
-    with paused_gc():
-        module = _parse(text)
-    check_complete(module)
+    with paused_gc(keep=True):
+        module, callers = _parse(text)
+    check_complete(module, callers)
     PARSED.put(text, module)
     return module
 
@@ -168,25 +182,40 @@ def module_names(text: str) -> list[str]:
     >>> module_names("HloModule a\\nENTRY e {...}\\nHloModule b, is_scheduled=true\\n...")
     ['a', 'b']
     """
-    return _MODULE_LINE.findall(text)
+    return [_MODULE_LINE.match(text, at).group(1) for at in _module_starts(text)]  # type: ignore[union-attr]
 
 
 def split_modules(text: str) -> list[tuple[str, str]]:
     """``(name, text)`` of each module in text holding several ``HloModule``s, in order."""
-    starts = [m.start() for m in _MODULE_LINE.finditer(text)]
+    starts = _module_starts(text)
     if len(starts) <= 1:
         return [(module_names(text)[0] if starts else "", text)]
     bounds = zip(starts, [*starts[1:], len(text)])
-    return [(_MODULE_LINE.match(text, a).group(1), text[a:b]) for a, b in bounds]
+    return [(_MODULE_LINE.match(text, a).group(1), text[a:b]) for a, b in bounds]  # type: ignore[union-attr]
 
 
-def check_complete(module: HloModule) -> None:
+def _module_starts(text: str) -> list[int]:
+    """Where the lines `_MODULE_LINE` matches start: the lines where the word
+    ``HloModule`` comes after nothing but spaces. (Found by ``str.find``: the regex tries
+    every character of the text, 1 s on 50 MB, as its lines may start anywhere.)"""
+    starts = []
+    at = text.find("HloModule")
+    while at >= 0:
+        line = text.rfind("\n", 0, at) + 1
+        if not text[line:at].strip(" \t") and _MODULE_LINE.match(text, line):
+            starts.append(line)
+        at = text.find("HloModule", at + 9)
+    return starts
+
+
+def check_complete(module: HloModule, callers: list[HloInstruction] | None = None) -> None:
     """Refuse a module that is cut short or misses a computation it calls.
 
     A dump cut while it was written (a full disk, a killed job, a partial copy) still
     parses line by line; its figures would be those of a smaller program. Raises
     `HloTextError` naming what is missing: the ENTRY computation, or a computation
-    that an instruction calls.
+    that an instruction calls. ``callers``, when given, are the module's instructions
+    that call computations, in its order (the parser's list: no walk over every record).
     """
     if module.computations and module.entry_name not in module.computations:
         raise HloTextError(
@@ -196,33 +225,47 @@ def check_complete(module: HloModule) -> None:
             "whole file XLA wrote (XLA marks its last computation ENTRY), or mark the "
             "program's computation 'ENTRY' in hand-written HLO."
         )
-    for comp in module.computations.values():
-        for instr in comp.instructions:
-            for ref in instr.called_computations:
-                if ref.name not in module.computations:
-                    raise HloTextError(
-                        f"Instruction {instr.name!r} in {comp.name!r} calls computation "
-                        f"{ref.name!r}, which module {module.name or '(unnamed)'!r} does not "
-                        "hold: the text is incomplete (cut short or edited). Open the whole "
-                        "module XLA wrote."
-                    )
+    if callers is None:
+        callers = [i for c in module.computations.values() for i in c.instructions]
+    for instr in callers:
+        for ref in instr.called_computations:
+            if ref.name not in module.computations:
+                raise HloTextError(
+                    f"Instruction {instr.name!r} in {instr.computation!r} calls computation "
+                    f"{ref.name!r}, which module {module.name or '(unnamed)'!r} does not "
+                    "hold: the text is incomplete (cut short or edited). Open the whole "
+                    "module XLA wrote."
+                )
 
 
 @contextlib.contextmanager
-def paused_gc() -> Iterator[None]:
+def paused_gc(keep: bool = False) -> Iterator[None]:
     """Pause the cyclic garbage collector: parsing makes hundreds of thousands of objects
     and no cycles, and collections triggered by them would scan the whole heap again
-    and again (a third of the parse time on a 20k-instruction module)."""
+    and again (a third of the parse time on a 20k-instruction module).
+
+    With ``keep`` (what was made is kept: a parsed module), the young objects are moved
+    to the oldest generation when the block ends (``gc.freeze``, then ``gc.unfreeze``:
+    no scan). Otherwise the first allocation after it would scan them all as young
+    objects (0.2 s for 400,000 instructions) and again as middle-aged ones, only to
+    find them alive. They are scanned at the next full collection, as old objects are;
+    so are any other young objects of the process at that moment (cyclic garbage among
+    them is freed then rather than at the next young collection)."""
     enabled = gc.isenabled()
     gc.disable()
     try:
         yield
     finally:
+        if keep:
+            gc.freeze()
+            gc.unfreeze()
         if enabled:
             gc.enable()
 
 
-def _parse(text: str) -> HloModule:
+def _parse(text: str) -> tuple[HloModule, list[HloInstruction] | None]:
+    """The module of ``text``, and its instructions that call computations (None when
+    only the module can tell: see `_Reader.known_callers`)."""
     reader = _Reader(text)
     if _rows_apply(text):
         _read_rows(reader, text)
@@ -231,7 +274,7 @@ def _parse(text: str) -> HloModule:
         for line in text.splitlines(True):
             start, end = end, end + len(line)
             reader.line(line, start)
-    return reader.finish()
+    return reader.finish(), reader.known_callers()
 
 
 def _rows_apply(text: str) -> bool:
@@ -244,18 +287,25 @@ def _rows_apply(text: str) -> bool:
 def _read_rows(reader: _Reader, text: str) -> None:
     """Read ``text`` one `_ROW` (line) at a time: a common instruction line inside a
     computation becomes its record at once; every other line goes through `_Reader.line`,
-    which knows that the last record may still be continued (``reader.fast``)."""
+    which knows that the last record may still be continued (``reader.fast``).
+
+    Names are not interned here: a table of every name costs more than the strings it
+    saves (a lookup in a dict of 400,000 names misses the CPU's caches; 1.2 us a name)."""
     last = text.rfind("\n") + 1
-    comments = "/*" in text
-    shared = reader.shared
-    setdefault = shared.setdefault
+    comments = "*" in text and "/*" in text  # (one character: a memchr, 10x quicker)
+    find = text.find
+    metas = metadata_table(reader.shared)
+    callers = reader.callers
+    strings: dict[str, str] = {}  # metadata fields' values (`_parse_metadata`)
     shapes: dict[str, HloShape] = {}
     opcodes: dict[str, str] = {}  # (a few dozen: a small table stays in the CPU's cache)
     drop_shapes = _ROW_SHAPE.sub
-    made = made_instruction
+    new = _new_object
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
-    empty = shared.setdefault("{}", HloMetadata())
-    alone: dict[str, str | None] = {}  # a line's rest -> its metadata (`_metadata_alone`)
+    empty = metas.setdefault("{}", HloMetadata())
+    # A line's rest -> its metadata, or None when the rest calls a computation (or only a
+    # full split can tell); most lines of a module end as others do.
+    alone: dict[str, HloMetadata | None] = {"": empty}
     # No operands, no called computations: one empty list for all records (a module is
     # read-only once parsed; 56 bytes a record, a quarter of the text's size).
     none: list = _NONE
@@ -266,11 +316,13 @@ def _read_rows(reader: _Reader, text: str) -> None:
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
     for rows in _chunks(text, last):
-        alone.clear()  # (bounded: most repeats are near each other)
-        for indent, whole, root, name, shape, opcode, listed, loose, rest, other in rows:
+        if len(alone) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
+            alone.clear()
+            alone[""] = empty
+        for indent, root, name, shape, opcode, listed, first, second, more, loose, rest in rows:
             start = pos
-            pos = start + len(indent) + len(whole) + len(other) + 1
-            if whole and append is not None and not (comments and "/*" in whole):
+            pos = find("\n", start) + 1
+            if name and append is not None and not (comments and find("/*", start, pos) >= 0):
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
                     pending = False
@@ -278,55 +330,51 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
-                at = len(whole) - len(rest)
-                operand_at = at - 1 - len(listed or loose)
                 if opcode in ("constant", "parameter"):
                     operands = none
-                elif loose:
-                    operands = _operand_names(loose, shared)
-                elif listed:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
-                    if "[" not in listed:
-                        names = listed.replace("%", "").split(", ")
-                    elif listed.count(" ") == 2 * listed.count(", ") + 1:  # a shape in each
-                        names = listed.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                elif not second:
+                    operands = [first] if first else _operand_names(loose) if loose else none
+                elif not more:
+                    operands = [first, second]
+                else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                    if "[" not in more:
+                        names = more.replace("%", "").split(", ")
+                    elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
+                        names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
                     else:
-                        names = drop_shapes("", listed).replace("%", "").split(", ")
-                    operands = list(map(setdefault, names, names))
-                else:
-                    operands = none
-                if not rest:
-                    attributes, called, metadata, rest_at = None, none, empty, at
-                else:
-                    quick = alone.get(rest, False)
-                    if quick is False:
-                        quick = alone[rest] = (
-                            None
-                            if (  # a plain search per word is quicker than one regex of all
-                                "calls" in rest or "to_apply" in rest or "body" in rest
-                                or "condition" in rest or "_computation" in rest
-                                or "select" in rest or "scatter" in rest
-                            ) and _CALL_KEY.search(rest)
-                            else _metadata_alone(rest)
-                        )  # fmt: skip
-                    if quick is None:  # called computations (or odd text): split it all now
-                        attributes, called, rest_at = {}, [], -1
-                        metadata = _parse_attributes(rest.strip(), attributes, called) or empty
-                    else:  # the metadata alone: the rest is split when asked for
-                        attributes, called, rest_at = None, none, at
-                        if quick:
-                            metadata = shared.get(quick)
-                            if metadata is None:
-                                metadata = shared[quick] = _parse_metadata(quick)
-                        else:
-                            metadata = empty
-                # The line ends at its "\n" (`_ROW`'s lines have no trailing space): -1.
-                append(
-                    made(
-                        setdefault(name, name), opcode, found, operands, attributes, called,
-                        metadata, root != "", text, start + len(indent), -1, operand_at,
-                        comp_name, rest_at,
+                        names = drop_shapes("", more).replace("%", "").split(", ")
+                    operands = [first, second, *names]
+                metadata = alone.get(rest, False)
+                if metadata is False:
+                    metadata = alone[rest] = _metadata_of(rest, metas, strings, empty)
+                if metadata is None:  # called computations (or odd text): split it all now
+                    attributes, called = {}, []
+                    metadata = (
+                        _parse_attributes(rest.strip(), attributes, called, metas, strings) or empty
                     )
-                )  # fmt: skip
+                else:  # the metadata alone: the rest is split when asked for
+                    attributes, called = None, none
+                at = start + len(indent)
+                after = pos - 1 - len(rest) - at  # the rest's place in the line (its "\n": pos - 1)
+                # Its fields as stored (no __init__, no checks: a call costs a tenth of the record).
+                record = new(HloInstruction)
+                record.name = name
+                record.opcode = opcode
+                record.shape = found
+                record.operands = operands
+                record._attributes = attributes
+                record.called_computations = called
+                record.metadata = metadata
+                record.is_root = root != ""
+                record._text = text
+                record._at = at
+                record._end = -1  # its "\n" (`_ROW`'s lines have no trailing space)
+                record._operand_text = after - 1 - len(listed or loose)
+                record.computation = comp_name
+                record._rest_at = after if attributes is None else -1
+                append(record)
+                if called:
+                    callers.append(record)
                 fast = True
                 continue
             reader.fast = fast
@@ -339,6 +387,39 @@ def _read_rows(reader: _Reader, text: str) -> None:
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
+
+
+def _metadata_of(
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
+) -> HloMetadata | None:
+    """The metadata of a common line whose text after the operands is ``rest``, parsed
+    once per distinct ``{...}`` text (``metas``; its field values stored once in
+    ``strings``); None when ``rest`` names a called computation, or when only splitting
+    all of it can tell."""
+    if (  # a plain search per word is quicker than one regex of all of them
+        "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
+        or "_computation" in rest or "select" in rest or "scatter" in rest
+    ) and _CALL_KEY.search(rest):  # fmt: skip
+        return None
+    at = rest.find(", metadata={") + 11
+    if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
+        found = _XLA_METADATA.fullmatch(rest, at)
+        if found is not None:
+            value = rest[at:]
+            metadata = metas.get(value)
+            if metadata is None:
+                metadata = metas[value] = _xla_metadata(found, strings)
+            return metadata
+    value = _metadata_alone(rest)
+    if not value:
+        return None if value is None else empty
+    metadata = metas.get(value)
+    if metadata is None:
+        metadata = metas[value] = _parse_metadata(value, strings)
+    return metadata
+
+
+_new_object = object.__new__
 
 
 def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
@@ -367,7 +448,12 @@ class _Reader:
         self.pending_at = 0  # where the pending instruction starts in ``text``
         self.depth: int | None = 0  # brackets it leaves open (None: not counted yet)
         self.seen_header = False
-        self.shared: dict[str, object] = {}  # names and metadata texts -> one object each
+        # Names (of odd lines) and metadata texts (`metadata_table`) -> one object each.
+        self.shared: dict = {}
+        # The records that call computations, in file order (what `assign_kinds` and
+        # `check_complete` read), and how many computations were closed.
+        self.callers: list[HloInstruction] = []
+        self.closed = 0
         # The last record, made from one common line by `_read_rows`, is what a
         # line-by-line reader would still hold pending: a next line may continue it.
         self.fast = False
@@ -393,6 +479,8 @@ class _Reader:
                 self.pending, self.depth = [], depth
             else:  # a continuation line: read the record's line again with it
                 last = comp.instructions.pop()
+                if self.callers and self.callers[-1] is last:
+                    self.callers.pop()
                 self.pending, self.depth, self.pending_at = [last.text], depth, last._at
             self.fast = False
         if self.depth is None:
@@ -400,6 +488,7 @@ class _Reader:
         if stripped.startswith("}") and self.depth <= 0:
             self.flush()
             self.module.computations[comp.name] = comp
+            self.closed += 1
             self.comp = None
             return
         header = _COMPUTATION_HEADER.match(stripped)
@@ -408,6 +497,7 @@ class _Reader:
             self.flush()
             self.depth = 0
             self.module.computations[comp.name] = comp
+            self.closed += 1
             self.comp = _new_computation(header, self.module)
             return
         # A continuation line of a multi-line instruction (or an odd line: it is
@@ -438,7 +528,9 @@ class _Reader:
         """Make the pending instruction's record (a common line's is made already)."""
         self.fast = False
         if self.pending:
-            _flush(self.comp, self.pending, self.shared, self.text, self.pending_at)  # type: ignore[arg-type]
+            instr = _flush(self.comp, self.pending, self.shared, self.text, self.pending_at)  # type: ignore[arg-type]
+            if instr.called_computations:
+                self.callers.append(instr)
             self.pending = []
 
     def finish(self) -> HloModule:
@@ -448,7 +540,8 @@ class _Reader:
                 cut = open_brackets(comp.instructions[-1].text) > 0
             else:
                 cut = bool(pending) and open_brackets(pending[0]) > 0
-                _flush(comp, pending, self.shared, self.text, self.pending_at)
+                if pending:
+                    _flush(comp, pending, self.shared, self.text, self.pending_at)
             last = comp.instructions[-1].text if comp.instructions else ""
             raise HloTextError(
                 f"HLO text is cut short: computation {comp.name!r} has no closing '}}'"
@@ -465,9 +558,30 @@ class _Reader:
                 "compiled.as_text(); StableHLO (MLIR) text is not supported."
             )
         module.stack_frames = stack_frames(self.tables)
-        link_sources(module)
-        assign_kinds(module)
+        # Every metadata of the module is in its table of texts (`_metadata_of`,
+        # `_parse_attributes`, `_record`), once for the many instructions that share it.
+        link_sources(module, metadata_table(self.shared).values())
+        assign_kinds(module, self.known_callers())
         return module
+
+    def known_callers(self) -> list[HloInstruction] | None:
+        """The records that call computations, in the module's order; None when a
+        computation's name came twice (the module keeps the last one's instructions in
+        the first one's place: ask the module itself)."""
+        return self.callers if self.closed == len(self.module.computations) else None
+
+
+#: The key of `metadata_table` in a parse's table of shared objects (not a str: no name).
+_METADATA_TABLE = ("metadata texts",)
+
+
+def metadata_table(shared: dict) -> dict[str, HloMetadata]:
+    """The metadata of a parse by its ``{...}`` text, kept in its table of shared names
+    (``parse_instruction``'s ``shared``) under a key that no name can be."""
+    table = shared.get(_METADATA_TABLE)
+    if table is None:
+        table = shared[_METADATA_TABLE] = {}
+    return table
 
 
 def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation:
@@ -482,17 +596,20 @@ def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation
 def _flush(
     comp: HloComputation,
     pending: list[str],
-    shared: dict[str, object],
+    shared: dict,
     source: str | None = None,
     at: int = 0,
-) -> None:
+) -> HloInstruction:
+    """Append the record of the ``pending`` lines (one instruction) to ``comp``; it."""
     if len(pending) == 1:  # one line: the record points into the module's text
         line = pending[0]
         if source is not None and not source.startswith(line, at):
             source = None  # (never, unless the offsets are wrong: then keep a copy)
-        comp.instructions.append(parse_instruction(line, comp.name, shared, source, at))
-    elif pending:
-        comp.instructions.append(parse_instruction(" ".join(pending), comp.name, shared))
+        instr = parse_instruction(line, comp.name, shared, source, at)
+    else:
+        instr = parse_instruction(" ".join(pending), comp.name, shared)
+    comp.instructions.append(instr)
+    return instr
 
 
 def _parse_module_header(line: str, module: HloModule) -> None:
@@ -564,7 +681,7 @@ def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
 def parse_instruction(
     line: str,
     computation: str = "",
-    shared: dict[str, object] | None = None,
+    shared: dict | None = None,
     source: str | None = None,
     at: int = 0,
 ) -> HloInstruction:
@@ -572,8 +689,9 @@ def parse_instruction(
 
     ``shared`` maps what the instructions of one module repeat -- names (an operand is
     another instruction's name) and ``metadata={...}`` texts -- to one object each, so
-    equal names are one string and equal metadata one `HloMetadata`. (A table of the
-    parse, unlike ``sys.intern``'s, is freed with it.) When ``line`` is
+    equal names are one string and equal metadata one `HloMetadata` (the metadata by
+    text in `metadata_table`). (A table of the parse, unlike ``sys.intern``'s, is freed
+    with it.) When ``line`` is
     ``source[at:at + len(line)]``, pass ``source`` and ``at``: the record then keeps that
     place in ``source`` instead of its own copy of the line.
 
@@ -643,6 +761,7 @@ def _record(
     called: list[ComputationRef] = []
     metadata = None
     attributes: dict[str, str] | None = {}
+    metas = None if shared is None else metadata_table(shared)
     if rest and not rest.isspace():
         calls = (  # a plain search per word is quicker than one regex of all of them
             "calls" in rest or "to_apply" in rest or "body" in rest or "condition" in rest
@@ -652,17 +771,17 @@ def _record(
         if quick is not None:  # no called computation: the rest is split when asked for
             attributes, value = None, quick
             if value:
-                metadata = shared.get(value) if shared is not None else None  # type: ignore[assignment]
+                metadata = metas.get(value) if metas is not None else None
                 if metadata is None:
                     metadata = _parse_metadata(value)
-                    if shared is not None:
-                        shared[value] = metadata
+                    if metas is not None:
+                        metas[value] = metadata
         else:
-            metadata = _parse_attributes(rest.strip(), attributes, called)
-    if metadata is None and shared is not None:  # one empty metadata per module, as for
-        metadata = shared.get("{}")  # equal texts (``metadata={}`` reads the same)
+            metadata = _parse_attributes(rest.strip(), attributes, called, metas)
+    if metadata is None and metas is not None:  # one empty metadata per module, as for
+        metadata = metas.get("{}")  # equal texts (``metadata={}`` reads the same)
         if metadata is None:
-            metadata = shared["{}"] = HloMetadata()
+            metadata = metas["{}"] = HloMetadata()
     return HloInstruction(  # by position: a keyword call costs more, 400,000 times
         name, opcode, shape, operands, attributes, called, metadata, is_root, line,
         operand_text, computation, rest_at=pos if attributes is None else -1,
@@ -761,10 +880,49 @@ def _operand_names(inner: str, shared: dict | None = None) -> list[str]:
     return names if shared is None else [shared.setdefault(n, n) for n in names]
 
 
+# The fields XLA's printer writes in ``metadata={...}``, in its order (OpMetadataToString).
+_XLA_FIELDS = (
+    "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+    "source_end_column", "deduplicated_name", "preserve_layout", "scheduling_name",
+    "stack_frame_id",
+)  # fmt: skip
+_QUOTED_FIELDS = ("op_type", "op_name", "source_file", "deduplicated_name", "scheduling_name")
+# A ``{...}`` of those fields, in that order, space-separated: quoted values with no quote
+# or backslash inside, plain values with no space, quote or brace (possessive, as there).
+# In such text `_META_FIELD` finds exactly these fields (so `_parse_metadata` reads them
+# the same), and `_METADATA_VALUE` ends at its last brace (`_metadata_alone` finds it).
+_XLA_METADATA = re.compile(
+    r"\{"
+    + " ?".join(
+        f'(?:{key}="([^"\\\\]*)")?' if key in _QUOTED_FIELDS else f'(?:{key}=([^\\s{{}}"]++))?'
+        for key in _XLA_FIELDS
+    )
+    + r"\}"
+)
+#: The keys XLA writes in ``metadata={...}``, one string each for every parse.
+_FIELD_KEYS = {
+    key: key
+    for key in (
+        "op_type", "op_name", "source_file", "source_line", "source_end_line", "source_column",
+        "source_end_column", "stack_frame_id", "scheduling_name", "deduplicated_name",
+        "preserve_layout", "profile_type",
+    )
+}  # fmt: skip
+
+
+def _NOT_SHARED(value: str, _same: str) -> str:
+    return value
+
+
 def _parse_attributes(
-    rest: str, attributes: dict[str, str], called: list[ComputationRef]
+    rest: str,
+    attributes: dict[str, str],
+    called: list[ComputationRef],
+    metas: dict[str, HloMetadata] | None = None,
+    strings: dict[str, str] | None = None,
 ) -> HloMetadata | None:
-    """Fill ``attributes`` and ``called`` from the text after the operands; the metadata."""
+    """Fill ``attributes`` and ``called`` from the text after the operands; the metadata
+    (one per distinct text in ``metas``, as `_metadata_of` keeps it)."""
     metadata = None
     for key, value in attribute_pairs(rest):
         if not key:
@@ -778,19 +936,47 @@ def _parse_attributes(
                 if name:
                     called.append(ComputationRef(name, role))
         elif key == "metadata":
-            metadata = _parse_metadata(value)
+            metadata = None if metas is None else metas.get(value)
+            if metadata is None:
+                metadata = _parse_metadata(value, strings)
+                if metas is not None:
+                    metas[value] = metadata
     return metadata
 
 
-def _parse_metadata(value: str) -> HloMetadata:
-    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once)."""
+def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
+    """The `HloMetadata` of an `_XLA_METADATA` match: what `_parse_metadata` gives for
+    its text, with no search for the fields."""
+    keep = strings.setdefault
+    fields = {
+        key: value if key == "op_name" else keep(value, value)
+        for key, value in zip(_XLA_FIELDS, found.groups())
+        if value is not None
+    }
+    get = fields.get
+    line = get("source_line", "")
+    frame = get("stack_frame_id", "")
+    return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+        get("op_name", ""), get("op_type", ""), get("source_file", ""),
+        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+    )  # fmt: skip
+
+
+def _parse_metadata(value: str, strings: dict[str, str] | None = None) -> HloMetadata:
+    """The `HloMetadata` of one ``{...}`` text (a parse reads each distinct text once).
+
+    Its keys, and the values other than ``op_name`` (source files, lines, frame ids:
+    few distinct ones), are stored once per module when ``strings`` is given: a dump
+    holds tens of thousands of metadata texts (a fifth of a parsed module's memory)."""
     fields = {}
+    keep = _NOT_SHARED if strings is None else strings.setdefault
     for key, raw in _META_FIELD.findall(value):
         if len(raw) >= 2 and raw[0] == '"' and raw[-1] == '"':  # `_unquote`, inlined
             raw = raw[1:-1]
             if "\\" in raw:
                 raw = raw.replace('\\"', '"').replace("\\\\", "\\")
-        fields[key] = raw
+        key = _FIELD_KEYS.get(key, key)
+        fields[key] = raw if key == "op_name" else keep(raw, raw)
     get = fields.get
     line = get("source_line", "")
     frame = get("stack_frame_id", "")
