@@ -7,12 +7,9 @@ browser test colours a graph by time in headless Chromium (it fails under CI=tru
 Chromium is missing) and writes ``out/screenshots/profile_graph*.png``.
 """
 
-import base64
 import json
 import pathlib
-import re
 import statistics
-import zlib
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +17,7 @@ import pytest
 from _steps import tutorial_train_step
 from IPython.core.error import UsageError
 from jax.profiler import ProfileData
+from test_hlo_graph import payload_of
 
 import tpukit
 from tpukit.hlo import SECTIONS, parse_hlo
@@ -53,12 +51,6 @@ def compiled():
 def profile(compiled):
     x = jax.random.normal(jax.random.key(1), (512, 784))
     return compiled.profile(mlp_params(), x, repeat=5)
-
-
-def payload_of(fragment: str) -> dict:
-    found = re.search(r'tpukitGraphView\(document\.getElementById\("[\w-]+"\),"([^"]+)"', fragment)
-    assert found, "the fragment should boot the viewer with its payload"
-    return json.loads(zlib.decompress(base64.b64decode(found.group(1))))
 
 
 # -- a real trace on CPU ---------------------------------------------------------------
