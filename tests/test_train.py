@@ -218,6 +218,17 @@ def test_dict_data_with_a_model_loss():
         fit(model, optax.adam(1e-2), data, epochs=1, batch_size=64, verbose=False)
 
 
+def test_history_writes_epoch_seconds_in_time_units():
+    """4.035 next to 0.007463 reads as two numbers of one scale: written in units instead."""
+    history = History()
+    history.add_epoch({"epoch": 1, "loss": 0.31234, "seconds": 4.0351})
+    history.add_epoch({"epoch": 2, "loss": 0.1, "seconds": 0.007463})
+    rows = repr(history).splitlines()[2:]
+    assert rows[0].split()[-2:] == ["4.04", "s"] and rows[1].split()[-2:] == ["7.46", "ms"]
+    assert "0.3123" in rows[0]  # other figures keep their .4g
+    assert "7.46 ms" in history._repr_html_()
+
+
 def test_eval_data_and_history_outputs():
     model = MLP(nnx.Rngs(8))
     history = fit(
