@@ -705,9 +705,13 @@ def parse_instruction(
             name = shared.setdefault(name, name)
             opcode = shared.setdefault(opcode, opcode)
         pos = common.end()
-        return _common_record(
-            is_root is not None, name, parse_shape(shape_text), opcode, operand_text,
-            line[pos:], pos, line, source, at, computation, shared,
+        operands = (
+            [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
+        )
+        # The operand text is kept as its place in the line (see HloInstruction).
+        return _record(
+            is_root is not None, name, parse_shape(shape_text), opcode, operands,
+            pos - 1 - len(operand_text), line[pos:], pos, line, source, at, computation, shared,
         )  # fmt: skip
     head = _general_head(line, computation, shared)
     if isinstance(head, HloInstruction):
@@ -716,30 +720,6 @@ def parse_instruction(
     return _record(
         is_root, name, shape, opcode, operands, operand_text, line[pos:], pos, line, source,
         at, computation, shared,
-    )  # fmt: skip
-
-
-def _common_record(
-    is_root: bool,
-    name: str,
-    shape: HloShape,
-    opcode: str,
-    operand_text: str,
-    rest: str,
-    pos: int,
-    line: str,
-    source: str | None,
-    at: int,
-    computation: str,
-    shared: dict | None,
-) -> HloInstruction:
-    """The record of a line `_COMMON` (or `_ROW`) matched: ``rest`` is the text after
-    the operands' ``)``, which ends at ``pos`` in ``line``."""
-    operands = [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
-    # The operand text is kept as its place in the line (see HloInstruction).
-    return _record(
-        is_root, name, shape, opcode, operands, pos - 1 - len(operand_text), rest, pos, line,
-        source, at, computation, shared,
     )  # fmt: skip
 
 
