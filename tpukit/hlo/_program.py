@@ -386,6 +386,8 @@ def _loops_fact(module: HloModule, unknown: tuple[str, ...]) -> str:
 
 
 _KIND = "tpukit-hlo-program"
+#: The longest path Linux takes (PATH_MAX); longer text is HLO, never a folder's name.
+_PATH_MAX = 4096
 _RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
@@ -441,7 +443,7 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
             "tpukit.hlo.open('/tmp/dump', module='jit_train_step')."
         )
     path = pathlib.Path(source) if isinstance(source, os.PathLike) else None
-    if path is None and "\n" not in source.strip() and pathlib.Path(source).is_dir():
+    if path is None and _names_a_folder(source):
         path = pathlib.Path(source)
     if path is not None and path.is_dir():
         return _open_dump(path, module, stage)
@@ -458,6 +460,12 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
     program = HloProgram({stage: text}, name=parsed.name, source=file)
     program._modules[stage] = parsed
     return program
+
+
+def _names_a_folder(source: str) -> bool:
+    """Whether ``source`` is a folder's path. HLO text runs to megabytes and to lines:
+    it is neither stripped (a copy) nor asked of the file system (too long a name)."""
+    return len(source) <= _PATH_MAX and "\n" not in source.strip() and os.path.isdir(source)
 
 
 def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None) -> HloProgram:
