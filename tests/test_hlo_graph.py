@@ -3,12 +3,10 @@
 What the page does in a browser is in test_hlo_graph_browser.py.
 """
 
-import base64
 import colorsys
 import json
 import pathlib
 import re
-import zlib
 
 import _fixtures
 import jax
@@ -28,6 +26,7 @@ from tpukit.hlo._graph_data import (
 )
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
+from tpukit.hlo._graph_wire import decode_payload
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 
@@ -42,7 +41,7 @@ def payload_of(fragment: str) -> dict:
         r'tpukitGraphView\(document\.getElementById\("([\w-]+)"\),"([A-Za-z0-9+/=]+)"', fragment
     )
     assert found, "the fragment should boot the viewer with its element id and payload"
-    return json.loads(zlib.decompress(base64.b64decode(found.group(2))))
+    return decode_payload(found.group(2))
 
 
 def long_chain_hlo(n: int) -> str:
