@@ -49,45 +49,51 @@ NUMBER_COLUMNS = (
 #: ``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) on the wire: three arrays.
 BLOCK_COLUMNS = ("blockOwner", "blockSize", "blockEdges")
 
-#: Typed array kinds, narrowest first: the page's name, `array`'s code, the range it holds.
-_TYPES = (
-    ("u8", "B", 0, 0xFF),
-    ("u16", "H", 0, 0xFFFF),
-    ("i32", "i", -(2**31), 2**31 - 1),
-)
+#: Typed array kinds, narrowest first: the page's name and `array`'s code.
+_TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))
 _FLOAT = ("f64", "d")  # beyond 32 bits, or not whole: as JSON would give it (a double)
-_CODES = {name: code for name, code, *_ in _TYPES} | {_FLOAT[0]: _FLOAT[1]}
+_CODES = dict((*_TYPES, _FLOAT))
 
 
 def pack(payload: dict) -> dict:
-    """``payload`` with its ``text`` and ``shape`` columns in their wire form (a copy)."""
+    """``payload`` with its ``text`` and ``shape`` columns in their wire form (a copy).
+
+    (`_graph_payload.graph_wire` makes the same for a graph in one pass.)
+    """
     wire = dict(payload)
-    labels, shapes, ops = payload["label"], payload["shape"], payload["op"]
     heads, tails = [], []
-    for text, label, shape, op in zip(payload["text"], labels, shapes, ops, strict=True):
-        if text:
-            head = f"%{label} = {shape} {op}"
-            if text.startswith(head):
-                heads.append(1)
-                tails.append(text[len(head) :])
-                continue
-            if text.startswith("ROOT ") and text.startswith(head, 5):
-                heads.append(2)
-                tails.append(text[len(head) + 5 :])
-                continue
-        heads.append(0)
-        tails.append(text)
+    columns = (payload["text"], payload["label"], payload["shape"], payload["op"])
+    for text, label, shape, op in zip(*columns, strict=True):
+        head, tail = split_head(text, label, shape, op)
+        heads.append(head)
+        tails.append(tail)
     wire["text"], wire["textHead"] = tails, heads
     table: dict[str, int] = {}
-    wire["shape"] = [table.setdefault(shape, len(table)) for shape in shapes]
+    wire["shape"] = [table.setdefault(shape, len(table)) for shape in payload["shape"]]
     wire["shapes"] = list(table)
     return wire
 
 
+def split_head(text: str, label: str, shape: str, op: str) -> tuple[int, str]:
+    """``(head, rest)``: which head ``text`` starts with (1 ``%label = shape op``, 2 the same
+    after ``ROOT ``, 0 none) and what follows it (``text`` whole for 0)."""
+    if text:
+        head = f"%{label} = {shape} {op}"
+        if text.startswith(head):
+            return 1, text[len(head) :]
+        if text.startswith("ROOT ") and text.startswith(head, 5):
+            return 2, text[len(head) + 5 :]
+    return 0, text
+
+
 def encode_payload(payload: dict) -> str:
-    """The payload as the page carries it: packed, its number columns binary, deflated,
-    base64."""
-    return base64.b64encode(zlib.compress(wire_bytes(pack(payload)), _LEVEL)).decode()
+    """The payload as the page carries it: packed, then `encode_wire`."""
+    return encode_wire(pack(payload))
+
+
+def encode_wire(wire: dict) -> str:
+    """A packed payload as the page carries it: `wire_bytes`, deflated, in base64."""
+    return base64.b64encode(zlib.compress(wire_bytes(wire), _LEVEL)).decode()
 
 
 def wire_bytes(wire: dict) -> bytes:
@@ -113,15 +119,19 @@ def wire_bytes(wire: dict) -> bytes:
 
 
 def _typed(values: list) -> tuple[str, array]:
-    """The narrowest typed array that holds ``values`` exactly, and its page-side name."""
-    low, high = (min(values), max(values)) if values else (0, 0)
-    for name, code, least, most in _TYPES:
-        if least <= low and high <= most:
-            try:
-                typed = array(code, values)
-            except TypeError:  # a value that is not whole
-                break
-            return name, _little_endian(typed)
+    """The narrowest typed array that holds ``values`` exactly, and its page-side name.
+
+    Each kind is tried in turn: a value it cannot hold stops the copy there, and in most
+    columns such a value comes first (a parent of -1, the root's total), so this costs
+    about one copy, where finding the range first would cost a pass more.
+    """
+    for name, code in _TYPES:
+        try:
+            return name, _little_endian(array(code, values))
+        except OverflowError:  # a value out of this kind's range
+            continue
+        except TypeError:  # a value that is not whole
+            break
     return _FLOAT[0], _little_endian(array(_FLOAT[1], values))
 
 
