@@ -258,7 +258,13 @@ def instruction_flops(instr: HloInstruction, module: HloModule) -> int:
 def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str, int]) -> int:
     if comp.name not in cache:
         cache[comp.name] = 0  # guards against a (malformed) recursive call graph
-        cache[comp.name] = sum(_instruction_flops(i, module, cache) for i in comp.instructions)
+        cache[comp.name] = sum(
+            [
+                _instruction_flops(i, module, cache)
+                for i in comp.instructions
+                if i.called_computations or i.opcode in FLOP_OPS  # the others count none
+            ]
+        )
     return cache[comp.name]
 
 

@@ -22,6 +22,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
@@ -35,6 +36,8 @@ from tpukit.hlo._graph_schema import SCOPE as SCOPE
 from tpukit.hlo._model import HloInstruction, HloModule
 from tpukit.hlo._parser import metadata_text
 from tpukit.hlo._user_scopes import split_scope
+
+_OPCODE = attrgetter("opcode")
 
 #: Ops that carry values around without computing: a part's label leaves them out.
 PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
@@ -118,7 +121,7 @@ def _first_of_each_category(instr: HloInstruction, module: HloModule) -> dict[st
     """
     first: dict[str, str] = {}
     for comp in module.called(instr):
-        opcodes = dict.fromkeys(inner.opcode for inner in comp)  # in order of first use
+        opcodes = dict.fromkeys(map(_OPCODE, comp.instructions))  # in order of first use
         if "custom-call" in opcodes:
             for inner in comp:
                 first.setdefault(op_category(inner), inner.opcode)
