@@ -21,6 +21,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
@@ -127,8 +128,13 @@ def _first_of_each_category(instr: HloInstruction, module: HloModule) -> dict[st
                 first.setdefault(op_category(inner), inner.opcode)
         else:
             for opcode in opcodes:
-                first.setdefault(op_category(opcode), opcode)
+                first.setdefault(_opcode_category(opcode), opcode)
     return first
+
+
+@functools.lru_cache(maxsize=1024)  # asked for each opcode of each fused computation
+def _opcode_category(opcode: str) -> str:
+    return op_category(opcode)
 
 
 def _fusion_category(inside: dict[str, str]) -> str:
