@@ -35,7 +35,7 @@ from tpukit.hlo._graph_schema import INSTRUCTION as INSTRUCTION
 from tpukit.hlo._graph_schema import PART as PART
 from tpukit.hlo._graph_schema import SCOPE as SCOPE
 from tpukit.hlo._model import HloInstruction, HloModule
-from tpukit.hlo._parser import metadata_text
+from tpukit.hlo._parser import _METADATA_VALUE, metadata_text
 from tpukit.hlo._user_scopes import split_scope
 
 _OPCODE = attrgetter("opcode")
@@ -211,7 +211,10 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
 
     ``tails``, a dict kept across the instructions of a module, holds each distinct
     text after the operands without its metadata: most lines of a module end as others
-    do (the same attributes and metadata), so each ending is cut once.
+    do (the same attributes and metadata), so each ending is cut once; one whose
+    metadata comes last (`_metadata_ends`), where it starts (in a large module most
+    endings are their own, an op name or source line apiece: each is cut without
+    splitting it).
     """
     text = instr.text
     at = text.find(", metadata={")
@@ -225,8 +228,21 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:
-        tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
+        if _metadata_ends(text, at, rest_at):
+            tail = tails[rest] = rest[: at - rest_at]
+        else:
+            tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
     return text[:rest_at] + tail
+
+
+def _metadata_ends(text: str, at: int, rest_at: int) -> bool:
+    """Whether the ``, metadata={...}`` at ``at`` ends the line and is the only
+    ``metadata`` after the operands (from ``rest_at``): then `metadata_text` finds it
+    alone and cutting it leaves ``text[:at]``."""
+    if text.find("metadata", rest_at) != at + 2 or text.find("metadata", at + 10) >= 0:
+        return False
+    found = _METADATA_VALUE.match(text, at + 11)
+    return found is not None and found.end() == len(text)
 
 
 def _without_metadata(text: str, metadata: str) -> str:
