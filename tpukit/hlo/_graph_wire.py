@@ -46,8 +46,8 @@ NUMBER_COLUMNS = (
     "kind", "parent", "cat", "shape", "scope", "location", "source", "note", "count",
     "textHead", "flops", "bytes",
 )  # fmt: skip
-#: ``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) on the wire: three arrays.
-BLOCK_COLUMNS = ("blockOwner", "blockSize", "blockEdges")
+# ``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) travels as three arrays:
+# ``blockOwner``, ``blockSize`` (each block's count of numbers) and ``blockEdges`` (all).
 
 #: Typed array kinds, narrowest first: the page's name and `array`'s code.
 _TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))
