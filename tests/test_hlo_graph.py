@@ -3,12 +3,10 @@
 What the page does in a browser is in test_hlo_graph_browser.py.
 """
 
-import base64
 import colorsys
 import json
 import pathlib
 import re
-import zlib
 
 import _fixtures
 import jax
@@ -25,10 +23,13 @@ from tpukit.hlo._graph_data import (
     MAX_CHILDREN,
     PART,
     SCOPE,
+    GraphTree,
 )
-from tpukit.hlo._graph_payload import graph_payload
+from tpukit.hlo._graph_payload import graph_payload, graph_wire
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
+from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack
 
+HLO_FIXTURES = pathlib.Path(__file__).parent / "data" / "hlo"
 EVIL = "</script><img src=x onerror=alert(1)>"
 
 
@@ -42,7 +43,7 @@ def payload_of(fragment: str) -> dict:
         r'tpukitGraphView\(document\.getElementById\("([\w-]+)"\),"([A-Za-z0-9+/=]+)"', fragment
     )
     assert found, "the fragment should boot the viewer with its element id and payload"
-    return json.loads(zlib.decompress(base64.b64decode(found.group(2))))
+    return decode_payload(found.group(2))
 
 
 def long_chain_hlo(n: int) -> str:
@@ -366,8 +367,6 @@ def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
 def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     """Issue 24: the page carries instruction texts without the head their label, shape and
     op columns give, and shapes by index; read back as the viewer does, nothing differs."""
-    from tpukit.hlo._graph_wire import pack
-
     g = graph(mlp_hlo, title="mlp")
     payload = graph_payload(g._data, "mlp", "optimized")
     wire = payload_of(g._repr_html_())
@@ -382,3 +381,19 @@ def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     assert shapes == payload["shape"] and texts == payload["text"]
     assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
     assert len(json.dumps(pack(payload))) < len(json.dumps(payload))
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in HLO_FIXTURES.glob("*.hlo")))
+def test_the_page_s_payload_made_in_one_pass_is_the_payload_packed(name):
+    """Issue 24: `graph_wire` cuts each text as it makes it; what it gives is `pack` of the
+    payload, field for field and in the same order (a loop's relabelled head included), and
+    the page's bytes read back to it."""
+    # A tree of its own: a payload names the parts of the tree it is made from, and the
+    # module (kept by its text) and its tree are shared with other tests.
+    data = GraphTree(parse_hlo((HLO_FIXTURES / name).read_text()))
+    times = {instr.name: 1e-6 for instr in data.instr if instr is not None}
+    for extra in ({}, {"times": times}, {"memory": {name: 8 for name in times}}):
+        packed = pack(graph_payload(data, "t", "optimized", **extra))
+        wire = graph_wire(data, "t", "optimized", **extra)
+        assert wire == packed and list(wire) == list(packed)
+        assert decode_payload(encode_wire(wire)) == wire

@@ -27,6 +27,7 @@ from flax import nnx
 import tpukit
 from tpukit.hlo import diff_graph, graph, parse_hlo
 from tpukit.hlo._first_view import first_view
+from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_schema import SCHEMA
 
@@ -208,6 +209,38 @@ def test_clicking_a_node_shows_its_hlo_and_source_line(browser, forward_graph, m
     )
     panel.locator(".tkg-close").click()
     assert not panel.is_visible()
+
+
+BIG_DOT_HLO = """HloModule big
+
+ENTRY e {
+  a = f32[65536,65536]{1,0} parameter(0)
+  b = f32[65536,65536]{1,0} parameter(1)
+  ROOT d = f32[65536,65536]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+"""
+
+
+def test_figures_beyond_32_bits_reach_the_panel_exactly(browser):
+    """Issue 24: the payload's numbers travel as typed arrays; FLOPs and bytes beyond 32
+    bits (a float64 column) read in the panel exactly as Python counts them."""
+    g = graph(BIG_DOT_HLO, title="big")
+    data = g._data
+    flops, nbytes, _ = node_costs(data)
+    target = next(i for i, ins in enumerate(data.instr) if ins is not None and ins.opcode == "dot")
+    assert flops[target] > 2**32 and nbytes[target] > 2**32
+    page = open_graph(browser, [g], "standalone")
+    node(page, data.label[target]).click(position={"x": 60, "y": 18})
+    panel = page.page.locator(".tkg-panel")
+    shown_flops = panel.locator('[data-field="FLOPs (est.)"]').inner_text()
+    shown_bytes = panel.locator('[data-field="bytes (est.)"]').inner_text()
+    assert shown_flops.startswith(f"{flops[target]:,} (")
+    assert shown_bytes.startswith(f"{nbytes[target]:,} (")
+    assert panel.locator("pre.tkg-hlo").inner_text() == (
+        "ROOT d = f32[65536,65536]{1,0} dot(a, b), lhs_contracting_dims={1}, "
+        "rhs_contracting_dims={0}"
+    )
+    assert page.errors == []
 
 
 def test_two_graphs_on_one_page_do_not_interfere(browser, mlp_graph):

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from operator import attrgetter
 
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, HloShape
@@ -258,7 +259,13 @@ def instruction_flops(instr: HloInstruction, module: HloModule) -> int:
 def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str, int]) -> int:
     if comp.name not in cache:
         cache[comp.name] = 0  # guards against a (malformed) recursive call graph
-        cache[comp.name] = sum(_instruction_flops(i, module, cache) for i in comp.instructions)
+        cache[comp.name] = sum(
+            [
+                _instruction_flops(i, module, cache)
+                for i in comp.instructions
+                if i.called_computations or i.opcode in FLOP_OPS  # the others count none
+            ]
+        )
     return cache[comp.name]
 
 
@@ -496,6 +503,7 @@ def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]
 
 #: Ops that read only part of their first operand: as much as they produce.
 _PART_READERS = frozenset({"gather", "dynamic-slice", "slice"})
+_OPCODE = attrgetter("opcode")
 
 
 def _partial_reads(instr: HloInstruction, module: HloModule) -> dict[int, int]:
@@ -517,6 +525,8 @@ def _partial_reads(instr: HloInstruction, module: HloModule) -> dict[int, int]:
 
 def _parameters_read_in_part(body: HloComputation) -> dict[int, int]:
     """`_partial_reads` of one fused computation: its parameters that every use reads in part."""
+    if _PART_READERS.isdisjoint(map(_OPCODE, body.instructions)):
+        return {}  # most fusions: none of their ops reads in part
     params = [i for i in body.instructions if i.opcode == "parameter"]
     usage = {p.name: [0, 0, True] for p in params}  # [uses, bytes they produce, in part]
     for inner in body.instructions:

@@ -21,7 +21,9 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
+from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
 from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
@@ -33,8 +35,10 @@ from tpukit.hlo._graph_schema import INSTRUCTION as INSTRUCTION
 from tpukit.hlo._graph_schema import PART as PART
 from tpukit.hlo._graph_schema import SCOPE as SCOPE
 from tpukit.hlo._model import HloInstruction, HloModule
-from tpukit.hlo._parser import metadata_text
+from tpukit.hlo._parser import _METADATA_VALUE, metadata_text
 from tpukit.hlo._user_scopes import split_scope
+
+_OPCODE = attrgetter("opcode")
 
 #: Ops that carry values around without computing: a part's label leaves them out.
 PLUMBING = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
@@ -118,14 +122,19 @@ def _first_of_each_category(instr: HloInstruction, module: HloModule) -> dict[st
     """
     first: dict[str, str] = {}
     for comp in module.called(instr):
-        opcodes = dict.fromkeys(inner.opcode for inner in comp)  # in order of first use
+        opcodes = dict.fromkeys(map(_OPCODE, comp.instructions))  # in order of first use
         if "custom-call" in opcodes:
             for inner in comp:
                 first.setdefault(op_category(inner), inner.opcode)
         else:
             for opcode in opcodes:
-                first.setdefault(op_category(opcode), opcode)
+                first.setdefault(_opcode_category(opcode), opcode)
     return first
+
+
+@functools.lru_cache(maxsize=1024)  # asked for each opcode of each fused computation
+def _opcode_category(opcode: str) -> str:
+    return op_category(opcode)
 
 
 def _fusion_category(inside: dict[str, str]) -> str:
@@ -202,7 +211,10 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
 
     ``tails``, a dict kept across the instructions of a module, holds each distinct
     text after the operands without its metadata: most lines of a module end as others
-    do (the same attributes and metadata), so each ending is cut once.
+    do (the same attributes and metadata), so each ending is cut once; one whose
+    metadata comes last (`_metadata_ends`), where it starts (in a large module most
+    endings are their own, an op name or source line apiece: each is cut without
+    splitting it).
     """
     text = instr.text
     at = text.find(", metadata={")
@@ -216,8 +228,21 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:
-        tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
+        if _metadata_ends(text, at, rest_at):
+            tail = tails[rest] = rest[: at - rest_at]
+        else:
+            tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
     return text[:rest_at] + tail
+
+
+def _metadata_ends(text: str, at: int, rest_at: int) -> bool:
+    """Whether the ``, metadata={...}`` at ``at`` ends the line and is the only
+    ``metadata`` after the operands (from ``rest_at``): then `metadata_text` finds it
+    alone and cutting it leaves ``text[:at]``."""
+    if text.find("metadata", rest_at) != at + 2 or text.find("metadata", at + 10) >= 0:
+        return False
+    found = _METADATA_VALUE.match(text, at + 11)
+    return found is not None and found.end() == len(text)
 
 
 def _without_metadata(text: str, metadata: str) -> str:

@@ -19,6 +19,7 @@ from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
+from tpukit.hlo._graph_wire import split_head
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule
 from tpukit.hlo._sources import describe_location
@@ -38,6 +39,30 @@ def graph_payload(
     memory: Mapping[str, int] | None = None,
 ) -> dict:
     """The compact, JSON-ready description of ``data`` that the viewer reads."""
+    return _payload(data, title, stage, times, memory, wire=False)
+
+
+def graph_wire(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """`graph_payload` as the page carries it (`_graph_wire.pack` of it), made in one pass:
+    each instruction's text is cut to what follows its head as it is made, not written
+    whole and cut again."""
+    return _payload(data, title, stage, times, memory, wire=True)
+
+
+def _payload(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None,
+    memory: Mapping[str, int] | None,
+    wire: bool,
+) -> dict:
     module = data.module
     strings: dict[str, int] = {"": 0}
 
@@ -46,20 +71,25 @@ def graph_payload(
 
     flops, nbytes, own = node_costs(data)
     facts = OpFacts(module)
-    columns = _instruction_columns(data, intern, facts)
+    columns = _instruction_columns(data, intern, facts, wire)
     _label_parts(data, flops, own, facts)
     label = list(data.label)
     notes = dict(data.notes)
+    text, shape = columns["text"], columns["shape"]
     for node in columns.pop("loops"):
         label[node], notes[node] = _loop_label(
             data.instr[node], module, label[node], notes.get(node)
         )
+        if wire:  # its text was left whole: its head holds the label it has now
+            columns["textHead"][node], text[node] = split_head(
+                text[node], label[node], shape[node], columns["op"][node]
+            )
     n = len(data.kind)
     note = [0] * n
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n:
             note[node] = intern(notes[node])
-    return {
+    payload = {
         **schema_payload(),
         "title": title,
         "stage": stage or "",
@@ -88,13 +118,20 @@ def graph_payload(
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
+    if wire:  # the fields `pack` adds, where it adds them
+        shapes: dict[str, int] = {}
+        payload["shape"] = [shapes.setdefault(written, len(shapes)) for written in shape]
+        payload["textHead"], payload["shapes"] = columns["textHead"], list(shapes)
+    return payload
 
 
 def _instruction_columns(
-    data: GraphTree, intern: Callable[[str], int], facts: OpFacts
+    data: GraphTree, intern: Callable[[str], int], facts: OpFacts, wire: bool = False
 ) -> dict[str, list]:
     """The columns only instructions fill: opcode, colour category, shape, HLO text, and
     the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
+    With ``wire``, ``text`` holds what `_graph_wire.split_head` leaves of each text and
+    ``textHead`` which head it took (a loop's text is left whole: its label changes).
 
     A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
@@ -103,7 +140,8 @@ def _instruction_columns(
     """
     n = len(data.kind)
     cat, op = [CATEGORIES.index("group")] * n, [""] * n
-    shape, text = [""] * n, [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, [0] * n
+    labels = data.label
     scope, location, source = [0] * n, [0] * n, [0] * n
     loops = []
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -133,7 +171,15 @@ def _instruction_columns(
             written = by_shape[id(instr.shape)] = clip(str(instr.shape), _SHAPE_LIMIT)
         shape[node] = written
         line_text = display_text(instr, tails)
-        text[node] = line_text if len(line_text) <= _TEXT_LIMIT else clip(line_text, _TEXT_LIMIT)
+        if len(line_text) > _TEXT_LIMIT:
+            line_text = clip(line_text, _TEXT_LIMIT)
+        if wire and opcode != "while":  # `split_head`, inline: it runs for every instruction
+            head = f"%{labels[node]} = {written} {opcode}"
+            if line_text.startswith(head):
+                head_kind[node], line_text = 1, line_text[len(head) :]
+            elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
+                head_kind[node], line_text = 2, line_text[len(head) + 5 :]
+        text[node] = line_text
         meta = instr.metadata
         said = by_meta.get(id(meta))
         if said is None:
@@ -141,7 +187,7 @@ def _instruction_columns(
         scope[node], location[node], source[node] = said
     return {
         "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
-        "location": location, "source": source, "loops": loops,
+        "location": location, "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
 
 

@@ -8,7 +8,7 @@ the same output works in Jupyter, JupyterLab, VS Code, Colab and a saved file,
 in the frontend's light or dark theme. The graph is three parts, the page using
 the payload and the payload the tree: the tree of groups
 (`_graph_data.GraphTree`, built once per module), the payload the viewer reads
-(`_graph_payload.graph_payload`, packed by `_graph_wire`), and the page
+(`_graph_payload.graph_payload`; `graph_wire` makes it packed for `_graph_wire`), and the page
 (`_graph_page`, which writes the diff view's too). A plain mouse wheel over the
 graph scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel
 after a click inside the graph zooms.
@@ -54,8 +54,8 @@ from tpukit.hlo._graph_page import (
     standalone_page,
     viewer_fragment,
 )
-from tpukit.hlo._graph_payload import graph_payload
-from tpukit.hlo._graph_wire import encode_payload
+from tpukit.hlo._graph_payload import graph_wire
+from tpukit.hlo._graph_wire import encode_wire
 from tpukit.hlo._hlo_source import read_hlo_source
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
@@ -132,8 +132,8 @@ class HloGraph:
     def _payload(self) -> str:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
-                payload = graph_payload(self._data, self.title, self.stage, self.times, self.memory)
-                self._payload_b64 = encode_payload(payload)
+                wire = graph_wire(self._data, self.title, self.stage, self.times, self.memory)
+                self._payload_b64 = encode_wire(wire)
         return self._payload_b64
 
     def _repr_html_(self) -> str:

@@ -67,13 +67,13 @@ function unpack(b64) {
     return Promise.reject(new Error("this browser lacks DecompressionStream; use a current browser."));
   }
   // The bytes go straight into the inflater (a Blob's stream would fetch them back from the
-  // browser's blob store); an error there reaches the caller through the text's promise.
+  // browser's blob store); an error there reaches the caller through the buffer's promise.
   var bytes;
   try { bytes = base64Bytes(b64); } catch (err) { return Promise.reject(err); }
   var inflate = new DecompressionStream("deflate"), writer = inflate.writable.getWriter();
   writer.write(bytes).catch(function () {});
   writer.close().catch(function () {});
-  return new Response(inflate.readable).text().then(JSON.parse).then(unpackColumns);
+  return new Response(inflate.readable).arrayBuffer().then(readWire).then(unpackColumns);
 }
 
 // The bytes of a base64 string: natively where the browser can (a millisecond for a
@@ -85,15 +85,47 @@ function base64Bytes(b64) {
   return bytes;
 }
 
+var WIRE_ARRAYS = {u8: Uint8Array, u16: Uint16Array, i32: Int32Array, f64: Float64Array};
+
+// The inflated payload (tpukit/hlo/_graph_wire.py's wire_bytes): JSON alone (it starts
+// with "{"), or a zero byte, the JSON's length, the JSON, then the columns of whole numbers
+// as typed arrays, each at a multiple of 8 bytes, as data.binary lists them. The arrays are
+// views on the inflated buffer: no copy, no number parsed.
+function readWire(buffer) {
+  var bytes = new Uint8Array(buffer), decoder = new TextDecoder();
+  if (bytes[0] !== 0) return JSON.parse(decoder.decode(bytes));
+  var size = new DataView(buffer).getUint32(1, true), at = 5 + size;
+  var data = JSON.parse(decoder.decode(bytes.subarray(5, at)));
+  data.binary.forEach(function (column) {
+    var Typed = WIRE_ARRAYS[column[1]];
+    at += (8 - at % 8) % 8;
+    data[column[0]] = new Typed(buffer, at, column[2]);
+    at += column[2] * Typed.BYTES_PER_ELEMENT;
+  });
+  delete data.binary;
+  return data;
+}
+
 // The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
-// them: shapes by index into data.shapes. An instruction's HLO text stays as the wire has it
-// (without the head that its label, shape and op give) until the panel shows it:
-// GraphTree's text(i) puts the head back.
+// them: shapes by index into data.shapes, and blocks as [owner, edges] from the three arrays
+// that carry them. An instruction's HLO text stays as the wire has it (without the head that
+// its label, shape and op give) until the panel shows it: GraphTree's text(i) puts the head
+// back.
 function unpackColumns(data) {
   if (data.shapes) {
-    var shapes = data.shapes, shape = data.shape;
-    for (var i = 0; i < shape.length; i++) shape[i] = shapes[shape[i]];
+    var shapes = data.shapes, shape = data.shape, named = new Array(shape.length);
+    for (var i = 0; i < shape.length; i++) named[i] = shapes[shape[i]];
+    data.shape = named;
     delete data.shapes;
+  }
+  if (data.blockOwner) {
+    var owner = data.blockOwner, size = data.blockSize, edges = data.blockEdges, start = 0;
+    data.blocks = new Array(owner.length);
+    for (var k = 0; k < owner.length; k++) {
+      data.blocks[k] = [owner[k], edges.subarray(start, start + size[k])];
+      start += size[k];
+    }
+    delete data.blockOwner; delete data.blockSize; delete data.blockEdges;
   }
   return data;
 }
