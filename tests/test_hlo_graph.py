@@ -104,6 +104,17 @@ def test_a_wide_computation_is_split_into_parts_and_opens_with_tens_of_nodes():
     assert g.num_instructions == 501
 
 
+def test_parts_are_named_in_the_payload_and_the_shared_tree_is_left_as_it_was():
+    g = graph(long_chain_hlo(500))
+    data = g._data
+    parts = [node for node, kind in enumerate(data.kind) if kind == PART]
+    before = list(data.label)
+    payload = graph_payload(data, "chain", "optimized")
+    assert data.label == before  # the table, the diff's matching and to_dot read the same
+    assert all(before[node] == "part" for node in parts)
+    assert all(payload["label"][node] != "part" for node in parts)  # named by their work
+
+
 def test_the_fragment_is_self_contained_with_a_unique_id(mlp_hlo):
     g = graph(mlp_hlo, title="mlp")
     first, second = g._repr_html_(), g._repr_html_()

@@ -72,8 +72,7 @@ def _payload(
     flops, nbytes, own = node_costs(data)
     facts = OpFacts(module)
     columns = _instruction_columns(data, intern, facts, wire)
-    _label_parts(data, flops, own, facts)
-    label = list(data.label)
+    label = _labels_with_parts_named(data, flops, own, facts)
     notes = dict(data.notes)
     text, shape = columns["text"], columns["shape"]
     for node in columns.pop("loops"):
@@ -212,15 +211,23 @@ def _metadata_strings(
     return scope, intern(texts[0]), intern(texts[1])
 
 
-def _label_parts(data: GraphTree, flops: list[int], own: list[int], facts: OpFacts) -> None:
-    """Name every part of the tree by the work it holds (`part_label`), in ``data.label``."""
-    instrs = data.instr
+def _labels_with_parts_named(
+    data: GraphTree, flops: list[int], own: list[int], facts: OpFacts
+) -> list[str]:
+    """The nodes' labels, every part named by the work it holds (`part_label`).
+
+    A copy: ``data`` is shared by every view of the module (it is cached on the module,
+    and modules by their text), so what the table, the diff's matching and ``to_dot``
+    read of it must not depend on whether a payload was built before.
+    """
+    label, instrs = list(data.label), data.instr
     for node, kind in enumerate(data.kind):
         if kind == PART:
             members = _members(data, node)
-            data.label[node] = facts.part_label(
+            label[node] = facts.part_label(
                 [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
             )
+    return label
 
 
 def _counts(data: GraphTree) -> list[int]:
