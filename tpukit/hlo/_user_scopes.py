@@ -21,8 +21,9 @@ from ``tpukit.compile``, which traces each module call under its path and class.
 from __future__ import annotations
 
 import functools
+import operator
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
 from tpukit.hlo._cost import instruction_flops
@@ -65,6 +66,8 @@ _TRIVIAL = frozenset(
 _PLUMBING = frozenset(
     {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
 )
+_OPCODE = operator.attrgetter("opcode")
+_OP_NAME = operator.attrgetter("metadata.op_name")
 
 
 @dataclass
@@ -157,15 +160,30 @@ def _parse_component(component: str) -> tuple[bool, bool, str]:
 def function_name(comp: HloComputation) -> str | None:
     """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
     counts: dict[str, int] = defaultdict(int)
-    op_names: dict[str, int] = defaultdict(int)  # each name parsed once, in first-use order
-    for instr in comp.instructions:
-        op_names[instr.metadata.op_name] += 1
-    for op_name, uses in op_names.items():
-        first = _split_scope(op_name)[:1]
-        found = _TRANSFORM.fullmatch(first[0]) if first else None
-        if found and found.group(1) in ("jit", "pjit") and found.group(2):
-            counts[found.group(2)] += uses
+    # Each op name read once (in first-use order), each first component parsed once.
+    for op_name, uses in Counter(map(_OP_NAME, comp.instructions)).items():
+        name = _jitted_function(_first_component(op_name))
+        if name:
+            counts[name] += uses
     return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _first_component(op_name: str) -> str:
+    """``split_scope(op_name)[0]`` (``""`` for none), without splitting the rest."""
+    head = op_name.partition("/")[0]
+    if head and head.count("(") + head.count("[") <= head.count(")") + head.count("]"):
+        return head  # its brackets close before the first slash
+    first = _split_scope(op_name)[:1]
+    return first[0] if first else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _jitted_function(component: str) -> str | None:
+    """``f`` of ``jit(f)`` or ``pjit(f)``, else None."""
+    found = _TRANSFORM.fullmatch(component) if component else None
+    if found and found.group(1) in ("jit", "pjit") and found.group(2):
+        return found.group(2)
+    return None
 
 
 def plan_scopes(
@@ -229,7 +247,30 @@ _PASSES = frozenset({"forward", "backward"})
 
 @functools.lru_cache(maxsize=4096)
 def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
+    """The scope of an op: its name stack less the op's own last component.
+
+    Ops of one layer differ in that last component alone (``.../dense/dot``,
+    ``.../dense/add``): when it holds no bracket and the brackets before it all close,
+    the stack before its slash is the scope, parsed once for all of them.
+    """
+    head, slash, last = op_name.rpartition("/")
+    if slash and last and _BRACKET.search(last) is None:
+        found = _parse_closed_scope(head)
+        if found is not None:
+            return found
     return parse_scope(split_scope(op_name)[:-1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
+    """``parse_scope`` of ``head``'s components, or None if a bracket in it stays open
+    (a slash after it would then not end a component)."""
+    if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
+        return None
+    return parse_scope(split_scope(head))
+
+
+_BRACKET = re.compile(r"[()\[\]]")
 
 
 def _owner(
@@ -241,12 +282,16 @@ def _owner(
     cheap forward ops, a ReLU's mask, into the backward fusions that read them); among
     the candidates the one with the most FLOPs wins, then the most bytes written (the
     fusion's result goes to the ops making it), then read (each parameter to the op
-    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion,
-    ``[FLOPs, bytes written, bytes read, ops]`` for each scope in it.
+    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion
+    of ops from several scopes, ``[FLOPs, bytes written, bytes read, ops]`` for each
+    scope in it (an empty dict otherwise: one scope needs no weighing).
     """
     weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     if instr.opcode == "fusion":
         called = module.called(instr)
+        single = _single_scope(called)
+        if single is not None:
+            return single, weight
         work, traffic = _fused_work(called, module)
         for op_name, (flops, ops) in work.items():
             key = _parse_op_name(op_name)
@@ -261,12 +306,35 @@ def _owner(
             weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
     if weight:
         if len(weight) == 1:
-            return next(iter(weight)), weight
+            return next(iter(weight)), {}
         candidates = [k for k in weight if k[0] == "backward"] or list(weight)
         return max(candidates, key=weight.__getitem__), weight
     if not instr.metadata.op_name or instr.opcode == "parameter":
         return None, weight
     return _parse_op_name(instr.metadata.op_name), weight
+
+
+def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] | None:
+    """The scope of a fusion whose named ops all share one (most fusions), else None.
+
+    Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
+    those reading the parameters, those making the result) has that scope. A set of
+    op names from a pass in C instead of its loop over the instructions; a fusion
+    holding other fusions, or whose ROOT has no name scope, takes the long way.
+    """
+    if len(called) != 1:
+        return None
+    fused = called[0]
+    root = fused.root
+    if root is None or root.opcode == "parameter" or not root.metadata.op_name:
+        return None  # no named op but (maybe) parameters: the long way says
+    instructions = fused.instructions
+    if "fusion" in map(_OPCODE, instructions):
+        return None
+    names = set(map(_OP_NAME, instructions))
+    names.discard("")
+    keys = set(map(_parse_op_name, names))
+    return keys.pop() if len(keys) == 1 else None
 
 
 def _fused_work(
