@@ -25,6 +25,7 @@ import operator
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import compress
 
 from tpukit.hlo._cost import instruction_flops
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
@@ -68,6 +69,7 @@ _PLUMBING = frozenset(
 )
 _OPCODE = operator.attrgetter("opcode")
 _OP_NAME = operator.attrgetter("metadata.op_name")
+_CALLED = operator.attrgetter("called_computations")
 
 
 @dataclass
@@ -356,29 +358,21 @@ def _fused_work(
     params = fused.parameters
     first_user: dict[str, HloInstruction] = {}
     unread = {param.name for param in params}  # parameters whose first reader is not seen yet
+    for inner in fused.instructions:
+        if not unread:
+            break
+        for operand in inner.operands:
+            if operand in unread:
+                unread.discard(operand)
+                first_user[operand] = inner
     stack = list(called)
     while stack:
         comp = stack.pop()
-        watch = comp is fused
-        for inner in comp.instructions:
-            if watch and unread:
-                for operand in inner.operands:
-                    if operand in unread:
-                        unread.discard(operand)
-                        first_user[operand] = inner
-            opcode = inner.opcode
-            if opcode == "fusion":
-                stack.extend(module.called(inner))
-                continue
-            op_name = inner.metadata.op_name
-            if not op_name or opcode == "parameter":
-                continue
-            totals = work.get(op_name)
-            if totals is None:
-                totals = work[op_name] = [0, 0]
-            if opcode in _OWN_FLOPS or inner.called_computations:
-                totals[0] += instruction_flops(inner, module)
-            totals[1] += 1
+        opcodes = list(map(_OPCODE, comp.instructions))
+        if "fusion" in opcodes:
+            _add_work_by_op(comp, module, work, stack)
+        else:
+            _add_work_in_bulk(comp, opcodes, module, work)
     if all(user.metadata.op_name for user in first_user.values()):
         readers = [first_user.get(param.name) for param in params]
     else:  # through users without a name scope
@@ -394,6 +388,51 @@ def _fused_work(
         if maker is not None and maker.metadata.op_name:
             traffic.append((maker, maker.shape.nbytes, True))
     return work, traffic
+
+
+def _add_work_in_bulk(
+    comp: HloComputation, opcodes: list[str], module: HloModule, work: dict[str, list[int]]
+) -> None:
+    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
+    order), its ops counted in C: a fusion's body is mostly elementwise ops with no FLOPs."""
+    op_names = list(map(_OP_NAME, comp.instructions))
+    counted = map(operator.and_, map(bool, op_names), map("parameter".__ne__, opcodes))
+    for op_name, ops in Counter(compress(op_names, counted)).items():
+        totals = work.get(op_name)
+        if totals is None:
+            work[op_name] = [0, ops]
+        else:
+            totals[1] += ops
+    if _OWN_FLOPS.isdisjoint(opcodes) and not any(map(_CALLED, comp.instructions)):
+        return
+    for inner, opcode, op_name in zip(comp.instructions, opcodes, op_names):
+        if op_name and opcode != "parameter":
+            if opcode in _OWN_FLOPS or inner.called_computations:
+                work[op_name][0] += instruction_flops(inner, module)
+
+
+def _add_work_by_op(
+    comp: HloComputation,
+    module: HloModule,
+    work: dict[str, list[int]],
+    stack: list[HloComputation],
+) -> None:
+    """`_add_work_in_bulk` one op at a time, for a computation that holds fusions: their
+    computations go on ``stack`` (their ops count too, after these)."""
+    for inner in comp.instructions:
+        opcode = inner.opcode
+        if opcode == "fusion":
+            stack.extend(module.called(inner))
+            continue
+        op_name = inner.metadata.op_name
+        if not op_name or opcode == "parameter":
+            continue
+        totals = work.get(op_name)
+        if totals is None:
+            totals = work[op_name] = [0, 0]
+        if opcode in _OWN_FLOPS or inner.called_computations:
+            totals[0] += instruction_flops(inner, module)
+        totals[1] += 1
 
 
 # The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
