@@ -13,12 +13,10 @@ the first view opens in `_first_view`, and the JSON the browser reads in
 
 from __future__ import annotations
 
-import functools
 import heapq
 import math
 from collections import defaultdict
-from itertools import compress, repeat
-from operator import attrgetter
+from itertools import compress
 
 from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -42,8 +40,6 @@ from tpukit.hlo._user_scopes import (
 MAX_CHILDREN = 40
 
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
-_NAME = attrgetter("name")
-_CALLED = attrgetter("called_computations")
 
 
 class GraphTree:
@@ -67,9 +63,6 @@ class GraphTree:
         self.blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
         self.notes: dict[int, str] = {}  # node -> why it sits where it does (panel text)
         self.section: dict[int, str] = {}  # section group -> its name (see _user_scopes)
-        # Owner node -> (the computation whose instructions it holds, its slot in blocks):
-        # the computations of instructions alone, made by `_renumber` (`_add_body`).
-        self._bodies: dict[int, tuple[HloComputation, int]] = {}
         self._active: set[str] = set()
 
         entry = module.entry
@@ -99,16 +92,10 @@ class GraphTree:
     ) -> None:
         if comp.name in self._active:  # a (malformed) recursive call graph
             return
-        instructions = comp.instructions
-        calls = list(compress(instructions, map(_CALLED, instructions)))
-        if not scoped and not self.children[owner] and not self._runs_any(calls):
-            # A fusion's body (most instructions): its nodes are made where `_renumber`
-            # numbers them, in their final order.
-            self._bodies[owner] = (comp, len(self.blocks))
-            self.blocks.append((owner, []))
-            return
         self._active.add(comp.name)
-        # Every instruction becomes a node under ``owner`` (in bulk).
+        # Every instruction becomes a node under ``owner`` (in bulk: most computations are
+        # fusions, whose thousands of instructions need nothing else).
+        instructions = comp.instructions
         first = len(self.kind)
         count = len(instructions)
         names = [instr.name for instr in instructions]
@@ -128,7 +115,9 @@ class GraphTree:
                 self.roots[owner] = ids[comp.root.name]
         if scoped:
             self._group_by_scope(comp, ids, owner, caller, edges)
-        for instr in calls:
+        for instr in instructions:
+            if not instr.called_computations:
+                continue
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
             if len(called) == 1:
@@ -142,10 +131,6 @@ class GraphTree:
                     self._add_computation(sub, group, scoped=_is_program(sub), caller=instr)
         self._split_into_parts(owner)
         self._active.discard(comp.name)
-
-    def _runs_any(self, calls: list[HloInstruction]) -> bool:
-        """Does any of ``calls`` run a computation as program (a body to nest)?"""
-        return any(_program_computations(instr, self.module) for instr in calls)
 
     def _group_by_scope(
         self,
@@ -397,37 +382,27 @@ class GraphTree:
         return parts
 
     def _renumber(self) -> None:
-        """Number the nodes depth first, children in program order.
-
-        The bodies left to it (`_bodies`) are made here, numbered as they are made: no
-        temporary nodes, sorts or edges to renumber for most of the instructions.
-        """
-        children, key, bodies = self.children, self.order.__getitem__, self._bodies
+        """Number the nodes depth first, children in program order."""
+        children, key = self.children, self.order.__getitem__
         new_order: list[int] = []
         visit, visit_all = new_order.append, new_order.extend
         families: list[tuple[int, list[int]]] = []  # (node, its children in order)
-        made: list[tuple[int, int]] = []  # (body's owner, where its nodes start)
         stack = [0]
         while stack:
             node = stack.pop()
             visit(node)
-            if node in bodies:
-                made.append((node, len(new_order)))
-                visit_all(repeat(-1, _body_size(len(bodies[node][0].instructions))))
-                continue
             kids = children[node]
             if not kids:
                 continue
             if len(kids) > 1:
                 kids = sorted(kids, key=key)
             families.append((node, kids))
-            if any(map(children.__getitem__, kids)) or any(map(bodies.__contains__, kids)):
+            if any(map(children.__getitem__, kids)):
                 stack.extend(reversed(kids))
-            else:  # leaves only (a part of loose instructions): numbered right here
+            else:  # leaves only (a fusion's ops, a part of them): numbered right here
                 visit_all(kids)
         new_id = _inverse(new_order, len(self.kind))
         renumbered = new_id.__getitem__
-        old_blocks = self.blocks
         self.kind = list(map(self.kind.__getitem__, new_order))
         self.label = list(map(self.label.__getitem__, new_order))
         self.instr = list(map(self.instr.__getitem__, new_order))
@@ -442,57 +417,8 @@ class GraphTree:
         self.section = {new_id[k]: v for k, v in self.section.items()}
         self.blocks = [
             (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
-            for owner, edges in old_blocks
+            for owner, edges in self.blocks
         ]
-        for owner, start in made:
-            self._add_body(new_id[owner], start, *bodies[owner])
-        self._bodies = {}
-
-    def _add_body(self, owner: int, start: int, comp: HloComputation, slot: int) -> None:
-        """The nodes of ``comp``'s instructions under ``owner``, numbered from ``start``
-        (`_renumber` kept the place): in program order, in parts if there are many (as
-        `_split_into_parts` makes them), with the computation's edges in ``slot``."""
-        instructions = comp.instructions
-        count = len(instructions)
-        names = list(map(_NAME, instructions))
-        local = dict(zip(names, range(count)))
-        edges, order = _edges_and_order(comp, local, 0)
-        ranked = sorted(range(count), key=order.__getitem__)  # the instructions in order
-        if count <= MAX_CHILDREN:  # no parts: the instructions in order
-            end = start + count
-            self.kind[start:end] = repeat(INSTRUCTION, count)
-            self.label[start:end] = map(names.__getitem__, ranked)
-            self.instr[start:end] = map(instructions.__getitem__, ranked)
-            self.order[start:end] = map(order.__getitem__, ranked)
-            self.parent[start:end] = repeat(owner, count)
-            self.children[owner] = list(range(start, end))
-            node_of = list(map(start.__add__, sorted(range(count), key=ranked.__getitem__)))
-        else:
-            kinds, parents, firsts, slots = _body_layout(count)
-            end = start + len(kinds)
-            self.kind[start:end] = kinds
-            at = [ranked[r] for r in firsts]  # each node's instruction (a part's first)
-            self.label[start:end] = [
-                "part" if kind == PART else names[i] for kind, i in zip(kinds, at)
-            ]
-            self.instr[start:end] = [
-                None if kind == PART else instructions[i] for kind, i in zip(kinds, at)
-            ]
-            self.order[start:end] = map(order.__getitem__, at)
-            self.parent[start:end] = [owner if p < 0 else start + p for p in parents]
-            for node, parent in zip(range(start, end), self.parent[start:end]):
-                self.children[parent].append(node)
-            node_of = [0] * count
-            for rank, slot_at in enumerate(slots):
-                node_of[ranked[rank]] = start + slot_at
-        self.blocks[slot] = (
-            owner,
-            [(node_of[s], node_of[t], b, i) for s, t, b, i in edges],
-        )
-        if self.kind[owner] == INSTRUCTION:
-            self.params[owner] = [node_of[local[p.name]] for p in comp.parameters]
-            if comp.root is not None:
-                self.roots[owner] = node_of[local[comp.root.name]]
 
     # -- questions about the tree ----------------------------------------------
 
@@ -583,55 +509,11 @@ def _edges_and_order(
 
 
 def _inverse(new_order: list[int], size: int) -> list[int]:
-    """``new_id[old]`` for the ``size`` old ids, -1 for any left out and at ``new_id[-1]``
-    (where the places `_renumber` keeps with -1 for bodies point too)."""
+    """``new_id[old]`` for the ``size`` old ids, -1 for any left out and at ``new_id[-1]``."""
     new_id = [-1] * (size + 1)
     for new, old in enumerate(new_order):
         new_id[old] = new
-    new_id[-1] = -1
     return new_id
-
-
-@functools.lru_cache(maxsize=1024)
-def _body_layout(count: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """How `_add_body` lays out ``count`` instructions, node by node depth first: each
-    node's kind (a part or an instruction), its parent's place (-1: the owner), the rank
-    in program order of its instruction (of a part, its first one), and the place of
-    each instruction by rank. Parts as `_split_into_parts` cuts a run of instructions."""
-    kinds, firsts = [INSTRUCTION] * count, list(range(count))
-    kids: dict[int, list[int]] = {}
-    top = list(range(count))
-    while len(top) > MAX_CHILDREN:
-        parts_of = math.ceil(len(top) / MAX_CHILDREN)
-        size = math.ceil(len(top) / parts_of)
-        parts = []
-        for index in range(0, len(top), size):
-            parts.append(len(kinds))
-            kids[len(kinds)] = top[index : index + size]
-            kinds.append(PART)
-            firsts.append(firsts[top[index]])
-        top = parts
-    layout_kinds: list[int] = []
-    parents: list[int] = []
-    ranks: list[int] = []
-    slots = [0] * count
-    stack = [(node, -1) for node in reversed(top)]
-    while stack:
-        node, parent = stack.pop()
-        place = len(layout_kinds)
-        layout_kinds.append(kinds[node])
-        parents.append(parent)
-        ranks.append(firsts[node])
-        if kinds[node] == PART:
-            stack.extend((kid, place) for kid in reversed(kids[node]))
-        else:
-            slots[node] = place
-    return layout_kinds, parents, ranks, slots
-
-
-def _body_size(count: int) -> int:
-    """Nodes `_add_body` makes for ``count`` instructions: they and their parts."""
-    return count if count <= MAX_CHILDREN else len(_body_layout(count)[0])
 
 
 def _is_program(comp: HloComputation) -> bool:
