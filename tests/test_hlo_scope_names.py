@@ -13,7 +13,13 @@ import re
 import pytest
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._user_scopes import _owner, parse_scope, split_scope
+from tpukit.hlo._user_scopes import (
+    _first_component,
+    _owner,
+    _parse_op_name,
+    parse_scope,
+    split_scope,
+)
 
 _MARK = re.compile(r"[()\[\]/]")
 _TRANSFORM = re.compile(r"([a-z_]+)\((.*)\)", re.DOTALL)
@@ -100,6 +106,21 @@ def test_random_op_names_split_as_the_bracket_scan_does():
 def test_name_stacks_parse_as_one_regex_at_a_time_does(components):
     assert parse_scope(components) == reference_parse(components)
     assert parse_scope(components) == reference_parse(components)  # again, from the caches
+
+
+def test_random_op_names_parse_to_the_scope_of_their_components_less_the_last():
+    # `_parse_op_name` parses the text before the last slash once for all the ops of a
+    # scope when it can; it must give what the components less the last one give.
+    rng = random.Random(24)
+    for _ in range(20_000):
+        op_name = "".join(rng.choice("abjvp()[]//") for _ in range(rng.randint(0, 18)))
+        expected = reference_parse(reference_split(op_name)[:-1])
+        assert _parse_op_name(op_name) == expected, op_name
+        assert _first_component(op_name) == (reference_split(op_name) or [""])[0], op_name
+    layer = "jit(step)/transpose(jvp(model (MLP)))/layers[0] (Linear)"
+    for op in ("dot_general", "add", "x(y)", "a[0]", ""):
+        expected = reference_parse(reference_split(f"{layer}/{op}")[:-1])
+        assert _parse_op_name(f"{layer}/{op}") == expected
 
 
 _FUSED_THROUGH_PLUMBING = """

@@ -17,6 +17,7 @@ import heapq
 import math
 from collections import defaultdict
 from itertools import compress
+from operator import attrgetter
 
 from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
@@ -40,6 +41,8 @@ from tpukit.hlo._user_scopes import (
 MAX_CHILDREN = 40
 
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
+_NAME = attrgetter("name")
+_CALLED = attrgetter("called_computations")
 
 
 class GraphTree:
@@ -98,7 +101,7 @@ class GraphTree:
         instructions = comp.instructions
         first = len(self.kind)
         count = len(instructions)
-        names = [instr.name for instr in instructions]
+        names = list(map(_NAME, instructions))
         ids = dict(zip(names, range(first, first + count)))
         edges, order = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
@@ -115,9 +118,7 @@ class GraphTree:
                 self.roots[owner] = ids[comp.root.name]
         if scoped:
             self._group_by_scope(comp, ids, owner, caller, edges)
-        for instr in instructions:
-            if not instr.called_computations:
-                continue
+        for instr in compress(instructions, map(_CALLED, instructions)):
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
             if len(called) == 1:
@@ -129,7 +130,10 @@ class GraphTree:
                     label = f"{_ROLE_LABELS.get(role, role)}: {sub.name}"
                     group = self._add(COMPUTATION, node, label, None, 0.0)
                     self._add_computation(sub, group, scoped=_is_program(sub), caller=instr)
-        self._split_into_parts(owner)
+        if scoped or len(self.children[owner]) > MAX_CHILDREN:
+            self._split_into_parts(owner)
+        # else nothing to split: the instructions of a small unscoped computation (a
+        # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
         self._active.discard(comp.name)
 
     def _group_by_scope(

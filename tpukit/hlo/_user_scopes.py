@@ -21,9 +21,11 @@ from ``tpukit.compile``, which traces each module call under its path and class.
 from __future__ import annotations
 
 import functools
+import operator
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from itertools import compress
 
 from tpukit.hlo._cost import instruction_flops
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
@@ -65,6 +67,9 @@ _TRIVIAL = frozenset(
 _PLUMBING = frozenset(
     {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
 )
+_OPCODE = operator.attrgetter("opcode")
+_OP_NAME = operator.attrgetter("metadata.op_name")
+_CALLED = operator.attrgetter("called_computations")
 
 
 @dataclass
@@ -157,15 +162,30 @@ def _parse_component(component: str) -> tuple[bool, bool, str]:
 def function_name(comp: HloComputation) -> str | None:
     """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
     counts: dict[str, int] = defaultdict(int)
-    op_names: dict[str, int] = defaultdict(int)  # each name parsed once, in first-use order
-    for instr in comp.instructions:
-        op_names[instr.metadata.op_name] += 1
-    for op_name, uses in op_names.items():
-        first = _split_scope(op_name)[:1]
-        found = _TRANSFORM.fullmatch(first[0]) if first else None
-        if found and found.group(1) in ("jit", "pjit") and found.group(2):
-            counts[found.group(2)] += uses
+    # Each op name read once (in first-use order), each first component parsed once.
+    for op_name, uses in Counter(map(_OP_NAME, comp.instructions)).items():
+        name = _jitted_function(_first_component(op_name))
+        if name:
+            counts[name] += uses
     return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _first_component(op_name: str) -> str:
+    """``split_scope(op_name)[0]`` (``""`` for none), without splitting the rest."""
+    head = op_name.partition("/")[0]
+    if head and head.count("(") + head.count("[") <= head.count(")") + head.count("]"):
+        return head  # its brackets close before the first slash
+    first = _split_scope(op_name)[:1]
+    return first[0] if first else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _jitted_function(component: str) -> str | None:
+    """``f`` of ``jit(f)`` or ``pjit(f)``, else None."""
+    found = _TRANSFORM.fullmatch(component) if component else None
+    if found and found.group(1) in ("jit", "pjit") and found.group(2):
+        return found.group(2)
+    return None
 
 
 def plan_scopes(
@@ -229,7 +249,30 @@ _PASSES = frozenset({"forward", "backward"})
 
 @functools.lru_cache(maxsize=4096)
 def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
+    """The scope of an op: its name stack less the op's own last component.
+
+    Ops of one layer differ in that last component alone (``.../dense/dot``,
+    ``.../dense/add``): when it holds no bracket and the brackets before it all close,
+    the stack before its slash is the scope, parsed once for all of them.
+    """
+    head, slash, last = op_name.rpartition("/")
+    if slash and last and _BRACKET.search(last) is None:
+        found = _parse_closed_scope(head)
+        if found is not None:
+            return found
     return parse_scope(split_scope(op_name)[:-1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
+    """``parse_scope`` of ``head``'s components, or None if a bracket in it stays open
+    (a slash after it would then not end a component)."""
+    if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
+        return None
+    return parse_scope(split_scope(head))
+
+
+_BRACKET = re.compile(r"[()\[\]]")
 
 
 def _owner(
@@ -241,12 +284,16 @@ def _owner(
     cheap forward ops, a ReLU's mask, into the backward fusions that read them); among
     the candidates the one with the most FLOPs wins, then the most bytes written (the
     fusion's result goes to the ops making it), then read (each parameter to the op
-    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion,
-    ``[FLOPs, bytes written, bytes read, ops]`` for each scope in it.
+    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion
+    of ops from several scopes, ``[FLOPs, bytes written, bytes read, ops]`` for each
+    scope in it (an empty dict otherwise: one scope needs no weighing).
     """
     weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
     if instr.opcode == "fusion":
         called = module.called(instr)
+        single = _single_scope(called)
+        if single is not None:
+            return single, weight
         work, traffic = _fused_work(called, module)
         for op_name, (flops, ops) in work.items():
             key = _parse_op_name(op_name)
@@ -261,12 +308,35 @@ def _owner(
             weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
     if weight:
         if len(weight) == 1:
-            return next(iter(weight)), weight
+            return next(iter(weight)), {}
         candidates = [k for k in weight if k[0] == "backward"] or list(weight)
         return max(candidates, key=weight.__getitem__), weight
     if not instr.metadata.op_name or instr.opcode == "parameter":
         return None, weight
     return _parse_op_name(instr.metadata.op_name), weight
+
+
+def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] | None:
+    """The scope of a fusion whose named ops all share one (most fusions), else None.
+
+    Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
+    those reading the parameters, those making the result) has that scope. A set of
+    op names from a pass in C instead of its loop over the instructions; a fusion
+    holding other fusions, or whose ROOT has no name scope, takes the long way.
+    """
+    if len(called) != 1:
+        return None
+    fused = called[0]
+    root = fused.root
+    if root is None or root.opcode == "parameter" or not root.metadata.op_name:
+        return None  # no named op but (maybe) parameters: the long way says
+    instructions = fused.instructions
+    if "fusion" in map(_OPCODE, instructions):
+        return None
+    names = set(map(_OP_NAME, instructions))
+    names.discard("")
+    keys = set(map(_parse_op_name, names))
+    return keys.pop() if len(keys) == 1 else None
 
 
 def _fused_work(
@@ -288,29 +358,21 @@ def _fused_work(
     params = fused.parameters
     first_user: dict[str, HloInstruction] = {}
     unread = {param.name for param in params}  # parameters whose first reader is not seen yet
+    for inner in fused.instructions:
+        if not unread:
+            break
+        for operand in inner.operands:
+            if operand in unread:
+                unread.discard(operand)
+                first_user[operand] = inner
     stack = list(called)
     while stack:
         comp = stack.pop()
-        watch = comp is fused
-        for inner in comp.instructions:
-            if watch and unread:
-                for operand in inner.operands:
-                    if operand in unread:
-                        unread.discard(operand)
-                        first_user[operand] = inner
-            opcode = inner.opcode
-            if opcode == "fusion":
-                stack.extend(module.called(inner))
-                continue
-            op_name = inner.metadata.op_name
-            if not op_name or opcode == "parameter":
-                continue
-            totals = work.get(op_name)
-            if totals is None:
-                totals = work[op_name] = [0, 0]
-            if opcode in _OWN_FLOPS or inner.called_computations:
-                totals[0] += instruction_flops(inner, module)
-            totals[1] += 1
+        opcodes = list(map(_OPCODE, comp.instructions))
+        if "fusion" in opcodes:
+            _add_work_by_op(comp, module, work, stack)
+        else:
+            _add_work_in_bulk(comp, opcodes, module, work)
     if all(user.metadata.op_name for user in first_user.values()):
         readers = [first_user.get(param.name) for param in params]
     else:  # through users without a name scope
@@ -326,6 +388,51 @@ def _fused_work(
         if maker is not None and maker.metadata.op_name:
             traffic.append((maker, maker.shape.nbytes, True))
     return work, traffic
+
+
+def _add_work_in_bulk(
+    comp: HloComputation, opcodes: list[str], module: HloModule, work: dict[str, list[int]]
+) -> None:
+    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
+    order), its ops counted in C: a fusion's body is mostly elementwise ops with no FLOPs."""
+    op_names = list(map(_OP_NAME, comp.instructions))
+    counted = map(operator.and_, map(bool, op_names), map("parameter".__ne__, opcodes))
+    for op_name, ops in Counter(compress(op_names, counted)).items():
+        totals = work.get(op_name)
+        if totals is None:
+            work[op_name] = [0, ops]
+        else:
+            totals[1] += ops
+    if _OWN_FLOPS.isdisjoint(opcodes) and not any(map(_CALLED, comp.instructions)):
+        return
+    for inner, opcode, op_name in zip(comp.instructions, opcodes, op_names):
+        if op_name and opcode != "parameter":
+            if opcode in _OWN_FLOPS or inner.called_computations:
+                work[op_name][0] += instruction_flops(inner, module)
+
+
+def _add_work_by_op(
+    comp: HloComputation,
+    module: HloModule,
+    work: dict[str, list[int]],
+    stack: list[HloComputation],
+) -> None:
+    """`_add_work_in_bulk` one op at a time, for a computation that holds fusions: their
+    computations go on ``stack`` (their ops count too, after these)."""
+    for inner in comp.instructions:
+        opcode = inner.opcode
+        if opcode == "fusion":
+            stack.extend(module.called(inner))
+            continue
+        op_name = inner.metadata.op_name
+        if not op_name or opcode == "parameter":
+            continue
+        totals = work.get(op_name)
+        if totals is None:
+            totals = work[op_name] = [0, 0]
+        if opcode in _OWN_FLOPS or inner.called_computations:
+            totals[0] += instruction_flops(inner, module)
+        totals[1] += 1
 
 
 # The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
