@@ -71,8 +71,10 @@ def graph_data(module: HloModule) -> GraphTree:
     """
     data = module._analysis.get("graph_data")
     if data is None:
-        # A long open says what it does (past about 2 s: see `_progress`).
-        with progress(f"grouping {module.name or 'the module'} for its graph"), paused_gc():
+        # A long open says what it does (past about 2 s: see `_progress`). The tree is kept
+        # with the module: `keep` spares a collection that would only find it all alive.
+        grouping = progress(f"grouping {module.name or 'the module'} for its graph")
+        with grouping, paused_gc(keep=True):
             data = module._analysis["graph_data"] = GraphTree(module)
     return data
 
