@@ -89,11 +89,11 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
-_ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
+_ROW_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?[^\s,()\[\]{}%"]++'
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
-_NAMED_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
-_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*))?)?)?"
+_NAMED_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?([^\s,()\[\]{}%"]++)'
+_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?)?)?"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
 # both read, on one line, no trailing space) or any other: indent, ROOT, name, shape,
 # opcode, operands (when `_LISTED`: their text, the first name, the second, the pieces
@@ -102,10 +102,13 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # whole line: a copy of every line, and the groups' strings are half of findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
+# Its runs are possessive where what follows a run cannot start with a character of the
+# run (the same matches, found with no backtracking: 10-15% quicker; `_PLAIN_ROW` in
+# ``tests/test_hlo_parser_rows.py`` is the plain spelling).
 _ROW = re.compile(
-    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
-    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
-    rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    r"([ \t]*+)(?:(ROOT )?%?([A-Za-z0-9_.\-$]++) = "
+    r"([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\})?) ([a-z][a-z0-9\-]*+)"
+    rf"\((?:({_LISTED})|([^()\"\n]*+))\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
@@ -303,9 +306,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
     new = _new_object
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
     empty = metas.setdefault("{}", HloMetadata())
-    # A line's rest -> its metadata, or None when the rest calls a computation (or only a
-    # full split can tell); most lines of a module end as others do.
-    alone: dict[str, HloMetadata | None] = {"": empty}
+    # A line's rest -> its metadata, or (metadata, called computations) when the rest
+    # calls some (`_ending`); most lines of a module end as others do.
+    endings: dict[str, HloMetadata | tuple] = {"": empty}
     # No operands, no called computations: one empty list for all records (a module is
     # read-only once parsed; 56 bytes a record, a quarter of the text's size).
     none: list = _NONE
@@ -316,9 +319,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
     for rows in _chunks(text, last):
-        if len(alone) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
-            alone.clear()
-            alone[""] = empty
+        if len(endings) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
+            endings.clear()
+            endings[""] = empty
         for indent, root, name, shape, opcode, listed, first, second, more, loose, rest in rows:
             start = pos
             pos = find("\n", start) + 1
@@ -330,51 +333,57 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
-                if opcode in ("constant", "parameter"):
-                    operands = none
-                elif not second:
-                    operands = [first] if first else _operand_names(loose) if loose else none
-                elif not more:
-                    operands = [first, second]
-                else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
-                    if "[" not in more:
-                        names = more.replace("%", "").split(", ")
-                    elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
-                        names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
-                    else:
-                        names = drop_shapes("", more).replace("%", "").split(", ")
-                    operands = [first, second, *names]
-                metadata = alone.get(rest, False)
-                if metadata is False:
-                    metadata = alone[rest] = _metadata_of(rest, metas, strings, empty)
-                if metadata is None:  # called computations (or odd text): split it all now
-                    attributes, called = {}, []
-                    metadata = (
-                        _parse_attributes(rest.strip(), attributes, called, metas, strings) or empty
-                    )
-                else:  # the metadata alone: the rest is split when asked for
-                    attributes, called = None, none
                 at = start + len(indent)
                 after = pos - 1 - len(rest) - at  # the rest's place in the line (its "\n": pos - 1)
+                if opcode == "parameter":  # its number kept as text: asked for by every view
+                    operands = none
+                    operand_text = listed or loose
+                elif opcode == "constant":
+                    operands = none
+                    operand_text = after - 1 - len(listed or loose)
+                elif not second:
+                    operands = [first] if first else _operand_names(loose) if loose else none
+                    operand_text = after - 1 - len(listed or loose)
+                else:
+                    if not more:
+                        operands = [first, second]
+                    else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                        if "[" not in more:
+                            names = more.replace("%", "").split(", ")
+                        elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
+                            names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                        else:
+                            names = drop_shapes("", more).replace("%", "").split(", ")
+                        operands = [first, second, *names]
+                    operand_text = after - 1 - len(listed)
+                metadata = endings.get(rest)
+                if metadata is None:
+                    metadata = endings[rest] = _ending(rest, metas, strings, empty)
                 # Its fields as stored (no __init__, no checks: a call costs a tenth of the record).
                 record = new(HloInstruction)
                 record.name = name
                 record.opcode = opcode
                 record.shape = found
                 record.operands = operands
-                record._attributes = attributes
-                record.called_computations = called
+                record._attributes = None  # split from the rest when asked for
+                if metadata.__class__ is tuple:  # called computations: read from the rest once
+                    metadata, called = metadata
+                    if called:
+                        record.called_computations = called.copy()
+                        callers.append(record)
+                    else:
+                        record.called_computations = none
+                else:
+                    record.called_computations = none
                 record.metadata = metadata
                 record.is_root = root != ""
                 record._text = text
                 record._at = at
                 record._end = -1  # its "\n" (`_ROW`'s lines have no trailing space)
-                record._operand_text = after - 1 - len(listed or loose)
+                record._operand_text = operand_text
                 record.computation = comp_name
-                record._rest_at = after if attributes is None else -1
+                record._rest_at = after
                 append(record)
-                if called:
-                    callers.append(record)
                 fast = True
                 continue
             reader.fast = fast
@@ -387,6 +396,29 @@ def _read_rows(reader: _Reader, text: str) -> None:
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
+
+
+def _ending(
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
+) -> HloMetadata | tuple[HloMetadata, list[ComputationRef]]:
+    """What a common line's ``rest`` (its text after the operands) gives its record: the
+    metadata, or (metadata, called computations) when the rest calls some or only
+    splitting all of it can tell (the record's attributes are split when asked for,
+    from the same text: the same dict)."""
+    if rest.startswith(", metadata={"):  # the metadata alone, as XLA prints it: nothing else
+        found = _XLA_METADATA.fullmatch(rest, 11)  # in the rest can name a computation (and
+        if found is not None:  # a split would read the same fields: see `_XLA_METADATA`)
+            value = rest[11:]
+            metadata = metas.get(value)
+            if metadata is None:
+                metadata = metas[value] = _xla_metadata(found, strings)
+            return metadata
+    metadata = _metadata_of(rest, metas, strings, empty)
+    if metadata is not None:
+        return metadata
+    called: list[ComputationRef] = []
+    metadata = _parse_attributes(rest.strip(), {}, called, metas, strings)
+    return (empty if metadata is None else metadata), called
 
 
 def _metadata_of(
@@ -825,7 +857,9 @@ def metadata_text(instr: HloInstruction, text: str | None = None) -> str:
     splitting its other attributes when the parser left them for later. ``text`` is
     ``instr.text`` when the caller has it already."""
     if instr._attributes is None:  # the parser found it alone: it finds it again
-        return _metadata_alone((instr.text if text is None else text)[instr._rest_at :]) or ""
+        found = _metadata_alone((instr.text if text is None else text)[instr._rest_at :])
+        if found is not None:  # (None: only the split can tell, e.g. "metadata" in a name)
+            return found
     return instr.attributes.get("metadata", "")
 
 
@@ -926,19 +960,45 @@ def _parse_attributes(
 
 def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
     """The `HloMetadata` of an `_XLA_METADATA` match: what `_parse_metadata` gives for
-    its text, with no search for the fields."""
+    its text, with no search for the fields (one test per field of `_XLA_FIELDS`, in its
+    order: a loop over the eleven pairs costs twice as much, for the two to four present)."""
     keep = strings.setdefault
-    fields = {
-        key: value if key == "op_name" else keep(value, value)
-        for key, value in zip(_XLA_FIELDS, found.groups())
-        if value is not None
-    }
-    get = fields.get
-    line = get("source_line", "")
-    frame = get("stack_frame_id", "")
+    (
+        op_type, op_name, source_file, line, end_line, column, end_column, deduplicated,
+        preserve, scheduling, frame,
+    ) = found.groups()  # fmt: skip
+    fields = {}
+    if op_type is not None:
+        fields["op_type"] = op_type = keep(op_type, op_type)
+    else:
+        op_type = ""
+    if op_name is not None:
+        fields["op_name"] = op_name
+    else:
+        op_name = ""
+    if source_file is not None:
+        fields["source_file"] = source_file = keep(source_file, source_file)
+    else:
+        source_file = ""
+    if line is not None:
+        fields["source_line"] = keep(line, line)
+    if end_line is not None:
+        fields["source_end_line"] = keep(end_line, end_line)
+    if column is not None:
+        fields["source_column"] = keep(column, column)
+    if end_column is not None:
+        fields["source_end_column"] = keep(end_column, end_column)
+    if deduplicated is not None:
+        fields["deduplicated_name"] = keep(deduplicated, deduplicated)
+    if preserve is not None:
+        fields["preserve_layout"] = keep(preserve, preserve)
+    if scheduling is not None:
+        fields["scheduling_name"] = keep(scheduling, scheduling)
+    if frame is not None:
+        fields["stack_frame_id"] = keep(frame, frame)
     return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
-        get("op_name", ""), get("op_type", ""), get("source_file", ""),
-        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+        op_name, op_type, source_file, int(line) if line is not None and line.isdigit() else 0,
+        int(frame) if frame is not None and frame.isdigit() else 0, fields,
     )  # fmt: skip
 
 

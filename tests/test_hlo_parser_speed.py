@@ -1,0 +1,118 @@
+"""The parser's quick paths read as its plain ones (see ``_parser._read_rows``).
+
+`_ROW` is spelled with possessive runs, and a line's rest that calls computations is read
+once per distinct text, its attributes split when asked for; none of it may change what
+a record says.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+from tpukit.hlo import _parser
+from tpukit.hlo._parsed import PARSED
+from tpukit.hlo._parser import metadata_text, parse_hlo
+
+# `_ROW` as it was spelled before its runs were made possessive.
+_PLAIN_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
+_PLAIN_NAMED = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
+_PLAIN_LISTED = (
+    rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, ({_PLAIN_PIECE}(?:, {_PLAIN_PIECE})*))?)?)?"
+)
+_PLAIN_ROW = re.compile(
+    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
+    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
+    rf"\((?:({_PLAIN_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+)
+
+_PIECES = [
+    "  ", " ", "\t", "ROOT ", "%", "x.1", "p_0", "ROOT", " = ", "=", "f32[8,4]{1,0}", "f32[]",
+    "bf16[2]{0:T(8,128)}", "(", ")", ", ", ",", "add", "fusion", "parameter", "0", "%a",
+    "f32[2]{0} %b", "{", "}", "[", "]", '"', "metadata={op_name=\"a\"}", "calls=%f", "\\",
+    "s32[<=4]", "-", "$", "/*c*/", "  ",
+]  # fmt: skip
+
+
+_OPERANDS = ["%a", "b.1", "f32[2]{0} %c", "bf16[8]{0:T(8)} %d", "", "{1, 2}", "0", "%e"]
+
+
+def _line(rng: random.Random) -> str:
+    """An instruction line as XLA spells it, a piece of it replaced now and then."""
+    operands = ", ".join(rng.choice(_OPERANDS) for _ in range(rng.randint(0, 4)))
+    parts = [
+        rng.choice(["  ", "", "\t"]), rng.choice(["", "ROOT "]), rng.choice(["%", ""]),
+        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(["f32[8,4]{1,0}", "f32[]", "s32[<=4]"]),
+        " ", rng.choice(["add", "fusion", "all-reduce", "parameter"]), "(", operands, ")",
+        rng.choice(["", ", metadata={op_name=\"a\"}", ", calls=%f ", ", x={(1)}"]),
+    ]  # fmt: skip
+    for _ in range(rng.randint(0, 2)):
+        parts[rng.randrange(len(parts))] = rng.choice(_PIECES)
+    return "".join(parts)
+
+
+def test_row_pattern_matches_as_its_plain_spelling():
+    rng = random.Random(3)
+    instructions = 0
+    for _ in range(20000):
+        lines = [
+            "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14)))
+            if rng.random() < 0.3
+            else _line(rng)
+            for _ in range(rng.randint(1, 4))
+        ]
+        text = "\n".join(lines) + "\n"
+        rows = _parser._ROW.findall(text)
+        assert rows == _PLAIN_ROW.findall(text), text
+        instructions += sum(1 for row in rows if row[2])
+    assert instructions > 10000  # most lines read as instructions
+
+
+_TEXT = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %e (x: f32[8]) -> f32[] {
+  %x = f32[8]{0} parameter(0)
+  %z = f32[] constant(0)
+  %r = f32[] reduce(%x, %z), dimensions={0}, to_apply=%add, metadata={op_name="a/r"}
+  %q = f32[] reduce(%x, %z), dimensions={0}, to_apply=%add, metadata={op_name="a/r"}
+  ROOT %n = f32[] negate(%r), metadata={op_name="jit(f)/metadata" source_line=3}
+}
+"""
+
+
+def test_rests_that_call_computations_are_read_once_and_split_when_asked():
+    PARSED.cache_clear()
+    entry = parse_hlo(_TEXT).entry
+    r, q = entry["r"], entry["q"]
+    assert [tuple(ref) for ref in r.called_computations] == [("add", "to_apply")]
+    assert r.called_computations == q.called_computations
+    assert r.called_computations is not q.called_computations  # each record its own list
+    assert r.metadata is q.metadata and r.metadata.op_name == "a/r"
+    assert r.attributes == {
+        "dimensions": "{0}", "to_apply": "%add", "metadata": '{op_name="a/r"}'
+    }  # fmt: skip
+    assert parse_hlo(_TEXT).computations["add"].kind == "applied"
+    PARSED.cache_clear()
+
+
+def test_metadata_text_of_a_rest_naming_metadata_twice():
+    PARSED.cache_clear()
+    n = parse_hlo(_TEXT).entry["n"]
+    assert n.metadata.op_name == "jit(f)/metadata" and n.metadata.source_line == 3
+    assert metadata_text(n) == '{op_name="jit(f)/metadata" source_line=3}'
+    PARSED.cache_clear()
+
+
+def test_parameter_numbers_are_read_without_the_line():
+    PARSED.cache_clear()
+    module = parse_hlo(_TEXT)
+    assert [p.parameter_number for p in module.computations["add"].parameters] == [0, 1]
+    assert [p.operand_text for p in module.entry.parameters] == ["0"]
+    assert module.entry["z"].operand_text == "0"
+    PARSED.cache_clear()
