@@ -11,6 +11,7 @@ import random
 import re
 
 from tpukit.hlo import _parser
+from tpukit.hlo._model import HloMetadata
 from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import metadata_text, parse_hlo
 
@@ -116,3 +117,29 @@ def test_parameter_numbers_are_read_without_the_line():
     assert [p.operand_text for p in module.entry.parameters] == ["0"]
     assert module.entry["z"].operand_text == "0"
     PARSED.cache_clear()
+
+
+def _reference_ending(rest: str) -> tuple:
+    """The metadata and called computations of a full split of ``rest``."""
+    called: list = []
+    metadata = _parser._parse_attributes(rest.strip(), {}, called)
+    return metadata or HloMetadata(), [tuple(ref) for ref in called]
+
+
+_RESTS = [
+    ", kind=kLoop, calls=%fused_computation.3", ", kind=kCustom, calls=f.1",
+    ", dimensions={0,1}, to_apply=%region_1.2", ", to_apply=%add", ", calls=%a, calls=%b",
+    ', metadata={op_name="jit(f)/add" stack_frame_id=3}', ", metadata={}",
+    ', backend_config={"outer_dimension_partitions":[]}', ", body=%b, condition=%c",
+    ', metadata={op_name="a/to_apply=%x"}', ", index=3", ", calls=%{f}", ", to_apply=%f.1}",
+    ', backend_config="metadata={}"', ", kind=kLoop,calls=%f", " ", ",", ", calls=%f ",
+]  # fmt: skip
+
+
+def test_a_rest_with_one_call_reads_as_its_split():
+    rng = random.Random(7)
+    for _ in range(20000):
+        rest = "".join(rng.choice(_RESTS) for _ in range(rng.randint(1, 4)))
+        got = _parser._ending(rest, {}, {}, HloMetadata())
+        metadata, called = got if got.__class__ is tuple else (got, [])
+        assert (metadata, [tuple(ref) for ref in called]) == _reference_ending(rest), rest

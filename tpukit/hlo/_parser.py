@@ -72,6 +72,11 @@ _CALL_KEY = re.compile(
     r"(?<![\w-])(?:calls|to_apply|body|condition|true_computation|false_computation"
     r"|branch_computations|select|scatter|called_computations)\s*="
 )
+# A rest whose first call key is a ``calls=``/``to_apply=`` of one plain name, after plain
+# ``key=value`` pieces only (`_one_call` checks that no other call key follows).
+_ONE_CALL = re.compile(
+    r"(?:, [a-z_]++=(?:\{[0-9,]*+\}|\w++))*, (calls|to_apply)=%?([\w.\-$]++)(?=,|$)"
+)
 # The ``{...}`` of ``metadata={...}``: strings may hold any character.
 _METADATA_VALUE = re.compile(r'\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
 # The common instruction line: ``[ROOT] [%]name = f32[8]{0} opcode(<no nesting, no quotes>)``.
@@ -416,9 +421,35 @@ def _ending(
     metadata = _metadata_of(rest, metas, strings, empty)
     if metadata is not None:
         return metadata
+    one = _one_call(rest, metas, strings, empty)
+    if one is not None:
+        return one
     called: list[ComputationRef] = []
     metadata = _parse_attributes(rest.strip(), {}, called, metas, strings)
     return (empty if metadata is None else metadata), called
+
+
+def _one_call(
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
+) -> tuple[HloMetadata, list[ComputationRef]] | None:
+    """(metadata, called computation) of a rest whose one call is a ``calls=`` or a
+    ``to_apply=`` after plain pieces -- a fusion's ``, kind=kLoop, calls=%f, ...``, a
+    reduce's ``, dimensions={0}, to_apply=%add, ...`` -- read as a split reads them,
+    without the split (a fifth of a step's parse); None for any other rest."""
+    found = _ONE_CALL.match(rest)
+    if found is None or len(_CALL_KEY.findall(rest)) != 1:
+        return None
+    value = _metadata_alone(rest)
+    if value is None:
+        return None
+    metadata = metas.get(value) if value else empty
+    if metadata is None:
+        xla = _XLA_METADATA.fullmatch(value)
+        metadata = metas[value] = (
+            _parse_metadata(value, strings) if xla is None else _xla_metadata(xla, strings)
+        )
+    key, name = found.groups()
+    return metadata, [ComputationRef(name, CALL_ROLES[key])]
 
 
 def _metadata_of(
