@@ -418,12 +418,12 @@ def _ending(
             if metadata is None:
                 metadata = metas[value] = _xla_metadata(found, strings)
             return metadata
+    one = _one_call(rest, metas, strings, empty)  # (before `_metadata_of`, which refuses it)
+    if one is not None:
+        return one
     metadata = _metadata_of(rest, metas, strings, empty)
     if metadata is not None:
         return metadata
-    one = _one_call(rest, metas, strings, empty)
-    if one is not None:
-        return one
     called: list[ComputationRef] = []
     metadata = _parse_attributes(rest.strip(), {}, called, metas, strings)
     return (empty if metadata is None else metadata), called
@@ -437,7 +437,15 @@ def _one_call(
     reduce's ``, dimensions={0}, to_apply=%add, ...`` -- read as a split reads them,
     without the split (a fifth of a step's parse); None for any other rest."""
     found = _ONE_CALL.match(rest)
-    if found is None or len(_CALL_KEY.findall(rest)) != 1:
+    if found is None or _CALL_KEY.search(rest, 0, found.start(1)) is not None:
+        return None
+    end = found.end()  # (the words first: the regex tries every place of a long rest)
+    find = rest.find
+    if (
+        find("calls", end) >= 0 or find("to_apply", end) >= 0 or find("body", end) >= 0
+        or find("condition", end) >= 0 or find("_computation", end) >= 0
+        or find("select", end) >= 0 or find("scatter", end) >= 0
+    ) and _CALL_KEY.search(rest, end) is not None:  # fmt: skip
         return None
     value = _metadata_alone(rest)
     if value is None:
