@@ -779,10 +779,12 @@ def parse_instruction(
         operands = (
             [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
         )
-        # The operand text is kept as its place in the line (see HloInstruction).
+        # The operand text is kept as its place in the line (see HloInstruction); a
+        # parameter's as its text, its number, which every view asks for.
         return _record(
             is_root is not None, name, parse_shape(shape_text), opcode, operands,
-            pos - 1 - len(operand_text), line[pos:], pos, line, source, at, computation, shared,
+            operand_text if opcode == "parameter" else pos - 1 - len(operand_text),
+            line[pos:], pos, line, source, at, computation, shared,
         )  # fmt: skip
     head = _general_head(line, computation, shared)
     if isinstance(head, HloInstruction):
