@@ -133,10 +133,13 @@ _RESTS = [
     ', backend_config={"outer_dimension_partitions":[]}', ", body=%b, condition=%c",
     ', metadata={op_name="a/to_apply=%x"}', ", index=3", ", calls=%{f}", ", to_apply=%f.1}",
     ', backend_config="metadata={}"', ", kind=kLoop,calls=%f", " ", ",", ", calls=%f ",
+    ", dimensions={}", ", index=7", ", slice={[0:1]}", ", direction=LT", ", body=b",
+    ", select=s", ", x=metadata", ', metadata={op_name="while/body/select" stack_frame_id=9}',
+    ', metadata={op_name="calls=x" source_line=3}', ", metadata={op_type=\"a\\\"b\"}",
 ]  # fmt: skip
 
 
-def test_a_rest_with_one_call_reads_as_its_split():
+def test_a_rest_read_without_a_split_reads_as_its_split():
     rng = random.Random(7)
     for _ in range(20000):
         rest = "".join(rng.choice(_RESTS) for _ in range(rng.randint(1, 4)))

@@ -77,6 +77,13 @@ _CALL_KEY = re.compile(
 _ONE_CALL = re.compile(
     r"(?:, [a-z_]++=(?:\{[0-9,]*+\}|\w++))*, (calls|to_apply)=%?([\w.\-$]++)(?=,|$)"
 )
+# Plain ``, key=value`` pieces (no call key, no string, no nested brackets) and then
+# ``, metadata={``: ``, dimensions={0}, metadata={...}``, ``, index=7, metadata={...}``.
+_PLAIN_THEN_METADATA = re.compile(
+    r"(?:, (?!(?:calls|to_apply|body|condition|true_computation|false_computation"
+    r"|branch_computations|select|scatter|called_computations)=)"
+    r"[a-z_]++=(?:\{[0-9,:\[\]]*+\}|\w++))*+, metadata=\{"
+)
 # The ``{...}`` of ``metadata={...}``: strings may hold any character.
 _METADATA_VALUE = re.compile(r'\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
 # The common instruction line: ``[ROOT] [%]name = f32[8]{0} opcode(<no nesting, no quotes>)``.
@@ -410,10 +417,15 @@ def _ending(
     metadata, or (metadata, called computations) when the rest calls some or only
     splitting all of it can tell (the record's attributes are split when asked for,
     from the same text: the same dict)."""
-    if rest.startswith(", metadata={"):  # the metadata alone, as XLA prints it: nothing else
-        found = _XLA_METADATA.fullmatch(rest, 11)  # in the rest can name a computation (and
-        if found is not None:  # a split would read the same fields: see `_XLA_METADATA`)
-            value = rest[11:]
+    if rest.startswith(", metadata={"):  # XLA's metadata last, after plain pieces or none:
+        at = 11  # nothing in the rest can name a computation (and a split would read
+    else:  # the same fields: see `_XLA_METADATA`)
+        plain = _PLAIN_THEN_METADATA.match(rest)
+        at = 0 if plain is None else plain.end() - 1
+    if at:
+        found = _XLA_METADATA.fullmatch(rest, at)
+        if found is not None:
+            value = rest[at:]
             metadata = metas.get(value)
             if metadata is None:
                 metadata = metas[value] = _xla_metadata(found, strings)
