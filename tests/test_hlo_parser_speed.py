@@ -146,3 +146,32 @@ def test_a_rest_read_without_a_split_reads_as_its_split():
         got = _parser._ending(rest, {}, {}, HloMetadata())
         metadata, called = got if got.__class__ is tuple else (got, [])
         assert (metadata, [tuple(ref) for ref in called]) == _reference_ending(rest), rest
+
+
+def test_common_metadata_reads_as_xla_metadata():
+    """`_XLA_COMMON` reads what `_XLA_METADATA` reads, or nothing."""
+    rng = random.Random(11)
+    odd = ["", " ", "  ", '"', "\\", "x", "}", "{", 'op_type="dot" ', " source_line=1x"]
+    common = 0
+    for _ in range(20000):
+        parts = [
+            "{", rng.choice(['op_name="a/b"', 'op_name="while/body"', 'op_name=""']),
+            rng.choice(["", ' source_file="/m.py" source_line=12']),
+            rng.choice(["", " stack_frame_id=3"]), "}",
+        ]  # fmt: skip
+        if rng.random() < 0.4:
+            at = rng.randrange(len(parts))
+            parts.insert(at, rng.choice(odd))
+        value = "".join(parts)
+        found = _parser._XLA_COMMON.fullmatch(value)
+        if found is None:
+            continue
+        common += 1
+        plain = _parser._XLA_METADATA.fullmatch(value)
+        assert plain is not None, value
+        assert _parser._xla_metadata(found, {}) == _parser._xla_metadata(plain, {}), value
+        assert _parser._xla_metadata(found, {}) == _parser._parse_metadata(value), value
+        assert list(_parser._xla_metadata(found, {}).fields) == list(
+            _parser._parse_metadata(value).fields
+        )
+    assert common > 10000

@@ -423,7 +423,7 @@ def _ending(
         plain = _PLAIN_THEN_METADATA.match(rest)
         at = 0 if plain is None else plain.end() - 1
     if at:
-        found = _XLA_METADATA.fullmatch(rest, at)
+        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
             metadata = metas.get(value)
@@ -464,7 +464,7 @@ def _one_call(
         return None
     metadata = metas.get(value) if value else empty
     if metadata is None:
-        xla = _XLA_METADATA.fullmatch(value)
+        xla = _XLA_COMMON.fullmatch(value) or _XLA_METADATA.fullmatch(value)
         metadata = metas[value] = (
             _parse_metadata(value, strings) if xla is None else _xla_metadata(xla, strings)
         )
@@ -486,7 +486,7 @@ def _metadata_of(
         return None
     at = rest.find(", metadata={") + 11
     if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
-        found = _XLA_METADATA.fullmatch(rest, at)
+        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
             metadata = metas.get(value)
@@ -966,6 +966,13 @@ _XLA_METADATA = re.compile(
     )
     + r"\}"
 )
+# What most of XLA's metadata texts hold: an op name, then a source file and line (JAX's
+# lowered text, older XLA) or a stack frame (newer XLA); `_XLA_METADATA` reads each such
+# text the same, with eleven optional fields tried (twice as long).
+_XLA_COMMON = re.compile(
+    r'\{op_name="([^"\\]*+)"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?'
+    r"(?: stack_frame_id=([0-9]++))?\}"
+)
 #: The keys XLA writes in ``metadata={...}``, one string each for every parse.
 _FIELD_KEYS = {
     key: key
@@ -1012,10 +1019,23 @@ def _parse_attributes(
 
 
 def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
-    """The `HloMetadata` of an `_XLA_METADATA` match: what `_parse_metadata` gives for
-    its text, with no search for the fields (one test per field of `_XLA_FIELDS`, in its
-    order: a loop over the eleven pairs costs twice as much, for the two to four present)."""
+    """The `HloMetadata` of an `_XLA_METADATA` (or `_XLA_COMMON`) match: what
+    `_parse_metadata` gives for its text, with no search for the fields (one test per
+    field of `_XLA_FIELDS`, in its order: a loop over the eleven pairs costs twice as
+    much, for the two to four present)."""
     keep = strings.setdefault
+    if found.re is _XLA_COMMON:
+        op_name, source_file, line, frame = found.groups()
+        fields = {"op_name": op_name}
+        if source_file is not None:
+            fields["source_file"] = source_file = keep(source_file, source_file)
+            fields["source_line"] = keep(line, line)
+        if frame is not None:
+            fields["stack_frame_id"] = keep(frame, frame)
+        return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+            op_name, "", source_file or "", int(line) if line is not None else 0,
+            int(frame) if frame is not None else 0, fields,
+        )  # fmt: skip
     (
         op_type, op_name, source_file, line, end_line, column, end_column, deduplicated,
         preserve, scheduling, frame,
