@@ -26,7 +26,10 @@ line-by-line reader, which is also what reads text with line breaks other than "
 both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
 place in the module's text rather than a copy of its line; an instruction's attributes
 are split only when someone asks (`HloInstruction.attributes`), the parser itself
-reading just the called computations and the metadata; equal metadata of one module,
+reading just the called computations and the metadata, once per distinct rest of a line
+(`_ending`: XLA's metadata after plain pieces and a fusion's or reduce's one call are read
+without a split); a parameter keeps its number's text (every view sorts parameters by
+it); equal metadata of one module,
 and its fields' keys and short values, are stored once (names are not: a table of
 400,000 names costs more time than its strings cost memory); the garbage collector
 pauses while the objects pile up, and the objects made are then moved to its oldest
