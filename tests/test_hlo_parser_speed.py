@@ -175,3 +175,20 @@ def test_common_metadata_reads_as_xla_metadata():
             _parser._parse_metadata(value).fields
         )
     assert common > 10000
+
+
+def test_operand_text_with_a_tiled_layout_reads_whole_by_rows_and_by_lines(monkeypatch):
+    text = (
+        "HloModule m\nENTRY e {\n  a = f32[8]{0:T(8)} parameter(0)\n"
+        "  b = f32[8]{0:T(8)} negate(f32[8]{0:T(8)} %a)\n"
+        "  ROOT c = f32[8]{0:T(8)} add(f32[8]{0:T(8)} %a, f32[8]{0:T(8)} %b)\n}\n"
+    )
+    expected = {"b": "f32[8]{0:T(8)} %a", "c": "f32[8]{0:T(8)} %a, f32[8]{0:T(8)} %b"}
+    PARSED.cache_clear()
+    entry = parse_hlo(text).entry
+    assert {name: entry[name].operand_text for name in expected} == expected
+    PARSED.cache_clear()
+    monkeypatch.setattr(_parser, "_rows_apply", lambda text: False)
+    entry = parse_hlo(text).entry
+    assert {name: entry[name].operand_text for name in expected} == expected
+    PARSED.cache_clear()

@@ -355,10 +355,10 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     operand_text = listed or loose
                 elif opcode == "constant":
                     operands = none
-                    operand_text = after - 1 - len(listed or loose)
+                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
                 elif not second:
                     operands = [first] if first else _operand_names(loose) if loose else none
-                    operand_text = after - 1 - len(listed or loose)
+                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
                 else:
                     if not more:
                         operands = [first, second]
@@ -370,7 +370,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
                         else:
                             names = drop_shapes("", more).replace("%", "").split(", ")
                         operands = [first, second, *names]
-                    operand_text = after - 1 - len(listed)
+                    # (Read up to its first ")" when asked: kept whole when a shape's
+                    # tiled layout, ``{1,0:T(8,128)}``, holds one.)
+                    operand_text = listed if ")" in listed else after - 1 - len(listed)
                 metadata = endings.get(rest)
                 if metadata is None:
                     metadata = endings[rest] = _ending(rest, metas, strings, empty)
