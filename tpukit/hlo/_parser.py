@@ -26,7 +26,10 @@ line-by-line reader, which is also what reads text with line breaks other than "
 both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
 place in the module's text rather than a copy of its line; an instruction's attributes
 are split only when someone asks (`HloInstruction.attributes`), the parser itself
-reading just the called computations and the metadata; equal metadata of one module,
+reading just the called computations and the metadata, once per distinct rest of a line
+(`_ending`: XLA's metadata after plain pieces and a fusion's or reduce's one call are read
+without a split); a parameter keeps its number's text (every view sorts parameters by
+it); equal metadata of one module,
 and its fields' keys and short values, are stored once (names are not: a table of
 400,000 names costs more time than its strings cost memory); the garbage collector
 pauses while the objects pile up, and the objects made are then moved to its oldest
@@ -72,6 +75,18 @@ _CALL_KEY = re.compile(
     r"(?<![\w-])(?:calls|to_apply|body|condition|true_computation|false_computation"
     r"|branch_computations|select|scatter|called_computations)\s*="
 )
+# A rest whose first call key is a ``calls=``/``to_apply=`` of one plain name, after plain
+# ``key=value`` pieces only (`_one_call` checks that no other call key follows).
+_ONE_CALL = re.compile(
+    r"(?:, [a-z_]++=(?:\{[0-9,]*+\}|\w++))*, (calls|to_apply)=%?([\w.\-$]++)(?=,|$)"
+)
+# Plain ``, key=value`` pieces (no call key, no string, no nested brackets) and then
+# ``, metadata={``: ``, dimensions={0}, metadata={...}``, ``, index=7, metadata={...}``.
+_PLAIN_THEN_METADATA = re.compile(
+    r"(?:, (?!(?:calls|to_apply|body|condition|true_computation|false_computation"
+    r"|branch_computations|select|scatter|called_computations)=)"
+    r"[a-z_]++=(?:\{[0-9,:\[\]]*+\}|\w++))*+, metadata=\{"
+)
 # The ``{...}`` of ``metadata={...}``: strings may hold any character.
 _METADATA_VALUE = re.compile(r'\{(?:[^{}"]++|"(?:[^"\\]++|\\.)*+")*+\}')
 # The common instruction line: ``[ROOT] [%]name = f32[8]{0} opcode(<no nesting, no quotes>)``.
@@ -89,11 +104,11 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
-_ROW_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
+_ROW_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?[^\s,()\[\]{}%"]++'
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
-_NAMED_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
-_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*))?)?)?"
+_NAMED_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?([^\s,()\[\]{}%"]++)'
+_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?)?)?"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
 # both read, on one line, no trailing space) or any other: indent, ROOT, name, shape,
 # opcode, operands (when `_LISTED`: their text, the first name, the second, the pieces
@@ -102,10 +117,13 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # whole line: a copy of every line, and the groups' strings are half of findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
+# Its runs are possessive where what follows a run cannot start with a character of the
+# run (the same matches, found with no backtracking: 10-15% quicker; `_PLAIN_ROW` in
+# ``tests/test_hlo_parser_rows.py`` is the plain spelling).
 _ROW = re.compile(
-    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
-    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
-    rf"\((?:({_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    r"([ \t]*+)(?:(ROOT )?%?([A-Za-z0-9_.\-$]++) = "
+    r"([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\})?) ([a-z][a-z0-9\-]*+)"
+    rf"\((?:({_LISTED})|([^()\"\n]*+))\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
@@ -303,9 +321,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
     new = _new_object
     # One empty metadata per module, as for equal texts (``metadata={}`` reads the same).
     empty = metas.setdefault("{}", HloMetadata())
-    # A line's rest -> its metadata, or None when the rest calls a computation (or only a
-    # full split can tell); most lines of a module end as others do.
-    alone: dict[str, HloMetadata | None] = {"": empty}
+    # A line's rest -> its metadata, or (metadata, called computations) when the rest
+    # calls some (`_ending`); most lines of a module end as others do.
+    endings: dict[str, HloMetadata | tuple] = {"": empty}
     # No operands, no called computations: one empty list for all records (a module is
     # read-only once parsed; 56 bytes a record, a quarter of the text's size).
     none: list = _NONE
@@ -316,9 +334,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
     for rows in _chunks(text, last):
-        if len(alone) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
-            alone.clear()
-            alone[""] = empty
+        if len(endings) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
+            endings.clear()
+            endings[""] = empty
         for indent, root, name, shape, opcode, listed, first, second, more, loose, rest in rows:
             start = pos
             pos = find("\n", start) + 1
@@ -330,51 +348,59 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
-                if opcode in ("constant", "parameter"):
-                    operands = none
-                elif not second:
-                    operands = [first] if first else _operand_names(loose) if loose else none
-                elif not more:
-                    operands = [first, second]
-                else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
-                    if "[" not in more:
-                        names = more.replace("%", "").split(", ")
-                    elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
-                        names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
-                    else:
-                        names = drop_shapes("", more).replace("%", "").split(", ")
-                    operands = [first, second, *names]
-                metadata = alone.get(rest, False)
-                if metadata is False:
-                    metadata = alone[rest] = _metadata_of(rest, metas, strings, empty)
-                if metadata is None:  # called computations (or odd text): split it all now
-                    attributes, called = {}, []
-                    metadata = (
-                        _parse_attributes(rest.strip(), attributes, called, metas, strings) or empty
-                    )
-                else:  # the metadata alone: the rest is split when asked for
-                    attributes, called = None, none
                 at = start + len(indent)
                 after = pos - 1 - len(rest) - at  # the rest's place in the line (its "\n": pos - 1)
+                if opcode == "parameter":  # its number kept as text: asked for by every view
+                    operands = none
+                    operand_text = listed or loose
+                elif opcode == "constant":
+                    operands = none
+                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
+                elif not second:
+                    operands = [first] if first else _operand_names(loose) if loose else none
+                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
+                else:
+                    if not more:
+                        operands = [first, second]
+                    else:  # ``[shape ]%name`` pieces (see _LISTED): the name ends each
+                        if "[" not in more:
+                            names = more.replace("%", "").split(", ")
+                        elif more.count(" ") == 2 * more.count(", ") + 1:  # a shape in each
+                            names = more.replace("%", "").replace(", ", " ").split(" ")[1::2]
+                        else:
+                            names = drop_shapes("", more).replace("%", "").split(", ")
+                        operands = [first, second, *names]
+                    # (Read up to its first ")" when asked: kept whole when a shape's
+                    # tiled layout, ``{1,0:T(8,128)}``, holds one.)
+                    operand_text = listed if ")" in listed else after - 1 - len(listed)
+                metadata = endings.get(rest)
+                if metadata is None:
+                    metadata = endings[rest] = _ending(rest, metas, strings, empty)
                 # Its fields as stored (no __init__, no checks: a call costs a tenth of the record).
                 record = new(HloInstruction)
                 record.name = name
                 record.opcode = opcode
                 record.shape = found
                 record.operands = operands
-                record._attributes = attributes
-                record.called_computations = called
+                record._attributes = None  # split from the rest when asked for
+                if metadata.__class__ is tuple:  # called computations: read from the rest once
+                    metadata, called = metadata
+                    if called:
+                        record.called_computations = called.copy()
+                        callers.append(record)
+                    else:
+                        record.called_computations = none
+                else:
+                    record.called_computations = none
                 record.metadata = metadata
                 record.is_root = root != ""
                 record._text = text
                 record._at = at
                 record._end = -1  # its "\n" (`_ROW`'s lines have no trailing space)
-                record._operand_text = after - 1 - len(listed or loose)
+                record._operand_text = operand_text
                 record.computation = comp_name
-                record._rest_at = after if attributes is None else -1
+                record._rest_at = after
                 append(record)
-                if called:
-                    callers.append(record)
                 fast = True
                 continue
             reader.fast = fast
@@ -387,6 +413,68 @@ def _read_rows(reader: _Reader, text: str) -> None:
     reader.fast = fast
     if last < len(text):
         reader.line(text[last:], last)
+
+
+def _ending(
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
+) -> HloMetadata | tuple[HloMetadata, list[ComputationRef]]:
+    """What a common line's ``rest`` (its text after the operands) gives its record: the
+    metadata, or (metadata, called computations) when the rest calls some or only
+    splitting all of it can tell (the record's attributes are split when asked for,
+    from the same text: the same dict)."""
+    if rest.startswith(", metadata={"):  # XLA's metadata last, after plain pieces or none:
+        at = 11  # nothing in the rest can name a computation (and a split would read
+    else:  # the same fields: see `_XLA_METADATA`)
+        plain = _PLAIN_THEN_METADATA.match(rest)
+        at = 0 if plain is None else plain.end() - 1
+    if at:
+        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
+        if found is not None:
+            value = rest[at:]
+            metadata = metas.get(value)
+            if metadata is None:
+                metadata = metas[value] = _xla_metadata(found, strings)
+            return metadata
+    one = _one_call(rest, metas, strings, empty)  # (before `_metadata_of`, which refuses it)
+    if one is not None:
+        return one
+    metadata = _metadata_of(rest, metas, strings, empty)
+    if metadata is not None:
+        return metadata
+    called: list[ComputationRef] = []
+    metadata = _parse_attributes(rest.strip(), {}, called, metas, strings)
+    return (empty if metadata is None else metadata), called
+
+
+def _one_call(
+    rest: str, metas: dict[str, HloMetadata], strings: dict[str, str], empty: HloMetadata
+) -> tuple[HloMetadata, list[ComputationRef]] | None:
+    """(metadata, called computation) of a rest whose one call is a ``calls=`` or a
+    ``to_apply=`` after plain pieces -- a fusion's ``, kind=kLoop, calls=%f, ...``, a
+    reduce's ``, dimensions={0}, to_apply=%add, ...`` -- read as a split reads them,
+    without the split (a fifth of a step's parse); None for any other rest."""
+    found = _ONE_CALL.match(rest)
+    if found is None or _CALL_KEY.search(rest, 0, found.start(1)) is not None:
+        return None
+    end = found.end()  # (the words first: the regex tries every place of a long rest)
+    find = rest.find
+    if (
+        find("calls", end) >= 0 or find("to_apply", end) >= 0 or find("body", end) >= 0
+        or find("condition", end) >= 0 or find("_computation", end) >= 0
+        or find("select", end) >= 0 or find("scatter", end) >= 0
+    ) and _CALL_KEY.search(rest, end) is not None:  # fmt: skip
+        return None
+    value = _metadata_alone(rest)
+    if value is None:
+        return None
+    metadata = metas.get(value) if value else empty
+    if metadata is None:
+        xla = _XLA_COMMON.fullmatch(value) or _XLA_METADATA.fullmatch(value)
+        metadata = metas[value] = (
+            _parse_metadata(value, strings) if xla is None else _xla_metadata(xla, strings)
+        )
+    key, name = found.groups()
+    return metadata, [ComputationRef(name, CALL_ROLES[key])]
 
 
 def _metadata_of(
@@ -403,7 +491,7 @@ def _metadata_of(
         return None
     at = rest.find(", metadata={") + 11
     if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
-        found = _XLA_METADATA.fullmatch(rest, at)
+        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
             metadata = metas.get(value)
@@ -708,10 +796,12 @@ def parse_instruction(
         operands = (
             [] if opcode in ("constant", "parameter") else _operand_names(operand_text, shared)
         )
-        # The operand text is kept as its place in the line (see HloInstruction).
+        # The operand text is kept as its place in the line (see HloInstruction); a
+        # parameter's as its text, its number, which every view asks for.
         return _record(
             is_root is not None, name, parse_shape(shape_text), opcode, operands,
-            pos - 1 - len(operand_text), line[pos:], pos, line, source, at, computation, shared,
+            operand_text if opcode == "parameter" else pos - 1 - len(operand_text),
+            line[pos:], pos, line, source, at, computation, shared,
         )  # fmt: skip
     head = _general_head(line, computation, shared)
     if isinstance(head, HloInstruction):
@@ -825,7 +915,9 @@ def metadata_text(instr: HloInstruction, text: str | None = None) -> str:
     splitting its other attributes when the parser left them for later. ``text`` is
     ``instr.text`` when the caller has it already."""
     if instr._attributes is None:  # the parser found it alone: it finds it again
-        return _metadata_alone((instr.text if text is None else text)[instr._rest_at :]) or ""
+        found = _metadata_alone((instr.text if text is None else text)[instr._rest_at :])
+        if found is not None:  # (None: only the split can tell, e.g. "metadata" in a name)
+            return found
     return instr.attributes.get("metadata", "")
 
 
@@ -879,6 +971,13 @@ _XLA_METADATA = re.compile(
     )
     + r"\}"
 )
+# What most of XLA's metadata texts hold: an op name, then a source file and line (JAX's
+# lowered text, older XLA) or a stack frame (newer XLA); `_XLA_METADATA` reads each such
+# text the same, with eleven optional fields tried (twice as long).
+_XLA_COMMON = re.compile(
+    r'\{op_name="([^"\\]*+)"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?'
+    r"(?: stack_frame_id=([0-9]++))?\}"
+)
 #: The keys XLA writes in ``metadata={...}``, one string each for every parse.
 _FIELD_KEYS = {
     key: key
@@ -925,20 +1024,59 @@ def _parse_attributes(
 
 
 def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
-    """The `HloMetadata` of an `_XLA_METADATA` match: what `_parse_metadata` gives for
-    its text, with no search for the fields."""
+    """The `HloMetadata` of an `_XLA_METADATA` (or `_XLA_COMMON`) match: what
+    `_parse_metadata` gives for its text, with no search for the fields (one test per
+    field of `_XLA_FIELDS`, in its order: a loop over the eleven pairs costs twice as
+    much, for the two to four present)."""
     keep = strings.setdefault
-    fields = {
-        key: value if key == "op_name" else keep(value, value)
-        for key, value in zip(_XLA_FIELDS, found.groups())
-        if value is not None
-    }
-    get = fields.get
-    line = get("source_line", "")
-    frame = get("stack_frame_id", "")
+    if found.re is _XLA_COMMON:
+        op_name, source_file, line, frame = found.groups()
+        fields = {"op_name": op_name}
+        if source_file is not None:
+            fields["source_file"] = source_file = keep(source_file, source_file)
+            fields["source_line"] = keep(line, line)
+        if frame is not None:
+            fields["stack_frame_id"] = keep(frame, frame)
+        return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
+            op_name, "", source_file or "", int(line) if line is not None else 0,
+            int(frame) if frame is not None else 0, fields,
+        )  # fmt: skip
+    (
+        op_type, op_name, source_file, line, end_line, column, end_column, deduplicated,
+        preserve, scheduling, frame,
+    ) = found.groups()  # fmt: skip
+    fields = {}
+    if op_type is not None:
+        fields["op_type"] = op_type = keep(op_type, op_type)
+    else:
+        op_type = ""
+    if op_name is not None:
+        fields["op_name"] = op_name
+    else:
+        op_name = ""
+    if source_file is not None:
+        fields["source_file"] = source_file = keep(source_file, source_file)
+    else:
+        source_file = ""
+    if line is not None:
+        fields["source_line"] = keep(line, line)
+    if end_line is not None:
+        fields["source_end_line"] = keep(end_line, end_line)
+    if column is not None:
+        fields["source_column"] = keep(column, column)
+    if end_column is not None:
+        fields["source_end_column"] = keep(end_column, end_column)
+    if deduplicated is not None:
+        fields["deduplicated_name"] = keep(deduplicated, deduplicated)
+    if preserve is not None:
+        fields["preserve_layout"] = keep(preserve, preserve)
+    if scheduling is not None:
+        fields["scheduling_name"] = keep(scheduling, scheduling)
+    if frame is not None:
+        fields["stack_frame_id"] = keep(frame, frame)
     return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
-        get("op_name", ""), get("op_type", ""), get("source_file", ""),
-        int(line) if line.isdigit() else 0, int(frame) if frame.isdigit() else 0, fields,
+        op_name, op_type, source_file, int(line) if line is not None and line.isdigit() else 0,
+        int(frame) if frame is not None and frame.isdigit() else 0, fields,
     )  # fmt: skip
 
 
