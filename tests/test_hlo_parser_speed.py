@@ -192,3 +192,25 @@ def test_operand_text_with_a_tiled_layout_reads_whole_by_rows_and_by_lines(monke
     entry = parse_hlo(text).entry
     assert {name: entry[name].operand_text for name in expected} == expected
     PARSED.cache_clear()
+
+
+def test_a_fusion_s_kind_is_read_without_splitting_its_attributes():
+    text = """HloModule m
+
+f {
+  p = f32[4]{0} parameter(0)
+  ROOT e = f32[4]{0} exponential(p)
+}
+
+ENTRY main {
+  a = f32[4]{0} parameter(0)
+  ROOT x = f32[4]{0} fusion(a), kind=kLoop, calls=f, metadata={op_name="a/kind=kInput"}
+}
+"""
+    PARSED.cache_clear()
+    fusion = parse_hlo(text).entry["x"]
+    assert fusion.fusion_kind == "kLoop"
+    assert fusion._attributes is None  # the split is still to come, if ever asked for
+    assert fusion.attributes["kind"] == fusion.fusion_kind
+    assert parse_hlo(text).entry["a"].fusion_kind == ""
+    PARSED.cache_clear()

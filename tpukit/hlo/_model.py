@@ -271,7 +271,7 @@ class HloInstruction:
             return self._text
         end = self._end
         if end < 0:  # the line ends at its line break (the parser's rows: see `_read_rows`)
-            end = self._text.find("\n", at)
+            end = self._end = self._text.find("\n", at)  # found once
         return self._text[at:end]
 
     @text.setter
@@ -355,7 +355,14 @@ class HloInstruction:
     @property
     def fusion_kind(self) -> str:
         """``kLoop``/``kInput``/``kOutput``/``kCustom`` for a fusion, else ``""``."""
-        return self.attributes.get("kind", "") if self.opcode == "fusion" else ""
+        if self.opcode != "fusion":
+            return ""
+        if self._attributes is None:  # XLA writes it first: read it without the split
+            text, at = self.text, self._rest_at
+            if text.startswith(", kind=", at):
+                end = text.find(",", at + 7)
+                return text[at + 7 : end if end >= 0 else len(text)].strip()
+        return self.attributes.get("kind", "")
 
     @property
     def custom_call_target(self) -> str:
