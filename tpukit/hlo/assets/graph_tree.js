@@ -147,17 +147,25 @@ GraphTree.prototype.shownTable = function () {
   return shown;
 };
 
+// Most of a block's edges join two members of one closed box: those cost a table look-up
+// each, without a call (a training step's first view reads thousands, in code not yet
+// compiled); only an edge at an open call or loop is followed inside it.
 GraphTree.prototype.visibleEdges = function () {
   var self = this, d = this.data, edges = new Map(), shown = this.shownTable();
+  var expanded = this.expanded, end = this.end;
   this.blocks.forEach(function (block, owner) {
     if (!self.isOpen(owner) || shown[owner] !== owner) return;
     for (var e = 0; e < block.length; e += 4) {
       var s = block[e], t = block[e + 1], index = block[e + 3], guard = 0;
-      while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
-      guard = 0;
-      while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
+      if (expanded[s] === 1) {
+        while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
+        guard = 0;
+      }
+      if (expanded[t] === 1) {
+        while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
+      }
       var a = shown[s], b = shown[t];
-      if (a === b || self.isAncestor(a, b) || self.isAncestor(b, a)) continue;
+      if (a === b || (a < b && b < end[a]) || (b < a && a < end[b])) continue;  // one holds the other
       var key = a * self.n + b, edge = edges.get(key);
       if (edge) edge.bytes += block[e + 2];
       else edges.set(key, {a: a, b: b, bytes: block[e + 2]});
