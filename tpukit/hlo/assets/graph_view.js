@@ -133,8 +133,9 @@ function GraphView(root, data, dagre, options) {
   this.build();
   // Folded and fitted while the view holds no drawing, so that reading its size lays out
   // the toolbar and an empty view, not the drawing too: the drawing is laid out once, in
-  // the frame that shows it.
+  // the frame that shows it. The fit reads the sizes of what is open, folded or not.
   this.camera.foldToFit();
+  this.layout.arrange();
   this.camera.fit();
   this.render(-1);
   root.setAttribute("data-ready-ms", performance.now().toFixed(1));
