@@ -9,6 +9,7 @@ these tests skip, except under CI=true, where they fail.
 """
 
 import base64
+import pathlib
 import zlib
 
 import pytest
@@ -82,4 +83,47 @@ def test_counts_are_written_with_commas_whatever_the_browsers_locale(browser):
     page.locator(f'.tkg-node[data-node="{target}"]').click(position={"x": 60, "y": 18})
     field = page.locator('.tkg-panel [data-field="FLOPs (est.)"]').inner_text()
     assert field.startswith(f"{flops[target]:,} ("), field
+    page.close()
+
+
+# Records, for each read of the graph view's size before the page says it is ready, how many
+# elements its drawing held: a read after the drawing exists makes the browser lay the
+# drawing out there and then, and again in the frame that shows it.
+_SIZE_READS = """
+window.tkgSizeReads = [];
+for (const name of ["clientWidth", "clientHeight"]) {
+  const read = Object.getOwnPropertyDescriptor(Element.prototype, name).get;
+  Object.defineProperty(Element.prototype, name, {configurable: true, get() {
+    const root = this.closest && this.closest(".tkg-root");
+    if (this.classList.contains("tkg-viewport") && root.getAttribute("data-state") !== "ready") {
+      window.tkgSizeReads.push(this.querySelector(".tkg-scene").childElementCount);
+    }
+    return read.call(this);
+  }});
+}
+"""
+
+
+def test_the_first_view_is_folded_and_fitted_before_its_drawing_exists(browser, tmp_path):
+    """The first view reads the view's size (to fold and fit) while the view holds no
+    drawing, so the drawing is laid out once, in the frame that shows it."""
+    path = graph(mlp_hlo(), title="mlp").save(tmp_path / "mlp.html")
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page.add_init_script(_SIZE_READS)  # init scripts run in pages navigated to, not set_content's
+    page.goto(pathlib.Path(path).as_uri())
+    page.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
+    reads = page.evaluate("window.tkgSizeReads")
+    assert reads and set(reads) == {0}, reads
+    assert page.locator(".tkg-scene .tkg-node").count() > 0
+    page.close()
+
+
+def test_the_panel_is_made_when_a_node_is_first_selected(browser):
+    page, errors = _open(browser, graph(mlp_hlo(), title="mlp").to_html(), "ready")
+    assert page.locator(".tkg-panel").count() == 0
+    page.locator(".tkg-node").first.click(position={"x": 60, "y": 18})
+    assert page.locator(".tkg-panel").is_visible()
+    page.locator(".tkg-panel .tkg-close").click()
+    assert page.locator(".tkg-panel").is_hidden()
+    assert errors == []
     page.close()

@@ -17,11 +17,12 @@
 //   children(i): node i's children in program order (read only); hasChildren(i)
 //   text(i): node i's HLO text ("" for a group)
 //   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn;
-//     shownTable(): shownAs of every node, as an Int32Array
+//     shownTable(): shownAs of every node, as an Int32Array; boxes(): the nodes drawn closed
 //   setOpen(i, open), openAround(i), resetOpen(), closeAll(): change what is open
 //   openState(), changedSince(state): compare what is open with an earlier state
 //   visibleEdges(): the edges between drawn nodes, [{a, b, bytes}]
 //   childFlow(group): the data edges between a group's children, in an order without cycles
+//   childTable(group): which child of a group holds each of its members
 //   matches(query): the nodes whose name, opcode, scope or source line hold `query`
 /* exported GraphTree */
 
@@ -121,6 +122,16 @@ GraphTree.prototype.shownAs = function (node) {
   return shown;
 };
 
+// The nodes drawn as boxes (closed, inside open groups), in drawing order.
+GraphTree.prototype.boxes = function () {
+  var out = [], self = this;
+  (function walk(i) {
+    if (!self.isOpen(i)) { out.push(i); return; }
+    self.children(i).forEach(walk);
+  })(0);
+  return out;
+};
+
 // ---------------------------------------------------------------- edges
 
 // shownAs of every node at once: each closed box stands for its whole subtree (a native fill
@@ -136,17 +147,25 @@ GraphTree.prototype.shownTable = function () {
   return shown;
 };
 
+// Most of a block's edges join two members of one closed box: those cost a table look-up
+// each, without a call (a training step's first view reads thousands, in code not yet
+// compiled); only an edge at an open call or loop is followed inside it.
 GraphTree.prototype.visibleEdges = function () {
   var self = this, d = this.data, edges = new Map(), shown = this.shownTable();
+  var expanded = this.expanded, end = this.end;
   this.blocks.forEach(function (block, owner) {
     if (!self.isOpen(owner) || shown[owner] !== owner) return;
     for (var e = 0; e < block.length; e += 4) {
       var s = block[e], t = block[e + 1], index = block[e + 3], guard = 0;
-      while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
-      guard = 0;
-      while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
+      if (expanded[s] === 1) {
+        while (self.isOpen(s) && d.roots[s] !== undefined && guard++ < 64) s = d.roots[s];
+        guard = 0;
+      }
+      if (expanded[t] === 1) {
+        while (self.isOpen(t) && d.params[t] && index < d.params[t].length && guard++ < 64) t = d.params[t][index];
+      }
       var a = shown[s], b = shown[t];
-      if (a === b || self.isAncestor(a, b) || self.isAncestor(b, a)) continue;
+      if (a === b || (a < b && b < end[a]) || (b < a && a < end[b])) continue;  // one holds the other
       var key = a * self.n + b, edge = edges.get(key);
       if (edge) edge.bytes += block[e + 2];
       else edges.set(key, {a: a, b: b, bytes: block[e + 2]});
@@ -174,34 +193,32 @@ GraphTree.prototype.makeChildFlow = function (group) {
   var kids = this.children(group), counts = new Map(), links = [];
   var owner = this.edgeOwner(group);
   var block = owner >= 0 ? this.blocks.get(owner) : [];
-  var lo = group + 1, hi = this.end[group];
+  var lo = group + 1, hi = this.end[group], child = this.childTable(group), n = kids.length;
   for (var e = 0; e < block.length; e += 4) {
     var s = block[e], t = block[e + 1];
     if (s < lo || s >= hi || t < lo || t >= hi) continue;
-    var a = childIndex(kids, s), b = childIndex(kids, t);
-    if (a !== b) counts.set(a * kids.length + b, (counts.get(a * kids.length + b) || 0) + 1);
+    var a = child[s - lo], b = child[t - lo];
+    if (a !== b) counts.set(a * n + b, (counts.get(a * n + b) || 0) + 1);
   }
   counts.forEach(function (count, key) {
-    links.push([Math.floor(key / kids.length), key % kids.length, count]);
+    links.push([Math.floor(key / n), key % n, count]);
   });
-  var rank = flowOrder(kids.length, links);
+  var rank = flowOrder(n, links);
   links.forEach(function (link) {
     if (rank[link[0]] > rank[link[1]]) { var first = link[0]; link[0] = link[1]; link[1] = first; }
   });
   return {links: links, rank: rank};
 };
 
-// The index in `kids` (a group's children, in order) of the child whose subtree holds
-// `node`, a member of the group: the last child numbered at most `node`, as each child's
-// subtree is the ids from it to the next child.
-function childIndex(kids, node) {
-  var low = 0, high = kids.length - 1;
-  while (low < high) {
-    var middle = (low + high + 1) >> 1;
-    if (kids[middle] <= node) low = middle; else high = middle - 1;
-  }
-  return low;
-}
+// For each member of a group (ids group + 1 to its end), the index of the child whose subtree
+// holds it: a native fill per child, as each child's subtree is the ids from it to the next
+// child. A training step's root flow reads it for each of thousands of edges, where a search
+// per edge end was most of the first view's own time.
+GraphTree.prototype.childTable = function (group) {
+  var kids = this.children(group), lo = group + 1, table = new Int32Array(this.end[group] - lo);
+  for (var k = 0; k < kids.length; k++) table.fill(k, kids[k] - lo, this.end[kids[k]] - lo);
+  return table;
+};
 
 // An order of n nodes that puts few edges backwards: the greedy heuristic of Eades, Lin and
 // Smyth (1993) on edges [from, to, weight]. Sinks go last and sources first as they appear;

@@ -163,9 +163,13 @@ function GraphView(root, data, dagre, options) {
   this.renders = 0;
   this.searchState = {query: null, matches: [], index: -1};
   this.build();
+  // Folded and fitted while the view holds no drawing, so that reading its size lays out
+  // the toolbar and an empty view, not the drawing too: the drawing is laid out once, in
+  // the frame that shows it. The fit reads the sizes of what is open, folded or not.
   this.camera.foldToFit();
-  this.render(-1);
+  this.layout.arrange();
   this.camera.fit();
+  this.render(-1);
   root.setAttribute("data-ready-ms", performance.now().toFixed(1));
   root.setAttribute("data-state", "ready");
 }
@@ -202,10 +206,8 @@ GraphView.prototype.build = function () {
     markerWidth: "7", markerHeight: "7", orient: "auto-start-reverse", markerUnits: "userSpaceOnUse"}, defs);
   svg("path", {"class": "tkg-arrowhead", d: "M0,0 L10,5 L0,10 z"}, marker);
   this.scene = svg("g", {"class": "tkg-scene"}, drawing);
-  this.panel = new GraphPanel(viewport, this.tree, {
-    close: function () { self.select(-1); },
-    toggle: function () { if (self.selected >= 0) self.toggle(self.selected); }
-  });
+  this.viewport = viewport;
+  this.panel = null;  // made when a node is first selected (panelOf)
 
   // Below the drawing, never over it: the colour key and how to zoom.
   var legend = el("div", "tkg-legend", root);
@@ -222,7 +224,7 @@ GraphView.prototype.build = function () {
   this.camera = new GraphCamera({
     root: this.root, viewport: viewport, scene: this.scene, legend: legend, hint: hint,
     tree: this.tree, layout: this.layout, folds: this.options.folds,
-    shown: function () { return self.shown; },
+    shown: function () { return self.tree.boxes(); },
     redraw: function () { self.render(-1); },
     click: function (target) { self.click(target); },
     open: function (i) { self.toggle(i); }
@@ -236,6 +238,18 @@ GraphView.prototype.build = function () {
   });
   search.addEventListener("keyup", function (event) { event.stopPropagation(); });
   search.addEventListener("keypress", function (event) { event.stopPropagation(); });
+};
+
+// The panel of the selected node, made on the first selection: the first view has none.
+GraphView.prototype.panelOf = function () {
+  var self = this;
+  if (!this.panel) {
+    this.panel = new GraphPanel(this.viewport, this.tree, {
+      close: function () { self.select(-1); },
+      toggle: function () { if (self.selected >= 0) self.toggle(self.selected); }
+    });
+  }
+  return this.panel;
 };
 
 GraphView.prototype.click = function (target) {
@@ -389,11 +403,11 @@ GraphView.prototype.select = function (i) {
   this.selected = i;
   var nodes = this.scene.querySelectorAll(".tkg-selected");
   for (var k = 0; k < nodes.length; k++) nodes[k].classList.remove("tkg-selected");
-  if (i < 0) { this.panel.hide(); return; }
+  if (i < 0) { if (this.panel) this.panel.hide(); return; }
   var shown = this.element(i);
   if (shown) shown.classList.add("tkg-selected");
   var first = this.options.panelRows ? this.options.panelRows(i) : [];
-  this.panel.show(i, first, this.colour.rows(i));
+  this.panelOf().show(i, first, this.colour.rows(i));
   if (changed && this.options.onSelect) this.options.onSelect(i);
 };
 
