@@ -23,6 +23,7 @@ file. Every argument is written as JSON that cannot end the ``<script>`` early.
 
 from __future__ import annotations
 
+import functools
 import html
 import json
 import pathlib
@@ -82,21 +83,31 @@ def viewer_fragment(
     """One output: ``<div id=element_id class=root_class>``, the viewer's styles, ``body``
     (markup shown before the script runs: a fallback, a table), and the script that calls
     ``viewer.entry(root, *arguments, dagre)``; each argument is written as JSON."""
-    css = "\n".join(_read_asset(name) for name in viewer.styles)
-    dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
-    code = "\n".join(_script_safe(_read_asset(name), name) for name in viewer.scripts)
+    css, code = _viewer_code(viewer)
     call_arguments = "".join(f"{script_json(argument)}," for argument in arguments)
     script = (
-        "(function(){var dagre=(function(){"
-        + _script_safe(dagre, "dagre.min.js")
-        + '\nreturn dagre;})();\n(function(){"use strict";\n'
-        + code
+        code
         + f'\n{viewer.entry}(document.getElementById("{element_id}"),{call_arguments}dagre);'
         + "})();})();"
     )
     return (
         f'<div id="{element_id}" class="{root_class}"><style>{css}</style>'
         f"{body}<script>{script}</script></div>"
+    )
+
+
+@functools.cache
+def _viewer_code(viewer: Viewer) -> tuple[str, str]:
+    """``(styles, script up to the entry's call)`` of ``viewer``: read and checked once a
+    session, not for every output (a few ms each)."""
+    css = "\n".join(_read_asset(name) for name in viewer.styles)
+    dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
+    code = "\n".join(_script_safe(_read_asset(name), name) for name in viewer.scripts)
+    return css, (
+        "(function(){var dagre=(function(){"
+        + _script_safe(dagre, "dagre.min.js")
+        + '\nreturn dagre;})();\n(function(){"use strict";\n'
+        + code
     )
 
 
