@@ -243,6 +243,34 @@ def test_figures_beyond_32_bits_reach_the_panel_exactly(browser):
     assert page.errors == []
 
 
+# The words of each panel field that the browser drew on more than one line.
+_WORDS_CUT = """() => Array.from(document.querySelectorAll('.tkg-panel dd')).flatMap(dd => {
+  const text = dd.firstChild, cut = [];
+  if (!text || text.nodeType !== Node.TEXT_NODE) return cut;
+  for (const word of text.data.matchAll(/\\S+/g)) {
+    const range = document.createRange();
+    range.setStart(text, word.index);
+    range.setEnd(text, word.index + word[0].length);
+    const tops = new Set(Array.from(range.getClientRects(), rect => Math.round(rect.top)));
+    if (tops.size > 1) cut.push(word[0]);
+  }
+  return cut;
+})"""
+
+
+def test_the_panel_wraps_its_sentences_between_words(browser, mlp_graph):
+    """A note such as the inputs' ("the program's parameters: weights, optimizer state
+    and data") wraps at its spaces in the narrow panel; only a name or shape too long for
+    a line is cut inside itself."""
+    page = open_graph(browser, [mlp_graph], "standalone")
+    node(page, "inputs").click(position={"x": 60, "y": 18})
+    note = page.page.locator('.tkg-panel [data-field="note"]')
+    assert note.inner_text() == "the program's parameters: weights, optimizer state and data"
+    assert note.evaluate("dd => dd.getClientRects()[0].height") > 20  # it does wrap
+    assert page.page.evaluate(_WORDS_CUT) == []
+    assert page.errors == []
+
+
 def test_two_graphs_on_one_page_do_not_interfere(browser, mlp_graph):
     other = graph(mlp_hlo(), title="second")
     page = open_graph(browser, [mlp_graph, other], "notebook")
