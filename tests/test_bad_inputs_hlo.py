@@ -60,6 +60,16 @@ def test_text_without_its_entry_is_refused():
     _refused(cut, "no ENTRY computation.*cut short")
 
 
+def test_one_line_too_long_to_be_a_path_is_refused_as_text_not_asked_of_the_disk():
+    """A long line with no braces could be a file's name, but not past PATH_MAX: it is
+    read as text and refused as such (the file system would raise "name too long")."""
+    one_line = "x" * 5000
+    _refused(one_line, "does not look like HLO text")
+    with pytest.raises(tpukit.TpukitError, match="does not look like HLO text") as info:
+        hlo.graph(one_line)
+    _one_line(info.value)
+
+
 def test_text_cut_inside_entry_is_refused():
     cut = WHOLE[: WHOLE.index("  ROOT d")]  # ENTRY's last line and closing brace lost
     _refused(cut, "cut short: computation 'main.5' has no closing")

@@ -188,8 +188,15 @@ def read_hlo_source(source: str | os.PathLike, what: str = "graph()") -> tuple[s
     return source, (str(path) if path is not None else None)
 
 
+#: The longest path Linux takes (PATH_MAX); longer text is HLO, never a file's name.
+PATH_MAX = 4096
+
+
 def looks_like_a_path(text: str) -> bool:
-    """One line, without the braces and '=' of HLO: a file name, not HLO text."""
+    """One line, without the braces and '=' of HLO: a file name, not HLO text. HLO text
+    runs to megabytes: it is not stripped (a copy) when too long to be a name."""
+    if len(text) > PATH_MAX:
+        return False
     line = text.strip()
     return bool(line) and "\n" not in line and "{" not in line and " = " not in line
 

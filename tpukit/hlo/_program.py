@@ -40,7 +40,13 @@ from tpukit.hlo._executed import executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._graph_view import graph as graph_of_text
-from tpukit.hlo._hlo_source import STAGES, parse_dump_name, pick_module, read_hlo_source
+from tpukit.hlo._hlo_source import (
+    PATH_MAX,
+    STAGES,
+    parse_dump_name,
+    pick_module,
+    read_hlo_source,
+)
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._memory_ranges import (
     LiveRanges,
@@ -386,8 +392,6 @@ def _loops_fact(module: HloModule, unknown: tuple[str, ...]) -> str:
 
 
 _KIND = "tpukit-hlo-program"
-#: The longest path Linux takes (PATH_MAX); longer text is HLO, never a folder's name.
-_PATH_MAX = 4096
 _RULES = f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:980px}}"
 
 
@@ -465,7 +469,7 @@ def open(  # noqa: A001 - tpukit.hlo.open reads like the builtin, on purpose
 def _names_a_folder(source: str) -> bool:
     """Whether ``source`` is a folder's path. HLO text runs to megabytes and to lines:
     it is neither stripped (a copy) nor asked of the file system (too long a name)."""
-    return len(source) <= _PATH_MAX and "\n" not in source.strip() and os.path.isdir(source)
+    return len(source) <= PATH_MAX and "\n" not in source.strip() and os.path.isdir(source)
 
 
 def _open_dump(folder: pathlib.Path, module: str | int | None, stage: str | None) -> HloProgram:
