@@ -37,6 +37,8 @@ from tpukit._errors import TpukitError
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
 _UNSAFE_IN_SCRIPT = re.compile(r"</script|<!--|<script", re.IGNORECASE)
+#: V8's explicit compile hint for a whole script (see `_viewer_code`).
+_COMPILE_EAGERLY = "//# allFunctionsCalledOnLoad\n"
 
 #: The graph viewer's scripts, joined in this order: the shared helpers, then the parts,
 #: then the view that composes them (``assets/README.md`` maps them).
@@ -99,12 +101,18 @@ def viewer_fragment(
 @functools.cache
 def _viewer_code(viewer: Viewer) -> tuple[str, str]:
     """``(styles, script up to the entry's call)`` of ``viewer``: read and checked once a
-    session, not for every output (a few ms each)."""
+    session, not for every output (a few ms each).
+
+    The script opens with V8's compile hint (``allFunctionsCalledOnLoad``, Chrome 136 and
+    later; other browsers read a comment): the first view calls most of the viewer and of
+    dagre, and compiling them with the script costs less than pre-parsing them now and
+    parsing them again one by one on their first call (about 20 ms of a 70 ms first draw)."""
     css = "\n".join(_read_asset(name) for name in viewer.styles)
     dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
     code = "\n".join(_script_safe(_read_asset(name), name) for name in viewer.scripts)
     return css, (
-        "(function(){var dagre=(function(){"
+        _COMPILE_EAGERLY
+        + "(function(){var dagre=(function(){"
         + _script_safe(dagre, "dagre.min.js")
         + '\nreturn dagre;})();\n(function(){"use strict";\n'
         + code
