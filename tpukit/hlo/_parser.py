@@ -333,6 +333,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     append = None
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
+    at = end = 0  # where the last record starts and ends in ``text``
     for rows in _chunks(text, last):
         if len(endings) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
             endings.clear()
@@ -349,7 +350,8 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
                 at = start + len(indent)
-                after = pos - 1 - len(rest) - at  # the rest's place in the line (its "\n": pos - 1)
+                end = pos - 1  # its "\n" (`_ROW`'s lines have no trailing space)
+                after = end - len(rest) - at  # the rest's place in the line
                 if opcode == "parameter":  # its number kept as text: asked for by every view
                     operands = none
                     operand_text = listed or loose
@@ -396,13 +398,20 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 record.is_root = root != ""
                 record._text = text
                 record._at = at
-                record._end = -1  # its "\n" (`_ROW`'s lines have no trailing space)
+                record._end = -1  # its "\n", found when asked
                 record._operand_text = operand_text
                 record.computation = comp_name
                 record._rest_at = after
                 append(record)
                 fast = True
                 continue
+            if fast and text.startswith("}\n", start):  # a closing brace after a record
+                depth = open_brackets(text[at:end])  # (most computations end so)
+                if depth <= 0:
+                    reader.close(depth)
+                    fast = False
+                    comp, comp_name, append = None, "", None
+                    continue
             reader.fast = fast
             reader.line(text[start:pos], start)
             fast = reader.fast
@@ -594,6 +603,16 @@ class _Reader:
             self.pending_at = start + len(line) - len(line.lstrip())
         self.pending.append(stripped)
         self.depth += open_brackets(stripped)
+
+    def close(self, depth: int) -> None:
+        """End the open computation at a closing brace right after its last record, one
+        that `_read_rows` made and that leaves ``depth`` brackets open (none): what `line`
+        does with that brace."""
+        comp = self.comp
+        self.pending, self.depth, self.fast = [], depth, False
+        self.module.computations[comp.name] = comp  # type: ignore[union-attr]
+        self.closed += 1
+        self.comp = None
 
     def _outside(self, line: str, stripped: str) -> None:
         if not stripped or stripped.startswith("//"):
