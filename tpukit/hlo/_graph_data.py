@@ -472,7 +472,11 @@ def _program_computations(
 ) -> list[tuple[HloComputation, str]]:
     """The computations ``instr`` runs as program (`run_computations`), a loop's body first."""
     called = [(comp, role) for comp, role in run_computations(instr, module) if not comp.is_entry]
-    return sorted(called, key=lambda c: c[1] == "condition")
+    return sorted(called, key=_is_condition) if len(called) > 1 else called
+
+
+def _is_condition(called: tuple[HloComputation, str]) -> bool:
+    return called[1] == "condition"
 
 
 def _edges_and_order(

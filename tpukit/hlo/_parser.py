@@ -465,16 +465,21 @@ def _one_call(
     found = _ONE_CALL.match(rest)
     if found is None or _CALL_KEY.search(rest, 0, found.start(1)) is not None:
         return None
-    end = found.end()  # (the words first: the regex tries every place of a long rest)
-    find = rest.find
-    if (
-        find("calls", end) >= 0 or find("to_apply", end) >= 0 or find("body", end) >= 0
-        or find("condition", end) >= 0 or find("_computation", end) >= 0
-        or find("select", end) >= 0 or find("scatter", end) >= 0
-    ) and _CALL_KEY.search(rest, end) is not None:  # fmt: skip
-        return None
     value = _metadata_alone(rest)
     if value is None:
+        return None
+    # What follows the match, less the metadata's value (a split reads it as one piece,
+    # and op names hold words such as ``while/body``): any other call key?
+    end = found.end()
+    tail = rest[end:]
+    if value:
+        at = rest.find("metadata") + 9  # (`_metadata_alone` found it once, and its value)
+        if at >= end:
+            tail = rest[end:at] + rest[at + len(value) :]
+    if (  # (the words first: the regex tries every place of a long rest)
+        "calls" in tail or "to_apply" in tail or "body" in tail or "condition" in tail
+        or "_computation" in tail or "select" in tail or "scatter" in tail
+    ) and _CALL_KEY.search(tail) is not None:  # fmt: skip
         return None
     metadata = metas.get(value) if value else empty
     if metadata is None:

@@ -223,9 +223,13 @@ def plan_scopes(
     if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
         for param in comp.parameters:
             plan.section[param.name], plan.path[param.name] = INPUTS, []
+    users: dict[str, list[str]] = defaultdict(list)  # (what both steps below read)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            users[operand].append(instr.name)
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
-        _outputs(comp, plan)
-    _follow_neighbours(comp, plan)
+        _outputs(comp, plan, users)
+    _follow_neighbours(comp, plan, users)
     for name, weight in weights.items():
         if len(weight) > 1:
             placed = place_label(plan.section[name], plan.path[name])
@@ -503,12 +507,9 @@ def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
             plan.section[instr.name], plan.path[instr.name] = where
 
 
-def _outputs(comp: HloComputation, plan: ScopePlan) -> None:
-    """The ROOT, and plumbing that only feeds it, form the outputs."""
-    users: dict[str, list[str]] = defaultdict(list)
-    for instr in comp.instructions:
-        for operand in instr.operands:
-            users[operand].append(instr.name)
+def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
+    """The ROOT, and plumbing that only feeds it, form the outputs (``users``: the
+    names of each instruction's users, a dict that makes an empty list for a name)."""
     outputs = {comp.root.name}
     plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
     for instr in reversed(comp.instructions):
@@ -522,16 +523,13 @@ def _outputs(comp: HloComputation, plan: ScopePlan) -> None:
             plan.section[instr.name], plan.path[instr.name] = OUTPUTS, []
 
 
-def _follow_neighbours(comp: HloComputation, plan: ScopePlan) -> None:
+def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
     """Place the rest (constants, XLA's copies, unnamed ops) beside their first user.
 
     Without a placed user, beside their first placed operand other than an input;
     copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
+    ``users`` are the names of each instruction's users (as `_outputs` reads them).
     """
-    users: dict[str, list[str]] = defaultdict(list)
-    for instr in comp.instructions:
-        for operand in instr.operands:
-            users[operand].append(instr.name)
     for instr in reversed(comp.instructions):
         if instr.name not in plan.section:
             for user in users[instr.name]:
