@@ -5,7 +5,8 @@
 same way on any text. `_META_FIELD` skips the insides of words, and must find what the
 plain pattern finds; so must the other patterns written for speed (`_XLA_METADATA`, read
 against the general metadata path, and the possessive or reordered ones). `paused_gc`
-must leave the collector as it found it.
+must leave the collector as it found it. `stack_frames` shares a parent's stack where the
+parents fall, and must give the stacks a walk from each frame gives.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tpukit.hlo._brackets import (
     split_top,
 )
 from tpukit.hlo._model import HloMetadata
+from tpukit.hlo._module_links import stack_frames
 from tpukit.hlo._parser import (
     _CALL_KEY,
     _COMPUTATION_HEADER,
@@ -238,3 +240,44 @@ def test_paused_gc_keep_moves_what_was_made_out_of_the_young_generation(enabled)
         assert len(made) == 5000
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _walked_stacks(tables: dict[str, dict[int, str]]) -> dict:
+    """Each frame's stack walked from it, as `stack_frames` did before it shared them."""
+    stacks = stack_frames(tables)  # (its frames: the stacks' first entries)
+    frames = {key: stack[0] for key, stack in stacks.items()}
+    parents = {}
+    for key, value in tables["StackFrames"].items():
+        parent = dict(_META_FIELD.findall(value)).get("parent_frame_id", "")
+        if parent.isdigit() and int(parent) > 1:
+            parents[key] = int(parent) - 1
+    walked = {}
+    for key in frames:
+        stack, seen, current = [], set(), key
+        while current in frames and current not in seen:
+            seen.add(current)
+            stack.append(frames[current])
+            current = parents.get(current, 0)
+        walked[key] = tuple(stack)
+    return walked
+
+
+def test_stack_frames_shared_with_parents_read_as_walked_ones():
+    """Parents printed before or after their children, missing, or in cycles."""
+    rng = random.Random(5)
+    locations = {i: f"{{file_name_id=1 function_name_id=1 line={i}}}" for i in range(1, 8)}
+    for _ in range(3000):
+        count = rng.randint(0, 30)
+        keys = list(range(0 if rng.random() < 0.2 else 1, count + 1))
+        if rng.random() < 0.3:
+            rng.shuffle(keys)
+        frames = {}
+        for key in keys:
+            parent = rng.choice([rng.randint(0, key + 1), rng.randint(0, count + 3), 1])
+            frames[key] = f"{{file_location_id={rng.randint(0, 9)} parent_frame_id={parent}}}"
+        tables = {
+            "FileNames": {1: '"a.py"'}, "FunctionNames": {1: '"f"'},
+            "FileLocations": locations, "StackFrames": frames,
+        }  # fmt: skip
+        stacks = stack_frames(tables)
+        assert stacks == _walked_stacks(tables) and list(stacks) == list(_walked_stacks(tables))

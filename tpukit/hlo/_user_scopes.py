@@ -476,7 +476,16 @@ def _placer(keys: dict, sectioned: bool):
     backward = [k[1] for k in keys.values() if k is not None and k[0] == "backward" and k[1]]
     skip_forward, skip_backward = _common_root(forward), _common_root(backward)
 
+    known: dict[tuple[str, tuple[str, ...]], tuple[str, list[str]] | None] = {}
+
     def place(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
+        # Once per key: the ops of a layer share theirs, and their path (read-only).
+        found = known.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = known[key] = where(key)
+        return found  # type: ignore[return-value]
+
+    def where(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
         direction, names = key
         if not sectioned or direction == "plain":
             return ("", list(names)) if names else None
@@ -490,12 +499,15 @@ def _placer(keys: dict, sectioned: bool):
     return place
 
 
+_UNKNOWN = object()
+
+
 def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
     after_backward: set[str] = set()
     for instr in comp.instructions:
         key = keys[instr.name]
-        if (key is not None and key[0] == "backward") or any(
-            o in after_backward for o in instr.operands
+        if (key is not None and key[0] == "backward") or not after_backward.isdisjoint(
+            instr.operands
         ):
             after_backward.add(instr.name)
         if key is None:
