@@ -5,7 +5,9 @@
 same way on any text. `_META_FIELD` skips the insides of words, and must find what the
 plain pattern finds; so must the other patterns written for speed (`_XLA_METADATA`, read
 against the general metadata path, and the possessive or reordered ones). `paused_gc`
-must leave the collector as it found it.
+must leave the collector as it found it. `stack_frames` shares a parent's stack where the
+parents fall, and must give the stacks a walk from each frame gives. A bracket group closes
+where `close_bracket` closes it, and a tuple's array elements read as they read alone.
 """
 
 from __future__ import annotations
@@ -21,21 +23,26 @@ from tpukit.hlo._brackets import (
     _STRING,
     _TOKEN,
     _split_tokens,
+    close_bracket,
     open_brackets,
     split_top,
 )
-from tpukit.hlo._model import HloMetadata
+from tpukit.hlo._model import HloMetadata, HloShape
+from tpukit.hlo._module_links import stack_frames
 from tpukit.hlo._parser import (
+    _ARRAY_SHAPE,
     _CALL_KEY,
     _COMPUTATION_HEADER,
     _META_FIELD,
     _MODULE_LINE,
+    _close_group,
     _metadata_alone,
     _metadata_of,
     _module_starts,
     _parse_metadata,
     module_names,
     parse_hlo,
+    parse_shape,
     paused_gc,
 )
 
@@ -238,3 +245,104 @@ def test_paused_gc_keep_moves_what_was_made_out_of_the_young_generation(enabled)
         assert len(made) == 5000
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def _walked_stacks(tables: dict[str, dict[int, str]]) -> dict:
+    """Each frame's stack walked from it, as `stack_frames` did before it shared them."""
+    stacks = stack_frames(tables)  # (its frames: the stacks' first entries)
+    frames = {key: stack[0] for key, stack in stacks.items()}
+    parents = {}
+    for key, value in tables["StackFrames"].items():
+        parent = dict(_META_FIELD.findall(value)).get("parent_frame_id", "")
+        if parent.isdigit() and int(parent) > 1:
+            parents[key] = int(parent) - 1
+    walked = {}
+    for key in frames:
+        stack, seen, current = [], set(), key
+        while current in frames and current not in seen:
+            seen.add(current)
+            stack.append(frames[current])
+            current = parents.get(current, 0)
+        walked[key] = tuple(stack)
+    return walked
+
+
+def test_stack_frames_shared_with_parents_read_as_walked_ones():
+    """Parents printed before or after their children, missing, or in cycles."""
+    rng = random.Random(5)
+    locations = {i: f"{{file_name_id=1 function_name_id=1 line={i}}}" for i in range(1, 8)}
+    for _ in range(3000):
+        count = rng.randint(0, 30)
+        keys = list(range(0 if rng.random() < 0.2 else 1, count + 1))
+        if rng.random() < 0.3:
+            rng.shuffle(keys)
+        frames = {}
+        for key in keys:
+            parent = rng.choice([rng.randint(0, key + 1), rng.randint(0, count + 3), 1])
+            frames[key] = f"{{file_location_id={rng.randint(0, 9)} parent_frame_id={parent}}}"
+        tables = {
+            "FileNames": {1: '"a.py"'}, "FunctionNames": {1: '"f"'},
+            "FileLocations": locations, "StackFrames": frames,
+        }  # fmt: skip
+        stacks = stack_frames(tables)
+        assert stacks == _walked_stacks(tables) and list(stacks) == list(_walked_stacks(tables))
+
+
+def test_bracket_groups_close_where_the_tokens_close():
+    """`_close_group` (one regex match) ends where `close_bracket` (token by token) does."""
+    rng = random.Random(6)
+    alphabet = ["(", ")", "[", "]", "{", "}", '"', "\\", "/", "*", "/*", "*/", "a", ",", " "]
+    alphabet += ["f32[2]{0}", "(s32[], f32[])"]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 14)))
+        for start, char in enumerate(text):
+            if char in "([{":
+                assert _close_group(text, start) == close_bracket(text, start), (text, start)
+
+
+def _tuple_shape(text: str) -> HloShape:
+    """`parse_shape` of a tuple with each element read in place (no shape read alone)."""
+    text = text.strip()
+    if not text.startswith("("):
+        return parse_shape(text)
+    elements, pos = [], 1
+    while pos < len(text):
+        while pos < len(text) and text[pos] in " ,":
+            pos += 1
+        if pos >= len(text) or text[pos] == ")":
+            break
+        if text[pos] == "(":
+            end = close_bracket(text, pos)
+            elements.append(_tuple_shape(text[pos:end]))
+        else:
+            found = _ARRAY_SHAPE.match(text, pos)
+            if found is None:
+                break
+            end = found.end()
+            dims = [d.strip() for d in found.group(2).split(",")] if found.group(2) else []
+            plain = [d[2:] if d.startswith("<=") else d for d in dims]
+            elements.append(
+                HloShape(
+                    found.group(1),
+                    tuple(int(d) if d.isdigit() else -1 for d in plain),
+                    layout=found.group(3),
+                    dynamic=(
+                        tuple(d.startswith("<=") or p == "?" for d, p in zip(dims, plain))
+                        if any(d.startswith("<=") or p == "?" for d, p in zip(dims, plain))
+                        else ()
+                    ),
+                )
+            )
+        pos = end
+    return HloShape("tuple", elements=tuple(elements))
+
+
+def test_tuple_elements_read_as_shapes_alone():
+    rng = random.Random(8)
+    parts = ["(", ")", ", ", "f32[2]{0}", "s32[]", "f32[<=3,?]", "token[]", "bf16[8]{0:T(8)}"]
+    for _ in range(5000):
+        text = "(" + "".join(rng.choice(parts) for _ in range(rng.randint(0, 10))) + ")"
+        if open_brackets(text) or text.count("(") != text.count(")"):
+            continue
+        parse_shape.cache_clear()
+        assert parse_shape(text) == _tuple_shape(text), text

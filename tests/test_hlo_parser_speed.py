@@ -136,6 +136,8 @@ _RESTS = [
     ", dimensions={}", ", index=7", ", slice={[0:1]}", ", direction=LT", ", body=b",
     ", select=s", ", x=metadata", ', metadata={op_name="while/body/select" stack_frame_id=9}',
     ', metadata={op_name="calls=x" source_line=3}', ", metadata={op_type=\"a\\\"b\"}",
+    ', metadata={op_name="while/body=%g" stack_frame_id=2}', ', backend_config={"a":"calls=%g"}',
+    ", metadata={}, calls=%h", ', metadata={op_name="x"}, body=%b',
 ]  # fmt: skip
 
 

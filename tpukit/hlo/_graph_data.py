@@ -472,7 +472,11 @@ def _program_computations(
 ) -> list[tuple[HloComputation, str]]:
     """The computations ``instr`` runs as program (`run_computations`), a loop's body first."""
     called = [(comp, role) for comp, role in run_computations(instr, module) if not comp.is_entry]
-    return sorted(called, key=lambda c: c[1] == "condition")
+    return sorted(called, key=_is_condition) if len(called) > 1 else called
+
+
+def _is_condition(called: tuple[HloComputation, str]) -> bool:
+    return called[1] == "condition"
 
 
 def _edges_and_order(
@@ -481,22 +485,25 @@ def _edges_and_order(
     """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
     node ids ``ids`` gives, and each instruction's sort key in program order: its index,
     or for an operand-less op (parameter, constant) its first user's index less 0.5, so
-    it sits by that user. One pass over the operands: fusion bodies hold most instructions
-    (a loop beats maps and zips here: most computations are a dozen instructions).
+    it sits by that user. One pass over the operands, each source's bytes read where its
+    edge is made: fusion bodies hold most instructions (a loop beats maps and zips here:
+    most computations are a dozen instructions).
     """
     instructions = comp.instructions
-    nbytes = [instr.shape.nbytes for instr in instructions]
-    order = [float(index) for index in range(len(instructions))]
-    used = [False] * len(instructions)
+    order = list(map(float, range(len(instructions))))
     edges: list[tuple[int, int, int, int]] = []
     add_edge = edges.append
     find = ids.get
-    for index, instr in enumerate(instructions):
+    index = -1
+    for instr in instructions:
+        index += 1
         operands = instr.operands
         if not operands:
             continue
         target = first + index
-        for position, operand in enumerate(operands):
+        position = -1
+        for operand in operands:
+            position += 1
             source = find(operand)
             if source is None:
                 found = comp.get(operand) if operand[:1] == "%" else None
@@ -504,11 +511,11 @@ def _edges_and_order(
                     continue
                 source = ids[found.name]
             local = source - first
-            if not used[local]:
-                used[local] = True
-                if not instructions[local].operands:
-                    order[local] = index - 0.5
-            add_edge((source, target, nbytes[local], position))
+            made = instructions[local]
+            # (An order moved already is a half, never its index: the first user moves it.)
+            if not made.operands and order[local] == local:
+                order[local] = index - 0.5
+            add_edge((source, target, made.shape.nbytes, position))
     return edges, order
 
 

@@ -415,7 +415,8 @@ class HloComputation:
         known = self._parameters  # asked for by every view: sorted once (again if edited)
         if known is None or known[0] != len(self.instructions):
             params = [i for i in self.instructions if i.opcode == "parameter"]
-            params.sort(key=lambda i: i.parameter_number or 0)
+            if len(params) > 1:
+                params.sort(key=_parameter_order)
             known = self._parameters = (len(self.instructions), params)
         return list(known[1])
 
@@ -462,6 +463,15 @@ class HloComputation:
             f"HloComputation({self.name!r}, kind={self.kind!r}, "
             f"{len(self.instructions)} instructions)"
         )
+
+
+def _parameter_order(instr: HloInstruction) -> int:
+    """A parameter's number, 0 when it has none: `HloComputation.parameters`' order. (Its
+    number's text as the parser keeps it, read without the two properties when plain.)"""
+    text = instr._operand_text
+    if text.__class__ is str and text.isdecimal():  # type: ignore[union-attr]
+        return int(text)  # type: ignore[arg-type]
+    return instr.parameter_number or 0
 
 
 @dataclass

@@ -223,9 +223,13 @@ def plan_scopes(
     if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
         for param in comp.parameters:
             plan.section[param.name], plan.path[param.name] = INPUTS, []
+    users: dict[str, list[str]] = defaultdict(list)  # (what both steps below read)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            users[operand].append(instr.name)
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
-        _outputs(comp, plan)
-    _follow_neighbours(comp, plan)
+        _outputs(comp, plan, users)
+    _follow_neighbours(comp, plan, users)
     for name, weight in weights.items():
         if len(weight) > 1:
             placed = place_label(plan.section[name], plan.path[name])
@@ -472,7 +476,16 @@ def _placer(keys: dict, sectioned: bool):
     backward = [k[1] for k in keys.values() if k is not None and k[0] == "backward" and k[1]]
     skip_forward, skip_backward = _common_root(forward), _common_root(backward)
 
+    known: dict[tuple[str, tuple[str, ...]], tuple[str, list[str]] | None] = {}
+
     def place(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
+        # Once per key: the ops of a layer share theirs, and their path (read-only).
+        found = known.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = known[key] = where(key)
+        return found  # type: ignore[return-value]
+
+    def where(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
         direction, names = key
         if not sectioned or direction == "plain":
             return ("", list(names)) if names else None
@@ -486,12 +499,15 @@ def _placer(keys: dict, sectioned: bool):
     return place
 
 
+_UNKNOWN = object()
+
+
 def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
     after_backward: set[str] = set()
     for instr in comp.instructions:
         key = keys[instr.name]
-        if (key is not None and key[0] == "backward") or any(
-            o in after_backward for o in instr.operands
+        if (key is not None and key[0] == "backward") or not after_backward.isdisjoint(
+            instr.operands
         ):
             after_backward.add(instr.name)
         if key is None:
@@ -503,12 +519,9 @@ def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
             plan.section[instr.name], plan.path[instr.name] = where
 
 
-def _outputs(comp: HloComputation, plan: ScopePlan) -> None:
-    """The ROOT, and plumbing that only feeds it, form the outputs."""
-    users: dict[str, list[str]] = defaultdict(list)
-    for instr in comp.instructions:
-        for operand in instr.operands:
-            users[operand].append(instr.name)
+def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
+    """The ROOT, and plumbing that only feeds it, form the outputs (``users``: the
+    names of each instruction's users, a dict that makes an empty list for a name)."""
     outputs = {comp.root.name}
     plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
     for instr in reversed(comp.instructions):
@@ -522,16 +535,13 @@ def _outputs(comp: HloComputation, plan: ScopePlan) -> None:
             plan.section[instr.name], plan.path[instr.name] = OUTPUTS, []
 
 
-def _follow_neighbours(comp: HloComputation, plan: ScopePlan) -> None:
+def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
     """Place the rest (constants, XLA's copies, unnamed ops) beside their first user.
 
     Without a placed user, beside their first placed operand other than an input;
     copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
+    ``users`` are the names of each instruction's users (as `_outputs` reads them).
     """
-    users: dict[str, list[str]] = defaultdict(list)
-    for instr in comp.instructions:
-        for operand in instr.operands:
-            users[operand].append(instr.name)
     for instr in reversed(comp.instructions):
         if instr.name not in plan.section:
             for user in users[instr.name]:
