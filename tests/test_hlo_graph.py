@@ -46,6 +46,11 @@ def payload_of(fragment: str) -> dict:
     return decode_payload(found.group(2))
 
 
+def op_names(wire: dict) -> list[str]:
+    """Each node's opcode, which the wire carries as an index into ``ops``."""
+    return [wire["ops"][k] for k in wire["op"]]
+
+
 def long_chain_hlo(n: int) -> str:
     lines = [
         "HloModule chain",
@@ -275,9 +280,9 @@ def test_the_plots_colour_each_op_in_the_hue_the_graph_fills_it_with():
     compiled = tpukit.compile(f, jnp.ones((8, 16)), jnp.ones((16, 4)))
     payload = payload_of(compiled.graph()._repr_html_())
     fill_of_op = {}
-    for node, kind in enumerate(payload["kind"]):
-        if kind == INSTRUCTION and payload["op"][node] != "fusion":
-            fill_of_op[payload["op"][node]] = payload["palette"]["light"][payload["cat"][node]]
+    for node, (kind, op) in enumerate(zip(payload["kind"], op_names(payload))):
+        if kind == INSTRUCTION and op != "fusion":
+            fill_of_op[op] = payload["palette"]["light"][payload["cat"][node]]
     ax = plot_ops(compiled).axes[0]
     bars = dict(zip((t.get_text() for t in ax.get_yticklabels()), ax.containers[1]))
     compared = 0
@@ -377,19 +382,27 @@ def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
 
 def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     """Issue 24: the page carries instruction texts without the head their label, shape and
-    op columns give, and shapes by index; read back as the viewer does, nothing differs."""
+    op columns give, and shapes and opcodes by index; read back as the viewer does, nothing
+    differs."""
     g = graph(mlp_hlo, title="mlp")
     payload = graph_payload(g._data, "mlp", "optimized")
     wire = payload_of(g._repr_html_())
-    shapes = [wire["shapes"][k] for k in wire["shape"]]
+    shapes, ops = [wire["shapes"][k] for k in wire["shape"]], op_names(wire)
     heads = {0: "", 1: "%", 2: "ROOT %"}
     texts = [
         tail if not head else f"{heads[head]}{label} = {shape} {op}{tail}"
         for head, tail, label, shape, op in zip(
-            wire["textHead"], wire["text"], wire["label"], shapes, wire["op"]
+            wire["textHead"], wire["text"], wire["label"], shapes, ops
         )
     ]
-    assert shapes == payload["shape"] and texts == payload["text"]
+    assert shapes == payload["shape"] and ops == payload["op"] and texts == payload["text"]
+    edges = wire["blockEdges"]
+    starts = [sum(wire["blockSize"][:k]) for k in range(len(wire["blockSize"]))]
+    blocks = [
+        [owner, edges[start : start + size]]
+        for owner, start, size in zip(wire["blockOwner"], starts, wire["blockSize"])
+    ]
+    assert blocks == payload["blocks"]
     assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
     assert len(json.dumps(pack(payload))) < len(json.dumps(payload))
 

@@ -2,30 +2,30 @@
 
 `_graph_payload` builds the payload as the viewer reads it; most of its bytes are the
 HLO line of every instruction, whose head (``%name = f32[8]{0} add``) repeats the
-``label``, ``shape`` and ``op`` columns beside it, and shapes that many instructions
-share. On the wire an instruction's text keeps only what follows that head (``textHead``
-says which head: 1 ``%name = shape op``, 2 the same after ``ROOT ``, 0 none, the text
-whole), and ``shape`` holds indices into ``shapes``; the viewer (``unpackColumns`` in
-``assets/graph_view.js``) puts both back as it loads. A quarter less JSON to write,
-compress, inflate and read, and about a fifth less HTML.
+``label``, ``shape`` and ``op`` columns beside it, and shapes and opcodes that many
+instructions share. On the wire an instruction's text keeps only what follows that head
+(``textHead`` says which head: 1 ``%name = shape op``, 2 the same after ``ROOT ``, 0 none,
+the text whole), and ``shape`` and ``op`` hold indices into ``shapes`` and ``ops``; the
+viewer (``unpackColumns`` in ``assets/graph_view.js``) puts them back as it loads. A quarter
+less JSON to write, compress, inflate and read, and about a fifth less HTML.
 
     >>> wire = pack({"label": ["x"], "shape": ["f32[]"], "op": ["exp"],
     ...              "text": ["%x = f32[] exp(%a)"]})
-    >>> wire["text"], wire["textHead"], wire["shape"], wire["shapes"]
-    (['(%a)'], [1], [0], ['f32[]'])
+    >>> wire["text"], wire["textHead"], wire["shape"], wire["shapes"], wire["op"], wire["ops"]
+    (['(%a)'], [1], [0], ['f32[]'], [0], ['exp'])
 
-The columns of whole numbers (a node's kind, parent, FLOPs, bytes, interned strings; the
-data edges of ``blocks``, flattened) travel as typed arrays after the JSON, not as JSON:
-writing tens of thousands of numbers as JSON text, and parsing them back in the page,
-took most of the JSON's time. `encode_payload` writes, before deflating: a zero byte
-(JSON starts with ``{``, so the page tells the two apart), the JSON's length (4 bytes,
-little-endian), the JSON of the other fields, whose ``binary`` lists each array as
+The columns of whole numbers (a node's kind, parent, opcode, FLOPs, bytes, interned
+strings; the data edges of ``blocks``, as `block_columns`) travel as typed arrays after the
+JSON, not as JSON: writing tens of thousands of numbers as JSON text, and parsing them back
+in the page, took most of the JSON's time. `encode_payload` writes, before deflating: a
+zero byte (JSON starts with ``{``, so the page tells the two apart), the JSON's length (4
+bytes, little-endian), the JSON of the other fields, whose ``binary`` lists each array as
 ``[name, type, length]``, then each array in that order, little-endian, each starting at
 a multiple of 8 bytes. `decode_payload` reads it back, as the page does.
 
     >>> read_wire(wire_bytes({"kind": [0, 3], "parent": [-1, 0], "flops": [2**40, 0],
-    ...                       "blocks": [[0, [1, 1, 8, 0]]]}))
-    {'kind': [0, 3], 'parent': [-1, 0], 'flops': [1099511627776, 0], 'blocks': [[0, [1, 1, 8, 0]]]}
+    ...                       **block_columns([[0, [1, 1, 8, 0]]])}))
+    {'kind': [0, 3], 'parent': [-1, 0], 'flops': [1099511627776, 0], 'blockOwner': [0], 'blockSize': [4], 'blockEdges': [1, 1, 8, 0]}
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import json
 import sys
 import zlib
 from array import array
-from itertools import chain
+from collections.abc import Iterable
 
 # Level 2: a quarter of level 6's time on a 3 MB payload (ResNet-50's training step:
 # 26 ms against 100), 20% larger; level 3 takes half as long again for 5% less.
@@ -43,11 +43,11 @@ _LEVEL = 2
 
 #: The payload's columns of whole numbers, one per node: typed arrays on the wire.
 NUMBER_COLUMNS = (
-    "kind", "parent", "cat", "shape", "scope", "location", "source", "note", "count",
+    "kind", "parent", "op", "cat", "shape", "scope", "location", "source", "note", "count",
     "textHead", "flops", "bytes",
 )  # fmt: skip
-# ``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) travels as three arrays:
-# ``blockOwner``, ``blockSize`` (each block's count of numbers) and ``blockEdges`` (all).
+#: ``blocks`` on the wire (`block_columns`): typed arrays too.
+BLOCK_COLUMNS = ("blockOwner", "blockSize", "blockEdges")
 
 #: Typed array kinds, narrowest first: the page's name and `array`'s code.
 _TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))
@@ -56,11 +56,17 @@ _CODES = dict((*_TYPES, _FLOAT))
 
 
 def pack(payload: dict) -> dict:
-    """``payload`` with its ``text`` and ``shape`` columns in their wire form (a copy).
+    """``payload`` with its ``text``, ``shape``, ``op`` and ``blocks`` in their wire form
+    (a copy; the block columns stand where ``blocks`` stood).
 
     (`_graph_payload.graph_wire` makes the same for a graph in one pass.)
     """
-    wire = dict(payload)
+    wire = {}
+    for key, value in payload.items():
+        if key == "blocks":
+            wire.update(block_columns(value))
+        else:
+            wire[key] = value
     heads, tails = [], []
     columns = (payload["text"], payload["label"], payload["shape"], payload["op"])
     for text, label, shape, op in zip(*columns, strict=True):
@@ -68,10 +74,28 @@ def pack(payload: dict) -> dict:
         heads.append(head)
         tails.append(tail)
     wire["text"], wire["textHead"] = tails, heads
-    table: dict[str, int] = {}
-    wire["shape"] = [table.setdefault(shape, len(table)) for shape in payload["shape"]]
-    wire["shapes"] = list(table)
+    wire["shape"], wire["shapes"] = indexed(payload["shape"])
+    wire["op"], wire["ops"] = indexed(payload["op"])
     return wire
+
+
+def indexed(values: list[str]) -> tuple[list[int], list[str]]:
+    """``values`` as indices into a table of the distinct values, in order of first use."""
+    table: dict[str, int] = {}
+    return [table.setdefault(value, len(table)) for value in values], list(table)
+
+
+def block_columns(blocks: Iterable[tuple[int, Iterable[int]]]) -> dict[str, list[int]]:
+    """``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) as the wire carries
+    them: ``blockOwner``, ``blockSize`` (each block's count of numbers) and ``blockEdges``
+    (all the numbers)."""
+    owners, sizes, edges = [], [], []
+    for owner, numbers in blocks:
+        start = len(edges)
+        edges.extend(numbers)
+        owners.append(owner)
+        sizes.append(len(edges) - start)
+    return {"blockOwner": owners, "blockSize": sizes, "blockEdges": edges}
 
 
 def split_head(text: str, label: str, shape: str, op: str) -> tuple[int, str]:
@@ -99,12 +123,8 @@ def encode_wire(wire: dict) -> str:
 def wire_bytes(wire: dict) -> bytes:
     """``wire``'s bytes before deflating: the zero byte, JSON's length, JSON, the arrays."""
     fields = dict(wire)
-    columns = {name: fields.pop(name) for name in NUMBER_COLUMNS if name in fields}
-    if "blocks" in fields:
-        blocks = fields.pop("blocks")
-        columns["blockOwner"] = [owner for owner, _ in blocks]
-        columns["blockSize"] = [len(edges) for _, edges in blocks]
-        columns["blockEdges"] = list(chain.from_iterable(edges for _, edges in blocks))
+    names = (*NUMBER_COLUMNS, *BLOCK_COLUMNS)
+    columns = {name: fields.pop(name) for name in names if name in fields}
     arrays = {name: _typed(values) for name, values in columns.items()}
     fields["binary"] = [[name, kind, len(values)] for name, (kind, values) in arrays.items()]
     text = json.dumps(fields, separators=(",", ":")).encode()
@@ -162,10 +182,4 @@ def read_wire(raw: bytes) -> dict:
         wire[name] = _little_endian(values).tolist()
         if kind == _FLOAT[0]:  # whole numbers as JSON gives them back
             wire[name] = [int(v) if v.is_integer() else v for v in wire[name]]
-    if "blockOwner" in wire:
-        edges, blocks, start = wire.pop("blockEdges"), [], 0
-        for owner, count in zip(wire.pop("blockOwner"), wire.pop("blockSize"), strict=True):
-            blocks.append([owner, edges[start : start + count]])
-            start += count
-        wire["blocks"] = blocks
     return wire

@@ -107,16 +107,18 @@ function readWire(buffer) {
 }
 
 // The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
-// them: shapes by index into data.shapes, and blocks as [owner, edges] from the three arrays
-// that carry them. An instruction's HLO text stays as the wire has it (without the head that
-// its label, shape and op give) until the panel shows it: GraphTree's text(i) puts the head
-// back.
+// them: shapes and opcodes by index into data.shapes and data.ops, and blocks as [owner,
+// edges] from the three arrays that carry them. An instruction's HLO text stays as the wire
+// has it (without the head that its label, shape and op give) until the panel shows it:
+// GraphTree's text(i) puts the head back.
 function unpackColumns(data) {
   if (data.shapes) {
-    var shapes = data.shapes, shape = data.shape, named = new Array(shape.length);
-    for (var i = 0; i < shape.length; i++) named[i] = shapes[shape[i]];
-    data.shape = named;
+    data.shape = byIndex(data.shapes, data.shape);
     delete data.shapes;
+  }
+  if (data.ops) {
+    data.op = byIndex(data.ops, data.op);
+    delete data.ops;
   }
   if (data.blockOwner) {
     var owner = data.blockOwner, size = data.blockSize, edges = data.blockEdges, start = 0;
@@ -128,6 +130,13 @@ function unpackColumns(data) {
     delete data.blockOwner; delete data.blockSize; delete data.blockEdges;
   }
   return data;
+}
+
+// The values of a table that a column of indices names, in the column's order.
+function byIndex(table, indices) {
+  var values = new Array(indices.length);
+  for (var i = 0; i < indices.length; i++) values[i] = table[indices[i]];
+  return values;
 }
 
 // "" when this viewer reads the payload's schema, else what to do. Payloads older than
