@@ -27,7 +27,7 @@ from tpukit.hlo._graph_data import (
 )
 from tpukit.hlo._graph_payload import graph_payload, graph_wire
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
-from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack
+from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
 
 HLO_FIXTURES = pathlib.Path(__file__).parent / "data" / "hlo"
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -405,6 +405,18 @@ def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     assert blocks == payload["blocks"]
     assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
     assert len(json.dumps(pack(payload))) < len(json.dumps(payload))
+
+
+def test_columns_of_texts_travel_as_lines_unless_a_text_breaks_a_line():
+    """The long columns of texts go as UTF-8 lines after the arrays; one whose texts hold a
+    line break (or that is empty) goes as JSON; both read back as they were."""
+    wire = {"label": ["a\nb", "c"], "text": ["x", "", "é … 𝔵"], "strings": []}
+    raw = wire_bytes(wire)
+    assert read_wire(raw) == wire
+    size = int.from_bytes(raw[1:5], "little")
+    fields = json.loads(raw[5 : 5 + size])
+    assert fields["binary"] == [["text", "lines", len("x\n\né … 𝔵".encode())]]
+    assert fields["label"] == ["a\nb", "c"] and fields["strings"] == []
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in HLO_FIXTURES.glob("*.hlo")))

@@ -89,16 +89,22 @@ var WIRE_ARRAYS = {u8: Uint8Array, u16: Uint16Array, i32: Int32Array, f64: Float
 
 // The inflated payload (tpukit/hlo/_graph_wire.py's wire_bytes): JSON alone (it starts
 // with "{"), or a zero byte, the JSON's length, the JSON, then the columns of whole numbers
-// as typed arrays, each at a multiple of 8 bytes, as data.binary lists them. The arrays are
-// views on the inflated buffer: no copy, no number parsed.
+// as typed arrays and the long columns of texts as UTF-8 lines ("lines": their length in
+// bytes), each at a multiple of 8 bytes, as data.binary lists them. The arrays are views on
+// the inflated buffer: no copy, no number parsed.
 function readWire(buffer) {
   var bytes = new Uint8Array(buffer), decoder = new TextDecoder();
   if (bytes[0] !== 0) return JSON.parse(decoder.decode(bytes));
   var size = new DataView(buffer).getUint32(1, true), at = 5 + size;
   var data = JSON.parse(decoder.decode(bytes.subarray(5, at)));
   data.binary.forEach(function (column) {
-    var Typed = WIRE_ARRAYS[column[1]];
     at += (8 - at % 8) % 8;
+    if (column[1] === "lines") {
+      data[column[0]] = decoder.decode(bytes.subarray(at, at + column[2])).split("\n");
+      at += column[2];
+      return;
+    }
+    var Typed = WIRE_ARRAYS[column[1]];
     data[column[0]] = new Typed(buffer, at, column[2]);
     at += column[2] * Typed.BYTES_PER_ELEMENT;
   });
