@@ -396,15 +396,20 @@ def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
         )
     ]
     assert shapes == payload["shape"] and ops == payload["op"] and texts == payload["text"]
-    edges = wire["blockEdges"]
-    starts = [sum(wire["blockSize"][:k]) for k in range(len(wire["blockSize"]))]
-    blocks = [
-        [owner, edges[start : start + size]]
-        for owner, start, size in zip(wire["blockOwner"], starts, wire["blockSize"])
-    ]
+    blocks = owned(wire["blockOwner"], wire["blockSize"], wire["blockEdges"])
+    params = owned(wire["paramOwner"], wire["paramSize"], wire["paramNodes"])
     assert blocks == payload["blocks"]
+    assert {str(owner): nodes for owner, nodes in params} == payload["params"]
+    roots = {str(owner): node for owner, node in zip(wire["rootOwner"], wire["rootNode"])}
+    assert roots == payload["roots"] and payload["roots"]
     assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
     assert len(json.dumps(pack(payload))) < len(json.dumps(payload))
+
+
+def owned(owners: list[int], sizes: list[int], numbers: list[int]) -> list[list]:
+    """``[owner, numbers]`` of each owner, from the wire's columns (`_graph_wire._owned`)."""
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    return [[o, numbers[at : at + size]] for o, at, size in zip(owners, starts, sizes)]
 
 
 def test_columns_of_texts_travel_as_lines_unless_a_text_breaks_a_line():

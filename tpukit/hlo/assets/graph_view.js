@@ -113,10 +113,10 @@ function readWire(buffer) {
 }
 
 // The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
-// them: shapes and opcodes by index into data.shapes and data.ops, and blocks as [owner,
-// edges] from the three arrays that carry them. An instruction's HLO text stays as the wire
-// has it (without the head that its label, shape and op give) until the panel shows it:
-// GraphTree's text(i) puts the head back.
+// them: shapes and opcodes by index into data.shapes and data.ops, blocks as [owner, edges]
+// from the three arrays that carry them, params and roots as objects by owner from theirs.
+// An instruction's HLO text stays as the wire has it (without the head that its label,
+// shape and op give) until the panel shows it: GraphTree's text(i) puts the head back.
 function unpackColumns(data) {
   if (data.shapes) {
     data.shape = byIndex(data.shapes, data.shape);
@@ -134,6 +134,19 @@ function unpackColumns(data) {
       start += size[k];
     }
     delete data.blockOwner; delete data.blockSize; delete data.blockEdges;
+  }
+  if (data.paramOwner) {
+    var params = {}, nodes = data.paramNodes, from = 0;
+    for (var p = 0; p < data.paramOwner.length; p++) {
+      params[data.paramOwner[p]] = nodes.subarray(from, from + data.paramSize[p]);
+      from += data.paramSize[p];
+    }
+    var roots = {};
+    for (var r = 0; r < data.rootOwner.length; r++) roots[data.rootOwner[r]] = data.rootNode[r];
+    data.params = params;
+    data.roots = roots;
+    delete data.paramOwner; delete data.paramSize; delete data.paramNodes;
+    delete data.rootOwner; delete data.rootNode;
   }
   return data;
 }
