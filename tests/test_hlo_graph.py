@@ -396,7 +396,9 @@ def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
         )
     ]
     assert shapes == payload["shape"] and ops == payload["op"] and texts == payload["text"]
-    blocks = owned(wire["blockOwner"], wire["blockSize"], wire["blockEdges"])
+    planes = [wire[f"block{name}"] for name in ("From", "To", "Bytes", "Index")]
+    edges = [number for edge in zip(*planes, strict=True) for number in edge]
+    blocks = owned(wire["blockOwner"], wire["blockSize"], edges)
     params = owned(wire["paramOwner"], wire["paramSize"], wire["paramNodes"])
     assert blocks == payload["blocks"]
     assert {str(owner): nodes for owner, nodes in params} == payload["params"]

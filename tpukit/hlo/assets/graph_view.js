@@ -127,13 +127,14 @@ function unpackColumns(data) {
     delete data.ops;
   }
   if (data.blockOwner) {
-    var owner = data.blockOwner, size = data.blockSize, edges = data.blockEdges, start = 0;
+    var owner = data.blockOwner, size = data.blockSize, edges = blockEdges(data), start = 0;
     data.blocks = new Array(owner.length);
     for (var k = 0; k < owner.length; k++) {
       data.blocks[k] = [owner[k], edges.subarray(start, start + size[k])];
       start += size[k];
     }
-    delete data.blockOwner; delete data.blockSize; delete data.blockEdges;
+    delete data.blockOwner; delete data.blockSize;
+    delete data.blockFrom; delete data.blockTo; delete data.blockBytes; delete data.blockIndex;
   }
   if (data.paramOwner) {
     var params = {}, nodes = data.paramNodes, from = 0;
@@ -149,6 +150,18 @@ function unpackColumns(data) {
     delete data.rootOwner; delete data.rootNode;
   }
   return data;
+}
+
+// The blocks' edges as [from, to, bytes, index] after one another, from the four columns
+// the wire carries them in (bytes may need doubles: then all are).
+function blockEdges(data) {
+  var from = data.blockFrom, to = data.blockTo, bytes = data.blockBytes, index = data.blockIndex;
+  var Flat = bytes instanceof Float64Array ? Float64Array : Int32Array;
+  var edges = new Flat(4 * from.length);
+  for (var i = 0, e = 0; i < from.length; i++, e += 4) {
+    edges[e] = from[i]; edges[e + 1] = to[i]; edges[e + 2] = bytes[i]; edges[e + 3] = index[i];
+  }
+  return edges;
 }
 
 // The values of a table that a column of indices names, in the column's order.
