@@ -27,7 +27,7 @@ from tpukit.hlo._graph_data import (
 )
 from tpukit.hlo._graph_payload import graph_payload, graph_wire
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
-from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack
+from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
 
 HLO_FIXTURES = pathlib.Path(__file__).parent / "data" / "hlo"
 EVIL = "</script><img src=x onerror=alert(1)>"
@@ -44,6 +44,11 @@ def payload_of(fragment: str) -> dict:
     )
     assert found, "the fragment should boot the viewer with its element id and payload"
     return decode_payload(found.group(2))
+
+
+def op_names(wire: dict) -> list[str]:
+    """Each node's opcode, which the wire carries as an index into ``ops``."""
+    return [wire["ops"][k] for k in wire["op"]]
 
 
 def long_chain_hlo(n: int) -> str:
@@ -275,9 +280,9 @@ def test_the_plots_colour_each_op_in_the_hue_the_graph_fills_it_with():
     compiled = tpukit.compile(f, jnp.ones((8, 16)), jnp.ones((16, 4)))
     payload = payload_of(compiled.graph()._repr_html_())
     fill_of_op = {}
-    for node, kind in enumerate(payload["kind"]):
-        if kind == INSTRUCTION and payload["op"][node] != "fusion":
-            fill_of_op[payload["op"][node]] = payload["palette"]["light"][payload["cat"][node]]
+    for node, (kind, op) in enumerate(zip(payload["kind"], op_names(payload))):
+        if kind == INSTRUCTION and op != "fusion":
+            fill_of_op[op] = payload["palette"]["light"][payload["cat"][node]]
     ax = plot_ops(compiled).axes[0]
     bars = dict(zip((t.get_text() for t in ax.get_yticklabels()), ax.containers[1]))
     compared = 0
@@ -377,21 +382,48 @@ def test_a_wide_module_opens_on_its_work_with_parameters_collapsed():
 
 def test_the_wire_form_gives_back_every_text_and_shape_and_is_smaller(mlp_hlo):
     """Issue 24: the page carries instruction texts without the head their label, shape and
-    op columns give, and shapes by index; read back as the viewer does, nothing differs."""
+    op columns give, and shapes and opcodes by index; read back as the viewer does, nothing
+    differs."""
     g = graph(mlp_hlo, title="mlp")
     payload = graph_payload(g._data, "mlp", "optimized")
     wire = payload_of(g._repr_html_())
-    shapes = [wire["shapes"][k] for k in wire["shape"]]
+    shapes, ops = [wire["shapes"][k] for k in wire["shape"]], op_names(wire)
     heads = {0: "", 1: "%", 2: "ROOT %"}
     texts = [
         tail if not head else f"{heads[head]}{label} = {shape} {op}{tail}"
         for head, tail, label, shape, op in zip(
-            wire["textHead"], wire["text"], wire["label"], shapes, wire["op"]
+            wire["textHead"], wire["text"], wire["label"], shapes, ops
         )
     ]
-    assert shapes == payload["shape"] and texts == payload["text"]
+    assert shapes == payload["shape"] and ops == payload["op"] and texts == payload["text"]
+    planes = [wire[f"block{name}"] for name in ("From", "To", "Bytes", "Index")]
+    edges = [number for edge in zip(*planes, strict=True) for number in edge]
+    blocks = owned(wire["blockOwner"], wire["blockSize"], edges)
+    params = owned(wire["paramOwner"], wire["paramSize"], wire["paramNodes"])
+    assert blocks == payload["blocks"]
+    assert {str(owner): nodes for owner, nodes in params} == payload["params"]
+    roots = {str(owner): node for owner, node in zip(wire["rootOwner"], wire["rootNode"])}
+    assert roots == payload["roots"] and payload["roots"]
     assert sum(wire["textHead"]) > len(wire["textHead"]) // 2  # most texts lost their head
     assert len(json.dumps(pack(payload))) < len(json.dumps(payload))
+
+
+def owned(owners: list[int], sizes: list[int], numbers: list[int]) -> list[list]:
+    """``[owner, numbers]`` of each owner, from the wire's columns (`_graph_wire._owned`)."""
+    starts = [sum(sizes[:k]) for k in range(len(sizes))]
+    return [[o, numbers[at : at + size]] for o, at, size in zip(owners, starts, sizes)]
+
+
+def test_columns_of_texts_travel_as_lines_unless_a_text_breaks_a_line():
+    """The long columns of texts go as UTF-8 lines after the arrays; one whose texts hold a
+    line break (or that is empty) goes as JSON; both read back as they were."""
+    wire = {"label": ["a\nb", "c"], "text": ["x", "", "é … 𝔵"], "strings": []}
+    raw = wire_bytes(wire)
+    assert read_wire(raw) == wire
+    size = int.from_bytes(raw[1:5], "little")
+    fields = json.loads(raw[5 : 5 + size])
+    assert fields["binary"] == [["text", "lines", len("x\n\né … 𝔵".encode())]]
+    assert fields["label"] == ["a\nb", "c"] and fields["strings"] == []
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in HLO_FIXTURES.glob("*.hlo")))

@@ -11,7 +11,8 @@ read in part and in whole.
 from __future__ import annotations
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._cost import instruction_bytes, instruction_count, op_counts
+from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_count, op_counts
+from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes, instruction_tally
 from tpukit.hlo._graph_nodes import (
     OpFacts,
     category,
@@ -127,3 +128,71 @@ def test_fused_parameters_read_in_part_count_what_their_slices_produce():
 def test_instruction_count_is_the_sum_of_the_op_counts():
     module = parse_hlo(MODULE)
     assert instruction_count(module) == sum(op_counts(module).values())
+
+
+# A loop of 3 trips whose body calls a computation and picks a branch; the entry calls
+# the body once more.
+RUNS = """HloModule runs
+
+callee {
+  k = f32[16]{0} parameter(0)
+  ROOT k2 = f32[16]{0} negate(k)
+}
+
+small {
+  s = f32[16]{0} parameter(0)
+  ROOT s2 = f32[16]{0} abs(s)
+}
+
+large {
+  l = f32[16]{0} parameter(0)
+  l1 = f32[16,16]{1,0} broadcast(l), dimensions={0}
+  l2 = f32[16]{0} dot(l1, l), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT l3 = f32[16]{0} add(l2, l)
+}
+
+body {
+  p = (s32[], f32[16]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  x = f32[16]{0} get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  c = f32[16]{0} call(x), to_apply=callee
+  two = s32[] constant(2)
+  odd = s32[] remainder(i, two)
+  pick = f32[16]{0} conditional(odd, c, c), branch_computations={small, large}
+  ROOT t = (s32[], f32[16]{0}) tuple(next, pick)
+}
+
+cond {
+  p = (s32[], f32[16]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  zero = s32[] constant(0)
+  x = f32[16]{0} parameter(0)
+  init = (s32[], f32[16]{0}) tuple(zero, x)
+  w = (s32[], f32[16]{0}) while(init), condition=cond, body=body
+  again = (s32[], f32[16]{0}) call(w), to_apply=body
+  ROOT out = f32[16]{0} get-tuple-element(again), index=1
+}
+"""
+
+
+def test_the_graph_s_bytes_of_loops_calls_and_branches_are_their_tallies():
+    """`executed_bytes` (what the graph shows for a loop, call or conditional) sums each
+    computation's instruction bytes (`computation_bytes`); it gives the full tally's."""
+    for text in (MODULE, RUNS):
+        module = parse_hlo(text)
+        tables = {name: computation_bytes(c, module) for name, c in module.computations.items()}
+        ran = 0
+        for instr in _instructions(module):
+            assert tables[instr.computation][id(instr)] == instruction_bytes(instr, module)
+            if instr.opcode in RUNS_COMPUTATIONS:
+                found = executed_bytes(instr, module, lambda comp, t=tables: t[comp.name])
+                assert found == instruction_tally(instr, module).bytes, instr.name
+                ran += found
+        assert ran > 0

@@ -456,18 +456,23 @@ def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
         >>> instruction_bytes(module.instruction("ynn_fusion"), module)  # 512 + 256 in, 128 out
         896
     """
-    if instr.opcode in _NO_TRAFFIC or instr.opcode in _ASYNC_DONE:
+    if instr.opcode in _NO_BYTES:
         return 0
-    reads = 0
-    operands = []
     comp = module.computations.get(instr.computation)  # `_operand_shape`, for all at once
-    partial = _partial_reads(instr, module)
-    for index, name in enumerate(instr.operands):
+    operands = []
+    for name in instr.operands:
         operand = comp.get(name) if comp is not None else None
-        shape = operand.shape if operand is not None else None
+        operands.append(operand.shape if operand is not None else None)
+    return _traffic(instr, module, operands)
+
+
+def _traffic(instr: HloInstruction, module: HloModule, operands: list[HloShape | None]) -> int:
+    """`instruction_bytes` of an instruction that moves data, its operands' shapes given."""
+    reads = 0
+    partial = _partial_reads(instr, module)
+    for index, shape in enumerate(operands):
         full = shape.nbytes if shape is not None else 0
         reads += min(full, partial[index]) if index in partial else full
-        operands.append(shape)
     return reads + _written(instr, operands).nbytes
 
 
@@ -487,7 +492,13 @@ def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]
             continue
         shape = instr.shape
         if shape.dtype == "tuple" or opcode in _PART_READERS or opcode == "fusion":
-            found[id(instr)] = instruction_bytes(instr, module)
+            operands = []
+            for name in instr.operands:
+                operand = by_name.get(name)
+                if operand is None and name[:1] == "%":  # (`HloComputation.get`'s rule)
+                    operand = comp.get(name)
+                operands.append(operand.shape if operand is not None else None)
+            found[id(instr)] = _traffic(instr, module, operands)
             continue
         total: int | None = shape.nbytes
         for name in instr.operands:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from tpukit.hlo._cost import (
@@ -117,6 +118,75 @@ def instruction_tally(instr: HloInstruction, module: HloModule) -> Tally:
     comp = module.computations.get(instr.computation)
     program = comp is None or comp.kind != "fusion"
     return _instruction(instr, module, cache, count_bytes=program)
+
+
+def executed_bytes(
+    instr: HloInstruction,
+    module: HloModule,
+    own_bytes: Callable[[HloComputation], Mapping[int, int]],
+) -> int:
+    """``instruction_tally(instr, module).bytes``, counted without the FLOPs and collectives.
+
+    The graph asks it of every loop, call and conditional, and has each instruction's
+    `instruction_bytes` already: ``own_bytes(comp)`` gives them for a computation, by the
+    instruction's ``id`` (`tpukit.hlo._cost.computation_bytes`). Each computation's bytes
+    are summed once per module (as `_computation` sums its tally); a conditional, whose
+    branch is the one with the most FLOPs, takes its tally's bytes.
+    """
+    comp = module.computations.get(instr.computation)
+    if comp is not None and comp.kind == "fusion":
+        return 0  # inside a fusion nothing counts bytes (`instruction_tally`'s ``program``)
+    cache = module._analysis.setdefault("executed_bytes", {})
+    return _instruction_bytes(instr, module, cache, own_bytes)
+
+
+def _instruction_bytes(
+    instr: HloInstruction,
+    module: HloModule,
+    cache: dict[str, int],
+    own_bytes: Callable[[HloComputation], Mapping[int, int]],
+) -> int:
+    """What a loop, call or conditional runs, in bytes (`_instruction`'s, counting bytes)."""
+    opcode = instr.opcode
+    if opcode == "conditional":
+        tallies = module._analysis.setdefault("tallies", {})
+        return _instruction(instr, module, tallies, count_bytes=True).bytes
+    called = run_computations(instr, module)
+    if opcode != "while":
+        return sum([_computation_bytes(c, module, cache, own_bytes) for c, _ in called])
+    trips = trip_count(instr, module)
+    return sum(
+        [
+            _computation_bytes(c, module, cache, own_bytes)
+            * (1 if trips is None else trips + (role == "condition"))
+            for c, role in called
+        ]
+    )
+
+
+def _computation_bytes(
+    comp: HloComputation,
+    module: HloModule,
+    cache: dict[str, int],
+    own_bytes: Callable[[HloComputation], Mapping[int, int]],
+) -> int:
+    """Bytes of one run of ``comp`` (`_computation`'s tally, counting bytes)."""
+    found = cache.get(comp.name)
+    if found is None:
+        cache[comp.name] = 0  # guards against a (malformed) recursive call graph
+        table = own_bytes(comp)
+        found = 0
+        for instr in comp.instructions:
+            opcode = instr.opcode
+            if opcode in RUNS_COMPUTATIONS:
+                found += _instruction_bytes(instr, module, cache, own_bytes)
+                continue
+            found += table[id(instr)]
+            if instr.called_computations and opcode != "fusion":  # a fusion's: at its boundary
+                for called, _ in run_computations(instr, module):
+                    found += _computation_bytes(called, module, cache, own_bytes)
+        cache[comp.name] = found
+    return found
 
 
 def own_all_flops(instr: HloInstruction, module: HloModule) -> int:

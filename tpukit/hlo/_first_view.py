@@ -19,12 +19,13 @@ what that budget goes to:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS
 from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_nodes import INSTRUCTION
-from tpukit.hlo._model import HloModule
+from tpukit.hlo._model import HloComputation
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def _opened(data: GraphTree) -> list[int]:
             k
             for node in frontier
             for k in data.children[node]
-            if not plumbing[k] and _opens(data, k, node, sizes)
+            if not plumbing(k) and _opens(data, k, node, sizes)
         ]
         candidates.sort(key=lambda k: (-flops[k], -nbytes[k]))  # stable: program order
         frontier = []
@@ -86,36 +87,48 @@ def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
     return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
 
 
-def _plumbing(data: GraphTree) -> list[bool]:
+def _plumbing(data: GraphTree) -> Callable[[int], bool]:
     """Whether a node holds only setup: parameters, constants and what is computed from
-    constants alone (RoPE tables, shape constants, iotas), through its groups."""
-    from_constants = _from_constants(data.module)
-    nothing: frozenset[str] = frozenset()
-    only = [True] * len(data.kind)
-    children, instrs = data.children, data.instr
-    for node in range(len(data.kind) - 1, -1, -1):
-        instr = instrs[node]
-        kids = children[node]
-        if instr is not None:
-            only[node] = not kids and (
-                instr.opcode == "parameter"
-                or instr.name in from_constants.get(instr.computation, nothing)
-            )
-        elif kids:
-            only[node] = all(map(only.__getitem__, kids))
+    constants alone (RoPE tables, shape constants, iotas), through its groups.
+
+    Asked of the few nodes the first view may open: worked out for those alone, a group
+    through its members until one does work, a computation's values when one of its
+    instructions is asked (`_from_constants`).
+    """
+    module, instrs, children = data.module, data.instr, data.children
+    known: dict[int, bool] = {}
+    constants: dict[str, set[str]] = {}
+
+    def only(node: int) -> bool:
+        found = known.get(node)
+        if found is None:
+            instr = instrs[node]
+            if instr is None:
+                found = all(map(only, children[node]))
+            elif children[node] or instr.opcode == "parameter":
+                found = not children[node]
+            else:
+                names = constants.get(instr.computation)
+                if names is None:
+                    comp = module.computations.get(instr.computation)
+                    names = constants[instr.computation] = (
+                        _from_constants(comp) if comp is not None else set()
+                    )
+                found = instr.name in names
+            known[node] = found
+        return found
+
     return only
 
 
-def _from_constants(module: HloModule) -> dict[str, set[str]]:
-    """The names of every value computed from constants alone, by computation."""
-    found: dict[str, set[str]] = {}
-    for comp in module.computations.values():
-        names = found[comp.name] = set()
-        for instr in comp.instructions:  # HLO text defines a value before its uses
-            if instr.called_computations and instr.opcode != "reduce":
-                continue
-            if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
-                names.add(instr.name)
-            elif instr.operands and names.issuperset(instr.operands):
-                names.add(instr.name)
-    return found
+def _from_constants(comp: HloComputation) -> set[str]:
+    """The names of every value of ``comp`` computed from constants alone."""
+    names: set[str] = set()
+    for instr in comp.instructions:  # HLO text defines a value before its uses
+        if instr.called_computations and instr.opcode != "reduce":
+            continue
+        if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
+            names.add(instr.name)
+        elif instr.operands and names.issuperset(instr.operands):
+            names.add(instr.name)
+    return names

@@ -30,10 +30,11 @@ from tpukit.hlo._cost import (
     instruction_bytes,
     instruction_flops,
 )
-from tpukit.hlo._executed import RUNS_COMPUTATIONS, instruction_tally
+from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import GraphTree
+    from tpukit.hlo._model import HloComputation
 
 
 def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
@@ -41,7 +42,7 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
 
     An instruction's FLOPs include what it calls (a loop's times its trips); its bytes are
     its own traffic, except that a loop, call or conditional moves what it runs
-    (`instruction_tally`); ``own_bytes`` keeps the instruction's own traffic there, which
+    (`executed_bytes`); ``own_bytes`` keeps the instruction's own traffic there, which
     is what the first view ranks by (`_first_view`). A group's figures are its children's
     sums. The payload and the first view both read these: each instruction is costed once.
     """
@@ -52,7 +53,15 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     n = len(data.kind)
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
-    by_computation: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
+    tables: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
+
+    def computation_table(comp: HloComputation) -> dict[int, int]:
+        table = tables.get(comp.name)
+        if table is None:
+            table = tables[comp.name] = computation_bytes(comp, module)
+        return table
+
+    computations = module.computations
     for node in range(n - 1, -1, -1):
         instr = instrs[node]
         if instr is None:
@@ -64,18 +73,16 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
         opcode = instr.opcode
         if instr.called_computations or opcode in FLOP_OPS:  # the others count none
             flops[node] = instruction_flops(instr, module)
-        table = by_computation.get(instr.computation)
+        table = tables.get(instr.computation)
         if table is None:
-            comp = module.computations.get(instr.computation)
-            table = by_computation[instr.computation] = (
-                computation_bytes(comp, module) if comp is not None else {}
-            )
+            comp = computations.get(instr.computation)
+            table = computation_table(comp) if comp is not None else {}
         own_bytes = table.get(id(instr))
         if own_bytes is None:  # an instruction outside the module's computations
             own_bytes = instruction_bytes(instr, module)
         own[node] = own_bytes
         if opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
-            nbytes[node] = instruction_tally(instr, module).bytes
+            nbytes[node] = executed_bytes(instr, module, computation_table)
         else:
             nbytes[node] = own_bytes
     data._costs = (flops, nbytes, own)

@@ -19,7 +19,7 @@ from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
-from tpukit.hlo._graph_wire import split_head
+from tpukit.hlo._graph_wire import block_columns, indexed, link_columns, split_head
 from tpukit.hlo._loops import trip_count
 from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule
 from tpukit.hlo._sources import describe_location
@@ -110,18 +110,35 @@ def _payload(
         "note": note,
         # As written, the summary's and diff's rule: each computation once (`op_counts`).
         "instructions": instruction_count(module),
-        "params": {str(k): v for k, v in data.params.items()},
-        "roots": {str(k): v for k, v in data.roots.items()},
-        "blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks],
+        **_links(data, wire),
+        **_blocks(data, wire),
         "open": first_view(data),
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
     if wire:  # the fields `pack` adds, where it adds them
-        shapes: dict[str, int] = {}
-        payload["shape"] = [shapes.setdefault(written, len(shapes)) for written in shape]
-        payload["textHead"], payload["shapes"] = columns["textHead"], list(shapes)
+        payload["textHead"] = columns["textHead"]
+        payload["shape"], payload["shapes"] = indexed(shape)
+        payload["op"], payload["ops"] = indexed(columns["op"])
     return payload
+
+
+def _links(data: GraphTree, wire: bool) -> dict:
+    """Each call's or loop's parameter and root nodes: ``params`` and ``roots``, or on the
+    wire their columns."""
+    if wire:
+        return link_columns(data.params.items(), data.roots.items())
+    return {
+        "params": {str(k): v for k, v in data.params.items()},
+        "roots": {str(k): v for k, v in data.roots.items()},
+    }
+
+
+def _blocks(data: GraphTree, wire: bool) -> dict:
+    """The data edges of each computation shown: ``blocks``, or on the wire its columns."""
+    if wire:
+        return block_columns((owner, chain.from_iterable(edges)) for owner, edges in data.blocks)
+    return {"blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks]}
 
 
 def _instruction_columns(

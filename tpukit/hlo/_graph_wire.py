@@ -2,30 +2,33 @@
 
 `_graph_payload` builds the payload as the viewer reads it; most of its bytes are the
 HLO line of every instruction, whose head (``%name = f32[8]{0} add``) repeats the
-``label``, ``shape`` and ``op`` columns beside it, and shapes that many instructions
-share. On the wire an instruction's text keeps only what follows that head (``textHead``
-says which head: 1 ``%name = shape op``, 2 the same after ``ROOT ``, 0 none, the text
-whole), and ``shape`` holds indices into ``shapes``; the viewer (``unpackColumns`` in
-``assets/graph_view.js``) puts both back as it loads. A quarter less JSON to write,
-compress, inflate and read, and about a fifth less HTML.
+``label``, ``shape`` and ``op`` columns beside it, and shapes and opcodes that many
+instructions share. On the wire an instruction's text keeps only what follows that head
+(``textHead`` says which head: 1 ``%name = shape op``, 2 the same after ``ROOT ``, 0 none,
+the text whole), and ``shape`` and ``op`` hold indices into ``shapes`` and ``ops``; the
+viewer (``unpackColumns`` in ``assets/graph_view.js``) puts them back as it loads. A quarter
+less JSON to write, compress, inflate and read, and about a fifth less HTML.
 
     >>> wire = pack({"label": ["x"], "shape": ["f32[]"], "op": ["exp"],
     ...              "text": ["%x = f32[] exp(%a)"]})
-    >>> wire["text"], wire["textHead"], wire["shape"], wire["shapes"]
-    (['(%a)'], [1], [0], ['f32[]'])
+    >>> wire["text"], wire["textHead"], wire["shape"], wire["shapes"], wire["op"], wire["ops"]
+    (['(%a)'], [1], [0], ['f32[]'], [0], ['exp'])
 
-The columns of whole numbers (a node's kind, parent, FLOPs, bytes, interned strings; the
-data edges of ``blocks``, flattened) travel as typed arrays after the JSON, not as JSON:
-writing tens of thousands of numbers as JSON text, and parsing them back in the page,
-took most of the JSON's time. `encode_payload` writes, before deflating: a zero byte
-(JSON starts with ``{``, so the page tells the two apart), the JSON's length (4 bytes,
-little-endian), the JSON of the other fields, whose ``binary`` lists each array as
-``[name, type, length]``, then each array in that order, little-endian, each starting at
-a multiple of 8 bytes. `decode_payload` reads it back, as the page does.
+The columns of whole numbers (a node's kind, parent, opcode, FLOPs, bytes, interned
+strings; the data edges of ``blocks``, as `block_columns`) travel as typed arrays after the
+JSON, not as JSON: writing tens of thousands of numbers as JSON text, and parsing them back
+in the page, took most of the JSON's time. So do the long columns of texts (`LINE_COLUMNS`: HLO text,
+labels, the interned strings), as UTF-8 lines: a text has no line break (else its column
+goes as JSON), and writing one string is a third of the time of writing each as JSON.
+`encode_payload` writes, before deflating: a zero byte (JSON starts with ``{``, so the page
+tells the two apart), the JSON's length (4 bytes, little-endian), the JSON of the other
+fields, whose ``binary`` lists each array as ``[name, type, length]`` (a column of texts
+as ``[name, "lines", bytes]``), then each array in that order, little-endian, each
+starting at a multiple of 8 bytes. `decode_payload` reads it back, as the page does.
 
     >>> read_wire(wire_bytes({"kind": [0, 3], "parent": [-1, 0], "flops": [2**40, 0],
-    ...                       "blocks": [[0, [1, 1, 8, 0]]]}))
-    {'kind': [0, 3], 'parent': [-1, 0], 'flops': [1099511627776, 0], 'blocks': [[0, [1, 1, 8, 0]]]}
+    ...                       **block_columns([[0, [1, 1, 8, 0]]])}))
+    {'kind': [0, 3], 'parent': [-1, 0], 'flops': [1099511627776, 0], 'blockOwner': [0], 'blockSize': [4], 'blockFrom': [1], 'blockTo': [1], 'blockBytes': [8], 'blockIndex': [0]}
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import json
 import sys
 import zlib
 from array import array
-from itertools import chain
+from collections.abc import Iterable
 
 # Level 2: a quarter of level 6's time on a 3 MB payload (ResNet-50's training step:
 # 26 ms against 100), 20% larger; level 3 takes half as long again for 5% less.
@@ -43,11 +46,17 @@ _LEVEL = 2
 
 #: The payload's columns of whole numbers, one per node: typed arrays on the wire.
 NUMBER_COLUMNS = (
-    "kind", "parent", "cat", "shape", "scope", "location", "source", "note", "count",
+    "kind", "parent", "op", "cat", "shape", "scope", "location", "source", "note", "count",
     "textHead", "flops", "bytes",
 )  # fmt: skip
-# ``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) travels as three arrays:
-# ``blockOwner``, ``blockSize`` (each block's count of numbers) and ``blockEdges`` (all).
+#: ``blocks``, ``params`` and ``roots`` on the wire (`block_columns`, `link_columns`):
+#: typed arrays too.
+OWNED_COLUMNS = (
+    "blockOwner", "blockSize", "blockFrom", "blockTo", "blockBytes", "blockIndex",
+    "paramOwner", "paramSize", "paramNodes", "rootOwner", "rootNode",
+)  # fmt: skip
+#: The long columns of texts: UTF-8 after the arrays, one text a line (``lines``).
+LINE_COLUMNS = ("text", "label", "strings")
 
 #: Typed array kinds, narrowest first: the page's name and `array`'s code.
 _TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))
@@ -56,11 +65,20 @@ _CODES = dict((*_TYPES, _FLOAT))
 
 
 def pack(payload: dict) -> dict:
-    """``payload`` with its ``text`` and ``shape`` columns in their wire form (a copy).
+    """``payload`` with its ``text``, ``shape``, ``op`` and ``blocks`` in their wire form
+    (a copy; the block columns stand where ``blocks`` stood).
 
     (`_graph_payload.graph_wire` makes the same for a graph in one pass.)
     """
-    wire = dict(payload)
+    wire = {}
+    for key, value in payload.items():
+        if key == "blocks":
+            wire.update(block_columns(value))
+        elif key == "params":  # (after it, always: "roots")
+            roots = payload.get("roots", {}).items()
+            wire.update(link_columns(((int(k), v) for k, v in value.items()), roots))
+        elif key != "roots":
+            wire[key] = value
     heads, tails = [], []
     columns = (payload["text"], payload["label"], payload["shape"], payload["op"])
     for text, label, shape, op in zip(*columns, strict=True):
@@ -68,10 +86,51 @@ def pack(payload: dict) -> dict:
         heads.append(head)
         tails.append(tail)
     wire["text"], wire["textHead"] = tails, heads
-    table: dict[str, int] = {}
-    wire["shape"] = [table.setdefault(shape, len(table)) for shape in payload["shape"]]
-    wire["shapes"] = list(table)
+    wire["shape"], wire["shapes"] = indexed(payload["shape"])
+    wire["op"], wire["ops"] = indexed(payload["op"])
     return wire
+
+
+def indexed(values: list[str]) -> tuple[list[int], list[str]]:
+    """``values`` as indices into a table of the distinct values, in order of first use."""
+    table: dict[str, int] = {}
+    return [table.setdefault(value, len(table)) for value in values], list(table)
+
+
+def block_columns(blocks: Iterable[tuple[int, Iterable[int]]]) -> dict[str, list[int]]:
+    """``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) as the wire carries
+    them: ``blockOwner``, ``blockSize`` (each block's count of numbers), and each of the
+    four numbers of every edge in a column of its own (``blockFrom``, ``blockTo``,
+    ``blockBytes``, ``blockIndex``): node ids and indices fit narrower arrays than the
+    bytes, and deflate faster apart (a third less time on a training step's edges)."""
+    columns = _owned("block", "Edges", blocks)
+    edges = columns.pop("blockEdges")
+    for k, name in enumerate(("blockFrom", "blockTo", "blockBytes", "blockIndex")):
+        columns[name] = edges[k::4]
+    return columns
+
+
+def link_columns(
+    params: Iterable[tuple[int, Iterable[int]]], roots: Iterable[tuple[object, int]]
+) -> dict[str, list[int]]:
+    """``params`` (each call's or loop's node, its computation's parameter nodes) and
+    ``roots`` (its root node) as the wire carries them: ``paramOwner``, ``paramSize``,
+    ``paramNodes`` as `block_columns`, ``rootOwner`` and ``rootNode``."""
+    owners, nodes = [], []
+    for owner, node in roots:
+        owners.append(int(owner))  # (the payload's keys are texts, as JSON's are)
+        nodes.append(node)
+    return {**_owned("param", "Nodes", params), "rootOwner": owners, "rootNode": nodes}
+
+
+def _owned(prefix: str, values: str, groups: Iterable[tuple[int, Iterable[int]]]) -> dict:
+    owners, sizes, numbers = [], [], []
+    for owner, group in groups:
+        start = len(numbers)
+        numbers.extend(group)
+        owners.append(owner)
+        sizes.append(len(numbers) - start)
+    return {f"{prefix}Owner": owners, f"{prefix}Size": sizes, f"{prefix}{values}": numbers}
 
 
 def split_head(text: str, label: str, shape: str, op: str) -> tuple[int, str]:
@@ -99,40 +158,66 @@ def encode_wire(wire: dict) -> str:
 def wire_bytes(wire: dict) -> bytes:
     """``wire``'s bytes before deflating: the zero byte, JSON's length, JSON, the arrays."""
     fields = dict(wire)
-    columns = {name: fields.pop(name) for name in NUMBER_COLUMNS if name in fields}
-    if "blocks" in fields:
-        blocks = fields.pop("blocks")
-        columns["blockOwner"] = [owner for owner, _ in blocks]
-        columns["blockSize"] = [len(edges) for _, edges in blocks]
-        columns["blockEdges"] = list(chain.from_iterable(edges for _, edges in blocks))
-    arrays = {name: _typed(values) for name, values in columns.items()}
-    fields["binary"] = [[name, kind, len(values)] for name, (kind, values) in arrays.items()]
+    names = (*NUMBER_COLUMNS, *OWNED_COLUMNS)
+    arrays = {}
+    for name in names:
+        if name in fields:
+            values = fields.pop(name)
+            kind, raw = _typed(values)
+            arrays[name] = kind, len(values), raw
+    for name in LINE_COLUMNS:
+        lines = _lines(fields.get(name))
+        if lines is not None:
+            del fields[name]
+            arrays[name] = "lines", len(lines), lines
+    fields["binary"] = [[name, kind, length] for name, (kind, length, _) in arrays.items()]
     text = json.dumps(fields, separators=(",", ":")).encode()
     parts = [b"\0", len(text).to_bytes(4, "little"), text]
     size = 5 + len(text)
-    for _, values in arrays.values():
+    for _, _, raw in arrays.values():
         pad = -size % 8
-        raw = values.tobytes()
         parts += [b"\0" * pad, raw]
         size += pad + len(raw)
     return b"".join(parts)
 
 
-def _typed(values: list) -> tuple[str, array]:
-    """The narrowest typed array that holds ``values`` exactly, and its page-side name.
+def _lines(values: object) -> bytes | None:
+    """A column of texts as UTF-8 lines (None when a text holds a line break, or for
+    anything else: it goes as JSON)."""
+    if not isinstance(values, list) or not values:
+        return None
+    try:
+        joined = "\n".join(values)
+        if joined.count("\n") != len(values) - 1:
+            return None
+        return joined.encode()
+    except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
+        return None
+
+
+def _typed(values: list) -> tuple[str, bytes]:
+    """The bytes of the narrowest typed array that holds ``values`` exactly, and its
+    page-side name.
 
     Each kind is tried in turn: a value it cannot hold stops the copy there, and in most
     columns such a value comes first (a parent of -1, the root's total), so this costs
-    about one copy, where finding the range first would cost a pass more.
+    about one copy, where finding the range first would cost a pass more. Bytes come
+    first, by ``bytes`` (a third of the time of an array's copy).
     """
-    for name, code in _TYPES:
+    try:
+        return _TYPES[0][0], bytes(values)
+    except ValueError:  # a value out of a byte's range
+        pass
+    except TypeError:  # a value that is not whole
+        return _FLOAT[0], _little_endian(array(_FLOAT[1], values)).tobytes()
+    for name, code in _TYPES[1:]:
         try:
-            return name, _little_endian(array(code, values))
+            return name, _little_endian(array(code, values)).tobytes()
         except OverflowError:  # a value out of this kind's range
             continue
         except TypeError:  # a value that is not whole
             break
-    return _FLOAT[0], _little_endian(array(_FLOAT[1], values))
+    return _FLOAT[0], _little_endian(array(_FLOAT[1], values)).tobytes()
 
 
 def _little_endian(values: array) -> array:
@@ -156,16 +241,14 @@ def read_wire(raw: bytes) -> dict:
     at = 5 + size
     for name, kind, length in wire.pop("binary"):
         at += -at % 8
+        if kind == "lines":
+            wire[name] = raw[at : at + length].decode().split("\n")
+            at += length
+            continue
         values = array(_CODES[kind])
         values.frombytes(raw[at : at + length * values.itemsize])
         at += length * values.itemsize
         wire[name] = _little_endian(values).tolist()
         if kind == _FLOAT[0]:  # whole numbers as JSON gives them back
             wire[name] = [int(v) if v.is_integer() else v for v in wire[name]]
-    if "blockOwner" in wire:
-        edges, blocks, start = wire.pop("blockEdges"), [], 0
-        for owner, count in zip(wire.pop("blockOwner"), wire.pop("blockSize"), strict=True):
-            blocks.append([owner, edges[start : start + count]])
-            start += count
-        wire["blocks"] = blocks
     return wire

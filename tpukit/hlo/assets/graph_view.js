@@ -89,16 +89,22 @@ var WIRE_ARRAYS = {u8: Uint8Array, u16: Uint16Array, i32: Int32Array, f64: Float
 
 // The inflated payload (tpukit/hlo/_graph_wire.py's wire_bytes): JSON alone (it starts
 // with "{"), or a zero byte, the JSON's length, the JSON, then the columns of whole numbers
-// as typed arrays, each at a multiple of 8 bytes, as data.binary lists them. The arrays are
-// views on the inflated buffer: no copy, no number parsed.
+// as typed arrays and the long columns of texts as UTF-8 lines ("lines": their length in
+// bytes), each at a multiple of 8 bytes, as data.binary lists them. The arrays are views on
+// the inflated buffer: no copy, no number parsed.
 function readWire(buffer) {
   var bytes = new Uint8Array(buffer), decoder = new TextDecoder();
   if (bytes[0] !== 0) return JSON.parse(decoder.decode(bytes));
   var size = new DataView(buffer).getUint32(1, true), at = 5 + size;
   var data = JSON.parse(decoder.decode(bytes.subarray(5, at)));
   data.binary.forEach(function (column) {
-    var Typed = WIRE_ARRAYS[column[1]];
     at += (8 - at % 8) % 8;
+    if (column[1] === "lines") {
+      data[column[0]] = decoder.decode(bytes.subarray(at, at + column[2])).split("\n");
+      at += column[2];
+      return;
+    }
+    var Typed = WIRE_ARRAYS[column[1]];
     data[column[0]] = new Typed(buffer, at, column[2]);
     at += column[2] * Typed.BYTES_PER_ELEMENT;
   });
@@ -107,27 +113,62 @@ function readWire(buffer) {
 }
 
 // The payload's shorter columns on the wire (tpukit/hlo/_graph_wire.py), as the viewer reads
-// them: shapes by index into data.shapes, and blocks as [owner, edges] from the three arrays
-// that carry them. An instruction's HLO text stays as the wire has it (without the head that
-// its label, shape and op give) until the panel shows it: GraphTree's text(i) puts the head
-// back.
+// them: shapes and opcodes by index into data.shapes and data.ops, blocks as [owner, edges]
+// from the three arrays that carry them, params and roots as objects by owner from theirs.
+// An instruction's HLO text stays as the wire has it (without the head that its label,
+// shape and op give) until the panel shows it: GraphTree's text(i) puts the head back.
 function unpackColumns(data) {
   if (data.shapes) {
-    var shapes = data.shapes, shape = data.shape, named = new Array(shape.length);
-    for (var i = 0; i < shape.length; i++) named[i] = shapes[shape[i]];
-    data.shape = named;
+    data.shape = byIndex(data.shapes, data.shape);
     delete data.shapes;
   }
+  if (data.ops) {
+    data.op = byIndex(data.ops, data.op);
+    delete data.ops;
+  }
   if (data.blockOwner) {
-    var owner = data.blockOwner, size = data.blockSize, edges = data.blockEdges, start = 0;
+    var owner = data.blockOwner, size = data.blockSize, edges = blockEdges(data), start = 0;
     data.blocks = new Array(owner.length);
     for (var k = 0; k < owner.length; k++) {
       data.blocks[k] = [owner[k], edges.subarray(start, start + size[k])];
       start += size[k];
     }
-    delete data.blockOwner; delete data.blockSize; delete data.blockEdges;
+    delete data.blockOwner; delete data.blockSize;
+    delete data.blockFrom; delete data.blockTo; delete data.blockBytes; delete data.blockIndex;
+  }
+  if (data.paramOwner) {
+    var params = {}, nodes = data.paramNodes, from = 0;
+    for (var p = 0; p < data.paramOwner.length; p++) {
+      params[data.paramOwner[p]] = nodes.subarray(from, from + data.paramSize[p]);
+      from += data.paramSize[p];
+    }
+    var roots = {};
+    for (var r = 0; r < data.rootOwner.length; r++) roots[data.rootOwner[r]] = data.rootNode[r];
+    data.params = params;
+    data.roots = roots;
+    delete data.paramOwner; delete data.paramSize; delete data.paramNodes;
+    delete data.rootOwner; delete data.rootNode;
   }
   return data;
+}
+
+// The blocks' edges as [from, to, bytes, index] after one another, from the four columns
+// the wire carries them in (bytes may need doubles: then all are).
+function blockEdges(data) {
+  var from = data.blockFrom, to = data.blockTo, bytes = data.blockBytes, index = data.blockIndex;
+  var Flat = bytes instanceof Float64Array ? Float64Array : Int32Array;
+  var edges = new Flat(4 * from.length);
+  for (var i = 0, e = 0; i < from.length; i++, e += 4) {
+    edges[e] = from[i]; edges[e + 1] = to[i]; edges[e + 2] = bytes[i]; edges[e + 3] = index[i];
+  }
+  return edges;
+}
+
+// The values of a table that a column of indices names, in the column's order.
+function byIndex(table, indices) {
+  var values = new Array(indices.length);
+  for (var i = 0; i < indices.length; i++) values[i] = table[indices[i]];
+  return values;
 }
 
 // "" when this viewer reads the payload's schema, else what to do. Payloads older than
