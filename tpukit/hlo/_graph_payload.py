@@ -249,13 +249,15 @@ def _labels_with_parts_named(
 
 def _counts(data: GraphTree) -> list[int]:
     """Instructions each node holds directly: a group's, through nested groups; a fusion's,
-    call's or loop's, those of the computations it opens (not inside their instructions)."""
-    kind, children = data.kind, data.children
+    call's or loop's, those of the computations it opens (not inside their instructions).
+
+    Each node adds its share to its parent's, the last node first: nodes are numbered depth
+    first, so a node's own count is whole before it is added.
+    """
+    kind, parent = data.kind, data.parent
     count = [0] * len(kind)
-    for node in range(len(kind) - 1, -1, -1):
-        kids = children[node]
-        if kids:
-            count[node] = sum([1 if kind[k] == INSTRUCTION else count[k] for k in kids])
+    for node in range(len(kind) - 1, 0, -1):
+        count[parent[node]] += 1 if kind[node] == INSTRUCTION else count[node]
     return count
 
 

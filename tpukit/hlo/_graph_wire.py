@@ -15,11 +15,12 @@ less JSON to write, compress, inflate and read, and about a fifth less HTML.
     (['(%a)'], [1], [0], ['f32[]'], [0], ['exp'])
 
 The columns of whole numbers (a node's kind, parent, opcode, FLOPs, bytes, interned
-strings; the data edges of ``blocks``, as `block_columns`) travel as typed arrays after the
-JSON, not as JSON: writing tens of thousands of numbers as JSON text, and parsing them back
-in the page, took most of the JSON's time. So do the long columns of texts (`LINE_COLUMNS`: HLO text,
-labels, the interned strings), as UTF-8 lines: a text has no line break (else its column
-goes as JSON), and writing one string is a third of the time of writing each as JSON.
+strings; the data edges of ``blocks`` as `block_columns`, ``params`` and ``roots`` as
+`link_columns`) travel as typed arrays after the JSON, not as JSON: writing tens of
+thousands of numbers as JSON text, and parsing them back in the page, took most of the
+JSON's time. So do the long columns of texts (`LINE_COLUMNS`: HLO text, labels, the
+interned strings), as UTF-8 lines: a text has no line break (else its column goes as
+JSON), and writing one string is a third of the time of writing each as JSON.
 `encode_payload` writes, before deflating: a zero byte (JSON starts with ``{``, so the page
 tells the two apart), the JSON's length (4 bytes, little-endian), the JSON of the other
 fields, whose ``binary`` lists each array as ``[name, type, length]`` (a column of texts
@@ -65,8 +66,9 @@ _CODES = dict((*_TYPES, _FLOAT))
 
 
 def pack(payload: dict) -> dict:
-    """``payload`` with its ``text``, ``shape``, ``op`` and ``blocks`` in their wire form
-    (a copy; the block columns stand where ``blocks`` stood).
+    """``payload`` with its ``text``, ``shape``, ``op``, ``blocks``, ``params`` and
+    ``roots`` in their wire form (a copy; the columns of blocks, params and roots stand
+    where those stood).
 
     (`_graph_payload.graph_wire` makes the same for a graph in one pass.)
     """
