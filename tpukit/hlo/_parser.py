@@ -108,7 +108,9 @@ _ROW_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?[^\s,()\[\]{
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
 _NAMED_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?([^\s,()\[\]{}%"]++)'
-_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?)?)?"
+# (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
+# anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
+_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
 # both read, on one line, no trailing space) or any other: indent, ROOT, name, shape,
 # opcode, operands (when `_LISTED`: their text, the first name, the second, the pieces
