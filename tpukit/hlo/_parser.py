@@ -121,11 +121,12 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
 # run (the same matches, found with no backtracking: 10-15% quicker; `_PLAIN_ROW` in
-# ``tests/test_hlo_parser_rows.py`` is the plain spelling).
+# ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
+# end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
 _ROW = re.compile(
     r"([ \t]*+)(?:(ROOT )?%?([A-Za-z0-9_.\-$]++) = "
     r"([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\})?) ([a-z][a-z0-9\-]*+)"
-    rf"\((?:({_LISTED})|([^()\"\n]*+))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    rf"\((?:({_LISTED})|([^()\"\n]*+))\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
