@@ -114,8 +114,9 @@ class GraphTree:
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in params]
-            if comp.root is not None:
-                self.roots[owner] = ids[comp.root.name]
+            root = comp.root
+            if root is not None:
+                self.roots[owner] = ids[root.name]
         if scoped:
             self._group_by_scope(comp, ids, owner, caller, edges)
         for instr in compress(instructions, map(_CALLED, instructions)):
