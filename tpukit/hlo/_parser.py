@@ -769,9 +769,11 @@ def _shape_at(text: str, pos: int, depth: int = 0) -> tuple[HloShape, int]:
             if pos >= len(text) or text[pos] == ")":
                 pos += 1
                 break
+            # An array element as `parse_shape` reads it alone: once per text (the tuples
+            # of a step repeat their elements; its ROOT tuple holds hundreds).
             array = _ARRAY_SHAPE.match(text, pos)
-            if array is not None:  # an array element as `parse_shape` reads it alone (once:
-                elements.append(parse_shape(array.group()))  # a step's tuples repeat them)
+            if array is not None:
+                elements.append(parse_shape(array.group()))
                 pos = array.end()
                 continue
             element, new_pos = _shape_at(text, pos, depth + 1)
