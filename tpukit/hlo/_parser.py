@@ -468,17 +468,21 @@ def _one_call(
     found = _ONE_CALL.match(rest)
     if found is None or _CALL_KEY.search(rest, 0, found.start(1)) is not None:
         return None
-    value = _metadata_alone(rest)
-    if value is None:
-        return None
+    end = found.end()
+    xla = _xla_after_call(rest, end)
+    if xla is not None:  # XLA's metadata right after the call (most fusions, reduces)
+        value, tail = xla.group(), rest[xla.end() :]
+    else:
+        value = _metadata_alone(rest)
+        if value is None:
+            return None
+        tail = rest[end:]
+        if value:
+            at = rest.find("metadata") + 9  # (`_metadata_alone` found it once, its value)
+            if at >= end:
+                tail = rest[end:at] + rest[at + len(value) :]
     # What follows the match, less the metadata's value (a split reads it as one piece,
     # and op names hold words such as ``while/body``): any other call key?
-    end = found.end()
-    tail = rest[end:]
-    if value:
-        at = rest.find("metadata") + 9  # (`_metadata_alone` found it once, and its value)
-        if at >= end:
-            tail = rest[end:at] + rest[at + len(value) :]
     if (  # (the words first: the regex tries every place of a long rest)
         "calls" in tail or "to_apply" in tail or "body" in tail or "condition" in tail
         or "_computation" in tail or "select" in tail or "scatter" in tail
@@ -486,12 +490,28 @@ def _one_call(
         return None
     metadata = metas.get(value) if value else empty
     if metadata is None:
-        xla = _XLA_COMMON.fullmatch(value) or _XLA_METADATA.fullmatch(value)
+        if xla is None:
+            xla = _XLA_COMMON.fullmatch(value) or _XLA_METADATA.fullmatch(value)
         metadata = metas[value] = (
             _parse_metadata(value, strings) if xla is None else _xla_metadata(xla, strings)
         )
     key, name = found.groups()
     return metadata, [ComputationRef(name, CALL_ROLES[key])]
+
+
+def _xla_after_call(rest: str, end: int) -> re.Match[str] | None:
+    """`_XLA_COMMON`'s match of the ``metadata={...}`` right after a call that ends at
+    ``end`` in ``rest``, when it is the rest's one metadata and ends a piece (what
+    `_metadata_alone` would find, found without its searches); else None."""
+    if not rest.startswith(", metadata={", end) or rest.find("metadata") != end + 2:
+        return None
+    found = _XLA_COMMON.match(rest, end + 11)
+    if found is None:
+        return None
+    after = rest[found.end() :]
+    if "metadata" in after or after.strip()[:1] not in ("", ","):
+        return None
+    return found
 
 
 def _metadata_of(
