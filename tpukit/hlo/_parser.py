@@ -408,6 +408,9 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 append(record)
                 fast = True
                 continue
+            if append is None and pos == start + 1:  # a blank line between computations
+                reader.table = None  # (what `_Reader.line` does with it)
+                continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
                 depth = open_brackets(text[at:end])  # (most computations end so)
                 if depth <= 0:
