@@ -23,7 +23,7 @@ from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, parameter_order
 from tpukit.hlo._user_scopes import (
     BACKWARD,
     BACKWARD_SUFFIX,
@@ -103,7 +103,7 @@ class GraphTree:
         count = len(instructions)
         names = list(map(_NAME, instructions))
         ids = dict(zip(names, range(first, first + count)))
-        edges, order = _edges_and_order(comp, ids, first)
+        edges, order, params = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
         self.label += names
@@ -113,9 +113,10 @@ class GraphTree:
         self.children[owner] += range(first, first + count)
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
-            self.params[owner] = [ids[p.name] for p in comp.parameters]
-            if comp.root is not None:
-                self.roots[owner] = ids[comp.root.name]
+            self.params[owner] = [ids[p.name] for p in params]
+            root = comp.root
+            if root is not None:
+                self.roots[owner] = ids[root.name]
         if scoped:
             self._group_by_scope(comp, ids, owner, caller, edges)
         for instr in compress(instructions, map(_CALLED, instructions)):
@@ -481,22 +482,26 @@ def _is_condition(called: tuple[HloComputation, str]) -> bool:
 
 def _edges_and_order(
     comp: HloComputation, ids: dict[str, int], first: int
-) -> tuple[list[tuple[int, int, int, int]], list[float]]:
+) -> tuple[list[tuple[int, int, int, int]], list[float], list[HloInstruction]]:
     """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
-    node ids ``ids`` gives, and each instruction's sort key in program order: its index,
-    or for an operand-less op (parameter, constant) its first user's index less 0.5, so
-    it sits by that user. One pass over the operands, each source's bytes read where its
-    edge is made: fusion bodies hold most instructions (a loop beats maps and zips here:
-    most computations are a dozen instructions).
+    node ids ``ids`` gives, each instruction's sort key in program order (its index, or
+    for an operand-less op -- parameter, constant -- its first user's index less 0.5, so
+    it sits by that user), and its parameters as `HloComputation.parameters` orders them.
+    One pass over the instructions, each source's bytes read where its edge is made:
+    fusion bodies hold most instructions (a loop beats maps and zips here: most
+    computations are a dozen instructions).
     """
     instructions = comp.instructions
     order = list(map(float, range(len(instructions))))
     edges: list[tuple[int, int, int, int]] = []
+    params: list[HloInstruction] = []
     add_edge = edges.append
     find = ids.get
     index = -1
     for instr in instructions:
         index += 1
+        if instr.opcode == "parameter":
+            params.append(instr)
         operands = instr.operands
         if not operands:
             continue
@@ -516,7 +521,9 @@ def _edges_and_order(
             if not made.operands and order[local] == local:
                 order[local] = index - 0.5
             add_edge((source, target, made.shape.nbytes, position))
-    return edges, order
+    if len(params) > 1:
+        params.sort(key=parameter_order)
+    return edges, order, params
 
 
 def _inverse(new_order: list[int], size: int) -> list[int]:

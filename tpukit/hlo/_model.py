@@ -416,7 +416,7 @@ class HloComputation:
         if known is None or known[0] != len(self.instructions):
             params = [i for i in self.instructions if i.opcode == "parameter"]
             if len(params) > 1:
-                params.sort(key=_parameter_order)
+                params.sort(key=parameter_order)
             known = self._parameters = (len(self.instructions), params)
         return list(known[1])
 
@@ -465,7 +465,7 @@ class HloComputation:
         )
 
 
-def _parameter_order(instr: HloInstruction) -> int:
+def parameter_order(instr: HloInstruction) -> int:
     """A parameter's number, 0 when it has none: `HloComputation.parameters`' order. (Its
     number's text as the parser keeps it, read without the two properties when plain.)"""
     text = instr._operand_text

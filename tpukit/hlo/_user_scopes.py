@@ -200,7 +200,12 @@ def plan_scopes(
     weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
     strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
     for instr in comp.instructions:
-        key, weights[instr.name] = _owner(instr, module)
+        if instr.opcode == "fusion":
+            key, weights[instr.name] = _owner(instr, module)
+        else:  # what `_owner` says of any other op, without the call
+            op_name = instr.metadata.op_name
+            key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
+            weights[instr.name] = _NO_WEIGHT
         if key is not None and strip and key[1][: len(strip)] == strip:
             key = (key[0], key[1][len(strip) :])
         keys[instr.name] = key
@@ -249,6 +254,8 @@ def _is_step(comp: HloComputation) -> bool:
 
 
 _PASSES = frozenset({"forward", "backward"})
+# The weights of an op that is not a fusion: none (shared: read, never filled).
+_NO_WEIGHT: dict = {}
 
 
 @functools.lru_cache(maxsize=4096)
