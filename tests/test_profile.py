@@ -9,7 +9,6 @@ Chromium is missing) and writes ``out/screenshots/profile_graph*.png``.
 
 import json
 import pathlib
-import statistics
 
 import jax
 import jax.numpy as jnp
@@ -66,8 +65,15 @@ def test_every_timed_name_is_an_instruction_and_the_total_matches_the_wall_time(
     assert profile.total_seconds == pytest.approx(sum(r["seconds"] for r in records))
     assert sum(r["share"] for r in records) == pytest.approx(1.0)
     assert profile.runs == 5 and len(profile.wall_seconds) == 5
-    wall = statistics.mean(profile.wall_seconds)
-    assert 0.5 * wall <= profile.total_seconds <= 1.5 * wall, (profile.total_seconds, wall)
+    # Per run, the ops' time is the same order as a run's wall time: a total left summed
+    # over the five runs (5x) or divided by them twice (0.2x) falls outside. The bounds are
+    # the quickest and the slowest run's: on a loaded machine the host's gaps between ops
+    # stretch the wall time (busy 10 ms of a 21 ms mean was seen on two shared cores).
+    quickest, slowest = min(profile.wall_seconds), max(profile.wall_seconds)
+    assert 0.3 * quickest <= profile.total_seconds <= 1.5 * slowest, (
+        profile.total_seconds,
+        profile.wall_seconds,
+    )
 
 
 def test_the_matmuls_dominate_and_carry_their_flops_source_and_layer(profile):
