@@ -105,8 +105,9 @@ def _viewer_code(viewer: Viewer) -> tuple[str, str]:
 
     The script opens with V8's compile hint (``allFunctionsCalledOnLoad``, Chrome 136 and
     later; other browsers read a comment): the first view calls most of the viewer and of
-    dagre, and compiling them with the script costs less than pre-parsing them now and
-    parsing them again one by one on their first call (about 20 ms of a 70 ms first draw)."""
+    dagre, and compiling them with the script saves pre-parsing them first and parsing
+    them again one by one on their first call. The first layout gets 15-25 ms quicker, the
+    script's start about 10 ms later: the page is ready 5-15 ms sooner."""
     css = "\n".join(_read_asset(name) for name in viewer.styles)
     dagre = _SOURCE_MAP.sub("", _read_asset("dagre.min.js"))
     code = "\n".join(_script_safe(_read_asset(name), name) for name in viewer.scripts)
