@@ -30,6 +30,7 @@ from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_schema import SCHEMA
+from tpukit.hlo._graph_wire import read_wire
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 
@@ -209,6 +210,43 @@ def test_clicking_a_node_shows_its_hlo_and_source_line(browser, forward_graph, m
     )
     panel.locator(".tkg-close").click()
     assert not panel.is_visible()
+
+
+# Records the length of every text that a TextDecoder decodes, before the page's scripts run.
+_COUNT_DECODED = """(() => {
+  const decode = TextDecoder.prototype.decode;
+  window.decodedLengths = [];
+  TextDecoder.prototype.decode = function (bytes, options) {
+    const text = decode.call(this, bytes, options);
+    window.decodedLengths.push(text.length);
+    return text;
+  };
+})();"""
+
+
+def test_the_hlo_texts_are_decoded_when_the_panel_first_shows_one(browser, forward_graph):
+    """The first view draws no instruction's HLO text, so the page leaves that column (a
+    third of a training step's payload) undecoded until a panel shows one; then the text
+    is the instruction's, and the column is decoded once."""
+    html_page = forward_graph.to_html()
+    texts = read_wire(zlib.decompress(base64.b64decode(forward_graph._payload_b64)))["text"]
+    column = len("\n".join(texts))
+    page = Page(browser, {"/graph.html": html_page})
+    page.page.add_init_script(_COUNT_DECODED)
+    page.page.goto(f"{ORIGIN}/graph.html")
+    page.ready()
+    assert column not in page.page.evaluate("window.decodedLengths")
+    data = forward_graph._data
+    opened = first_view(data)
+    target = next(
+        i for i, ins in enumerate(data.instr) if ins is not None and data.parent[i] in opened
+    )
+    node(page, data.label[target]).click(position={"x": 60, "y": 18})
+    shown = page.page.locator(".tkg-panel pre.tkg-hlo").inner_text()
+    assert re.match(rf"(ROOT )?%{re.escape(data.label[target])} = ", shown), shown
+    node(page, data.label[target]).click(position={"x": 60, "y": 18})
+    assert page.page.evaluate("window.decodedLengths").count(column) == 1
+    assert page.errors == []
 
 
 BIG_DOT_HLO = """HloModule big
