@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import pytest
 
 import tpukit
-from tpukit.hlo import HloGraph, graph, parse_hlo
+from tpukit.hlo import HloGraph, diff_graph, graph, parse_hlo
 from tpukit.hlo._first_view import OPEN_NODES, first_view
 from tpukit.hlo._graph_data import (
     CATEGORIES,
@@ -135,6 +135,14 @@ def test_the_fragment_is_self_contained_with_a_unique_id(mlp_hlo):
     assert payload["open"][0] == 0 and all(
         payload["kind"][i] != INSTRUCTION for i in payload["open"]
     )
+
+
+def test_the_script_asks_chrome_to_compile_it_whole_at_load(mlp_hlo):
+    """V8's compile hint must open the script (a comment anywhere else is ignored): the
+    first view runs most of dagre and the viewer, and compiling them lazily parses each
+    function twice."""
+    for output in (graph(mlp_hlo)._repr_html_(), diff_graph(mlp_hlo, mlp_hlo)._repr_html_()):
+        assert output.count("<script>//# allFunctionsCalledOnLoad\n(function(){") == 1
 
 
 def test_strings_from_user_code_cannot_break_out_of_the_page():
