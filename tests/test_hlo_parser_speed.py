@@ -22,9 +22,9 @@ _PLAIN_LISTED = (
     rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, ({_PLAIN_PIECE}(?:, {_PLAIN_PIECE})*))?)?)?"
 )
 _PLAIN_ROW = re.compile(
-    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
+    r"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = "
     r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
-    rf"\((?:({_PLAIN_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 
 _PIECES = [
