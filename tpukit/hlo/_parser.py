@@ -104,10 +104,15 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
-_ROW_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?[^\s,()\[\]{}%"]++'
+# (Their dimensions and names, and the dimensions of the line's shape, in classes of the
+# characters XLA writes there: a bitmap each, which `re` tests twice as quickly as the
+# negated classes `_OPERANDS` uses; `_ROW` 5-8% quicker. Other pieces take its catch-all.)
+_DIMS = r"[0-9,<=?]"
+_NAME = r"[A-Za-z0-9_.\-$]"
+_ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})? )?%?{_NAME}++"
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
-_NAMED_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?([^\s,()\[\]{}%"]++)'
+_NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})? )?%?({_NAME}++)"
 # (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
 # anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
 _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
@@ -127,8 +132,8 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
 _ROW = re.compile(
-    r"([ \t]*+)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]++) = "
-    r"([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\})?) ([a-z][a-z0-9\-]*+)"
+    rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
+    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?) ([a-z][a-z0-9\-]*+)"
     rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
