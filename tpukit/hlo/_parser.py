@@ -355,13 +355,14 @@ def _read_rows(reader: _Reader, text: str) -> None:
             endings[""] = empty
         for indent, lead, name, shape, opcode, listed, first, second, more, rest in rows:
             start = pos
-            if name:  # the line is its groups and `_ROW`'s 6 characters, then "\n"
+            if not name:
+                pos = find("\n", start) + 1
+            else:  # the line is its groups and `_ROW`'s 6 characters, then "\n"
                 at = start + len(indent)
-                after = len(lead) + len(name) + len(shape) + len(opcode) + len(listed) + 6
+                op_at = len(lead) + len(name) + len(shape) + len(opcode) + 5  # in the line
+                after = op_at + len(listed) + 1  # the rest's place in the line
                 end = at + after + len(rest)  # its "\n" (`_ROW`'s lines have no trailing space)
                 pos = end + 1
-            else:
-                pos = find("\n", start) + 1
             if name and append is not None and comment >= pos:
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
@@ -375,10 +376,10 @@ def _read_rows(reader: _Reader, text: str) -> None:
                     operand_text = listed
                 elif opcode == "constant":
                     operands = none
-                    operand_text = listed if ")" in listed else after - 1 - len(listed)
+                    operand_text = listed if ")" in listed else op_at
                 elif not second:  # not `_LISTED` when the first name is missing
                     operands = [first] if first else _operand_names(listed) if listed else none
-                    operand_text = listed if ")" in listed else after - 1 - len(listed)
+                    operand_text = listed if ")" in listed else op_at
                 else:
                     if not more:
                         operands = [first, second]
@@ -392,7 +393,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                         operands = [first, second, *names]
                     # (Read up to its first ")" when asked: kept whole when a shape's
                     # tiled layout, ``{1,0:T(8,128)}``, holds one.)
-                    operand_text = listed if ")" in listed else after - 1 - len(listed)
+                    operand_text = listed if ")" in listed else op_at
                 metadata = endings.get(rest)
                 if metadata is None:
                     metadata = endings[rest] = _ending(rest, metas, strings, empty)
