@@ -109,10 +109,10 @@ _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
 # negated classes `_OPERANDS` uses; `_ROW` 5-8% quicker. Other pieces take its catch-all.)
 _DIMS = r"[0-9,<=?]"
 _NAME = r"[A-Za-z0-9_.\-$]"
-_ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})? )?%?{_NAME}++"
+_ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?{_NAME}++"
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
-_NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})? )?%?({_NAME}++)"
+_NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?({_NAME}++)"
 # (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
 # anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
 _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
@@ -128,12 +128,14 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
-# run (the same matches, found with no backtracking: 10-15% quicker; `_PLAIN_ROW` in
+# run, and so are its optional layouts and operand shapes (what follows one cannot match
+# where it starts): the same matches, found with no backtracking (runs 10-15% quicker,
+# optional parts another 15% on operands with shapes, as XLA prints them; `_PLAIN_ROW` in
 # ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
 _ROW = re.compile(
     rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
-    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?) ([a-z][a-z0-9\-]*+)"
+    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+) ([a-z][a-z0-9\-]*+)"
     rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
