@@ -350,7 +350,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
     append = None
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
-    at = end = 0  # where the last instruction line starts and ends in ``text``
+    at = size = 0  # where the last instruction line starts in ``text``, and its length
     for rows in _chunks(text, last):
         if len(endings) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
             endings.clear()
@@ -363,8 +363,8 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 at = start + len(indent)
                 op_at = len(lead) + len(name) + len(shape) + len(opcode) + 5  # in the line
                 after = op_at + len(listed) + 1  # the rest's place in the line
-                end = at + after + len(rest)  # its "\n" (`_ROW`'s lines have no trailing space)
-                pos = end + 1
+                size = after + len(rest)  # (`_ROW`'s lines have no trailing space)
+                pos = at + (size + 1)  # (a sum of small numbers first: no new int object)
             if name and append is not None and comment >= pos:
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
@@ -433,7 +433,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 reader.table = None  # (what `_Reader.line` does with it)
                 continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
-                depth = open_brackets(text[at:end])  # (most computations end so)
+                depth = open_brackets(text[at : at + size])  # (most computations end so)
                 if depth <= 0:
                     reader.close(depth)
                     fast = False
@@ -1128,10 +1128,17 @@ def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
             fields["source_line"] = keep(line, line)
         if frame is not None:
             fields["stack_frame_id"] = keep(frame, frame)
-        return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
-            op_name, "", source_file or "", int(line) if line is not None else 0,
-            int(frame) if frame is not None else 0, fields,
-        )  # fmt: skip
+        # Its fields as stored, as `_read_rows` makes records (the dataclass's __init__
+        # costs a third of this function; most metadata texts of a module read so).
+        metadata = _new_object(HloMetadata)
+        metadata.op_name = op_name
+        metadata.op_type = ""
+        metadata.source_file = source_file or ""
+        metadata.source_line = int(line) if line is not None else 0
+        metadata.stack_frame_id = int(frame) if frame is not None else 0
+        metadata.fields = fields
+        metadata.stack = ()
+        return metadata
     (
         op_type, op_name, source_file, line, end_line, column, end_column, deduplicated,
         preserve, scheduling, frame,
