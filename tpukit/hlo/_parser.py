@@ -105,8 +105,8 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
 # (Their dimensions and names, and the dimensions of the line's shape, in classes of the
-# characters XLA writes there: a bitmap each, which `re` tests twice as quickly as the
-# negated classes `_OPERANDS` uses; `_ROW` 5-8% quicker. Other pieces take its catch-all.)
+# characters XLA writes there: a bitmap each, quicker for `re` to test than the negated
+# classes `_OPERANDS` uses; `_ROW` 5-8% quicker. Other pieces take its catch-all.)
 _DIMS = r"[0-9,<=?]"
 _NAME = r"[A-Za-z0-9_.\-$]"
 _ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?{_NAME}++"
