@@ -123,3 +123,23 @@ def test_equal_text_gives_the_module_while_it_lives():
     assert len(PARSED) == 1 and parse_hlo(text) is again
     PARSED.cache_clear()
     assert parse_hlo(text) is not again
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_rows_keep_their_place_in_the_text(name):
+    """A record made from a row points into the module's text as other code reads it:
+    ``_at`` where its line's content starts (after the indent), ``_end`` -1 (the line
+    ends at the next "\\n"), ``_rest_at`` where its rest starts, relative to ``_at``."""
+    text = (DATA / name).read_text()
+    PARSED.cache_clear()
+    module = parse_hlo(text)
+    rows = [i for c in module.computations.values() for i in c.instructions if i._end == -1]
+    assert rows
+    for instr in rows:
+        assert instr._text is text
+        line = text[instr._at : text.index("\n", instr._at)]
+        assert line == instr.text == line.strip()
+        assert text[text.rfind("\n", 0, instr._at) + 1 : instr._at].strip(" \t") == ""
+        assert line[instr._rest_at - 1] == ")"
+        assert line[: instr._rest_at].startswith(("ROOT ", "%", instr.name))
+    PARSED.cache_clear()

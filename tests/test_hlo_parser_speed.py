@@ -16,15 +16,15 @@ from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import metadata_text, parse_hlo
 
 # `_ROW` as it was spelled before its runs were made possessive.
-_PLAIN_PIECE = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?[^\s,()\[\]{}%"]+'
-_PLAIN_NAMED = r'(?:[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? )?%?([^\s,()\[\]{}%"]+)'
+_PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
+_PLAIN_NAMED = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?([A-Za-z0-9_.\-$]+)"
 _PLAIN_LISTED = (
     rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, ({_PLAIN_PIECE}(?:, {_PLAIN_PIECE})*))?)?)?"
 )
 _PLAIN_ROW = re.compile(
-    r"([ \t]*)(?:(ROOT )?%?([A-Za-z0-9_.\-$]+) = "
-    r"([a-z][a-z0-9]*\[[^\]\n]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
-    rf"\((?:({_PLAIN_LISTED})|([^()\"\n]*))\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    r"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = "
+    r"([a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
+    rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 
 _PIECES = [

@@ -104,29 +104,39 @@ _PLAIN_OPERANDS = re.compile(r'%?[^\s,()\[\]{}%"]+(?:, %?[^\s,()\[\]{}%"]+)*')
 # `_ROW`'s operands (before its catch-all): ``[shape ]%name`` pieces split by ", ", a
 # shape without spaces, so ", " splits the pieces and `_ROW_SHAPE` drops the shapes.
 _ROW_SHAPE = re.compile(r"[a-z][a-z0-9]*\[[^\]\s]*\](?:\{[^}\s]*\})? ")
-_ROW_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?[^\s,()\[\]{}%"]++'
+# (Their dimensions and names, and the dimensions of the line's shape, in classes of the
+# characters XLA writes there: a bitmap each, quicker for `re` to test than the negated
+# classes `_OPERANDS` uses; `_ROW` 5-8% quicker. Other pieces take its catch-all.)
+_DIMS = r"[0-9,<=?]"
+_NAME = r"[A-Za-z0-9_.\-$]"
+_ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?{_NAME}++"
 # The same pieces, the names of the first two captured (most instructions have one or
 # two operands: their names come out of the regex), the pieces after them as they are.
-_NAMED_PIECE = r'(?:[a-z][a-z0-9]*+\[[^\]\s]*+\](?:\{[^}\s]*+\})? )?%?([^\s,()\[\]{}%"]++)'
+_NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?({_NAME}++)"
 # (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
 # anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
 _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, on one line, no trailing space) or any other: indent, ROOT, name, shape,
-# opcode, operands (when `_LISTED`: their text, the first name, the second, the pieces
-# after; else their text), the rest after them; or (other lines) nothing but the indent.
-# `str.findall` over the whole text gives every line as one tuple. (No group holds the
-# whole line: a copy of every line, and the groups' strings are half of findall's time.)
+# both read, on one line, no trailing space) or any other: indent, ``ROOT `` and ``%``
+# (the lead: "", "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text;
+# when `_LISTED`, also the first name, the second, the pieces after), the rest after
+# them; or (other lines) nothing but the indent. The groups and the line's fixed
+# characters add up to the line, so `_read_rows` finds where the next line starts with
+# no search. `str.findall` over the whole text gives every line as one tuple. (No group
+# holds the whole line: a copy of every line, and the groups' strings are half of
+# findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
-# run (the same matches, found with no backtracking: 10-15% quicker; `_PLAIN_ROW` in
+# run, and so are its optional layouts and operand shapes (what follows one cannot match
+# where it starts): the same matches, found with no backtracking (runs 10-15% quicker,
+# optional parts another 15% on operands with shapes, as XLA prints them; `_PLAIN_ROW` in
 # ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
 _ROW = re.compile(
-    r"([ \t]*+)(?:(ROOT )?%?([A-Za-z0-9_.\-$]++) = "
-    r"([a-z][a-z0-9]*+\[[^\]\n]*+\](?:\{[^}\n]*+\})?) ([a-z][a-z0-9\-]*+)"
-    rf"\((?:({_LISTED})|([^()\"\n]*+))\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
+    rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
+    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+) ([a-z][a-z0-9\-]*+)"
+    rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
@@ -313,8 +323,12 @@ def _read_rows(reader: _Reader, text: str) -> None:
     Names are not interned here: a table of every name costs more than the strings it
     saves (a lookup in a dict of 400,000 names misses the CPU's caches; 1.2 us a name)."""
     last = text.rfind("\n") + 1
-    comments = "*" in text and "/*" in text  # (one character: a memchr, 10x quicker)
     find = text.find
+    # Where the next comment starts (past the end: none): a line holding one is read by
+    # `_Reader.line`. (One search per comment, not one per line: a `str.find` with a
+    # start costs as much as a record's fields.)
+    comment = find("/*") if "*" in text else -1  # (one character: a memchr, 10x quicker)
+    comment = len(text) if comment < 0 else comment
     metas = metadata_table(reader.shared)
     callers = reader.callers
     strings: dict[str, str] = {}  # metadata fields' values (`_parse_metadata`)
@@ -336,15 +350,22 @@ def _read_rows(reader: _Reader, text: str) -> None:
     append = None
     pending = False  # the reader holds lines of an instruction that is not common
     fast = False  # the last line was a common instruction (its record already made)
-    at = end = 0  # where the last record starts and ends in ``text``
+    at = size = 0  # where the last instruction line starts in ``text``, and its length
     for rows in _chunks(text, last):
         if len(endings) > _ALONE_KEPT:  # (bounded: most repeats are near each other)
             endings.clear()
             endings[""] = empty
-        for indent, root, name, shape, opcode, listed, first, second, more, loose, rest in rows:
+        for indent, lead, name, shape, opcode, listed, first, second, more, rest in rows:
             start = pos
-            pos = find("\n", start) + 1
-            if name and append is not None and not (comments and find("/*", start, pos) >= 0):
+            if not name:
+                pos = find("\n", start) + 1
+            else:  # the line is its groups and `_ROW`'s 6 characters, then "\n"
+                at = start + len(indent)
+                op_at = len(lead) + len(name) + len(shape) + len(opcode) + 5  # in the line
+                after = op_at + len(listed) + 1  # the rest's place in the line
+                size = after + len(rest)  # (`_ROW`'s lines have no trailing space)
+                pos = at + (size + 1)  # (a sum of small numbers first: no new int object)
+            if name and append is not None and comment >= pos:
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
                     pending = False
@@ -352,18 +373,15 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 if found is None:
                     found = shapes[shape] = parse_shape(shape)
                 opcode = opcodes.setdefault(opcode, opcode)
-                at = start + len(indent)
-                end = pos - 1  # its "\n" (`_ROW`'s lines have no trailing space)
-                after = end - len(rest) - at  # the rest's place in the line
                 if opcode == "parameter":  # its number kept as text: asked for by every view
                     operands = none
-                    operand_text = listed or loose
+                    operand_text = listed
                 elif opcode == "constant":
                     operands = none
-                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
-                elif not second:
-                    operands = [first] if first else _operand_names(loose) if loose else none
-                    operand_text = listed if ")" in listed else after - 1 - len(listed or loose)
+                    operand_text = listed if ")" in listed else op_at
+                elif not second:  # not `_LISTED` when the first name is missing
+                    operands = [first] if first else _operand_names(listed) if listed else none
+                    operand_text = listed if ")" in listed else op_at
                 else:
                     if not more:
                         operands = [first, second]
@@ -377,7 +395,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                         operands = [first, second, *names]
                     # (Read up to its first ")" when asked: kept whole when a shape's
                     # tiled layout, ``{1,0:T(8,128)}``, holds one.)
-                    operand_text = listed if ")" in listed else after - 1 - len(listed)
+                    operand_text = listed if ")" in listed else op_at
                 metadata = endings.get(rest)
                 if metadata is None:
                     metadata = endings[rest] = _ending(rest, metas, strings, empty)
@@ -398,7 +416,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 else:
                     record.called_computations = none
                 record.metadata = metadata
-                record.is_root = root != ""
+                record.is_root = len(lead) > 1  # "ROOT " or "ROOT %"
                 record._text = text
                 record._at = at
                 record._end = -1  # its "\n", found when asked
@@ -408,11 +426,14 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 append(record)
                 fast = True
                 continue
+            if comment < pos:  # this line holds it: find the next one
+                comment = find("/*", pos)
+                comment = len(text) if comment < 0 else comment
             if append is None and pos == start + 1:  # a blank line between computations
                 reader.table = None  # (what `_Reader.line` does with it)
                 continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
-                depth = open_brackets(text[at:end])  # (most computations end so)
+                depth = open_brackets(text[at : at + size])  # (most computations end so)
                 if depth <= 0:
                     reader.close(depth)
                     fast = False
@@ -1107,10 +1128,17 @@ def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
             fields["source_line"] = keep(line, line)
         if frame is not None:
             fields["stack_frame_id"] = keep(frame, frame)
-        return HloMetadata(  # by position: op_name, op_type, source_file, line, frame, fields
-            op_name, "", source_file or "", int(line) if line is not None else 0,
-            int(frame) if frame is not None else 0, fields,
-        )  # fmt: skip
+        # Its fields as stored, as `_read_rows` makes records (the dataclass's __init__
+        # costs a third of this function; most metadata texts of a module read so).
+        metadata = _new_object(HloMetadata)
+        metadata.op_name = op_name
+        metadata.op_type = ""
+        metadata.source_file = source_file or ""
+        metadata.source_line = int(line) if line is not None else 0
+        metadata.stack_frame_id = int(frame) if frame is not None else 0
+        metadata.fields = fields
+        metadata.stack = ()
+        return metadata
     (
         op_type, op_name, source_file, line, end_line, column, end_column, deduplicated,
         preserve, scheduling, frame,
