@@ -143,3 +143,22 @@ def test_rows_keep_their_place_in_the_text(name):
         assert line[instr._rest_at - 1] == ")"
         assert line[: instr._rest_at].startswith(("ROOT ", "%", instr.name))
     PARSED.cache_clear()
+
+
+def test_metadata_made_without_init_is_a_whole_dataclass():
+    """XLA's common metadata is made field by field (`_parser._xla_metadata`, without the
+    dataclass's ``__init__``): each has every field of `HloMetadata`, and equals the one
+    the dataclass makes from the same values (a field added later must be set there too)."""
+    from dataclasses import fields
+
+    from tpukit.hlo._model import HloMetadata
+
+    PARSED.cache_clear()
+    module = parse_hlo(
+        "HloModule m\n\nENTRY e {\n  ROOT x = f32[] parameter(0), metadata="
+        '{op_name="jit(f)/x" source_file="/a/f.py" source_line=7}\n}\n'
+    )
+    meta = module.entry.root.metadata
+    values = {f.name: getattr(meta, f.name) for f in fields(HloMetadata)}  # (unset: raises)
+    assert meta == HloMetadata(**values)
+    assert (meta.op_name, meta.source_file, meta.source_line) == ("jit(f)/x", "/a/f.py", 7)
