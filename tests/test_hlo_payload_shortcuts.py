@@ -13,6 +13,8 @@ from __future__ import annotations
 from tpukit.hlo import parse_hlo
 from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_count, op_counts
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes, instruction_tally
+from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._graph_nodes import (
     OpFacts,
     category,
@@ -196,3 +198,33 @@ def test_the_graph_s_bytes_of_loops_calls_and_branches_are_their_tallies():
                 assert found == instruction_tally(instr, module).bytes, instr.name
                 ran += found
         assert ran > 0
+
+
+# Operands named with and without ``%``, named twice, and one the computation lacks.
+NAMES = """HloModule names
+
+ENTRY main {
+  %a = f32[4]{0} parameter(0)
+  b = f32[4]{0} add(%a, a)
+  c = f32[4]{0} multiply(b, b)
+  ROOT d = f32[4]{0} add(c, nothing)
+}
+"""
+
+
+def test_the_graph_s_own_bytes_of_every_instruction_are_its_instruction_bytes():
+    """`node_costs` sums each instruction's operands from the tree's edges, not by name."""
+    for text in (MODULE, RUNS, NAMES):
+        module = parse_hlo(text)
+        data = GraphTree(module)
+        flops, nbytes, own = node_costs(data)
+        shown = 0
+        for node, instr in enumerate(data.instr):
+            if instr is not None:
+                assert own[node] == instruction_bytes(instr, module), instr.name
+                if instr.opcode not in RUNS_COMPUTATIONS:
+                    assert nbytes[node] == own[node], instr.name
+                shown += 1
+        assert shown >= len(module.entry.instructions)
+    # NAMES: the program, then a (no traffic), b (a twice), c (b twice), d (c; nothing)
+    assert own == [128, 0, 16 + 16 + 16, 16 + 16 + 16, 16 + 16]

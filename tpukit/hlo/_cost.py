@@ -476,6 +476,23 @@ def _traffic(instr: HloInstruction, module: HloModule, operands: list[HloShape |
     return reads + _written(instr, operands).nbytes
 
 
+def bytes_with_operands(instr: HloInstruction, module: HloModule, operand_bytes: int) -> int:
+    """`instruction_bytes` of ``instr``, given ``operand_bytes``: the bytes of its operands
+    that its computation holds, each counted as often as the operand list names it.
+
+    Most instructions write one array and read their operands whole: their bytes are that
+    array's and ``operand_bytes``, with no operand looked up. The others (a fusion, a
+    tuple result, a slice) are costed as `instruction_bytes` costs them.
+    """
+    opcode = instr.opcode
+    if opcode in _NO_BYTES:
+        return 0
+    shape = instr.shape
+    if shape.dtype == "tuple" or opcode in _PART_READERS or opcode == "fusion":
+        return instruction_bytes(instr, module)
+    return shape.nbytes + operand_bytes
+
+
 def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
     """`instruction_bytes` of every instruction of ``comp``, by the instruction's ``id``.
 
