@@ -235,10 +235,11 @@ def plan_scopes(
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
         _outputs(comp, plan, users)
     _follow_neighbours(comp, plan, users)
+    label = _labeller(place, strip)
     for name, weight in weights.items():
         if len(weight) > 1:
             placed = place_label(plan.section[name], plan.path[name])
-            plan.notes[name] = _mixed_note(weight, place, strip, placed)
+            plan.notes[name] = _mixed_note(weight, label, placed)
     return plan
 
 
@@ -581,8 +582,27 @@ def place_label(section: str, path: list[str]) -> str:
     return " › ".join(([section] if section else []) + path) or "the top level"
 
 
-def _mixed_note(weight: dict, place, strip: tuple[str, ...], placed: str) -> str:
-    """What a fusion holds from several places, and why it sits where it does."""
+def _labeller(place, strip: tuple[str, ...]):
+    """A function from a scope key to where `_mixed_note` says its ops sit (``placed``'s
+    words): once per key, for the fusions of a training step mix the same few scopes."""
+    known: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def label(key: tuple[str, tuple[str, ...]]) -> str:
+        found = known.get(key)
+        if found is None:
+            k = (key[0], key[1][len(strip) :]) if key[1][: len(strip)] == strip else key
+            where = place(k)
+            found = known[key] = (
+                place_label(*where) if where is not None else "code outside every scope"
+            )
+        return found
+
+    return label
+
+
+def _mixed_note(weight: dict, label, placed: str) -> str:
+    """What a fusion holds from several places, and why it sits where it does (``label``:
+    where a scope key's ops sit, from `_labeller`)."""
     flops = sum(w[0] for w in weight.values())
     written = sum(w[1] for w in weight.values())
     key = max([k for k in weight if k[0] == "backward"] or weight, key=weight.__getitem__)
@@ -593,13 +613,6 @@ def _mixed_note(weight: dict, place, strip: tuple[str, ...], placed: str) -> str
         share = f"{100 * mine[1] / written:.0f}% of the bytes it writes"
     else:
         share = f"{mine[3]} of its {sum(w[3] for w in weight.values())} ops"
-
-    def label(k: tuple[str, tuple[str, ...]]) -> str:
-        if k[1][: len(strip)] == strip:
-            k = (k[0], k[1][len(strip) :])
-        where = place(k)
-        return place_label(*where) if where is not None else "code outside every scope"
-
     others = sorted({label(k) for k in weight} - {label(key), placed})
     text = f"placed in {placed}, the source of {share}"
     return text + (f"; it also holds ops from {', '.join(others)}" if others else "")
