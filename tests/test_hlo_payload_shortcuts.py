@@ -200,14 +200,28 @@ def test_the_graph_s_bytes_of_loops_calls_and_branches_are_their_tallies():
         assert ran > 0
 
 
-# Operands named with and without ``%``, named twice, and one the computation lacks.
+# Operands named with and without ``%``, named twice, and one the computation lacks; a
+# fusion with two results, a library call whose result ends in its scratch space, and an
+# async copy: tuples of which `instruction_bytes` counts all or only a part.
 NAMES = """HloModule names
+
+fused_two {
+  p = f32[4]{0} parameter(0)
+  n = f32[4]{0} negate(p)
+  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(n, p)
+}
 
 ENTRY main {
   %a = f32[4]{0} parameter(0)
   b = f32[4]{0} add(%a, a)
   c = f32[4]{0} multiply(b, b)
-  ROOT d = f32[4]{0} add(c, nothing)
+  d = f32[4]{0} add(c, nothing)
+  two = (f32[4]{0}, f32[4]{0}) fusion(d), kind=kLoop, calls=fused_two
+  m = f32[2,2]{1,0} parameter(1)
+  gemm = (f32[2,2]{1,0}, s8[64]{0}) custom-call(m, m), custom_call_target="__cublas$gemm"
+  cs = (f32[4]{0}, f32[4]{0}, u32[]) copy-start(d)
+  cd = f32[4]{0} copy-done(cs)
+  ROOT out = (f32[4]{0}, f32[4]{0}) tuple(cd, c)
 }
 """
 
@@ -226,5 +240,9 @@ def test_the_graph_s_own_bytes_of_every_instruction_are_its_instruction_bytes():
                     assert nbytes[node] == own[node], instr.name
                 shown += 1
         assert shown >= len(module.entry.instructions)
-    # NAMES: the program, then a (no traffic), b (a twice), c (b twice), d (c; nothing)
-    assert own == [128, 0, 16 + 16 + 16, 16 + 16 + 16, 16 + 16]
+    entry = {data.label[node]: bytes_ for node, bytes_ in enumerate(own) if data.instr[node]}
+    assert entry["b"] == entry["c"] == 16 + 16 + 16  # an operand named twice is read twice
+    assert entry["d"] == 16 + 16  # ``nothing`` is not in the computation
+    assert entry["two"] == 16 + 32
+    assert entry["gemm"] == 16 + 16 + 16  # not its scratch space
+    assert entry["cs"] == 16 + 16
