@@ -66,7 +66,6 @@ _TRIVIAL = frozenset(
 _PLUMBING = frozenset(
     {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
 )
-_OPCODE = operator.attrgetter("opcode")
 _OP_NAME = operator.attrgetter("metadata.op_name")
 
 
@@ -330,9 +329,10 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
     """The scope of a fusion whose named ops all share one (most fusions), else None.
 
     Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
-    those reading the parameters, those making the result) has that scope. A set of
-    op names from a pass in C instead of its loop over the instructions; a fusion
-    holding other fusions, or whose ROOT has no name scope, takes the long way.
+    those reading the parameters, those making the result) has that scope. One plain
+    loop that stops at the first op of another scope (a fusion holding other fusions,
+    or whose ROOT has no name scope, takes the long way); each op name is parsed
+    unless the op before had it, as ops of one name mostly follow each other.
     """
     if len(called) != 1:
         return None
@@ -340,13 +340,19 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
     root = fused.root
     if root is None or root.opcode == "parameter" or not root.metadata.op_name:
         return None  # no named op but (maybe) parameters: the long way says
-    instructions = fused.instructions
-    if "fusion" in map(_OPCODE, instructions):
-        return None
-    names = set(map(_OP_NAME, instructions))
-    names.discard("")
-    keys = set(map(_parse_op_name, names))
-    return keys.pop() if len(keys) == 1 else None
+    key, last = None, ""
+    for inner in fused.instructions:
+        if inner.opcode == "fusion":
+            return None
+        op_name = inner.metadata.op_name
+        if op_name and op_name != last:
+            last = op_name
+            found = _parse_op_name(op_name)
+            if key is None:
+                key = found
+            elif found != key:
+                return None
+    return key
 
 
 def _fused_work(
