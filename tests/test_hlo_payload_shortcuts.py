@@ -13,6 +13,8 @@ from __future__ import annotations
 from tpukit.hlo import parse_hlo
 from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_count, op_counts
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes, instruction_tally
+from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._graph_nodes import (
     OpFacts,
     category,
@@ -196,3 +198,51 @@ def test_the_graph_s_bytes_of_loops_calls_and_branches_are_their_tallies():
                 assert found == instruction_tally(instr, module).bytes, instr.name
                 ran += found
         assert ran > 0
+
+
+# Operands named with and without ``%``, named twice, and one the computation lacks; a
+# fusion with two results, a library call whose result ends in its scratch space, and an
+# async copy: tuples of which `instruction_bytes` counts all or only a part.
+NAMES = """HloModule names
+
+fused_two {
+  p = f32[4]{0} parameter(0)
+  n = f32[4]{0} negate(p)
+  ROOT t = (f32[4]{0}, f32[4]{0}) tuple(n, p)
+}
+
+ENTRY main {
+  %a = f32[4]{0} parameter(0)
+  b = f32[4]{0} add(%a, a)
+  c = f32[4]{0} multiply(b, b)
+  d = f32[4]{0} add(c, nothing)
+  two = (f32[4]{0}, f32[4]{0}) fusion(d), kind=kLoop, calls=fused_two
+  m = f32[2,2]{1,0} parameter(1)
+  gemm = (f32[2,2]{1,0}, s8[64]{0}) custom-call(m, m), custom_call_target="__cublas$gemm"
+  cs = (f32[4]{0}, f32[4]{0}, u32[]) copy-start(d)
+  cd = f32[4]{0} copy-done(cs)
+  ROOT out = (f32[4]{0}, f32[4]{0}) tuple(cd, c)
+}
+"""
+
+
+def test_the_graph_s_own_bytes_of_every_instruction_are_its_instruction_bytes():
+    """`node_costs` sums each instruction's operands from the tree's edges, not by name."""
+    for text in (MODULE, RUNS, NAMES):
+        module = parse_hlo(text)
+        data = GraphTree(module)
+        flops, nbytes, own = node_costs(data)
+        shown = 0
+        for node, instr in enumerate(data.instr):
+            if instr is not None:
+                assert own[node] == instruction_bytes(instr, module), instr.name
+                if instr.opcode not in RUNS_COMPUTATIONS:
+                    assert nbytes[node] == own[node], instr.name
+                shown += 1
+        assert shown >= len(module.entry.instructions)
+    entry = {data.label[node]: bytes_ for node, bytes_ in enumerate(own) if data.instr[node]}
+    assert entry["b"] == entry["c"] == 16 + 16 + 16  # an operand named twice is read twice
+    assert entry["d"] == 16 + 16  # ``nothing`` is not in the computation
+    assert entry["two"] == 16 + 32
+    assert entry["gemm"] == 16 + 16 + 16  # not its scratch space
+    assert entry["cs"] == 16 + 16

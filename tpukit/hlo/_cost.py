@@ -476,6 +476,28 @@ def _traffic(instr: HloInstruction, module: HloModule, operands: list[HloShape |
     return reads + _written(instr, operands).nbytes
 
 
+def bytes_with_operands(instr: HloInstruction, module: HloModule, operand_bytes: int) -> int:
+    """`instruction_bytes` of ``instr``, given ``operand_bytes``: the bytes of its operands
+    that its computation holds, each counted as often as the operand list names it.
+
+    Most instructions, fusions among them, read their operands whole and write their
+    whole result: their bytes are that result's and ``operand_bytes``, with no operand
+    looked up. The others (a slice, a fusion whose parameter is read in part, an async
+    start's or a library call's tuple) are costed as `instruction_bytes` costs them.
+    """
+    opcode = instr.opcode
+    if opcode in _NO_BYTES:
+        return 0
+    shape = instr.shape
+    if opcode in _PART_READERS or (
+        shape.dtype == "tuple" and (opcode == "custom-call" or opcode.endswith("-start"))
+    ):  # reads part of an operand, or may write part of its result (`_written`)
+        return instruction_bytes(instr, module)
+    if opcode == "fusion" and _partial_reads(instr, module):
+        return instruction_bytes(instr, module)
+    return shape.nbytes + operand_bytes
+
+
 def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
     """`instruction_bytes` of every instruction of ``comp``, by the instruction's ``id``.
 

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import (
     FLOP_OPS,
+    bytes_with_operands,
     computation_bytes,
-    instruction_bytes,
     instruction_flops,
 )
 from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes
@@ -53,7 +53,8 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     n = len(data.kind)
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
-    tables: dict[str, dict[int, int]] = {}  # instruction bytes, a computation at once
+    read = _operand_bytes(data)
+    tables: dict[str, dict[int, int]] = {}  # instruction bytes of what loops and calls run
 
     def computation_table(comp: HloComputation) -> dict[int, int]:
         table = tables.get(comp.name)
@@ -61,7 +62,6 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             table = tables[comp.name] = computation_bytes(comp, module)
         return table
 
-    computations = module.computations
     for node in range(n - 1, -1, -1):
         instr = instrs[node]
         if instr is None:
@@ -73,17 +73,25 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
         opcode = instr.opcode
         if instr.called_computations or opcode in FLOP_OPS:  # the others count none
             flops[node] = instruction_flops(instr, module)
-        table = tables.get(instr.computation)
-        if table is None:
-            comp = computations.get(instr.computation)
-            table = computation_table(comp) if comp is not None else {}
-        own_bytes = table.get(id(instr))
-        if own_bytes is None:  # an instruction outside the module's computations
-            own_bytes = instruction_bytes(instr, module)
-        own[node] = own_bytes
+        own[node] = own_bytes = bytes_with_operands(instr, module, read[node])
         if opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs
             nbytes[node] = executed_bytes(instr, module, computation_table)
         else:
             nbytes[node] = own_bytes
     data._costs = (flops, nbytes, own)
     return data._costs
+
+
+def _operand_bytes(data: GraphTree) -> list[int]:
+    """The bytes of each instruction node's operands, from the tree's data edges.
+
+    The tree draws an edge from every operand its computation holds (looked up as
+    `HloComputation.get` looks it up), to each place the operand list names it, and
+    each edge carries the operand's bytes: their sum is what `bytes_with_operands` needs,
+    found without looking up any operand again.
+    """
+    read = [0] * len(data.kind)
+    for _, edges in data.blocks:
+        for _, target, size, _ in edges:
+            read[target] += size
+    return read

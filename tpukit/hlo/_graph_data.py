@@ -23,7 +23,7 @@ from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, parameter_order
+from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 from tpukit.hlo._user_scopes import (
     BACKWARD,
     BACKWARD_SUFFIX,
@@ -486,22 +486,19 @@ def _edges_and_order(
     """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
     node ids ``ids`` gives, each instruction's sort key in program order (its index, or
     for an operand-less op -- parameter, constant -- its first user's index less 0.5, so
-    it sits by that user), and its parameters as `HloComputation.parameters` orders them.
-    One pass over the instructions, each source's bytes read where its edge is made:
+    it sits by that user), and its parameters (`HloComputation.parameters`: sorted once
+    per computation, and `_user_scopes` has asked for most). One pass over the instructions, each source's bytes read where its edge is made:
     fusion bodies hold most instructions (a loop beats maps and zips here: most
     computations are a dozen instructions).
     """
     instructions = comp.instructions
     order = list(map(float, range(len(instructions))))
     edges: list[tuple[int, int, int, int]] = []
-    params: list[HloInstruction] = []
     add_edge = edges.append
     find = ids.get
     index = -1  # counters, not enumerate: about twice as quick in these innermost loops
     for instr in instructions:
         index += 1
-        if instr.opcode == "parameter":
-            params.append(instr)
         operands = instr.operands
         if not operands:
             continue
@@ -521,9 +518,7 @@ def _edges_and_order(
             if not made.operands and order[local] == local:
                 order[local] = index - 0.5
             add_edge((source, target, made.shape.nbytes, position))
-    if len(params) > 1:
-        params.sort(key=parameter_order)
-    return edges, order, params
+    return edges, order, comp.parameters
 
 
 def _inverse(new_order: list[int], size: int) -> list[int]:

@@ -25,7 +25,6 @@ import operator
 import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from itertools import compress
 
 from tpukit.hlo._cost import instruction_flops
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
@@ -67,9 +66,7 @@ _TRIVIAL = frozenset(
 _PLUMBING = frozenset(
     {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
 )
-_OPCODE = operator.attrgetter("opcode")
 _OP_NAME = operator.attrgetter("metadata.op_name")
-_CALLED = operator.attrgetter("called_computations")
 
 
 @dataclass
@@ -235,10 +232,11 @@ def plan_scopes(
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
         _outputs(comp, plan, users)
     _follow_neighbours(comp, plan, users)
+    label = _labeller(place, strip)
     for name, weight in weights.items():
         if len(weight) > 1:
             placed = place_label(plan.section[name], plan.path[name])
-            plan.notes[name] = _mixed_note(weight, place, strip, placed)
+            plan.notes[name] = _mixed_note(weight, label, placed)
     return plan
 
 
@@ -331,9 +329,10 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
     """The scope of a fusion whose named ops all share one (most fusions), else None.
 
     Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
-    those reading the parameters, those making the result) has that scope. A set of
-    op names from a pass in C instead of its loop over the instructions; a fusion
-    holding other fusions, or whose ROOT has no name scope, takes the long way.
+    those reading the parameters, those making the result) has that scope. One plain
+    loop that stops at the first op of another scope (a fusion holding other fusions,
+    or whose ROOT has no name scope, takes the long way); each op name is parsed
+    unless the op before had it, as ops of one name mostly follow each other.
     """
     if len(called) != 1:
         return None
@@ -341,13 +340,19 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
     root = fused.root
     if root is None or root.opcode == "parameter" or not root.metadata.op_name:
         return None  # no named op but (maybe) parameters: the long way says
-    instructions = fused.instructions
-    if "fusion" in map(_OPCODE, instructions):
-        return None
-    names = set(map(_OP_NAME, instructions))
-    names.discard("")
-    keys = set(map(_parse_op_name, names))
-    return keys.pop() if len(keys) == 1 else None
+    key, last = None, ""
+    for inner in fused.instructions:
+        if inner.opcode == "fusion":
+            return None
+        op_name = inner.metadata.op_name
+        if op_name and op_name != last:
+            last = op_name
+            found = _parse_op_name(op_name)
+            if key is None:
+                key = found
+            elif found != key:
+                return None
+    return key
 
 
 def _fused_work(
@@ -378,12 +383,7 @@ def _fused_work(
                 first_user[operand] = inner
     stack = list(called)
     while stack:
-        comp = stack.pop()
-        opcodes = list(map(_OPCODE, comp.instructions))
-        if "fusion" in opcodes:
-            _add_work_by_op(comp, module, work, stack)
-        else:
-            _add_work_in_bulk(comp, opcodes, module, work)
+        _add_work(stack.pop(), module, work, stack)
     if all(user.metadata.op_name for user in first_user.values()):
         readers = [first_user.get(param.name) for param in params]
     else:  # through users without a name scope
@@ -401,35 +401,16 @@ def _fused_work(
     return work, traffic
 
 
-def _add_work_in_bulk(
-    comp: HloComputation, opcodes: list[str], module: HloModule, work: dict[str, list[int]]
-) -> None:
-    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
-    order), its ops counted in C: a fusion's body is mostly elementwise ops with no FLOPs."""
-    op_names = list(map(_OP_NAME, comp.instructions))
-    counted = map(operator.and_, map(bool, op_names), map("parameter".__ne__, opcodes))
-    for op_name, ops in Counter(compress(op_names, counted)).items():
-        totals = work.get(op_name)
-        if totals is None:
-            work[op_name] = [0, ops]
-        else:
-            totals[1] += ops
-    if _OWN_FLOPS.isdisjoint(opcodes) and not any(map(_CALLED, comp.instructions)):
-        return
-    for inner, opcode, op_name in zip(comp.instructions, opcodes, op_names):
-        if op_name and opcode != "parameter":
-            if opcode in _OWN_FLOPS or inner.called_computations:
-                work[op_name][0] += instruction_flops(inner, module)
-
-
-def _add_work_by_op(
+def _add_work(
     comp: HloComputation,
     module: HloModule,
     work: dict[str, list[int]],
     stack: list[HloComputation],
 ) -> None:
-    """`_add_work_in_bulk` one op at a time, for a computation that holds fusions: their
-    computations go on ``stack`` (their ops count too, after these)."""
+    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
+    order); the computations of the fusions it holds go on ``stack`` (their ops count
+    too, after these). One plain loop: quicker than counting in C and then looking for
+    the ops with FLOPs, on bodies of a dozen ops."""
     for inner in comp.instructions:
         opcode = inner.opcode
         if opcode == "fusion":
@@ -581,8 +562,27 @@ def place_label(section: str, path: list[str]) -> str:
     return " › ".join(([section] if section else []) + path) or "the top level"
 
 
-def _mixed_note(weight: dict, place, strip: tuple[str, ...], placed: str) -> str:
-    """What a fusion holds from several places, and why it sits where it does."""
+def _labeller(place, strip: tuple[str, ...]):
+    """A function from a scope key to where `_mixed_note` says its ops sit (``placed``'s
+    words): once per key, for the fusions of a training step mix the same few scopes."""
+    known: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def label(key: tuple[str, tuple[str, ...]]) -> str:
+        found = known.get(key)
+        if found is None:
+            k = (key[0], key[1][len(strip) :]) if key[1][: len(strip)] == strip else key
+            where = place(k)
+            found = known[key] = (
+                place_label(*where) if where is not None else "code outside every scope"
+            )
+        return found
+
+    return label
+
+
+def _mixed_note(weight: dict, label, placed: str) -> str:
+    """What a fusion holds from several places, and why it sits where it does (``label``:
+    where a scope key's ops sit, from `_labeller`)."""
     flops = sum(w[0] for w in weight.values())
     written = sum(w[1] for w in weight.values())
     key = max([k for k in weight if k[0] == "backward"] or weight, key=weight.__getitem__)
@@ -593,13 +593,6 @@ def _mixed_note(weight: dict, place, strip: tuple[str, ...], placed: str) -> str
         share = f"{100 * mine[1] / written:.0f}% of the bytes it writes"
     else:
         share = f"{mine[3]} of its {sum(w[3] for w in weight.values())} ops"
-
-    def label(k: tuple[str, tuple[str, ...]]) -> str:
-        if k[1][: len(strip)] == strip:
-            k = (k[0], k[1][len(strip) :])
-        where = place(k)
-        return place_label(*where) if where is not None else "code outside every scope"
-
     others = sorted({label(k) for k in weight} - {label(key), placed})
     text = f"placed in {placed}, the source of {share}"
     return text + (f"; it also holds ops from {', '.join(others)}" if others else "")
