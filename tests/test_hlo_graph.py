@@ -6,7 +6,9 @@ What the page does in a browser is in test_hlo_graph_browser.py.
 import colorsys
 import json
 import pathlib
+import random
 import re
+import zlib
 
 import _fixtures
 import jax
@@ -448,3 +450,20 @@ def test_the_page_s_payload_made_in_one_pass_is_the_payload_packed(name):
         wire = graph_wire(data, "t", "optimized", **extra)
         assert wire == packed and list(wire) == list(packed)
         assert decode_payload(encode_wire(wire)) == wire
+
+
+@pytest.mark.parametrize("size", [0, 1, 1000, (1 << 20) - 1, 1 << 20, 3_000_001])
+def test_deflate_on_two_cores_gives_back_the_bytes_and_one_core_deflates_as_zlib(size, monkeypatch):
+    """`_graph_wire.deflate`: from `SPLIT_AT` bytes on, with two cores free, the halves are
+    deflated at once into one zlib stream that inflates to the same bytes (checksum and
+    all); below it, or with one core, it is ``zlib.compress`` itself."""
+    from tpukit.hlo import _graph_wire
+
+    raw = (random.Random(size).randbytes(size // 3 + 1) * 3)[:size]  # (repeats: it compresses)
+    monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 2)
+    deflated = _graph_wire.deflate(raw)
+    assert zlib.decompress(deflated) == raw
+    split = size >= _graph_wire.SPLIT_AT
+    assert (deflated != zlib.compress(raw, _graph_wire._LEVEL)) == split
+    monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 1)
+    assert _graph_wire.deflate(raw) == zlib.compress(raw, _graph_wire._LEVEL)

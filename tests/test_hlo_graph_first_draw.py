@@ -146,3 +146,21 @@ def test_the_panel_is_made_when_a_node_is_first_selected(browser):
     assert page.locator(".tkg-panel").is_hidden()
     assert errors == []
     page.close()
+
+
+def test_a_payload_deflated_on_two_cores_draws_as_one_deflated_whole(browser, monkeypatch):
+    """Issue 24: a large payload is deflated in two halves at once (`_graph_wire.deflate`);
+    the page's DecompressionStream reads the two as one stream, checksum included, and
+    draws the same graph, panel text and all."""
+    from tpukit.hlo import _graph_wire
+
+    monkeypatch.setattr(_graph_wire, "SPLIT_AT", 0)
+    monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 2)
+    g = graph(mlp_hlo(), title="mlp")
+    split = base64.b64decode(g._payload())
+    raw = zlib.decompress(split)
+    assert split != zlib.compress(raw, _graph_wire._LEVEL)  # two halves, not one
+    page, errors = _open(browser, g.to_html(), "ready")
+    assert int(page.locator(".tkg-root").get_attribute("data-nodes")) > 0
+    assert errors == []
+    page.close()
