@@ -487,9 +487,10 @@ def _edges_and_order(
     node ids ``ids`` gives, each instruction's sort key in program order (its index, or
     for an operand-less op -- parameter, constant -- its first user's index less 0.5, so
     it sits by that user), and its parameters (`HloComputation.parameters`: sorted once
-    per computation, and `_user_scopes` has asked for most). One pass over the instructions, each source's bytes read where its edge is made:
-    fusion bodies hold most instructions (a loop beats maps and zips here: most
-    computations are a dozen instructions).
+    per computation, and `_user_scopes` has asked for most). One pass over the
+    instructions, each source's bytes read where its edge is made: fusion bodies hold
+    most instructions (a loop beats maps and zips here: most computations are a dozen
+    instructions).
     """
     instructions = comp.instructions
     order = list(map(float, range(len(instructions))))
