@@ -11,7 +11,13 @@ packages import; ``new_figure`` loads matplotlib on first use.
 
 from typing import Any
 
-from tpukit.display._cells import CellLine, cell_line, describe_location, is_cell_file
+from tpukit.display._cells import (
+    CellLine,
+    cell_line,
+    describe_location,
+    is_cell_file,
+    kernel_shell,
+)
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
 from tpukit.display._table import Column, Figure, Line, Report, Row, Section, Table, fact_table
 from tpukit.display._units import format_bytes, format_flops, format_seconds
@@ -34,6 +40,7 @@ __all__ = [
     "format_flops",
     "format_seconds",
     "is_cell_file",
+    "kernel_shell",
     "new_figure",
     "root_classes",
     "table_style",

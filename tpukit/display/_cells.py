@@ -104,6 +104,14 @@ def _running_shell() -> Any:
     return getattr(module.InteractiveShell, "_instance", None)  # set while a shell runs
 
 
+def kernel_shell() -> Any:
+    """The running IPython shell when it is a kernel's (its outputs drawn by a frontend
+    that applies ``update_display_data``: JupyterLab, Notebook, VS Code, Colab), else None
+    (a terminal, a script, a shell made in a test)."""
+    shell = _running_shell()
+    return shell if getattr(shell, "kernel", None) is not None else None
+
+
 def _find_cell(shell: Any, filename: str) -> tuple[int, int] | None:
     """``(execution count, typed lines before the compiled code)`` of a cell file, or ``None``."""
     count = _execution_count(shell, filename)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.hlo._graph_wire import block_columns, indexed, link_columns, split_head
@@ -55,6 +56,18 @@ def graph_wire(
     return _payload(data, title, stage, times, memory, wire=True)
 
 
+def glance_wire(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """`graph_wire` of the first view alone (`_graph_glance`): the nodes it can draw, each
+    with what the whole graph's payload says of it, and ``glance`` set."""
+    return _payload(data, title, stage, times, memory, wire=True, glance=Glance(data))
+
+
 def _payload(
     data: GraphTree,
     title: str,
@@ -62,6 +75,7 @@ def _payload(
     times: Mapping[str, float] | None,
     memory: Mapping[str, int] | None,
     wire: bool,
+    glance: Glance | None = None,
 ) -> dict:
     module = data.module
     strings: dict[str, int] = {"": 0}
@@ -71,8 +85,9 @@ def _payload(
 
     flops, nbytes, own = node_costs(data)
     facts = OpFacts(module)
-    columns = _instruction_columns(data, intern, facts, wire)
-    label = _labels_with_parts_named(data, flops, own, facts)
+    kept = glance.nodes if glance is not None else None
+    columns = _instruction_columns(data, intern, facts, wire, kept)
+    label = _labels_with_parts_named(data, flops, own, facts, kept)
     notes = dict(data.notes)
     text, shape = columns["text"], columns["shape"]
     for node in columns.pop("loops"):
@@ -86,7 +101,7 @@ def _payload(
     n = len(data.kind)
     note = [0] * n
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
-        if 0 <= node < n:
+        if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
     payload = {
         **schema_payload(),
@@ -110,16 +125,18 @@ def _payload(
         "note": note,
         # As written, the summary's and diff's rule: each computation once (`op_counts`).
         "instructions": instruction_count(module),
-        **_links(data, wire),
-        **_blocks(data, wire),
+        **(glance.edges() if glance is not None else {**_links(data, wire), **_blocks(data, wire)}),
         "open": first_view(data),
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
     if wire:  # the fields `pack` adds, where it adds them
         payload["textHead"] = columns["textHead"]
-        payload["shape"], payload["shapes"] = indexed(shape)
-        payload["op"], payload["ops"] = indexed(columns["op"])
+    if glance is not None:
+        payload = glance.cut(payload)
+    if wire:
+        payload["shape"], payload["shapes"] = indexed(payload["shape"])
+        payload["op"], payload["ops"] = indexed(payload["op"])
     return payload
 
 
@@ -142,7 +159,11 @@ def _blocks(data: GraphTree, wire: bool) -> dict:
 
 
 def _instruction_columns(
-    data: GraphTree, intern: Callable[[str], int], facts: OpFacts, wire: bool = False
+    data: GraphTree,
+    intern: Callable[[str], int],
+    facts: OpFacts,
+    wire: bool = False,
+    nodes: list[int] | None = None,
 ) -> dict[str, list]:
     """The columns only instructions fill: opcode, colour category, shape, HLO text, and
     the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
@@ -152,7 +173,8 @@ def _instruction_columns(
     A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
-    last node to the first, the order the strings table has always had.
+    last node to the first, the order the strings table has always had. With ``nodes``
+    (in order), only theirs are filled.
     """
     n = len(data.kind)
     cat, op = [CATEGORIES.index("group")] * n, [""] * n
@@ -167,7 +189,7 @@ def _instruction_columns(
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
     instrs = data.instr
-    for node in range(n - 1, -1, -1):
+    for node in range(n - 1, -1, -1) if nodes is None else reversed(nodes):
         instr = instrs[node]
         if instr is None:
             continue
@@ -229,17 +251,22 @@ def _metadata_strings(
 
 
 def _labels_with_parts_named(
-    data: GraphTree, flops: list[int], own: list[int], facts: OpFacts
+    data: GraphTree,
+    flops: list[int],
+    own: list[int],
+    facts: OpFacts,
+    nodes: list[int] | None = None,
 ) -> list[str]:
-    """The nodes' labels, every part named by the work it holds (`part_label`).
+    """The nodes' labels, every part named by the work it holds (`part_label`): with
+    ``nodes``, the parts among them.
 
     A copy: ``data`` is shared by every view of the module (it is cached on the module,
     and modules by their text), so what the table, the diff's matching and ``to_dot``
     read of it must not depend on whether a payload was built before.
     """
-    label, instrs = list(data.label), data.instr
-    for node, kind in enumerate(data.kind):
-        if kind == PART:
+    label, instrs, kinds = list(data.label), data.instr, data.kind
+    for node in range(len(kinds)) if nodes is None else nodes:
+        if kinds[node] == PART:
             members = _members(data, node)
             label[node] = facts.part_label(
                 [instrs[k] for k in members], [(flops[k], own[k]) for k in members]

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpukit.display import format_seconds
+from tpukit.display import format_seconds, kernel_shell
 from tpukit.hlo import executed, parse_hlo
 from tpukit.measure import DevicePeak
 
@@ -188,20 +188,11 @@ class EpochBar:
 
 # ------------------------------------------------------------------ where it goes
 def _open_line(bar: EpochBar) -> Any:
-    shell = _kernel_shell()
-    if shell is None:
+    if kernel_shell() is None:
         return _TextLine(bar)
     if _widgets_work():
         return _WidgetLine(bar)
     return _HtmlLine(bar)
-
-
-def _kernel_shell() -> Any:
-    """The running IPython shell when it is a kernel's (outputs rendered by a frontend)."""
-    ipython = sys.modules.get("IPython")
-    get = getattr(ipython, "get_ipython", None)
-    shell = get() if get is not None else None
-    return shell if getattr(shell, "kernel", None) is not None else None
 
 
 def _widgets_work() -> bool:

@@ -14,7 +14,8 @@
 // Takes: data, the payload (unpacked by graph_view.js).
 // Offers: new GraphTree(data), with
 //   data, n, instructionKind (read only)
-//   children(i): node i's children in program order (read only); hasChildren(i)
+//   children(i): node i's children in program order (read only); hasChildren(i); canOpen(i):
+//     false for a glance's closed groups (data.more), which hold children it does not send
 //   text(i): node i's HLO text ("" for a group)
 //   isOpen(i), isAncestor(a, b), isInstruction(i), shownAs(i): what is open and drawn;
 //     shownTable(): shownAs of every node, as an Int32Array; boxes(): the nodes drawn closed
@@ -45,6 +46,9 @@ function GraphTree(data) {
   this.flows = new Map();     // group -> its childFlow, made when first asked for
   this.expanded = new Uint8Array(n);
   this.openNodes = new Set(); // the nodes i with expanded[i] = 1
+  // A glance (tpukit/hlo/_graph_glance.py) sends the first view alone: its closed groups
+  // (data.more) hold more than it sends, and cannot open until the whole graph comes.
+  this.more = new Set(data.more || []);
   this.resetOpen();
 }
 
@@ -60,7 +64,10 @@ GraphTree.prototype.children = function (i) {
   return list;
 };
 
-GraphTree.prototype.hasChildren = function (i) { return this.end[i] > i + 1; };
+GraphTree.prototype.hasChildren = function (i) { return this.end[i] > i + 1 || this.more.has(i); };
+
+// Whether node i's children are here to show (not in a glance's closed groups).
+GraphTree.prototype.canOpen = function (i) { return this.end[i] > i + 1; };
 
 // The payload sends an instruction's HLO text without the head that its label, shape and
 // op give ("%name = shape op"; data.textHead[i] 2: after "ROOT ", 0: no head), see

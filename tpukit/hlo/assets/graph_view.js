@@ -232,8 +232,15 @@ function GraphView(root, data, dagre, options) {
   this.camera.fit();
   this.render(-1);
   root.setAttribute("data-ready-ms", performance.now().toFixed(1));
-  root.setAttribute("data-state", "ready");
+  root.setAttribute("data-state", data.glance ? "glance" : "ready");
 }
+
+// A glance's answer to what needs the whole graph (opening a closed group, searching).
+GraphView.prototype.waitForWhole = function () {
+  this.status.textContent = "the whole graph of " + fmtGrouped(this.data.glance) +
+    " nodes is on its way from the kernel; if it does not come, run the cell again";
+  this.root.setAttribute("data-waiting", "1");
+};
 
 // ---------------------------------------------------------------- page structure
 
@@ -347,7 +354,8 @@ GraphView.prototype.render = function (anchor) {
   this.renders += 1;
   var ms = performance.now() - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
-    fmtGrouped(this.data.instructions) + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms";
+    fmtGrouped(this.data.instructions) + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms" +
+    (this.data.glance ? " \u00b7 the rest is loading" : "");
   this.root.setAttribute("data-nodes", String(count));
   this.root.setAttribute("data-edges", String(edges.length));
   this.root.setAttribute("data-renders", String(this.renders));
@@ -451,6 +459,7 @@ function smooth(p) {
 GraphView.prototype.toggle = function (i) {
   var tree = this.tree;
   if (!tree.hasChildren(i) || i === 0) return;
+  if (!tree.canOpen(i)) { this.waitForWhole(); return; }
   tree.setOpen(i, !tree.isOpen(i));
   this.camera.stopRefitting();
   this.camera.stopRefolding();
@@ -484,6 +493,7 @@ GraphView.prototype.find = function (query, step) {
   query = query.trim().toLowerCase();
   var state = this.searchState;
   if (!query) { this.hits.textContent = ""; this.hit = -1; this.render(-1); return; }
+  if (this.data.glance) { this.waitForWhole(); return; }
   if (state.query !== query) {
     state.query = query; state.index = -1; state.matches = this.tree.matches(query);
   }

@@ -1,0 +1,234 @@
+"""Issue 24: a large graph's first view, sent alone ahead of the whole graph (`_graph_glance`).
+
+In a notebook kernel a graph of `GLANCE_NODES` nodes or more is shown twice under one
+display id: its glance (the first view's nodes alone, a fifth of the Python) at once, then
+the whole graph in its place. These tests hold the glance to the whole payload on real
+programs (the tutorial's training step and HLO that XLA wrote for others: see
+the fixtures' docstrings in ``tests/test_hlo_open.py``), to the same drawing in Chromium, and the kernel to the two
+messages, through a shell that says it is a kernel's and through a real kernel. Without
+Chromium the browser tests skip, except under CI=true, where they fail.
+"""
+
+import pathlib
+import re
+import textwrap
+
+import pytest
+from _fixtures import mlp_hlo
+from _steps import tutorial_train_step
+from IPython.core.displaypub import DisplayPublisher
+
+import tpukit
+from tpukit.hlo import _graph_view as graph_view
+from tpukit.hlo import graph
+from tpukit.hlo._graph_glance import Glance
+from tpukit.hlo._graph_page import standalone_page
+from tpukit.hlo._graph_payload import glance_wire, graph_wire
+from tpukit.hlo._graph_wire import decode_payload
+
+DATA = pathlib.Path(__file__).parent / "data" / "hlo"
+# Real HLO that opens differently: a GPU module whose work is one call (entered), a GPU
+# training step, collectives, and a VGG forward pass.
+FILES = [
+    "gpu_command_buffer.hlo",
+    "dump/module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt",
+    "spmd_async_collectives.hlo",
+    "gpu_vgg19_forward.hlo",
+]
+_PAYLOAD = re.compile(r'tpukitGraphView\(document\.getElementById\("[^"]+"\),"([^"]+)"')
+
+
+@pytest.fixture(scope="module")
+def step_graph():
+    """The MNIST tutorial's training step (an NNX MLP and optax Adam), compiled by tpukit."""
+    model = tpukit.zoo.create("mlp", seed=0)
+    train_step, opt_state = tutorial_train_step(model)
+    x, y = tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
+    return tpukit.compile(train_step, model, opt_state, x, y).graph()
+
+
+@pytest.fixture(scope="module", params=["step", *FILES])
+def any_graph(request, step_graph):
+    if request.param == "step":
+        return step_graph
+    return graph(DATA / request.param, title=request.param)
+
+
+def _resolved(wire: dict) -> dict[str, list]:
+    """The wire's node columns with shapes, opcodes and interned strings written out."""
+    strings = wire["strings"]
+    out = {key: list(wire[key]) for key in ("kind", "label", "cat", "flops", "bytes", "count")}
+    out["text"], out["textHead"] = list(wire["text"]), list(wire["textHead"])
+    out["shape"] = [wire["shapes"][k] for k in wire["shape"]]
+    out["op"] = [wire["ops"][k] for k in wire["op"]]
+    for key in ("scope", "location", "source", "note"):
+        out[key] = [strings[k] for k in wire[key]]
+    return out
+
+
+def test_a_glance_keeps_what_the_whole_payload_says_of_each_node_it_keeps(any_graph):
+    data = any_graph._data
+    whole = graph_wire(data, "t", "optimized")
+    glance = glance_wire(data, "t", "optimized")
+    kept = Glance(data).nodes
+    n, m = len(data.kind), len(kept)
+    assert glance["glance"] == n and 0 < m <= n
+    # Every column of one value per node is cut to the kept nodes (none forgotten).
+    per_node = {k for k, v in whole.items() if isinstance(v, list) and len(v) == n}
+    assert per_node and all(len(glance[k]) == m for k in per_node), per_node
+    full, cut = _resolved(whole), _resolved(glance)
+    for key, values in full.items():
+        assert cut[key] == [values[k] for k in kept], key
+    assert [kept[p] if p >= 0 else -1 for p in glance["parent"]] == [
+        whole["parent"][k] for k in kept
+    ]
+    assert [kept[k] for k in glance["open"]] == whole["open"]
+    opened = set(whole["open"])
+    closed = {k for k in kept if data.children[k] and k not in opened}
+    assert {kept[k] for k in glance["more"]} == closed
+    # Its own strings only: the whole graph's interned HLO scopes stay out.
+    assert len(glance["strings"]) <= len(whole["strings"])
+
+
+def test_a_step_glance_is_a_small_share_of_the_whole(step_graph):
+    data = step_graph._data
+    kept = Glance(data).nodes
+    assert {"forward", "backward"} <= {data.section.get(k) for k in kept}
+    assert 5 * len(kept) < len(data.kind), (len(kept), len(data.kind))
+    assert len(step_graph._glance_html()) < len(step_graph._repr_html_())
+
+
+def _scene(page) -> str:
+    return page.evaluate("document.querySelector('.tkg-scene').outerHTML")
+
+
+def _open(browser, fragment: str, state: str):
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.set_content(standalone_page("t", fragment))
+    page.wait_for_selector(f".tkg-root[data-state={state}]", timeout=15000)
+    return page, errors
+
+
+def _same_root(fragment: str) -> str:
+    """``fragment`` with its element's id (and so its arrowhead's) the same every time."""
+    found = re.search(r'id="(tkg-[0-9a-f]+)"', fragment)
+    return fragment.replace(found[1], "tkg-same")
+
+
+@pytest.mark.parametrize("source", ["step", FILES[0], FILES[1]])
+def test_a_glance_draws_the_first_view_as_the_whole_graph_does(browser, source, step_graph):
+    g = step_graph if source == "step" else graph(DATA / source, title=source)
+    kept = Glance(g._data).nodes
+    whole, errors = _open(browser, _same_root(g._repr_html_()), "ready")
+    glance, glance_errors = _open(browser, _same_root(g._glance_html()), "glance")
+    renamed = re.sub(
+        r'data-(node|from|to)="(\d+)"',
+        lambda m: f'data-{m[1]}="{kept[int(m[2])]}"',
+        _scene(glance),
+    )
+    assert renamed == _scene(whole)
+    status = glance.locator(".tkg-status").inner_text()
+    assert status.endswith("the rest is loading"), status
+    assert errors == glance_errors == []
+    whole.close()
+    glance.close()
+
+
+def test_a_glance_opens_what_it_holds_and_asks_for_the_whole_graph_for_more(browser, step_graph):
+    data = step_graph._data
+    glance = Glance(data)
+    page, errors = _open(browser, step_graph._glance_html(), "glance")
+    backward = glance.new_id[next(g for g, name in data.section.items() if name == "backward")]
+    nodes = int(page.locator(".tkg-root").get_attribute("data-nodes"))
+    page.locator(f'.tkg-node[data-node="{backward}"] .tkg-toggle').click()
+    layers = len(data.children[glance.nodes[backward]])
+    assert int(page.locator(".tkg-root").get_attribute("data-nodes")) == nodes - 1 + layers
+    closed = page.eval_on_selector_all(
+        ".tkg-node.tkg-collapsed", "els => els.map(e => +e.dataset.node)"
+    )
+    layer = next(k for k in closed if glance.nodes[k] in data.children[glance.nodes[backward]])
+    page.locator(f'.tkg-node[data-node="{layer}"] .tkg-toggle').click()
+    assert page.locator(".tkg-root").get_attribute("data-waiting") == "1"
+    assert "on its way from the kernel" in page.locator(".tkg-status").inner_text()
+    assert int(page.locator(".tkg-root").get_attribute("data-nodes")) == nodes - 1 + layers
+    page.locator(".tkg-search").fill("dot")
+    page.locator(".tkg-search").press("Enter")
+    assert page.locator(".tkg-hits").inner_text() == ""
+    assert errors == []
+    page.close()
+
+
+class _Published(DisplayPublisher):
+    """A display publisher that keeps what it is given, as a kernel's sends it on."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls: list[dict] = []
+
+    def publish(self, data, metadata=None, source=None, *, transient=None, update=False, **kw):
+        self.calls.append({"data": data, "transient": transient, "update": update})
+
+
+def _payload_of(html: str) -> dict:
+    return decode_payload(_PAYLOAD.search(html)[1])
+
+
+def test_a_kernel_shows_a_large_graph_as_a_glance_then_the_whole_graph_in_its_place(
+    shell, monkeypatch, step_graph
+):
+    published = _Published()
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    monkeypatch.setattr(shell, "display_pub", published)
+    monkeypatch.setattr(graph_view, "GLANCE_NODES", len(step_graph._data.kind))
+    shell.user_ns["glance_me"] = step_graph
+    result = shell.run_cell("glance_me")
+    assert result.success
+    first, then = published.calls
+    assert first["transient"]["display_id"] == then["transient"]["display_id"]
+    assert (first["update"], then["update"]) == (False, True)
+    assert _payload_of(first["data"]["text/html"])["glance"] == len(step_graph._data.kind)
+    assert "glance" not in _payload_of(then["data"]["text/html"])
+    assert first["data"]["text/plain"] == then["data"]["text/plain"] == repr(step_graph)
+
+
+def test_a_smaller_graph_or_a_shell_without_a_kernel_shows_the_whole_graph_once(
+    shell, monkeypatch, step_graph
+):
+    assert step_graph._ipython_display_ is None  # the test's shell has no kernel
+    monkeypatch.setattr(shell, "kernel", object(), raising=False)
+    monkeypatch.setattr(graph_view, "GLANCE_NODES", len(step_graph._data.kind) + 1)
+    assert step_graph._ipython_display_ is None
+    formatted, _ = shell.display_formatter.format(step_graph)
+    assert "glance" not in _payload_of(formatted["text/html"])
+
+
+def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_id():
+    """A kernel started as Jupyter starts one: its messages, in the order a frontend reads."""
+    from jupyter_client.manager import start_new_kernel
+
+    code = textwrap.dedent(
+        f"""
+        from tpukit.hlo import graph, _graph_view
+        _graph_view.GLANCE_NODES = 0  # as a training step of 5,000 nodes or more shows
+        graph({mlp_hlo()!r}, title="mlp")
+        """
+    )
+    manager, client = start_new_kernel(kernel_name="python3")
+    try:
+        messages = []
+        reply = client.execute_interactive(code, timeout=120, output_hook=messages.append)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert reply["content"]["status"] == "ok", reply["content"]
+    shown = [m for m in messages if m["msg_type"] in ("display_data", "update_display_data")]
+    assert [m["msg_type"] for m in shown] == ["display_data", "update_display_data"], [
+        m["msg_type"] for m in messages
+    ]
+    ids = {m["content"]["transient"]["display_id"] for m in shown}
+    assert len(ids) == 1
+    first, then = (_payload_of(m["content"]["data"]["text/html"]) for m in shown)
+    assert "glance" in first and "glance" not in then
+    assert not [m for m in messages if m["msg_type"] in ("execute_result", "error", "stream")]
