@@ -7,7 +7,11 @@ it measures what ``%tpu_graph`` does after compiling, from the cell's point of v
 
 - parse: the optimized HLO text into an ``HloModule`` (a compiled object parses it lazily);
 - group: the graph's tree of layers, sections and parts (``GraphTree``);
-- HTML: the payload and the self-contained HTML fragment;
+- glance: what a notebook kernel sends first for a graph of ``GLANCE_NODES`` nodes or more
+  (`_graph_view.HloGraph._show_glance_first`): the graph's text summary and its first view
+  alone (`_graph_glance`), an HTML fragment of a few tens of kilobytes;
+- HTML: the payload and the self-contained HTML fragment of the whole graph (which carries
+  the glance too, drawn until the whole payload is inflated);
 - open: in headless Chromium (Playwright), from navigation start until the first view is drawn
   (the page says ``data-state=ready``); the page's own marks split it into ``script`` (HTML
   parsed and scripts compiled, until the viewer's script starts), ``decode`` (the payload
@@ -32,9 +36,13 @@ than with one ``zlib.compress``, both timed in the same run (``deflate_*_s`` in 
 shared machine the wall-clock stages move with its other load, and comparing two versions
 of the code reads best from it.
 
-``cell`` is parse + group + HTML + frame, the time between pressing Shift+Enter (on a step
-already compiled) and seeing the graph in the slower of the two ways a notebook shows it;
-``cell.lab`` is the same with ``lab``. ``paint`` (new tab) also counts creating and
+``cell`` is the time between pressing Shift+Enter (on a step already compiled) and seeing
+the graph's first view in the slower of the two ways a notebook shows it: parse + group +
+glance + ``g.frm`` (the glance's ``frame``) for a graph that a kernel shows as a glance
+first, while it writes the whole graph; parse + group + HTML + frame for a smaller one.
+``c.lab`` is the same with ``lab``. ``whole`` is when the whole graph is drawn in its place:
+parse + group + glance + HTML + frame (an upper bound: the browser draws the glance while
+the kernel writes the HTML). ``paint`` (new tab) also counts creating and
 navigating a tab, which a notebook's output never does: it is kept to compare with earlier
 results (``cell_tab_s`` in the JSON). Before each timed Python repeat the garbage of the last
 is collected (``gc.collect``), so that a full collection of earlier repeats' objects does not
@@ -149,9 +157,10 @@ _CLOSED_GROUPS = """() => Array.from(
 
 
 def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
-    """Seconds to parse, group and build the HTML, as ``%tpu_graph`` does on a fresh module."""
+    """Seconds to parse, group and build the HTML, as ``%tpu_graph`` does on a fresh module:
+    in a kernel, a graph of `GLANCE_NODES` nodes or more sends its glance before the HTML."""
     from tpukit.hlo import parse_hlo
-    from tpukit.hlo._graph_view import HloGraph
+    from tpukit.hlo._graph_view import GLANCE_NODES, HloGraph
 
     _clear_caches()  # nothing of this module parsed or drawn yet
     gc.collect()  # the last repeat's garbage, not this one's work
@@ -160,13 +169,18 @@ def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     marks.append((time.perf_counter(), time.process_time()))
     g = HloGraph(module, title=title, stage="optimized")
     marks.append((time.perf_counter(), time.process_time()))
+    glance = None
+    if len(g._data.kind) >= GLANCE_NODES:  # what a kernel sends first (`_show_glance_first`)
+        repr(g)
+        glance = g._glance_html()
+    marks.append((time.perf_counter(), time.process_time()))
     page = g.to_html()
     marks.append((time.perf_counter(), time.process_time()))
     times = {}
-    for stage, before, after in zip(("parse", "group", "html"), marks, marks[1:]):
+    for stage, before, after in zip(("parse", "group", "glance", "html"), marks, marks[1:]):
         times[f"{stage}_s"] = after[0] - before[0]
         times[f"{stage}_cpu_s"] = after[1] - before[1]  # (the machine's other load left out)
-    return times, (g, page)
+    return times, (g, page, glance)
 
 
 def _resident_bytes() -> int:
@@ -323,25 +337,27 @@ _SHOW_AS_NOTEBOOK = """async ([fragment, how]) => {
     }
     root = host.querySelector(".tkg-root");
   }
-  await until(() => root.dataset.state === "ready");
+  await until(() => root.dataset.state === "ready" || root.dataset.state === "glance");
   const ready = performance.now();
   await new Promise(done => view.requestAnimationFrame(() => setTimeout(done, 0)));
   return [ready - start, performance.now() - start];
 }"""
 
 
-def notebook_paint(browser, fragment: str, repeats: int) -> dict[str, list[float]]:
+def notebook_paint(
+    browser, fragment: str, repeats: int, prefix: str = ""
+) -> dict[str, list[float]]:
     """Seconds until the fragment is painted as a notebook shows it (`_SHOW_AS_NOTEBOOK`):
     ``frame_s`` in a new iframe, ``lab_s`` inserted into the page; each in a fresh blank
-    tab, timed inside it."""
+    tab, timed inside it (``prefix`` before each key)."""
     runs: dict[str, list[float]] = {}
     for _ in range(repeats):
         for how in ("frame", "lab"):
             tab = browser.new_page(viewport={"width": 1400, "height": 900})
             tab.goto("about:blank")
             ready_ms, painted_ms = tab.evaluate(_SHOW_AS_NOTEBOOK, [fragment, how])
-            runs.setdefault(f"{how}_ready_s", []).append(ready_ms / 1000)
-            runs.setdefault(f"{how}_s", []).append(painted_ms / 1000)
+            runs.setdefault(f"{prefix}{how}_ready_s", []).append(ready_ms / 1000)
+            runs.setdefault(f"{prefix}{how}_s", []).append(painted_ms / 1000)
             tab.close()
     return runs
 
@@ -381,7 +397,7 @@ def measure(hlo_text: str, title: str, repeats: int) -> dict:
 
     runs: dict[str, list[float]] = {}
     for _ in range(repeats):
-        times, (g, page) = python_side(hlo_text, title)
+        times, (g, page, glance) = python_side(hlo_text, title)
         for key, value in times.items():
             runs.setdefault(key, []).append(value)
     module, data = g.module, g._data
@@ -436,17 +452,28 @@ def measure(hlo_text: str, title: str, repeats: int) -> dict:
                 runs.setdefault(f"{key}_s", []).append(time.perf_counter() - start)
             tab.close()
         runs.update(notebook_paint(browser, g._repr_html_(), repeats))
+        if glance is not None:
+            runs.update(notebook_paint(browser, glance, repeats, prefix="glance_"))
         browser.close()
     path.unlink()
     result = {key: round(statistics.median(values), 3) for key, values in runs.items()}
     result.update({f"{key}_max": round(max(values), 3) for key, values in runs.items()})
-    python = result["parse_s"] + result["group_s"] + result["html_s"]
+    stages = ("parse", "group", "glance", "html")
+    python = sum(result[f"{stage}_s"] for stage in stages)
     result["python_cpu_s"] = round(
-        min(map(sum, zip(*(runs[f"{stage}_cpu_s"] for stage in ("parse", "group", "html"))))), 3
+        min(map(sum, zip(*(runs[f"{stage}_cpu_s"] for stage in stages)))), 3
     )
-    result["cell_s"] = round(python + result["frame_s"], 3)
-    result["cell_lab_s"] = round(python + result["lab_s"], 3)
+    # The whole graph drawn: everything the kernel writes, then the browser's draw of it.
+    result["whole_s"] = round(python + result["frame_s"], 3)
+    result["whole_lab_s"] = round(python + result["lab_s"], 3)
     result["cell_tab_s"] = round(python + result["painted_s"], 3)
+    if glance is None:  # shown whole at once
+        result["cell_s"], result["cell_lab_s"] = result["whole_s"], result["whole_lab_s"]
+    else:  # the first view drawn: the glance, drawn while the kernel writes the rest
+        first = result["parse_s"] + result["group_s"] + result["glance_s"]
+        result["glance_cpu_s"] = round(min(runs["glance_cpu_s"]), 3)
+        result["cell_s"] = round(first + result["glance_frame_s"], 3)
+        result["cell_lab_s"] = round(first + result["glance_lab_s"], 3)
     result.update(deflate_times(g))
     nodes, edges = g.view_counts()
     return {
@@ -475,6 +502,7 @@ COLUMNS = (
     ("instrs", 7, "instructions", "{:,}"),
     ("parse", 6, "parse_s", "{:.2f}"),
     ("group", 6, "group_s", "{:.2f}"),
+    ("glance", 6, "glance_s", "{:.2f}"),
     ("HTML", 6, "html_s", "{:.2f}"),
     ("py.cpu", 6, "python_cpu_s", "{:.2f}"),
     ("open", 6, "open_s", "{:.2f}"),
@@ -484,8 +512,10 @@ COLUMNS = (
     ("paint", 6, "painted_s", "{:.2f}"),
     ("frame", 6, "frame_s", "{:.2f}"),
     ("lab", 6, "lab_s", "{:.2f}"),
+    ("g.frm", 6, "glance_frame_s", "{:.2f}"),
     ("cell", 6, "cell_s", "{:.2f}"),
     ("c.lab", 6, "cell_lab_s", "{:.2f}"),
+    ("whole", 6, "whole_s", "{:.2f}"),
     ("defl.x", 6, "deflate_speedup", "{:.2f}"),
     ("exp.grp", 7, "expand_group_s", "{:.3f}"),
     ("exp.fus", 7, "expand_fusion_s", "{:.3f}"),

@@ -232,3 +232,62 @@ def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_i
     first, then = (_payload_of(m["content"]["data"]["text/html"]) for m in shown)
     assert "glance" in first and "glance" not in then
     assert not [m for m in messages if m["msg_type"] in ("execute_result", "error", "stream")]
+
+
+# Inserts a fragment as JupyterLab does (innerHTML, then each script re-created so that it
+# runs) and reads its state in the next frame's callback, before that frame is painted.
+_STATE_AT_FIRST_FRAME = """fragment => new Promise(done => {
+  const host = document.createElement("div");
+  document.body.append(host);
+  host.innerHTML = fragment;
+  for (const written of host.querySelectorAll("script")) {
+    const script = document.createElement("script");
+    script.textContent = written.textContent;
+    written.replaceWith(script);
+  }
+  requestAnimationFrame(() => done(host.querySelector(".tkg-root").dataset.state));
+})"""
+
+
+def test_a_glance_is_drawn_before_the_frame_that_shows_its_output(browser, step_graph):
+    """A glance's few kilobytes go uncompressed: read and drawn in the script's own task
+    (inflating is asynchronous), so the frame that first shows the output shows the
+    drawing, not the text fallback."""
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    assert page.evaluate(_STATE_AT_FIRST_FRAME, step_graph._glance_html()) == "glance"
+    page.close()
+
+
+# Every state the graph's root has left, in order (a record's old value: the observer is
+# told after the script's task, when the attribute holds a later value).
+_STATES = """() => { window.tkgStates = [];
+  new MutationObserver(records => records.forEach(r => window.tkgStates.push(r.oldValue)))
+    .observe(document.body, {subtree: true, attributes: true, attributeOldValue: true,
+                             attributeFilter: ["data-state"]}); }"""
+
+
+def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_it(
+    browser, monkeypatch, step_graph
+):
+    """The output a kernel's update brings (and a saved page) draws the glance it carries in
+    its script's own task, then the whole graph in its place: the same first view, one
+    drawing in the page at a time, and no frame with the fallback in between."""
+    monkeypatch.setattr(graph_view, "GLANCE_NODES", 0)
+    whole_only = step_graph._fragment(step_graph._payload(), "")
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.evaluate(_STATES)
+    assert page.evaluate(_STATE_AT_FIRST_FRAME, step_graph._repr_html_()) == "glance"
+    page.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
+    assert page.evaluate("window.tkgStates") == [None, "loading", "glance"]  # now: ready
+    assert page.locator(".tkg-root .tkg-app").count() == 1
+    drawn = _scene(page)
+    reference = browser.new_page(viewport={"width": 1200, "height": 800})
+    reference.evaluate(_STATE_AT_FIRST_FRAME, _same_root(whole_only))
+    reference.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
+    arrow = re.search(r"url\(#(tkg-[0-9a-f]+)-arrow\)", drawn)[1]
+    assert drawn.replace(arrow, "tkg-same") == _scene(reference)
+    assert errors == []
+    page.close()
+    reference.close()

@@ -35,7 +35,9 @@ def _open(browser, html: str, state: str):
 
 def _page_with_payload(payload: str) -> str:
     fallback = '<div class="tkg-fallback">fallback</div>'
-    return standalone_page("t", viewer_fragment(GRAPH, "tkg-t", "tkg-root", fallback, [payload]))
+    return standalone_page(
+        "t", viewer_fragment(GRAPH, "tkg-t", "tkg-root", fallback, [payload, ""])
+    )
 
 
 def test_the_page_says_when_each_stage_of_its_first_draw_ended(browser):

@@ -65,6 +65,13 @@ def layer(x, w):
     "layer graph": "layer_compiled.graph()",
     "train step": 'model = tpukit.zoo.create("mlp", seed=0)\n' + tutorial_cell(),
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
+    "glance graph": """\
+from tpukit.hlo import _graph_view
+_graph_view.GLANCE_NODES, usual = 0, _graph_view.GLANCE_NODES  # shown as a large step is
+step = tpukit.compile(train_step, model, opt_state, tpukit.shape("f32[128,784]"),
+                      tpukit.shape("s32[128]"))
+display(tpukit.hlo.graph(step.hlo_text("optimized"), title="glance step"))
+_graph_view.GLANCE_NODES = usual""",
     "step profile": "%tpu_profile -r 2 train_step(model, opt_state, f32[128,784], s32[128])",
     "step memory": "%tpu_memory train_step(model, opt_state, f32[128,784], s32[128])",
     "memory graph": "train_step_memory.graph()",
@@ -85,6 +92,12 @@ PLOT_CELLS = ["plot ending in ;", "plot assigned", "plot returned", "history plo
 STDERR = '.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]'
 
 NOTEBOOK_WIDGET = "window.jupyterapp.shell.currentWidget"
+# Each state a graph's root leaves, with its title: [old state, title] (the record's old
+# value: the observer is told after the script's task, when the attribute holds a later one).
+GRAPH_STATES = """window.tkgStates = [];
+new MutationObserver(records => records.forEach(r => window.tkgStates.push([r.oldValue,
+  (r.target.querySelector('.tkg-title') || {}).textContent || '']))).observe(document,
+  {subtree: true, attributes: true, attributeOldValue: true, attributeFilter: ['data-state']});"""
 KERNEL_IDLE = f"""() => {{
   const panel = window.jupyterapp && {NOTEBOOK_WIDGET};
   const kernel = panel && panel.sessionContext && panel.sessionContext.session
@@ -236,6 +249,7 @@ class Notebook:
 def notebook(browser, lab):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     nb = Notebook(page)
+    page.add_init_script(GRAPH_STATES)
     page.goto(lab.url(f"lab/tree/{NOTEBOOK}?reset"))
     page.wait_for_function(KERNEL_IDLE, timeout=90000)
     page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
@@ -335,6 +349,23 @@ def test_graph_first_view_is_fitted_and_readable(notebook):
     placed = step.evaluate(NODE_BOXES)
     assert len(inside(placed)) == len(placed["boxes"]) >= 12, placed  # sections and layers
     step.locator(".tkg-reset").click()  # back to the first view for the next tests
+
+
+def test_a_large_graph_shows_its_glance_then_the_whole_graph_in_the_same_output(notebook):
+    """Issue 24: in a kernel a large graph's first view is sent alone and drawn at once;
+    the whole graph then takes its place (one display id): one output, drawn whole, and
+    on the way two drawings of the glance (its own output's, and the update's own)."""
+    step = notebook.graph("glance graph")
+    outputs = notebook.cell("glance graph").locator(".jp-OutputArea-output")
+    assert outputs.count() == 1
+    assert notebook.cell("glance graph").locator(".tkg-root").count() == 1
+    assert step.locator(".tkg-title").inner_text() == "glance step"
+    assert "the rest is loading" not in step.locator(".tkg-status").inner_text()
+    left = [
+        old for old, title in notebook.page.evaluate("window.tkgStates") if title == "glance step"
+    ]
+    assert left.count("loading") == 2 and left.count("glance") == 1, left
+    assert step.locator(".tkg-node").count() >= 5
 
 
 def test_profile_tables_stay_in_the_output_and_its_graph_is_coloured_by_time(notebook):

@@ -11,11 +11,11 @@ forbids, so the same output works in Jupyter, JupyterLab, VS Code, Colab and a s
 file. Every argument is written as JSON that cannot end the ``<script>`` early.
 
     >>> fragment = viewer_fragment(
-    ...     GRAPH, "tkg-0", "tkg-root", '<div class="tkg-fallback">f</div>', ["eJw="]
+    ...     GRAPH, "tkg-0", "tkg-root", '<div class="tkg-fallback">f</div>', ["eJw=", ""]
     ... )
     >>> fragment.startswith('<div id="tkg-0" class="tkg-root"><style>')
     True
-    >>> 'tpukitGraphView(document.getElementById("tkg-0"),"eJw=",dagre);' in fragment
+    >>> 'tpukitGraphView(document.getElementById("tkg-0"),"eJw=","",dagre);' in fragment
     True
     >>> "Content-Security-Policy" in standalone_page("t", fragment)
     True
@@ -62,7 +62,8 @@ class Viewer(NamedTuple):
     styles: tuple[str, ...]
 
 
-#: One graph: ``tpukitGraphView(root, payload, dagre)``.
+#: One graph: ``tpukitGraphView(root, payload, glance, dagre)`` (``glance``: "" or the first
+#: view's own payload, drawn until the whole payload is inflated).
 GRAPH = Viewer("tpukitGraphView", _GRAPH_SCRIPTS, ("graph_view.css",))
 #: Two graphs and their diff: ``tpukitDiffView(root, [payload_a, payload_b], marks, dagre)``.
 DIFF = Viewer(

@@ -123,6 +123,7 @@ class HloGraph:
         self.memory = dict(memory) if memory else None
         self._data = graph_data(module)
         self._payload_b64: str | None = None
+        self._glance_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
 
     @property
@@ -145,17 +146,28 @@ class HloGraph:
         return self._payload_b64
 
     def _repr_html_(self) -> str:
-        """One self-contained HTML fragment: styles, data, viewer and layout library inline."""
-        return self._fragment(self._payload())  # first: it costs the nodes and opens the
-        # first view with the collector paused, and the fallback's counts reuse both
+        """One self-contained HTML fragment: styles, data, viewer and layout library inline.
+
+        A graph of `GLANCE_NODES` nodes or more also carries its glance (`_graph_glance`),
+        which the page draws at once, while it inflates the whole graph.
+        """
+        payload = self._payload()  # first: it costs the nodes and opens the first view with
+        big = len(self._data.kind) >= GLANCE_NODES  # the collector paused; the rest reuse both
+        return self._fragment(payload, self._glance_payload() if big else "")
 
     def _glance_html(self) -> str:
-        """`_repr_html_` of the first view alone (`_graph_glance`), drawn the same."""
-        with paused_gc():
-            wire = glance_wire(self._data, self.title, self.stage, self.times, self.memory)
-            return self._fragment(encode_wire(wire))
+        """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output."""
+        return self._fragment(self._glance_payload(), "")
 
-    def _fragment(self, payload: str) -> str:
+    def _glance_payload(self) -> str:
+        """The glance's payload, not deflated: a few kilobytes that the page reads at once."""
+        if self._glance_b64 is None:
+            with paused_gc():
+                wire = glance_wire(self._data, self.title, self.stage, self.times, self.memory)
+                self._glance_b64 = encode_wire(wire, compress=False)
+        return self._glance_b64
+
+    def _fragment(self, payload: str, glance: str) -> str:
         nodes, edges = self.view_counts()
         fallback = html.escape(
             f"HLO graph of {self.title}: {self.num_instructions:,} instructions "
@@ -163,7 +175,7 @@ class HloGraph:
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
         body = f'<div class="tkg-fallback">{fallback}</div>'
-        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload])
+        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload, glance])
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:

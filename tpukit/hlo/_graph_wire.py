@@ -159,9 +159,15 @@ def encode_payload(payload: dict) -> str:
     return encode_wire(pack(payload))
 
 
-def encode_wire(wire: dict) -> str:
-    """A packed payload as the page carries it: `wire_bytes`, deflated (`deflate`), in base64."""
-    return base64.b64encode(deflate(wire_bytes(wire))).decode()
+def encode_wire(wire: dict, compress: bool = True) -> str:
+    """A packed payload as the page carries it: `wire_bytes`, deflated (`deflate`), in base64.
+
+    Without ``compress`` the bytes go as they are (they open with a zero byte, which no
+    zlib stream does): a payload of a few kilobytes (a glance) then needs no inflating,
+    which the page can only do asynchronously, so it draws in the script's own task.
+    """
+    raw = wire_bytes(wire)
+    return base64.b64encode(deflate(raw) if compress else raw).decode()
 
 
 def deflate(raw: bytes) -> bytes:
@@ -280,7 +286,8 @@ def _little_endian(values: array) -> array:
 def decode_payload(b64: str) -> dict:
     """The wire dict a page's payload holds, its arrays as lists (`encode_payload` undone,
     but for `pack`): what the page reads, for tests and tools."""
-    return read_wire(zlib.decompress(base64.b64decode(b64)))
+    raw = base64.b64decode(b64)
+    return read_wire(raw if raw[:1] == b"\0" else zlib.decompress(raw))
 
 
 def read_wire(raw: bytes) -> dict:

@@ -22,7 +22,8 @@
 //
 // Takes: the parts above; dagre (handed in by the page).
 // Offers:
-//   tpukitGraphView(root, b64, dagre): the page's entry: unpack, check and draw a payload
+//   tpukitGraphView(root, b64, glance, dagre): the page's entry: unpack, check and draw a
+//     payload; a glance's payload ("" for none) is drawn first, until the payload's replaces it
 //   unpack(b64), schemaProblem(data), showStale(root, prefix, text): loading a payload
 //   new GraphView(root, data, dagre, options), where options (all optional) are
 //     folds: false to open what data.open says, however little of it fits the view
@@ -31,7 +32,7 @@
 //     onSelect(i): a node was newly selected
 //     panelRows(i): rows [name, value, class] that head the panel of node i
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
-//   render(anchor)
+//   render(anchor), leave()
 /* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
    clip, fmt, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
@@ -40,17 +41,23 @@
 
 var SCHEMA = 2;  // _graph_schema.SCHEMA (tests/test_hlo_graph.py keeps the two equal)
 
-function tpukitGraphView(root, b64, dagre) {
+function tpukitGraphView(root, b64, glance, dagre) {
   if (!root || root.getAttribute("data-state")) return;
   root.setAttribute("data-state", "loading");
   root.setAttribute("data-script-ms", performance.now().toFixed(1));
   followTheme(root);
+  // A large graph's output also carries its first view alone (a glance, uncompressed): drawn
+  // now, in this task, and replaced in one task by the whole graph once that is inflated, so
+  // no frame shows the fallback or an empty box (a kernel's update of a glance included).
+  var first = glance ? glanceView(root, glance, dagre) : null;
   unpack(b64).then(function (data) {
     root.setAttribute("data-decoded-ms", performance.now().toFixed(1));
     var stale = schemaProblem(data);
+    if (first) first.leave();
     if (stale) showStale(root, "tkg", stale);
     else new GraphView(root, data, dagre);
   }).catch(function (err) {
+    if (first) first.leave();
     var fallback = root.querySelector(".tkg-fallback");
     if (fallback) fallback.remove();
     var box = el("div", "tkg-error");
@@ -62,19 +69,38 @@ function tpukitGraphView(root, b64, dagre) {
 
 // ---------------------------------------------------------------- loading a payload
 
+// The first view of a glance's payload, drawn now; null (and nothing drawn) if it cannot be.
+function glanceView(root, b64, dagre) {
+  var view = null;
+  try {
+    var data = readNow(base64Bytes(b64));
+    if (!schemaProblem(data)) view = new GraphView(root, data, dagre);
+  } catch {  // the whole graph still comes (or says what went wrong)
+    var part = root.querySelector(".tkg-app");
+    if (part) part.remove();
+  }
+  return view;
+}
+
 function unpack(b64) {
+  var bytes;
+  try { bytes = base64Bytes(b64); } catch (err) { return Promise.reject(err); }
+  if (bytes[0] === 0) {  // not deflated (a glance: a few kB)
+    try { return Promise.resolve(readNow(bytes)); } catch (err) { return Promise.reject(err); }
+  }
   if (typeof DecompressionStream === "undefined") {
     return Promise.reject(new Error("this browser lacks DecompressionStream; use a current browser."));
   }
   // The bytes go straight into the inflater (a Blob's stream would fetch them back from the
   // browser's blob store); an error there reaches the caller through the buffer's promise.
-  var bytes;
-  try { bytes = base64Bytes(b64); } catch (err) { return Promise.reject(err); }
   var inflate = new DecompressionStream("deflate"), writer = inflate.writable.getWriter();
   writer.write(bytes).catch(function () {});
   writer.close().catch(function () {});
   return new Response(inflate.readable).arrayBuffer().then(readWire).then(unpackColumns);
 }
+
+// A payload that is not deflated (it opens with a zero byte, which no zlib stream does).
+function readNow(bytes) { return unpackColumns(readWire(bytes.buffer)); }
 
 // The bytes of a base64 string: natively where the browser can (a millisecond for a
 // megabyte, against ten for a loop over atob's characters).
@@ -235,6 +261,12 @@ function GraphView(root, data, dagre, options) {
   root.setAttribute("data-state", data.glance ? "glance" : "ready");
 }
 
+// Takes this view out of the page (a glance, for the whole graph that replaces it).
+GraphView.prototype.leave = function () {
+  this.camera.activate(false);
+  this.app.remove();
+};
+
 // A glance's answer to what needs the whole graph (opening a closed group, searching).
 GraphView.prototype.waitForWhole = function () {
   this.status.textContent = "the whole graph of " + fmtGrouped(this.data.glance) +
@@ -249,6 +281,7 @@ GraphView.prototype.build = function () {
   var fallback = this.root.querySelector(".tkg-fallback");
   if (fallback) fallback.remove();
   this.root.appendChild(root);  // beside the <style>, which must stay
+  this.app = root;
   var bar = el("div", "tkg-toolbar", root);
   var title = el("span", "tkg-title", bar);
   title.textContent = d.title;
