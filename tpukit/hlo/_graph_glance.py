@@ -97,6 +97,7 @@ class Glance:
         (`_graph_wire.block_columns`, `link_columns`), each end the kept node that stands
         for it. An edge inside one closed node is left out: no view draws it."""
         data, new_id, shown = self.data, self.new_id, self.shown
+        known = self._shown.get  # (a training step's first view reads thousands of edges)
         opened = set(self.opened)
         blocks = []
         for owner, edges in data.blocks:
@@ -104,7 +105,11 @@ class Glance:
                 continue
             flat: list[int] = []
             for source, target, size, index in edges:
-                a, b = shown(source), shown(target)
+                a, b = known(source), known(target)
+                if a is None:
+                    a = shown(source)
+                if b is None:
+                    b = shown(target)
                 if a != b:
                     flat += (a, b, size, index)
             blocks.append((new_id[owner], flat))

@@ -33,6 +33,15 @@ step on its sections, their layers closed), as far as the whole drawing fits the
 view at a readable size (a pass too long for it stays closed: every section shows,
 readable; ``assets/graph_camera.js``), and lays out only the children of a group,
 once, when it opens.
+
+How a large graph shows quickly: in a notebook kernel, a graph of `GLANCE_NODES` nodes or
+more is shown twice under one display id. First its glance (`_graph_glance`: the first
+view's nodes alone, each with what the whole graph says of it; a few tens of kilobytes,
+drawn in its script's own task), which the frontend draws while the kernel writes the
+whole graph; then the whole graph in its place, which draws that glance again until its
+own payload is inflated, so the picture never blanks. A ResNet-50 training step's first
+view is drawn about 0.3 s sooner than the whole graph would be; a saved notebook or page
+keeps the whole graph.
 """
 
 from __future__ import annotations
