@@ -7,9 +7,10 @@ it measures what ``%tpu_graph`` does after compiling, from the cell's point of v
 
 - parse: the optimized HLO text into an ``HloModule`` (a compiled object parses it lazily);
 - group: the graph's tree of layers, sections and parts (``GraphTree``);
-- glance: what a notebook kernel sends first for a graph of ``GLANCE_NODES`` nodes or more
-  (`_graph_view.HloGraph._show_glance_first`): the graph's text summary and its first view
-  alone (`_graph_glance`), an HTML fragment of a few tens of kilobytes;
+- glance: what a notebook kernel sends first for a graph of ``GLANCE_INSTRUCTIONS``
+  instructions or more (`_graph_view.HloGraph._show_glance_first`): its first view alone
+  (`_graph_glance`), grouped without the fusions' bodies, an HTML fragment of a few tens
+  of kilobytes;
 - HTML: the payload and the self-contained HTML fragment of the whole graph (which carries
   the glance too, drawn until the whole payload is inflated);
 - open: in headless Chromium (Playwright), from navigation start until the first view is drawn
@@ -37,12 +38,12 @@ shared machine the wall-clock stages move with its other load, and comparing two
 of the code reads best from it.
 
 ``cell`` is the time between pressing Shift+Enter (on a step already compiled) and seeing
-the graph's first view in the slower of the two ways a notebook shows it: parse + group +
-glance + ``g.frm`` (the glance's ``frame``) for a graph that a kernel shows as a glance
-first, while it writes the whole graph; parse + group + HTML + frame for a smaller one.
+the graph's first view in the slower of the two ways a notebook shows it: parse + glance +
+``g.frm`` (the glance's ``frame``) for a graph that a kernel shows as a glance first, while
+it groups and writes the whole graph; parse + group + HTML + frame for a smaller one.
 ``c.lab`` is the same with ``lab``. ``whole`` is when the whole graph is drawn in its place:
-parse + group + glance + HTML + frame (an upper bound: the browser draws the glance while
-the kernel writes the HTML). ``paint`` (new tab) also counts creating and
+parse + glance + group + HTML + frame (an upper bound: the browser draws the glance while
+the kernel works on). ``paint`` (new tab) also counts creating and
 navigating a tab, which a notebook's output never does: it is kept to compare with earlier
 results (``cell_tab_s`` in the JSON). Before each timed Python repeat the garbage of the last
 is collected (``gc.collect``), so that a full collection of earlier repeats' objects does not
@@ -158,9 +159,10 @@ _CLOSED_GROUPS = """() => Array.from(
 
 def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     """Seconds to parse, group and build the HTML, as ``%tpu_graph`` does on a fresh module:
-    in a kernel, a graph of `GLANCE_NODES` nodes or more sends its glance before the HTML."""
+    in a kernel, a graph of `GLANCE_INSTRUCTIONS` instructions or more sends its glance first
+    (grouped without the fusions' bodies), then groups the whole graph and writes its HTML."""
     from tpukit.hlo import parse_hlo
-    from tpukit.hlo._graph_view import GLANCE_NODES, HloGraph
+    from tpukit.hlo._graph_view import HloGraph
 
     _clear_caches()  # nothing of this module parsed or drawn yet
     gc.collect()  # the last repeat's garbage, not this one's work
@@ -168,16 +170,17 @@ def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     module = parse_hlo(hlo_text)
     marks.append((time.perf_counter(), time.process_time()))
     g = HloGraph(module, title=title, stage="optimized")
-    marks.append((time.perf_counter(), time.process_time()))
     glance = None
-    if len(g._data.kind) >= GLANCE_NODES:  # what a kernel sends first (`_show_glance_first`)
-        repr(g)
+    if g._is_large():  # what a kernel sends first (`_show_glance_first`)
+        g._glance_text()
         glance = g._glance_html()
+    marks.append((time.perf_counter(), time.process_time()))
+    g._data  # noqa: B018 (the whole tree, grouped on first use)
     marks.append((time.perf_counter(), time.process_time()))
     page = g.to_html()
     marks.append((time.perf_counter(), time.process_time()))
     times = {}
-    for stage, before, after in zip(("parse", "group", "glance", "html"), marks, marks[1:]):
+    for stage, before, after in zip(("parse", "glance", "group", "html"), marks, marks[1:]):
         times[f"{stage}_s"] = after[0] - before[0]
         times[f"{stage}_cpu_s"] = after[1] - before[1]  # (the machine's other load left out)
     return times, (g, page, glance)
@@ -458,7 +461,7 @@ def measure(hlo_text: str, title: str, repeats: int) -> dict:
     path.unlink()
     result = {key: round(statistics.median(values), 3) for key, values in runs.items()}
     result.update({f"{key}_max": round(max(values), 3) for key, values in runs.items()})
-    stages = ("parse", "group", "glance", "html")
+    stages = ("parse", "glance", "group", "html")
     python = sum(result[f"{stage}_s"] for stage in stages)
     result["python_cpu_s"] = round(
         min(map(sum, zip(*(runs[f"{stage}_cpu_s"] for stage in stages)))), 3
@@ -470,7 +473,7 @@ def measure(hlo_text: str, title: str, repeats: int) -> dict:
     if glance is None:  # shown whole at once
         result["cell_s"], result["cell_lab_s"] = result["whole_s"], result["whole_lab_s"]
     else:  # the first view drawn: the glance, drawn while the kernel writes the rest
-        first = result["parse_s"] + result["group_s"] + result["glance_s"]
+        first = result["parse_s"] + result["glance_s"]
         result["glance_cpu_s"] = round(min(runs["glance_cpu_s"]), 3)
         result["cell_s"] = round(first + result["glance_frame_s"], 3)
         result["cell_lab_s"] = round(first + result["glance_lab_s"], 3)

@@ -1,6 +1,6 @@
 """Issue 24: a large graph's first view, sent alone ahead of the whole graph (`_graph_glance`).
 
-In a notebook kernel a graph of `GLANCE_NODES` nodes or more is shown twice under one
+In a notebook kernel a graph of `GLANCE_INSTRUCTIONS` nodes or more is shown twice under one
 display id: its glance (the first view's nodes alone, a fifth of the Python) at once, then
 the whole graph in its place. These tests hold the glance to the whole payload on real
 programs (the tutorial's training step and HLO that XLA wrote for others: see
@@ -21,7 +21,9 @@ from IPython.core.displaypub import DisplayPublisher
 import tpukit
 from tpukit.hlo import _graph_view as graph_view
 from tpukit.hlo import graph
+from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._graph_glance import Glance
+from tpukit.hlo._graph_nodes import INSTRUCTION
 from tpukit.hlo._graph_page import standalone_page
 from tpukit.hlo._graph_payload import glance_wire, graph_wire
 from tpukit.hlo._graph_wire import decode_payload
@@ -72,7 +74,7 @@ def test_a_glance_keeps_what_the_whole_payload_says_of_each_node_it_keeps(any_gr
     glance = glance_wire(data, "t", "optimized")
     kept = Glance(data).nodes
     n, m = len(data.kind), len(kept)
-    assert glance["glance"] == n and 0 < m <= n
+    assert glance["glance"] is True and 0 < m <= n
     # Every column of one value per node is cut to the kept nodes (none forgotten).
     per_node = {k for k, v in whole.items() if isinstance(v, list) and len(v) == n}
     assert per_node and all(len(glance[k]) == m for k in per_node), per_node
@@ -90,10 +92,26 @@ def test_a_glance_keeps_what_the_whole_payload_says_of_each_node_it_keeps(any_gr
     assert len(glance["strings"]) <= len(whole["strings"])
 
 
+def _instructions(g) -> int:
+    return sum(len(comp.instructions) for comp in g.module.computations.values())
+
+
+def test_a_glance_made_without_the_fusions_bodies_is_the_same(any_graph):
+    """A kernel makes its glance from a tree without the fusions' bodies (half the time to
+    group a training step): the same nodes, figures, first view and edges as from the
+    whole tree."""
+    data = any_graph._data
+    lean = GraphTree(data.module, fusion_bodies=False)
+    instruction_nodes = [kinds.count(INSTRUCTION) for kinds in (data.kind, lean.kind)]
+    assert sum(lean.hidden.values()) == instruction_nodes[0] - instruction_nodes[1]
+    assert glance_wire(lean, "t", "optimized") == glance_wire(data, "t", "optimized")
+
+
 def test_a_step_glance_is_a_small_share_of_the_whole(step_graph):
     data = step_graph._data
     kept = Glance(data).nodes
     assert {"forward", "backward"} <= {data.section.get(k) for k in kept}
+    assert GraphTree(data.module, fusion_bodies=False).hidden  # it has fusions to leave out
     assert 5 * len(kept) < len(data.kind), (len(kept), len(data.kind))
     assert len(step_graph._glance_html()) < len(step_graph._repr_html_())
 
@@ -181,16 +199,17 @@ def test_a_kernel_shows_a_large_graph_as_a_glance_then_the_whole_graph_in_its_pl
     published = _Published()
     monkeypatch.setattr(shell, "kernel", object(), raising=False)
     monkeypatch.setattr(shell, "display_pub", published)
-    monkeypatch.setattr(graph_view, "GLANCE_NODES", len(step_graph._data.kind))
+    monkeypatch.setattr(graph_view, "GLANCE_INSTRUCTIONS", _instructions(step_graph))
     shell.user_ns["glance_me"] = step_graph
     result = shell.run_cell("glance_me")
     assert result.success
     first, then = published.calls
     assert first["transient"]["display_id"] == then["transient"]["display_id"]
     assert (first["update"], then["update"]) == (False, True)
-    assert _payload_of(first["data"]["text/html"])["glance"] == len(step_graph._data.kind)
+    assert _payload_of(first["data"]["text/html"])["glance"] is True
     assert "glance" not in _payload_of(then["data"]["text/html"])
-    assert first["data"]["text/plain"] == then["data"]["text/plain"] == repr(step_graph)
+    assert "the whole graph follows" in first["data"]["text/plain"]
+    assert then["data"]["text/plain"] == repr(step_graph)
 
 
 def test_a_smaller_graph_or_a_shell_without_a_kernel_shows_the_whole_graph_once(
@@ -198,7 +217,7 @@ def test_a_smaller_graph_or_a_shell_without_a_kernel_shows_the_whole_graph_once(
 ):
     assert step_graph._ipython_display_ is None  # the test's shell has no kernel
     monkeypatch.setattr(shell, "kernel", object(), raising=False)
-    monkeypatch.setattr(graph_view, "GLANCE_NODES", len(step_graph._data.kind) + 1)
+    monkeypatch.setattr(graph_view, "GLANCE_INSTRUCTIONS", _instructions(step_graph) + 1)
     assert step_graph._ipython_display_ is None
     formatted, _ = shell.display_formatter.format(step_graph)
     assert "glance" not in _payload_of(formatted["text/html"])
@@ -211,7 +230,7 @@ def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_i
     code = textwrap.dedent(
         f"""
         from tpukit.hlo import graph, _graph_view
-        _graph_view.GLANCE_NODES = 0  # as a training step of 5,000 nodes or more shows
+        _graph_view.GLANCE_INSTRUCTIONS = 0  # as a step of 5,000 instructions or more shows
         graph({mlp_hlo()!r}, title="mlp")
         """
     )
@@ -272,8 +291,8 @@ def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_i
     """The output a kernel's update brings (and a saved page) draws the glance it carries in
     its script's own task, then the whole graph in its place: the same first view, one
     drawing in the page at a time, and no frame with the fallback in between."""
-    monkeypatch.setattr(graph_view, "GLANCE_NODES", 0)
-    whole_only = step_graph._fragment(step_graph._payload(), "")
+    monkeypatch.setattr(graph_view, "GLANCE_INSTRUCTIONS", 0)
+    whole_only = step_graph._fragment("the step", step_graph._payload(), "")
     page = browser.new_page(viewport={"width": 1200, "height": 800})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))

@@ -67,11 +67,11 @@ def layer(x, w):
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
     "glance graph": """\
 from tpukit.hlo import _graph_view
-_graph_view.GLANCE_NODES, usual = 0, _graph_view.GLANCE_NODES  # shown as a large step is
+_graph_view.GLANCE_INSTRUCTIONS, usual = 0, _graph_view.GLANCE_INSTRUCTIONS  # as a large step
 step = tpukit.compile(train_step, model, opt_state, tpukit.shape("f32[128,784]"),
                       tpukit.shape("s32[128]"))
 display(tpukit.hlo.graph(step.hlo_text("optimized"), title="glance step"))
-_graph_view.GLANCE_NODES = usual""",
+_graph_view.GLANCE_INSTRUCTIONS = usual""",
     "step profile": "%tpu_profile -r 2 train_step(model, opt_state, f32[128,784], s32[128])",
     "step memory": "%tpu_memory train_step(model, opt_state, f32[128,784], s32[128])",
     "memory graph": "train_step_memory.graph()",

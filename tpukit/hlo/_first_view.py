@@ -51,6 +51,8 @@ def first_view(data: GraphTree) -> list[int]:
 
 def _opened(data: GraphTree) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
+    for node, hidden in data.hidden.items():  # fusion bodies a glance's tree leaves out
+        sizes[node] += hidden
     for node in range(len(data.kind) - 1, 0, -1):
         sizes[data.parent[node]] += sizes[node]
     flops, _, nbytes = node_costs(data)  # computed once, with the payload's

@@ -50,10 +50,22 @@ class GraphTree:
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
     range ``[i, i + size)``. Every column is a list indexed by node id.
+
+    Without ``fusion_bodies`` each fusion is a leaf, and ``hidden`` says how many
+    instruction nodes its bodies would add: the tree a glance is made from
+    (`_graph_glance`), a tenth of a training step's nodes. Everything above the
+    fusions is as in the whole tree (a node's costs come from the module), in the
+    same order, so the first view opens the same groups.
     """
 
-    def __init__(self, module: HloModule) -> None:
+    def __init__(self, module: HloModule, *, fusion_bodies: bool = True) -> None:
         self.module = module
+        self._bodies = fusion_bodies
+        #: Fusion node -> the instruction nodes its bodies hold but this tree does not, and
+        #: (``held``) those its bodies hold directly, as the panel counts them.
+        self.hidden: dict[int, int] = {}
+        self.held: dict[int, int] = {}
+        self._body_sizes: dict[str, int] = {}
         self.kind: list[int] = []
         self.parent: list[int] = []
         self.label: list[str] = []
@@ -122,6 +134,10 @@ class GraphTree:
         for instr in compress(instructions, map(_CALLED, instructions)):
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
+            if not self._bodies and instr.opcode == "fusion":
+                self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
+                self.held[node] = sum(len(sub.instructions) for sub, _ in called)
+                continue
             if len(called) == 1:
                 self._add_computation(
                     called[0][0], node, scoped=_is_program(called[0][0]), caller=instr
@@ -136,6 +152,23 @@ class GraphTree:
         # else nothing to split: the instructions of a small unscoped computation (a
         # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
         self._active.discard(comp.name)
+
+    def _instruction_nodes(self, comp: HloComputation) -> int:
+        """The instruction nodes `_add_computation` makes for ``comp``, what it calls
+        included (0 for a computation that calls itself back, which it leaves out)."""
+        size = self._body_sizes.get(comp.name)
+        if size is None:
+            if comp.name in self._active:
+                return 0
+            self._active.add(comp.name)
+            size = len(comp.instructions)
+            for instr in comp.instructions:
+                if instr.called_computations:
+                    for sub, _ in _program_computations(instr, self.module):
+                        size += self._instruction_nodes(sub)
+            self._active.discard(comp.name)
+            self._body_sizes[comp.name] = size
+        return size
 
     def _group_by_scope(
         self,
@@ -420,6 +453,8 @@ class GraphTree:
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
         self.notes = {new_id[k]: v for k, v in self.notes.items()}
         self.section = {new_id[k]: v for k, v in self.section.items()}
+        self.hidden = {new_id[k]: v for k, v in self.hidden.items()}
+        self.held = {new_id[k]: v for k, v in self.held.items()}
         self.blocks = [
             (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
             for owner, edges in self.blocks

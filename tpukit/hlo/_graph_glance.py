@@ -77,7 +77,7 @@ class Glance:
         """``payload``, the whole graph's, with its nodes cut to the kept ones, renumbered.
 
         ``more`` lists the kept groups that hold more than the glance sends (they show
-        closed, with the toggle that opens them), ``glance`` the whole graph's node count.
+        closed, with the toggle that opens them), and ``glance`` says that it is one.
         """
         nodes, new_id, data = self.nodes, self.new_id, self.data
         cut = dict(payload)
@@ -88,8 +88,11 @@ class Glance:
         cut["parent"] = [new_id[p] if p >= 0 else -1 for p in cut["parent"]]
         cut["open"] = [new_id[k] for k in payload["open"]]
         opened = set(self.opened)
-        cut["more"] = [new_id[k] for k in nodes if data.children[k] and k not in opened]
-        cut["glance"] = len(data.kind)
+        hidden = data.hidden
+        cut["more"] = [
+            new_id[k] for k in nodes if (data.children[k] or k in hidden) and k not in opened
+        ]
+        cut["glance"] = True
         return cut
 
     def edges(self) -> dict[str, list[int]]:

@@ -279,10 +279,13 @@ def _counts(data: GraphTree) -> list[int]:
     call's or loop's, those of the computations it opens (not inside their instructions).
 
     Each node adds its share to its parent's, the last node first: nodes are numbered depth
-    first, so a node's own count is whole before it is added.
+    first, so a node's own count is whole before it is added. (A fusion whose bodies the
+    tree leaves out starts with theirs: `GraphTree.held`.)
     """
     kind, parent = data.kind, data.parent
     count = [0] * len(kind)
+    for node, held in data.held.items():
+        count[node] = held
     for node in range(len(kind) - 1, 0, -1):
         count[parent[node]] += 1 if kind[node] == INSTRUCTION else count[node]
     return count

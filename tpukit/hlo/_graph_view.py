@@ -34,12 +34,13 @@ view at a readable size (a pass too long for it stays closed: every section show
 readable; ``assets/graph_camera.js``), and lays out only the children of a group,
 once, when it opens.
 
-How a large graph shows quickly: in a notebook kernel, a graph of `GLANCE_NODES` nodes or
-more is shown twice under one display id. First its glance (`_graph_glance`: the first
-view's nodes alone, each with what the whole graph says of it; a few tens of kilobytes,
-drawn in its script's own task), which the frontend draws while the kernel writes the
-whole graph; then the whole graph in its place, which draws that glance again until its
-own payload is inflated, so the picture never blanks. A ResNet-50 training step's first
+How a large graph shows quickly: in a notebook kernel, a graph of `GLANCE_INSTRUCTIONS`
+instructions or more is shown twice under one display id. First its glance
+(`_graph_glance`: the first view's nodes alone, each with what the whole graph says of it,
+made from a tree without the fusions' bodies; a few tens of kilobytes, drawn in its
+script's own task), which the frontend draws while the kernel groups and writes the whole
+graph; then the whole graph in its place, which draws that glance again until its own
+payload is inflated, so the picture never blanks. A ResNet-50 training step's first
 view is drawn about 0.3 s sooner than the whole graph would be; a saved notebook or page
 keeps the whole graph.
 """
@@ -71,10 +72,10 @@ from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, paused_gc
 from tpukit.hlo._progress import progress
 
-#: A graph of at least this many nodes shows its first view alone first in a notebook
-#: kernel (`HloGraph._ipython_display_`): below it the whole graph is written and drawn
-#: about as quickly (some 0.1 s for 5,000 nodes), and drawing it twice would only flicker.
-GLANCE_NODES = 5000
+#: A graph of at least this many instructions shows its first view alone first in a
+#: notebook kernel (`HloGraph._ipython_display_`): below it the whole graph is grouped,
+#: written and drawn about as quickly (some 0.1 s for 5,000), and two drawings would flicker.
+GLANCE_INSTRUCTIONS = 5000
 
 
 def graph_data(module: HloModule) -> GraphTree:
@@ -91,6 +92,18 @@ def graph_data(module: HloModule) -> GraphTree:
         grouping = progress(f"grouping {module.name or 'the module'} for its graph")
         with grouping, paused_gc(keep=True):
             data = module._analysis["graph_data"] = GraphTree(module)
+        module._analysis.pop("glance_data", None)  # (the whole tree serves glances now)
+    return data
+
+
+def glance_data(module: HloModule) -> GraphTree:
+    """The tree a glance of ``module`` is made from: the whole graph's when it is built,
+    else one without the fusions' bodies (a tenth of a training step's nodes, half the
+    time to build), kept on the module until the whole tree replaces it."""
+    data = module._analysis.get("graph_data") or module._analysis.get("glance_data")
+    if data is None:
+        with paused_gc(keep=True):
+            data = module._analysis["glance_data"] = GraphTree(module, fusion_bodies=False)
     return data
 
 
@@ -130,10 +143,20 @@ class HloGraph:
         self.stage = stage
         self.times = dict(times) if times is not None else None
         self.memory = dict(memory) if memory else None
-        self._data = graph_data(module)
         self._payload_b64: str | None = None
         self._glance_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
+
+    @property
+    def _data(self) -> GraphTree:
+        """The graph's tree of groups (`graph_data`), grouped on first use: a kernel shows
+        a large graph's glance first, from a smaller tree (`glance_data`)."""
+        return graph_data(self.module)
+
+    def _is_large(self) -> bool:
+        """Whether the module holds `GLANCE_INSTRUCTIONS` instructions or more."""
+        computations = self.module.computations.values()
+        return sum(len(comp.instructions) for comp in computations) >= GLANCE_INSTRUCTIONS
 
     @property
     def num_instructions(self) -> int:
@@ -157,30 +180,33 @@ class HloGraph:
     def _repr_html_(self) -> str:
         """One self-contained HTML fragment: styles, data, viewer and layout library inline.
 
-        A graph of `GLANCE_NODES` nodes or more also carries its glance (`_graph_glance`),
-        which the page draws at once, while it inflates the whole graph.
+        A graph of `GLANCE_INSTRUCTIONS` instructions or more also carries its glance
+        (`_graph_glance`), which the page draws at once, while it inflates the whole graph.
         """
         payload = self._payload()  # first: it costs the nodes and opens the first view with
-        big = len(self._data.kind) >= GLANCE_NODES  # the collector paused; the rest reuse both
-        return self._fragment(payload, self._glance_payload() if big else "")
+        glance = self._glance_payload() if self._is_large() else ""  # the collector paused
+        nodes, edges = self.view_counts()  # (these reuse both)
+        said = f"{self.num_instructions:,} instructions ({nodes} nodes, {edges} edges when opened)"
+        return self._fragment(said, payload, glance)
 
     def _glance_html(self) -> str:
-        """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output."""
-        return self._fragment(self._glance_payload(), "")
+        """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output,
+        made without grouping the whole graph."""
+        return self._fragment("its first view", self._glance_payload(), "")
 
     def _glance_payload(self) -> str:
         """The glance's payload, not deflated: a few kilobytes that the page reads at once."""
         if self._glance_b64 is None:
+            coloured = self.times or self.memory  # (their sums are checked on whole trees)
+            data = self._data if coloured else glance_data(self.module)
             with paused_gc():
-                wire = glance_wire(self._data, self.title, self.stage, self.times, self.memory)
+                wire = glance_wire(data, self.title, self.stage, self.times, self.memory)
                 self._glance_b64 = encode_wire(wire, compress=False)
         return self._glance_b64
 
-    def _fragment(self, payload: str, glance: str) -> str:
-        nodes, edges = self.view_counts()
+    def _fragment(self, said: str, payload: str, glance: str) -> str:
         fallback = html.escape(
-            f"HLO graph of {self.title}: {self.num_instructions:,} instructions "
-            f"({nodes} nodes, {edges} edges when opened). It draws with JavaScript: "
+            f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
         body = f'<div class="tkg-fallback">{fallback}</div>'
@@ -188,14 +214,14 @@ class HloGraph:
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:
-        """How a notebook kernel shows a graph of `GLANCE_NODES` nodes or more: its first
-        view at once, then the whole graph in its place.
+        """How a notebook kernel shows a graph of `GLANCE_INSTRUCTIONS` instructions or more:
+        its first view at once, then the whole graph in its place.
 
         Elsewhere (a terminal, a test's shell) or for a smaller graph this is None, and
         IPython shows `_repr_html_` as usual: `IPython.utils.dir2.get_real_method` takes
         only a callable.
         """
-        if len(self._data.kind) < GLANCE_NODES or kernel_shell() is None:
+        if kernel_shell() is None or not self._is_large():
             return None
         return self._show_glance_first
 
@@ -209,11 +235,15 @@ class HloGraph:
         more than it holds.
         """
         publish = kernel_shell().display_pub.publish
-        text, shown = repr(self), {"display_id": uuid.uuid4().hex}
-        glance = {"text/html": self._glance_html(), "text/plain": text}
+        shown = {"display_id": uuid.uuid4().hex}
+        glance = {"text/html": self._glance_html(), "text/plain": self._glance_text()}
         publish(data=glance, metadata={}, transient=shown)
-        whole = {"text/html": self._repr_html_(), "text/plain": text}
+        whole = {"text/html": self._repr_html_(), "text/plain": repr(self)}
         publish(data=whole, metadata={}, transient=shown, update=True)
+
+    def _glance_text(self) -> str:
+        stage = f" ({self.stage})" if self.stage else ""
+        return f"HloGraph {self.title!r}{stage}: the first view; the whole graph follows"
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
@@ -315,8 +345,6 @@ def graph(
                 if file is None:
                     raise
                 raise HloTextError(f"{file}: {exc}") from None
-            if module.computations:
-                graph_data(module)  # grouped under the same progress line
     else:
         raise WrongTypeError(
             f"graph() takes HLO text, an HLO file's path or an HloModule, got "

@@ -269,8 +269,8 @@ GraphView.prototype.leave = function () {
 
 // A glance's answer to what needs the whole graph (opening a closed group, searching).
 GraphView.prototype.waitForWhole = function () {
-  this.status.textContent = "the whole graph of " + fmtGrouped(this.data.glance) +
-    " nodes is on its way from the kernel; if it does not come, run the cell again";
+  this.status.textContent = "the whole graph of " + fmtGrouped(this.data.instructions) +
+    " instructions is on its way from the kernel; if it does not come, run the cell again";
   this.root.setAttribute("data-waiting", "1");
 };
 
