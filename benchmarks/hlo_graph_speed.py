@@ -33,7 +33,7 @@ it measures what ``%tpu_graph`` does after compiling, from the cell's point of v
 ``defl.x`` is how many times quicker the payload deflates on two cores (`_graph_wire.deflate`)
 than with one ``zlib.compress``, both timed in the same run (``deflate_*_s`` in the JSON).
 
-``py.cpu`` is the CPU time of parse, group and HTML together (the quickest repeat's): on a
+``py.cpu`` is the CPU time of parse, glance, group and HTML together (the quickest repeat's): on a
 shared machine the wall-clock stages move with its other load, and comparing two versions
 of the code reads best from it.
 
@@ -504,8 +504,8 @@ COLUMNS = (
     ("module", 34, "title", "{}"),
     ("instrs", 7, "instructions", "{:,}"),
     ("parse", 6, "parse_s", "{:.2f}"),
-    ("group", 6, "group_s", "{:.2f}"),
     ("glance", 6, "glance_s", "{:.2f}"),
+    ("group", 6, "group_s", "{:.2f}"),
     ("HTML", 6, "html_s", "{:.2f}"),
     ("py.cpu", 6, "python_cpu_s", "{:.2f}"),
     ("open", 6, "open_s", "{:.2f}"),
