@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 from _fixtures import mlp_hlo
+from _notebook_page import NOTEBOOK_PAGE
 from _steps import tutorial_train_step
 from IPython.core.displaypub import DisplayPublisher
 
@@ -253,26 +254,26 @@ def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_i
     assert not [m for m in messages if m["msg_type"] in ("execute_result", "error", "stream")]
 
 
-# Inserts a fragment as JupyterLab does (innerHTML, then each script re-created so that it
-# runs) and reads its state in the next frame's callback, before that frame is painted.
+# Shows a fragment as JupyterLab does (`_notebook_page.NOTEBOOK_PAGE`) and reads its state in
+# the next frame's callback, before that frame is painted.
 _STATE_AT_FIRST_FRAME = """fragment => new Promise(done => {
-  const host = document.createElement("div");
-  document.body.append(host);
-  host.innerHTML = fragment;
-  for (const written of host.querySelectorAll("script")) {
-    const script = document.createElement("script");
-    script.textContent = written.textContent;
-    written.replaceWith(script);
-  }
-  requestAnimationFrame(() => done(host.querySelector(".tkg-root").dataset.state));
+  showOutput(fragment);
+  const roots = document.querySelectorAll(".tkg-root");
+  requestAnimationFrame(() => done(roots[roots.length - 1].dataset.state));
 })"""
+
+
+def _notebook_page(browser):
+    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page.set_content(NOTEBOOK_PAGE)
+    return page
 
 
 def test_a_glance_is_drawn_before_the_frame_that_shows_its_output(browser, step_graph):
     """A glance's few kilobytes go uncompressed: read and drawn in the script's own task
     (inflating is asynchronous), so the frame that first shows the output shows the
     drawing, not the text fallback."""
-    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page = _notebook_page(browser)
     assert page.evaluate(_STATE_AT_FIRST_FRAME, step_graph._glance_html()) == "glance"
     page.close()
 
@@ -293,7 +294,7 @@ def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_i
     drawing in the page at a time, and no frame with the fallback in between."""
     monkeypatch.setattr(graph_view, "GLANCE_INSTRUCTIONS", 0)
     whole_only = step_graph._fragment("the step", step_graph._payload(), "")
-    page = browser.new_page(viewport={"width": 1200, "height": 800})
+    page = _notebook_page(browser)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.evaluate(_STATES)
@@ -302,7 +303,7 @@ def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_i
     assert page.evaluate("window.tkgStates") == [None, "loading", "glance"]  # now: ready
     assert page.locator(".tkg-root .tkg-app").count() == 1
     drawn = _scene(page)
-    reference = browser.new_page(viewport={"width": 1200, "height": 800})
+    reference = _notebook_page(browser)
     reference.evaluate(_STATE_AT_FIRST_FRAME, _same_root(whole_only))
     reference.wait_for_selector(".tkg-root[data-state=ready]", timeout=15000)
     arrow = re.search(r"url\(#(tkg-[0-9a-f]+)-arrow\)", drawn)[1]
