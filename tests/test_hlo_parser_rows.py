@@ -162,3 +162,69 @@ def test_metadata_made_without_init_is_a_whole_dataclass():
     values = {f.name: getattr(meta, f.name) for f in fields(HloMetadata)}  # (unset: raises)
     assert meta == HloMetadata(**values)
     assert (meta.op_name, meta.source_file, meta.source_line) == ("jit(f)/x", "/a/f.py", 7)
+
+
+# Computation headers as XLA prints them and as others may: `_read_rows` matches those that
+# start with "%" or "ENTRY " in place; the others (spaced, no "%") go to the line reader.
+HEADERS = """HloModule m
+
+%add.1 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: (s32[], f32[2]{0})) -> (s32[], f32[2]{0}) {
+  ROOT %p = (s32[], f32[2]{0}) parameter(0)
+}
+
+%plain {
+  ROOT %c = f32[] constant(1)
+}
+ %spaced   ()->f32[]{
+  ROOT %c = f32[] constant(2)
+}
+
+cond.2 (q: f32[]) -> pred[] {
+  ROOT %q = pred[] constant(true)
+}
+%x = f32[] parameter(0)
+
+ENTRY %main.3 (x: f32[2]{0}, y: f32[]) -> (f32[2]{0}) {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[] parameter(1)
+  %r = f32[] reduce(%x, %y), dimensions={0}, to_apply=%add.1
+  ROOT %t = (f32[2]{0}) tuple(%x)
+}
+"""
+
+
+def test_headers_read_in_place_as_by_the_line_reader(monkeypatch):
+    """A computation's header line read by `_read_rows` itself (`_Reader.open`) gives the
+    computation the line reader gives: name, ENTRY, signature, and what follows."""
+    rows, lines = _both(HEADERS, monkeypatch)
+    assert rows == lines
+    assert [c[:4] for c in rows[5]] == [
+        ["add.1", "applied", False, "(a: f32[], b: f32[]) -> f32[]"],
+        ["body", "unused", False, "(p: (s32[], f32[2]{0})) -> (s32[], f32[2]{0})"],
+        ["plain", "unused", False, ""],
+        ["spaced", "unused", False, "()->f32[]"],
+        ["cond.2", "unused", False, "(q: f32[]) -> pred[]"],
+        ["main.3", "entry", True, "(x: f32[2]{0}, y: f32[]) -> (f32[2]{0})"],
+    ]
+    assert rows[4] == ["%x = f32[] parameter(0)"]  # (outside any computation: kept raw)
+    outside = []
+    read = _parser._Reader._outside
+
+    def seen(reader, line, stripped):
+        outside.append(stripped)
+        read(reader, line, stripped)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser._Reader, "_outside", seen)
+        PARSED.cache_clear()
+        parse_hlo(HEADERS)
+    PARSED.cache_clear()
+    assert outside == [  # the lines that `_read_rows` leaves to the line reader
+        "HloModule m", "%spaced   ()->f32[]{", "cond.2 (q: f32[]) -> pred[] {", "%x = f32[] parameter(0)"
+    ]  # fmt: skip

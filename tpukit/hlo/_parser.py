@@ -20,7 +20,8 @@ rest) in the same match; ``findall`` over a megabyte of text at a time gives one
 per line, and `_read_rows` makes each common line's record from its tuple with no
 further regex (more operand names by ``str.split``; the metadata of each distinct rest
 of a line found once, XLA's own metadata text read by one regex, `_XLA_METADATA`, and
-each distinct text parsed once). Every other line -- headers, closing braces,
+each distinct text parsed once; a computation's header, ``%name (...) -> ... {``, is
+matched in place). Every other line -- other headers, closing braces,
 continuation lines, comments, odd spacing -- goes through `_Reader.line`, the
 line-by-line reader, which is also what reads text with line breaks other than "\\n";
 both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
@@ -432,6 +433,13 @@ def _read_rows(reader: _Reader, text: str) -> None:
             if append is None and pos == start + 1:  # a blank line between computations
                 reader.table = None  # (what `_Reader.line` does with it)
                 continue
+            if append is None and text.startswith(("%", "ENTRY "), start):
+                header = _COMPUTATION_HEADER.match(text, start, pos - 1)  # (its line, no "\n")
+                if header is not None:  # a computation starts (no strip, no copy of the line)
+                    comp = reader.open(header)
+                    comp_name, append = comp.name, comp.instructions.append
+                    fast = pending = False
+                    continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
                 depth = open_brackets(text[at : at + size])  # (most computations end so)
                 if depth <= 0:
@@ -666,6 +674,15 @@ class _Reader:
         self.closed += 1
         self.comp = None
 
+    def open(self, header: re.Match[str]) -> HloComputation:
+        """Start the computation of a header line outside any (`_COMPUTATION_HEADER`'s
+        match): what `line` does with it, also called by `_read_rows`, which matches the
+        headers that start with ``%`` or ``ENTRY `` in place (no other branch of `_outside`
+        takes such a line)."""
+        self.comp = comp = _new_computation(header, self.module)
+        self.pending, self.depth, self.fast = [], 0, False
+        return comp
+
     def _outside(self, line: str, stripped: str) -> None:
         if not stripped or stripped.startswith("//"):
             self.table = None
@@ -678,8 +695,7 @@ class _Reader:
             key, _, value = stripped.partition(" ")
             self.table[int(key)] = value.strip()
         elif header := _COMPUTATION_HEADER.match(stripped):
-            self.comp = _new_computation(header, self.module)
-            self.pending, self.depth, self.fast = [], 0, False
+            self.open(header)
         else:
             self.module.unparsed.append((line.splitlines() or [""])[0])
 
