@@ -18,12 +18,17 @@ from tpukit.hlo._parser import metadata_text, parse_hlo
 # `_ROW` as it was spelled before its runs were made possessive.
 _PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
 _PLAIN_NAMED = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?([A-Za-z0-9_.\-$]+)"
-_PLAIN_LISTED = (
-    rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, ({_PLAIN_PIECE}(?:, {_PLAIN_PIECE})*))?)?)?"
+_PLAIN_INDEX = r"(?:/\*index=[0-9]+\*/)?"
+_PLAIN_MORE = rf"({_PLAIN_PIECE}(?:, {_PLAIN_INDEX}{_PLAIN_PIECE})*)"
+_PLAIN_LISTED = rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, {_PLAIN_MORE})?)?)?"
+_PLAIN_IN_LAYOUT = r'[^(){}\[\]"/\n]'
+_PLAIN_ELEMENT = (
+    rf"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{(?:{_PLAIN_IN_LAYOUT}|\({_PLAIN_IN_LAYOUT}*\))*\}})?"
 )
+_PLAIN_TUPLE = rf"\((?:{_PLAIN_ELEMENT}(?:, {_PLAIN_INDEX}{_PLAIN_ELEMENT})*)?\)"
 _PLAIN_ROW = re.compile(
     r"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = "
-    r"([a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
+    rf"([a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{[^}}\n]*\}})?|{_PLAIN_TUPLE}) ([a-z][a-z0-9\-]*)"
     rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
 )
 
@@ -31,11 +36,15 @@ _PIECES = [
     "  ", " ", "\t", "ROOT ", "%", "x.1", "p_0", "ROOT", " = ", "=", "f32[8,4]{1,0}", "f32[]",
     "bf16[2]{0:T(8,128)}", "(", ")", ", ", ",", "add", "fusion", "parameter", "0", "%a",
     "f32[2]{0} %b", "{", "}", "[", "]", '"', "metadata={op_name=\"a\"}", "calls=%f", "\\",
-    "s32[<=4]", "-", "$", "/*c*/", "  ",
+    "s32[<=4]", "-", "$", "/*c*/", "  ", "/*index=5*/", "(s32[], f32[2]{0})", "/*index=",
+    "((f32[]), s32[])",
 ]  # fmt: skip
 
 
 _OPERANDS = ["%a", "b.1", "f32[2]{0} %c", "bf16[8]{0:T(8)} %d", "", "{1, 2}", "0", "%e"]
+_OPERANDS += ["/*index=5*/%f", "/*index=10*/f32[2]{0} %g"]
+_SHAPES = ["f32[8,4]{1,0}", "f32[]", "s32[<=4]", "(f32[2]{0}, s32[])", "()"]
+_SHAPES += ["(bf16[8]{0:T(8)(2,1)}, /*index=5*/u32[4]{0}, token[])"]
 
 
 def _line(rng: random.Random) -> str:
@@ -43,7 +52,7 @@ def _line(rng: random.Random) -> str:
     operands = ", ".join(rng.choice(_OPERANDS) for _ in range(rng.randint(0, 4)))
     parts = [
         rng.choice(["  ", "", "\t"]), rng.choice(["", "ROOT "]), rng.choice(["%", ""]),
-        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(["f32[8,4]{1,0}", "f32[]", "s32[<=4]"]),
+        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(_SHAPES),
         " ", rng.choice(["add", "fusion", "all-reduce", "parameter"]), "(", operands, ")",
         rng.choice(["", ", metadata={op_name=\"a\"}", ", calls=%f ", ", x={(1)}"]),
     ]  # fmt: skip

@@ -14,28 +14,28 @@ odd text never raises.
     ('f32[8,4]{1,0}', 'x.1')
 
 Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
-`_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
-opcode, operands as ``[shape ]%name`` pieces -- the first two names captured -- and the
-rest) in the same match; ``findall`` over a megabyte of text at a time gives one tuple
-per line, and `_read_rows` makes each common line's record from its tuple with no
-further regex (more operand names by ``str.split``; the metadata of each distinct rest
-of a line found once, XLA's own metadata text read by one regex, `_XLA_METADATA`, and
-each distinct text parsed once; a computation's header, ``%name (...) -> ... {``, is
-matched in place). Every other line -- other headers, closing braces,
-continuation lines, comments, odd spacing -- goes through `_Reader.line`, the
-line-by-line reader, which is also what reads text with line breaks other than "\\n";
-both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
-place in the module's text rather than a copy of its line; an instruction's attributes
-are split only when someone asks (`HloInstruction.attributes`), the parser itself
-reading just the called computations and the metadata, once per distinct rest of a line
-(`_ending`: XLA's metadata after plain pieces and a fusion's or reduce's one call are read
-without a split); a parameter keeps its number's text (every view sorts parameters by
-it); equal metadata of one module,
-and its fields' keys and short values, are stored once (names are not: a table of
-400,000 names costs more time than its strings cost memory); the garbage collector
-pauses while the objects pile up, and the objects made are then moved to its oldest
-generation unscanned (`paused_gc`). Equal text parsed again while its module is alive
-is not parsed again (`_parsed.PARSED`).
+`_ROW`, cuts the text into lines and reads the common instruction line (name, shape --
+an array or a tuple of arrays --, opcode, operands as ``[shape ]%name`` pieces -- the
+first two names captured -- and the rest) in the same match; ``findall`` over a megabyte
+of text at a time gives one tuple per line, and `_read_rows` makes each common line's
+record from its tuple with no further regex (more operand names by ``str.split``; the
+metadata of each distinct rest of a line found once, XLA's own metadata text read by one
+regex, `_XLA_METADATA`, and each distinct text parsed once; a computation's header,
+``%name (...) -> ... {``, is matched in place). Every other line -- other headers,
+closing braces, continuation lines, other comments, odd spacing -- goes through
+`_Reader.line`, the line-by-line reader, which is also what reads text with line breaks
+other than "\\n"; both read any text the same way (``tests/test_hlo_parser_rows.py``). A
+record keeps its place in the module's text rather than a copy of its line; an
+instruction's attributes are split only when someone asks (`HloInstruction.attributes`),
+the parser itself reading just the called computations and the metadata, once per
+distinct rest of a line (`_ending`: XLA's metadata after plain pieces and a fusion's or
+reduce's one call are read without a split); a parameter keeps its number's text (every
+view sorts parameters by it); equal metadata of one module, and its fields' keys and
+short values, are stored once (names are not: a table of 400,000 names costs more time
+than its strings cost memory); the garbage collector pauses while the objects pile up,
+and the objects made are then moved to its oldest generation unscanned (`paused_gc`).
+Equal text parsed again while its module is alive is not parsed again
+(`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -116,9 +116,20 @@ _ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?{_NAME
 _NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?({_NAME}++)"
 # (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
 # anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
-_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
+# (XLA numbers every fifth operand past the fourth, ``, /*index=5*/%f``: `_INDEX`.)
+_INDEX = r"(?:/\*index=[0-9]++\*/)?+"
+_LISTED = (
+    rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_INDEX}{_ROW_PIECE})*+))?+)?+)?+"
+)
+# A tuple of arrays, as XLA prints one: ``(f32[8]{0}, s32[], /*index=5*/u32[4]{0})``. Its
+# layouts hold no bracket but a tile's ``(8,128)``: it ends where `_close_group`, the line
+# reader's bracket match, ends it.
+_IN_LAYOUT = r'[^(){}\[\]"/\n]'
+_ELEMENT = rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{(?:{_IN_LAYOUT}++|\({_IN_LAYOUT}*+\))*+\}})?+"
+_TUPLE = rf"\((?:{_ELEMENT}(?:, {_INDEX}{_ELEMENT})*+)?+\)"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, on one line, no trailing space) or any other: indent, ``ROOT `` and ``%``
+# both read, or such a line with a `_TUPLE` shape or XLA's ``/*index=N*/`` numbers, on one
+# line, no trailing space) or any other: indent, ``ROOT `` and ``%``
 # (the lead: "", "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text;
 # when `_LISTED`, also the first name, the second, the pieces after), the rest after
 # them; or (other lines) nothing but the indent. The groups and the line's fixed
@@ -136,7 +147,7 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
 _ROW = re.compile(
     rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
-    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+) ([a-z][a-z0-9\-]*+)"
+    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+|{_TUPLE}) ([a-z][a-z0-9\-]*+)"
     rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
 )
 #: The empty list of operands and of called computations that records share.
@@ -366,7 +377,11 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 after = op_at + len(listed) + 1  # the rest's place in the line
                 size = after + len(rest)  # (`_ROW`'s lines have no trailing space)
                 pos = at + (size + 1)  # (a sum of small numbers first: no new int object)
-            if name and append is not None and comment >= pos:
+            if name and append is not None and (comment >= pos or _indexed(text, at, after, size)):
+                if comment < pos:  # its comments are XLA's ``/*index=N*/``: the next one
+                    comment = find("/*", pos)
+                    comment = len(text) if comment < 0 else comment
+                    more = _INDEXES.sub("", more)  # (as `_operand_names` drops them)
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
                     pending = False
@@ -577,6 +592,15 @@ def _metadata_of(
 
 
 _new_object = object.__new__
+_INDEXES = re.compile(r"/\*index=[0-9]+\*/")
+
+
+def _indexed(text: str, at: int, after: int, size: int) -> bool:
+    """Whether the comments of a row, ``text[at:at + size]``, are all XLA's numbers of
+    operands and tuple elements, ``/*index=N*/``, and all before its rest (which starts
+    at ``after``): where `_ROW` reads them, and no other comment shifts what the line
+    reader, which drops them, reads."""
+    return text.count("/*", at, at + size) == len(_INDEXES.findall(text, at, at + after))
 
 
 def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
