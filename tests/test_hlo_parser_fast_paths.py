@@ -35,6 +35,7 @@ from tpukit.hlo._parser import (
     _COMPUTATION_HEADER,
     _META_FIELD,
     _MODULE_LINE,
+    _XLA_COMMON,
     _close_group,
     _metadata_alone,
     _metadata_of,
@@ -190,6 +191,28 @@ def test_xla_metadata_reads_as_the_general_path():
         assert got == _metadata_reference(rest), rest
         fast += any(isinstance(v, HloMetadata) for v in shared.values())
     assert fast > 10000  # most of them took the fast path
+
+
+@pytest.mark.parametrize(
+    "op_name",
+    [
+        "traced_args[1][0].mu[\\'bn1\\'][\\'bias\\'].value",  # a pytree key's quotes, escaped
+        'a\\"b\\"c',  # an escaped quote
+        "a\\\\b",  # an escaped backslash
+        'a\\\\\\"b',  # both
+        "a\\\\",  # a backslash last
+    ],
+)
+def test_escaped_op_names_read_in_one_match_as_the_general_path(op_name):
+    """XLA's common metadata with escapes in its op name: one `_XLA_COMMON` match, read
+    as `_parse_metadata` reads the text."""
+    for tail in ("", ' source_file="/a/f.py" source_line=3', " stack_frame_id=7"):
+        value = f'{{op_name="{op_name}"{tail}}}'
+        assert _XLA_COMMON.fullmatch(value), value
+        rest = ", metadata=" + value
+        got = _metadata_of(rest, {}, {}, HloMetadata())
+        assert got == _metadata_reference(rest), rest
+        assert got.fields == _parse_metadata(value).fields
 
 
 def test_quick_patterns_match_as_the_plain_ones():

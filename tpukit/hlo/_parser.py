@@ -1104,9 +1104,10 @@ _XLA_METADATA = re.compile(
 )
 # What most of XLA's metadata texts hold: an op name, then a source file and line (JAX's
 # lowered text, older XLA) or a stack frame (newer XLA); `_XLA_METADATA` reads each such
-# text the same, with eleven optional fields tried (twice as long).
+# text the same, with eleven optional fields tried (twice as long). The op name may hold
+# escapes (``mu[\'bn1\']``, a pytree key's quotes), as a string that `_META_FIELD` reads.
 _XLA_COMMON = re.compile(
-    r'\{op_name="([^"\\]*+)"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?'
+    r'\{op_name="((?:[^"\\]++|\\.)*+)"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?'
     r"(?: stack_frame_id=([0-9]++))?\}"
 )
 #: The keys XLA writes in ``metadata={...}``, one string each for every parse.
@@ -1162,6 +1163,8 @@ def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
     keep = strings.setdefault
     if found.re is _XLA_COMMON:
         op_name, source_file, line, frame = found.groups()
+        if "\\" in op_name:  # (as `_parse_metadata` unquotes it)
+            op_name = op_name.replace('\\"', '"').replace("\\\\", "\\")
         fields = {"op_name": op_name}
         if source_file is not None:
             fields["source_file"] = source_file = keep(source_file, source_file)
