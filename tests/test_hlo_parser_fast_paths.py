@@ -37,6 +37,7 @@ from tpukit.hlo._parser import (
     _MODULE_LINE,
     _XLA_COMMON,
     _close_group,
+    _common_metadata,
     _metadata_alone,
     _metadata_of,
     _module_starts,
@@ -213,6 +214,24 @@ def test_escaped_op_names_read_in_one_match_as_the_general_path(op_name):
         got = _metadata_of(rest, {}, {}, HloMetadata())
         assert got == _metadata_reference(rest), rest
         assert got.fields == _parse_metadata(value).fields
+
+
+def test_common_metadata_matches_as_the_escape_aware_pattern():
+    """`_common_metadata` (a run of non-quotes for the op name, `_XLA_COMMON` where a
+    backslash may escape a quote) matches what `_XLA_COMMON` alone matches, and there."""
+    rng = random.Random(9)
+    pieces = ["a", "/", "(", '\\"', "\\'", "\\\\", "\\", '"', " ", "}", "{", "=", "op_name="]
+    tails = ["}", '" stack_frame_id=3}', '" source_file="/m.py" source_line=2}', '"}, x=1']
+    quick = 0
+    for _ in range(20000):
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        text = ', metadata={op_name="' + name + rng.choice(tails)
+        for whole in (True, False):
+            got = _common_metadata(text, 11, whole)
+            want = (_XLA_COMMON.fullmatch if whole else _XLA_COMMON.match)(text, 11)
+            assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))
+            quick += got is not None and got.re is not _XLA_COMMON
+    assert quick > 3000  # (the quick pattern's own matches)
 
 
 def test_quick_patterns_match_as_the_plain_ones():
