@@ -274,6 +274,20 @@ def test_open_brackets_counts_as_with_the_strings_cut_out():
         assert open_brackets(text) == expected, text
 
 
+def test_open_brackets_counts_skeletons_as_the_text():
+    """`open_brackets` counts the brackets and quotes of a text without backslashes
+    alone (its UTF-8 bytes, the others deleted), once per skeleton: as the text, with any
+    character around them (wide, fullwidth brackets, a lone surrogate)."""
+    rng = random.Random(7)
+    alphabet = ['"', "a", "(", ")", "{", "}", "[", "]", "é", "€", "（", "）", "\ud800", "😀"]
+    alphabet += ["\u0128", "\u0222", "\u297b"]  # ("(", '"', "{" in their UTF-16 bytes)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+        expected = sum(plain.count(a) - plain.count(b) for a, b in ("()", "{}", "[]"))
+        assert open_brackets(text) == expected, text
+
+
 @pytest.mark.parametrize("enabled", [True, False])
 def test_paused_gc_keep_moves_what_was_made_out_of_the_young_generation(enabled):
     was = gc.isenabled()
