@@ -15,7 +15,7 @@ from tpukit.hlo._model import HloMetadata
 from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import metadata_text, parse_hlo
 
-# `_ROW` as it was spelled before its runs were made possessive.
+# `_ROW` spelled without possessive runs (as it was before they were made possessive).
 _PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
 _PLAIN_NAMED = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?([A-Za-z0-9_.\-$]+)"
 _PLAIN_INDEX = r"(?:/\*index=[0-9]+\*/)?"

@@ -128,15 +128,14 @@ _IN_LAYOUT = r'[^(){}\[\]"/\n]'
 _ELEMENT = rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{(?:{_IN_LAYOUT}++|\({_IN_LAYOUT}*+\))*+\}})?+"
 _TUPLE = rf"\((?:{_ELEMENT}(?:, {_INDEX}{_ELEMENT})*+)?+\)"
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, or such a line with a `_TUPLE` shape or XLA's ``/*index=N*/`` numbers, on one
-# line, no trailing space) or any other: indent, ``ROOT `` and ``%``
-# (the lead: "", "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text;
-# when `_LISTED`, also the first name, the second, the pieces after), the rest after
-# them; or (other lines) nothing but the indent. The groups and the line's fixed
-# characters add up to the line, so `_read_rows` finds where the next line starts with
-# no search. `str.findall` over the whole text gives every line as one tuple. (No group
-# holds the whole line: a copy of every line, and the groups' strings are half of
-# findall's time.)
+# both read, or such a line with a `_TUPLE` shape or XLA's ``/*index=N*/`` numbers, on
+# one line, no trailing space) or any other: indent, ``ROOT `` and ``%`` (the lead: "",
+# "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text; when `_LISTED`,
+# also the first name, the second, the pieces after), the rest after them; or (other
+# lines) nothing but the indent. The groups and the line's fixed characters add up to
+# the line, so `_read_rows` finds where the next line starts with no search.
+# `str.findall` over the whole text gives every line as one tuple. (No group holds the
+# whole line: a copy of every line, and the groups' strings are half of findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
