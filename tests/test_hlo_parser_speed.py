@@ -26,11 +26,17 @@ _PLAIN_ELEMENT = (
     rf"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{(?:{_PLAIN_IN_LAYOUT}|\({_PLAIN_IN_LAYOUT}*\))*\}})?"
 )
 _PLAIN_TUPLE = rf"\((?:{_PLAIN_ELEMENT}(?:, {_PLAIN_INDEX}{_PLAIN_ELEMENT})*)?\)"
-_PLAIN_ROW = re.compile(
-    r"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = "
-    rf"([a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{[^}}\n]*\}})?|{_PLAIN_TUPLE}) ([a-z][a-z0-9\-]*)"
-    rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
-)
+
+
+def _plain_row(shape: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = ({shape}) ([a-z][a-z0-9\-]*)"
+        rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    )
+
+
+_PLAIN_ROW = _plain_row(r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?")
+_PLAIN_TUPLE_ROW = _plain_row(_PLAIN_TUPLE)
 
 _PIECES = [
     "  ", " ", "\t", "ROOT ", "%", "x.1", "p_0", "ROOT", " = ", "=", "f32[8,4]{1,0}", "f32[]",
@@ -63,7 +69,7 @@ def _line(rng: random.Random) -> str:
 
 def test_row_pattern_matches_as_its_plain_spelling():
     rng = random.Random(3)
-    instructions = 0
+    instructions = tupled = 0
     for _ in range(20000):
         lines = [
             "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14)))
@@ -74,8 +80,11 @@ def test_row_pattern_matches_as_its_plain_spelling():
         text = "\n".join(lines) + "\n"
         rows = _parser._ROW.findall(text)
         assert rows == _PLAIN_ROW.findall(text), text
+        tuples = _parser._TUPLE_ROW.findall(text)
+        assert tuples == _PLAIN_TUPLE_ROW.findall(text), text
         instructions += sum(1 for row in rows if row[2])
-    assert instructions > 10000  # most lines read as instructions
+        tupled += sum(1 for row in tuples if row[2])
+    assert instructions + tupled > 10000 and tupled > 3000  # most lines read as instructions
 
 
 _TEXT = """HloModule m

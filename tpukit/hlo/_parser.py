@@ -127,15 +127,17 @@ _LISTED = (
 _IN_LAYOUT = r'[^(){}\[\]"/\n]'
 _ELEMENT = rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{(?:{_IN_LAYOUT}++|\({_IN_LAYOUT}*+\))*+\}})?+"
 _TUPLE = rf"\((?:{_ELEMENT}(?:, {_INDEX}{_ELEMENT})*+)?+\)"
+
+
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, or such a line with a `_TUPLE` shape or XLA's ``/*index=N*/`` numbers, on
-# one line, no trailing space) or any other: indent, ``ROOT `` and ``%`` (the lead: "",
-# "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text; when `_LISTED`,
-# also the first name, the second, the pieces after), the rest after them; or (other
-# lines) nothing but the indent. The groups and the line's fixed characters add up to
-# the line, so `_read_rows` finds where the next line starts with no search.
-# `str.findall` over the whole text gives every line as one tuple. (No group holds the
-# whole line: a copy of every line, and the groups' strings are half of findall's time.)
+# both read, or such a line with XLA's ``/*index=N*/`` numbers, on one line, no trailing
+# space) or any other: indent, ``ROOT `` and ``%`` (the lead: "", "%", "ROOT " or
+# "ROOT %"), name, shape, opcode, operands (their text; when `_LISTED`, also the first name,
+# the second, the pieces after), the rest after them; or (other lines) nothing but the
+# indent. The groups and the line's fixed characters add up to the line, so `_read_rows`
+# finds where the next line starts with no search. `str.findall` over the whole text
+# gives every line as one tuple. (No group holds the whole line: a copy of every line,
+# and the groups' strings are half of findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
@@ -144,11 +146,19 @@ _TUPLE = rf"\((?:{_ELEMENT}(?:, {_INDEX}{_ELEMENT})*+)?+\)"
 # optional parts another 15% on operands with shapes, as XLA prints them; `_PLAIN_ROW` in
 # ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
-_ROW = re.compile(
-    rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
-    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+|{_TUPLE}) ([a-z][a-z0-9\-]*+)"
-    rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
-)
+def _row(shape: str) -> re.Pattern[str]:
+    """`_ROW` for lines whose shape is ``shape`` (a regex)."""
+    return re.compile(
+        rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = ({shape}) ([a-z][a-z0-9\-]*+)"
+        rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
+    )
+
+
+_ROW = _row(rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+")
+# The same with a `_TUPLE` shape, tried on the lines `_ROW` does not read that hold " = (":
+# as an alternative in `_ROW` it would cost every line 5% more (`re` then grows its stack
+# again for each line, which it frees after each match).
+_TUPLE_ROW = _row(_TUPLE)
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
 # `_ROW` reads this many characters at a time (then up to a line's end).
@@ -370,6 +380,13 @@ def _read_rows(reader: _Reader, text: str) -> None:
             start = pos
             if not name:
                 pos = find("\n", start) + 1
+                if append is not None and find(" = (", start, pos) >= 0:  # a tuple's shape?
+                    row = _TUPLE_ROW.match(text, start, pos).groups("")  # type: ignore[union-attr]
+                    indent, lead, name, shape, opcode, listed, first, second, more, rest = row
+                    at = start + len(indent)  # (as below, from the line's end)
+                    size = pos - 1 - at
+                    after = size - len(rest)
+                    op_at = after - len(listed) - 1
             else:  # the line is its groups and `_ROW`'s 6 characters, then "\n"
                 at = start + len(indent)
                 op_at = len(lead) + len(name) + len(shape) + len(opcode) + 5  # in the line
