@@ -35,7 +35,9 @@ from tpukit.hlo._parser import (
     _COMPUTATION_HEADER,
     _META_FIELD,
     _MODULE_LINE,
+    _XLA_COMMON,
     _close_group,
+    _common_metadata,
     _metadata_alone,
     _metadata_of,
     _module_starts,
@@ -192,6 +194,46 @@ def test_xla_metadata_reads_as_the_general_path():
     assert fast > 10000  # most of them took the fast path
 
 
+@pytest.mark.parametrize(
+    "op_name",
+    [
+        "traced_args[1][0].mu[\\'bn1\\'][\\'bias\\'].value",  # a pytree key's quotes, escaped
+        'a\\"b\\"c',  # an escaped quote
+        "a\\\\b",  # an escaped backslash
+        'a\\\\\\"b',  # both
+        "a\\\\",  # a backslash last
+    ],
+)
+def test_escaped_op_names_read_in_one_match_as_the_general_path(op_name):
+    """XLA's common metadata with escapes in its op name: one `_XLA_COMMON` match, read
+    as `_parse_metadata` reads the text."""
+    for tail in ("", ' source_file="/a/f.py" source_line=3', " stack_frame_id=7"):
+        value = f'{{op_name="{op_name}"{tail}}}'
+        assert _XLA_COMMON.fullmatch(value), value
+        rest = ", metadata=" + value
+        got = _metadata_of(rest, {}, {}, HloMetadata())
+        assert got == _metadata_reference(rest), rest
+        assert got.fields == _parse_metadata(value).fields
+
+
+def test_common_metadata_matches_as_the_escape_aware_pattern():
+    """`_common_metadata` (a run of non-quotes for the op name, `_XLA_COMMON` where a
+    backslash may escape a quote) matches what `_XLA_COMMON` alone matches, and there."""
+    rng = random.Random(9)
+    pieces = ["a", "/", "(", '\\"', "\\'", "\\\\", "\\", '"', " ", "}", "{", "=", "op_name="]
+    tails = ["}", '" stack_frame_id=3}', '" source_file="/m.py" source_line=2}', '"}, x=1']
+    quick = 0
+    for _ in range(20000):
+        name = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 6)))
+        text = ', metadata={op_name="' + name + rng.choice(tails)
+        for whole in (True, False):
+            got = _common_metadata(text, 11, whole)
+            want = (_XLA_COMMON.fullmatch if whole else _XLA_COMMON.match)(text, 11)
+            assert (got and (got.span(), got.groups())) == (want and (want.span(), want.groups()))
+            quick += got is not None and got.re is not _XLA_COMMON
+    assert quick > 3000  # (the quick pattern's own matches)
+
+
 def test_quick_patterns_match_as_the_plain_ones():
     """`_brackets._STRING` and `_TOKEN` (possessive) and `_COMPUTATION_HEADER` (its
     signature found from the end) match what their plain spellings match."""
@@ -225,6 +267,20 @@ def test_module_lines_found_as_the_regex_finds_them():
 def test_open_brackets_counts_as_with_the_strings_cut_out():
     rng = random.Random(4)
     alphabet = ['"', "\\", "a", "(", ")", "{", "}", "[", "]", ","]
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
+        plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)
+        expected = sum(plain.count(a) - plain.count(b) for a, b in ("()", "{}", "[]"))
+        assert open_brackets(text) == expected, text
+
+
+def test_open_brackets_counts_skeletons_as_the_text():
+    """`open_brackets` counts the brackets and quotes of a text without backslashes
+    alone (its UTF-8 bytes, the others deleted), once per skeleton: as the text, with any
+    character around them (wide, fullwidth brackets, a lone surrogate)."""
+    rng = random.Random(7)
+    alphabet = ['"', "a", "(", ")", "{", "}", "[", "]", "é", "€", "（", "）", "\ud800", "😀"]
+    alphabet += ["\u0128", "\u0222", "\u297b"]  # ("(", '"', "{" in their UTF-16 bytes)
     for _ in range(20000):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20)))
         plain = re.sub(r'"(?:[^"\\]|\\.)*"', "", text)

@@ -162,3 +162,134 @@ def test_metadata_made_without_init_is_a_whole_dataclass():
     values = {f.name: getattr(meta, f.name) for f in fields(HloMetadata)}  # (unset: raises)
     assert meta == HloMetadata(**values)
     assert (meta.op_name, meta.source_file, meta.source_line) == ("jit(f)/x", "/a/f.py", 7)
+
+
+# Computation headers as XLA prints them and as others may: `_read_rows` matches those that
+# start with "%" or "ENTRY " in place; the others (spaced, no "%") go to the line reader.
+HEADERS = """HloModule m
+
+%add.1 (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+%body (p: (s32[], f32[2]{0})) -> (s32[], f32[2]{0}) {
+  ROOT %p = (s32[], f32[2]{0}) parameter(0)
+}
+
+%plain {
+  ROOT %c = f32[] constant(1)
+}
+ %spaced   ()->f32[]{
+  ROOT %c = f32[] constant(2)
+}
+
+cond.2 (q: f32[]) -> pred[] {
+  ROOT %q = pred[] constant(true)
+}
+%x = f32[] parameter(0)
+
+ENTRY %main.3 (x: f32[2]{0}, y: f32[]) -> (f32[2]{0}) {
+  %x = f32[2]{0} parameter(0)
+  %y = f32[] parameter(1)
+  %r = f32[] reduce(%x, %y), dimensions={0}, to_apply=%add.1
+  ROOT %t = (f32[2]{0}) tuple(%x)
+}
+"""
+
+
+def test_headers_read_in_place_as_by_the_line_reader(monkeypatch):
+    """A computation's header line read by `_read_rows` itself (`_Reader.open`) gives the
+    computation the line reader gives: name, ENTRY, signature, and what follows."""
+    rows, lines = _both(HEADERS, monkeypatch)
+    assert rows == lines
+    assert [c[:4] for c in rows[5]] == [
+        ["add.1", "applied", False, "(a: f32[], b: f32[]) -> f32[]"],
+        ["body", "unused", False, "(p: (s32[], f32[2]{0})) -> (s32[], f32[2]{0})"],
+        ["plain", "unused", False, ""],
+        ["spaced", "unused", False, "()->f32[]"],
+        ["cond.2", "unused", False, "(q: f32[]) -> pred[]"],
+        ["main.3", "entry", True, "(x: f32[2]{0}, y: f32[]) -> (f32[2]{0})"],
+    ]
+    assert rows[4] == ["%x = f32[] parameter(0)"]  # (outside any computation: kept raw)
+    outside = []
+    read = _parser._Reader._outside
+
+    def seen(reader, line, stripped):
+        outside.append(stripped)
+        read(reader, line, stripped)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser._Reader, "_outside", seen)
+        PARSED.cache_clear()
+        parse_hlo(HEADERS)
+    PARSED.cache_clear()
+    assert outside == [  # the lines that `_read_rows` leaves to the line reader
+        "HloModule m", "%spaced   ()->f32[]{", "cond.2 (q: f32[]) -> pred[] {", "%x = f32[] parameter(0)"
+    ]  # fmt: skip
+
+
+# Tuple-shaped lines and operand lists numbered by XLA (``/*index=5*/``), as a step's while
+# loops, calls and ROOT tuples print them; then lines `_ROW` leaves to the line reader: a
+# nested tuple, a layout with unbalanced brackets, comments of other kinds.
+TUPLES = """HloModule m
+
+%body (p: (s32[], f32[2]{0})) -> (s32[], f32[2]{0}) {
+  %p = (s32[], f32[2]{0}) parameter(0)
+  %i = s32[] get-tuple-element(%p), index=0
+  %v = f32[2]{0} get-tuple-element(%p), index=1
+  ROOT %t = (s32[], f32[2]{0}) tuple(%i, %v)
+}
+
+%cond (p: (s32[], f32[2]{0})) -> pred[] {
+  %p = (s32[], f32[2]{0}) parameter(0)
+  ROOT %c = pred[] constant(true)
+}
+
+%two (a: f32[2], b: f32[2]) -> (f32[2], f32[2]) {
+  %a = f32[2]{0} parameter(0)
+  %b = f32[2]{0} parameter(1)
+  ROOT %both = (f32[2]{0:T(2)}, f32[2]{0}) tuple(f32[2]{0} %a, f32[2]{0} %b)
+}
+
+ENTRY %main (a: f32[2], b: s32[]) -> (f32[2], s32[], f32[2], f32[2], f32[2], f32[2], f32[2]) {
+  %a = f32[2]{0} parameter(0)
+  %b = s32[] parameter(1)
+  %in = (s32[], f32[2]{0}) tuple(%b, %a)
+  %w = (s32[], f32[2]{0}) while(%in), condition=%cond, body=%body, metadata={op_name="w"}
+  %f = (f32[2]{0:T(2)}, f32[2]{0}) call(%a, %a), to_apply=%two
+  %s = f32[2]{0} add(%a, %a, %a, %a, %a, /*index=5*/%a, f32[2]{0} %a), metadata={op_name="s"}
+  %n = ((s32[], f32[2]{0}), s32[]) tuple(%w, %b)
+  %u = (f32[2]{(}, s32[]) tuple(%a, %b)
+  %o = f32[2]{0} add(%a, %a, %a, %a, %a, /*index=5*/%a, /* other */%a)
+  %r = f32[2]{0} add(%a, %a), metadata={op_name="r"} /*index=5*/
+  %e = (f32[]) tuple(/*index=x*/%a)
+  ROOT %out = (f32[2]{0}, s32[], f32[2]{0}, f32[2]{0}, f32[2]{0}, /*index=5*/f32[2]{0}, f32[2]{0}) tuple(%a, %b, %a, %a, %s, /*index=5*/%o, %r)
+}
+"""
+
+
+def test_tuple_shapes_and_numbered_operands_read_in_place_as_by_the_line_reader(monkeypatch):
+    """A row with a flat tuple shape, or XLA's ``/*index=N*/`` in its operands or tuple,
+    gives the record the line reader gives; the others are left to the line reader."""
+    rows, lines = _both(TUPLES, monkeypatch)
+    assert rows == lines
+    entry = {i[0]: i for i in rows[5][-1][4]}
+    assert entry["out"][6] == ["a", "b", "a", "a", "s", "o", "r"]  # the operands
+    assert entry["out"][2].startswith("(f32[2]{0}, s32[], ") and entry["s"][6] == ["a"] * 7
+    assert entry["w"][8] == [("cond", "condition"), ("body", "body")]
+    read = []
+    line = _parser._Reader.line
+
+    def seen(reader, text, start):
+        read.append(text.strip())
+        line(reader, text, start)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser._Reader, "line", seen)
+        PARSED.cache_clear()
+        parse_hlo(TUPLES)
+    PARSED.cache_clear()
+    odd = [text.split(" = ")[0] for text in read if " = " in text]
+    assert odd == ["%n", "%u", "%o", "%r", "%e"]

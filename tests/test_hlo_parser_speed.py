@@ -15,27 +15,42 @@ from tpukit.hlo._model import HloMetadata
 from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import metadata_text, parse_hlo
 
-# `_ROW` as it was spelled before its runs were made possessive.
+# `_ROW` spelled without possessive runs (as it was before they were made possessive).
 _PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
 _PLAIN_NAMED = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?([A-Za-z0-9_.\-$]+)"
-_PLAIN_LISTED = (
-    rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, ({_PLAIN_PIECE}(?:, {_PLAIN_PIECE})*))?)?)?"
+_PLAIN_INDEX = r"(?:/\*index=[0-9]+\*/)?"
+_PLAIN_MORE = rf"({_PLAIN_PIECE}(?:, {_PLAIN_INDEX}{_PLAIN_PIECE})*)"
+_PLAIN_LISTED = rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, {_PLAIN_MORE})?)?)?"
+_PLAIN_IN_LAYOUT = r'[^(){}\[\]"/\n]'
+_PLAIN_ELEMENT = (
+    rf"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{(?:{_PLAIN_IN_LAYOUT}|\({_PLAIN_IN_LAYOUT}*\))*\}})?"
 )
-_PLAIN_ROW = re.compile(
-    r"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = "
-    r"([a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?) ([a-z][a-z0-9\-]*)"
-    rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
-)
+_PLAIN_TUPLE = rf"\((?:{_PLAIN_ELEMENT}(?:, {_PLAIN_INDEX}{_PLAIN_ELEMENT})*)?\)"
+
+
+def _plain_row(shape: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = ({shape}) ([a-z][a-z0-9\-]*)"
+        rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    )
+
+
+_PLAIN_ROW = _plain_row(r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?")
+_PLAIN_TUPLE_ROW = _plain_row(_PLAIN_TUPLE)
 
 _PIECES = [
     "  ", " ", "\t", "ROOT ", "%", "x.1", "p_0", "ROOT", " = ", "=", "f32[8,4]{1,0}", "f32[]",
     "bf16[2]{0:T(8,128)}", "(", ")", ", ", ",", "add", "fusion", "parameter", "0", "%a",
     "f32[2]{0} %b", "{", "}", "[", "]", '"', "metadata={op_name=\"a\"}", "calls=%f", "\\",
-    "s32[<=4]", "-", "$", "/*c*/", "  ",
+    "s32[<=4]", "-", "$", "/*c*/", "  ", "/*index=5*/", "(s32[], f32[2]{0})", "/*index=",
+    "((f32[]), s32[])",
 ]  # fmt: skip
 
 
 _OPERANDS = ["%a", "b.1", "f32[2]{0} %c", "bf16[8]{0:T(8)} %d", "", "{1, 2}", "0", "%e"]
+_OPERANDS += ["/*index=5*/%f", "/*index=10*/f32[2]{0} %g"]
+_SHAPES = ["f32[8,4]{1,0}", "f32[]", "s32[<=4]", "(f32[2]{0}, s32[])", "()"]
+_SHAPES += ["(bf16[8]{0:T(8)(2,1)}, /*index=5*/u32[4]{0}, token[])"]
 
 
 def _line(rng: random.Random) -> str:
@@ -43,7 +58,7 @@ def _line(rng: random.Random) -> str:
     operands = ", ".join(rng.choice(_OPERANDS) for _ in range(rng.randint(0, 4)))
     parts = [
         rng.choice(["  ", "", "\t"]), rng.choice(["", "ROOT "]), rng.choice(["%", ""]),
-        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(["f32[8,4]{1,0}", "f32[]", "s32[<=4]"]),
+        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(_SHAPES),
         " ", rng.choice(["add", "fusion", "all-reduce", "parameter"]), "(", operands, ")",
         rng.choice(["", ", metadata={op_name=\"a\"}", ", calls=%f ", ", x={(1)}"]),
     ]  # fmt: skip
@@ -54,7 +69,7 @@ def _line(rng: random.Random) -> str:
 
 def test_row_pattern_matches_as_its_plain_spelling():
     rng = random.Random(3)
-    instructions = 0
+    instructions = tupled = 0
     for _ in range(20000):
         lines = [
             "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14)))
@@ -65,8 +80,11 @@ def test_row_pattern_matches_as_its_plain_spelling():
         text = "\n".join(lines) + "\n"
         rows = _parser._ROW.findall(text)
         assert rows == _PLAIN_ROW.findall(text), text
+        tuples = _parser._TUPLE_ROW.findall(text)
+        assert tuples == _PLAIN_TUPLE_ROW.findall(text), text
         instructions += sum(1 for row in rows if row[2])
-    assert instructions > 10000  # most lines read as instructions
+        tupled += sum(1 for row in tuples if row[2])
+    assert instructions + tupled > 10000 and tupled > 3000  # most lines read as instructions
 
 
 _TEXT = """HloModule m

@@ -14,27 +14,28 @@ odd text never raises.
     ('f32[8,4]{1,0}', 'x.1')
 
 Speed and memory (a 400,000-instruction dump is what a large model gives): one regex,
-`_ROW`, cuts the text into lines and reads the common instruction line (name, shape,
-opcode, operands as ``[shape ]%name`` pieces -- the first two names captured -- and the
-rest) in the same match; ``findall`` over a megabyte of text at a time gives one tuple
-per line, and `_read_rows` makes each common line's record from its tuple with no
-further regex (more operand names by ``str.split``; the metadata of each distinct rest
-of a line found once, XLA's own metadata text read by one regex, `_XLA_METADATA`, and
-each distinct text parsed once). Every other line -- headers, closing braces,
-continuation lines, comments, odd spacing -- goes through `_Reader.line`, the
-line-by-line reader, which is also what reads text with line breaks other than "\\n";
-both read any text the same way (``tests/test_hlo_parser_rows.py``). A record keeps its
-place in the module's text rather than a copy of its line; an instruction's attributes
-are split only when someone asks (`HloInstruction.attributes`), the parser itself
-reading just the called computations and the metadata, once per distinct rest of a line
-(`_ending`: XLA's metadata after plain pieces and a fusion's or reduce's one call are read
-without a split); a parameter keeps its number's text (every view sorts parameters by
-it); equal metadata of one module,
-and its fields' keys and short values, are stored once (names are not: a table of
-400,000 names costs more time than its strings cost memory); the garbage collector
-pauses while the objects pile up, and the objects made are then moved to its oldest
-generation unscanned (`paused_gc`). Equal text parsed again while its module is alive
-is not parsed again (`_parsed.PARSED`).
+`_ROW`, cuts the text into lines and reads the common instruction line (name, shape --
+an array or a tuple of arrays --, opcode, operands as ``[shape ]%name`` pieces -- the
+first two names captured -- and the rest) in the same match; ``findall`` over a megabyte
+of text at a time gives one tuple per line, and `_read_rows` makes each common line's
+record from its tuple with no further regex (more operand names by ``str.split``; the
+metadata of each distinct rest of a line found once, XLA's own metadata text read by one
+regex, `_XLA_METADATA`, and each distinct text parsed once; a computation's header,
+``%name (...) -> ... {``, is matched in place). Every other line -- other headers,
+closing braces, continuation lines, other comments, odd spacing -- goes through
+`_Reader.line`, the line-by-line reader, which is also what reads text with line breaks
+other than "\\n"; both read any text the same way (``tests/test_hlo_parser_rows.py``). A
+record keeps its place in the module's text rather than a copy of its line; an
+instruction's attributes are split only when someone asks (`HloInstruction.attributes`),
+the parser itself reading just the called computations and the metadata, once per
+distinct rest of a line (`_ending`: XLA's metadata after plain pieces and a fusion's or
+reduce's one call are read without a split); a parameter keeps its number's text (every
+view sorts parameters by it); equal metadata of one module, and its fields' keys and
+short values, are stored once (names are not: a table of 400,000 names costs more time
+than its strings cost memory); the garbage collector pauses while the objects pile up,
+and the objects made are then moved to its oldest generation unscanned (`paused_gc`).
+Equal text parsed again while its module is alive is not parsed again
+(`_parsed.PARSED`).
 """
 
 from __future__ import annotations
@@ -115,16 +116,28 @@ _ROW_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?{_NAME
 _NAMED_PIECE = rf"(?:[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\s]*+\}})?+ )?+%?({_NAME}++)"
 # (Its optional pieces possessive too: a piece's name ends before ", ", ")" or what fails
 # anyway, so fewer pieces never match where more do not; `_ROW` 10% quicker.)
-_LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PIECE})*+))?+)?+)?+"
+# (XLA numbers every fifth operand past the fourth, ``, /*index=5*/%f``: `_INDEX`.)
+_INDEX = r"(?:/\*index=[0-9]++\*/)?+"
+_LISTED = (
+    rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_INDEX}{_ROW_PIECE})*+))?+)?+)?+"
+)
+# A tuple of arrays, as XLA prints one: ``(f32[8]{0}, s32[], /*index=5*/u32[4]{0})``. Its
+# layouts hold no bracket but a tile's ``(8,128)``: it ends where `_close_group`, the line
+# reader's bracket match, ends it.
+_IN_LAYOUT = r'[^(){}\[\]"/\n]'
+_ELEMENT = rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{(?:{_IN_LAYOUT}++|\({_IN_LAYOUT}*+\))*+\}})?+"
+_TUPLE = rf"\((?:{_ELEMENT}(?:, {_INDEX}{_ELEMENT})*+)?+\)"
+
+
 # One line of the text, a common instruction (the lines `_NEW_INSTRUCTION` and `_COMMON`
-# both read, on one line, no trailing space) or any other: indent, ``ROOT `` and ``%``
-# (the lead: "", "%", "ROOT " or "ROOT %"), name, shape, opcode, operands (their text;
-# when `_LISTED`, also the first name, the second, the pieces after), the rest after
-# them; or (other lines) nothing but the indent. The groups and the line's fixed
-# characters add up to the line, so `_read_rows` finds where the next line starts with
-# no search. `str.findall` over the whole text gives every line as one tuple. (No group
-# holds the whole line: a copy of every line, and the groups' strings are half of
-# findall's time.)
+# both read, or such a line with XLA's ``/*index=N*/`` numbers, on one line, no trailing
+# space) or any other: indent, ``ROOT `` and ``%`` (the lead: "", "%", "ROOT " or
+# "ROOT %"), name, shape, opcode, operands (their text; when `_LISTED`, also the first name,
+# the second, the pieces after), the rest after them; or (other lines) nothing but the
+# indent. The groups and the line's fixed characters add up to the line, so `_read_rows`
+# finds where the next line starts with no search. `str.findall` over the whole text
+# gives every line as one tuple. (No group holds the whole line: a copy of every line,
+# and the groups' strings are half of findall's time.)
 # XLA's own spelling only (single spaces, ASCII names, lower-case opcodes: 10% quicker
 # than any spacing); lines spelled otherwise are read by `_Reader.line`, as the same.
 # Its runs are possessive where what follows a run cannot start with a character of the
@@ -133,11 +146,19 @@ _LISTED = rf"(?:{_NAMED_PIECE}(?:, {_NAMED_PIECE}(?:, ({_ROW_PIECE}(?:, {_ROW_PI
 # optional parts another 15% on operands with shapes, as XLA prints them; `_PLAIN_ROW` in
 # ``tests/test_hlo_parser_speed.py`` is the plain spelling); the rest runs to the line's
 # end and is kept when its last character is not a space (the plain ``(?:[^\n]*\S)?``).
-_ROW = re.compile(
-    rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = "
-    rf"([a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+) ([a-z][a-z0-9\-]*+)"
-    rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
-)
+def _row(shape: str) -> re.Pattern[str]:
+    """`_ROW` for lines whose shape is ``shape`` (a regex)."""
+    return re.compile(
+        rf"([ \t]*+)(?:((?:ROOT )?%?)({_NAME}++) = ({shape}) ([a-z][a-z0-9\-]*+)"
+        rf"\(({_LISTED}|[^()\"\n]*+)\)((?:[^\n]*+(?<=\S))?+)|[^\n]*)\n"
+    )
+
+
+_ROW = _row(rf"[a-z][a-z0-9]*+\[{_DIMS}*+\](?:\{{[^}}\n]*+\}})?+")
+# The same with a `_TUPLE` shape, tried on the lines `_ROW` does not read that hold " = (":
+# as an alternative in `_ROW` it would cost every line 5% more (`re` then grows its stack
+# again for each line, which it frees after each match).
+_TUPLE_ROW = _row(_TUPLE)
 #: The empty list of operands and of called computations that records share.
 _NONE: list = []
 # `_ROW` reads this many characters at a time (then up to a line's end).
@@ -359,13 +380,24 @@ def _read_rows(reader: _Reader, text: str) -> None:
             start = pos
             if not name:
                 pos = find("\n", start) + 1
+                if append is not None and find(" = (", start, pos) >= 0:  # a tuple's shape?
+                    row = _TUPLE_ROW.match(text, start, pos).groups("")  # type: ignore[union-attr]
+                    indent, lead, name, shape, opcode, listed, first, second, more, rest = row
+                    at = start + len(indent)  # (as below, from the line's end)
+                    size = pos - 1 - at
+                    after = size - len(rest)
+                    op_at = after - len(listed) - 1
             else:  # the line is its groups and `_ROW`'s 6 characters, then "\n"
                 at = start + len(indent)
                 op_at = len(lead) + len(name) + len(shape) + len(opcode) + 5  # in the line
                 after = op_at + len(listed) + 1  # the rest's place in the line
                 size = after + len(rest)  # (`_ROW`'s lines have no trailing space)
                 pos = at + (size + 1)  # (a sum of small numbers first: no new int object)
-            if name and append is not None and comment >= pos:
+            if name and append is not None and (comment >= pos or _indexed(text, at, after, size)):
+                if comment < pos:  # its comments are XLA's ``/*index=N*/``: the next one
+                    comment = find("/*", pos)
+                    comment = len(text) if comment < 0 else comment
+                    more = _INDEXES.sub("", more)  # (as `_operand_names` drops them)
                 if pending:  # the reader holds an odd instruction's lines: this one ends it
                     reader.flush()
                     pending = False
@@ -432,6 +464,13 @@ def _read_rows(reader: _Reader, text: str) -> None:
             if append is None and pos == start + 1:  # a blank line between computations
                 reader.table = None  # (what `_Reader.line` does with it)
                 continue
+            if append is None and text.startswith(("%", "ENTRY "), start):
+                header = _COMPUTATION_HEADER.match(text, start, pos - 1)  # (its line, no "\n")
+                if header is not None:  # a computation starts (no strip, no copy of the line)
+                    comp = reader.open(header)
+                    comp_name, append = comp.name, comp.instructions.append
+                    fast = pending = False
+                    continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
                 depth = open_brackets(text[at : at + size])  # (most computations end so)
                 if depth <= 0:
@@ -464,7 +503,7 @@ def _ending(
         plain = _PLAIN_THEN_METADATA.match(rest)
         at = 0 if plain is None else plain.end() - 1
     if at:
-        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
+        found = _common_metadata(rest, at) or _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
             metadata = metas.get(value)
@@ -515,7 +554,7 @@ def _one_call(
     metadata = metas.get(value) if value else empty
     if metadata is None:
         if xla is None:
-            xla = _XLA_COMMON.fullmatch(value) or _XLA_METADATA.fullmatch(value)
+            xla = _common_metadata(value, 0) or _XLA_METADATA.fullmatch(value)
         metadata = metas[value] = (
             _parse_metadata(value, strings) if xla is None else _xla_metadata(xla, strings)
         )
@@ -529,7 +568,7 @@ def _xla_after_call(rest: str, end: int) -> re.Match[str] | None:
     `_metadata_alone` would find, found without its searches); else None."""
     if not rest.startswith(", metadata={", end) or rest.find("metadata") != end + 2:
         return None
-    found = _XLA_COMMON.match(rest, end + 11)
+    found = _common_metadata(rest, end + 11, whole=False)
     if found is None:
         return None
     after = rest[found.end() :]
@@ -552,7 +591,7 @@ def _metadata_of(
         return None
     at = rest.find(", metadata={") + 11
     if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
-        found = _XLA_COMMON.fullmatch(rest, at) or _XLA_METADATA.fullmatch(rest, at)
+        found = _common_metadata(rest, at) or _XLA_METADATA.fullmatch(rest, at)
         if found is not None:
             value = rest[at:]
             metadata = metas.get(value)
@@ -569,6 +608,15 @@ def _metadata_of(
 
 
 _new_object = object.__new__
+_INDEXES = re.compile(r"/\*index=[0-9]+\*/")
+
+
+def _indexed(text: str, at: int, after: int, size: int) -> bool:
+    """Whether the comments of a row, ``text[at:at + size]``, are all XLA's numbers of
+    operands and tuple elements, ``/*index=N*/``, and all before its rest (which starts
+    at ``after``): where `_ROW` reads them, and no other comment shifts what the line
+    reader, which drops them, reads."""
+    return text.count("/*", at, at + size) == len(_INDEXES.findall(text, at, at + after))
 
 
 def _chunks(text: str, end: int) -> Iterator[list[tuple[str, ...]]]:
@@ -666,6 +714,15 @@ class _Reader:
         self.closed += 1
         self.comp = None
 
+    def open(self, header: re.Match[str]) -> HloComputation:
+        """Start the computation of a header line outside any (`_COMPUTATION_HEADER`'s
+        match): what `line` does with it, also called by `_read_rows`, which matches the
+        headers that start with ``%`` or ``ENTRY `` in place (no other branch of `_outside`
+        takes such a line)."""
+        self.comp = comp = _new_computation(header, self.module)
+        self.pending, self.depth, self.fast = [], 0, False
+        return comp
+
     def _outside(self, line: str, stripped: str) -> None:
         if not stripped or stripped.startswith("//"):
             self.table = None
@@ -678,8 +735,7 @@ class _Reader:
             key, _, value = stripped.partition(" ")
             self.table[int(key)] = value.strip()
         elif header := _COMPUTATION_HEADER.match(stripped):
-            self.comp = _new_computation(header, self.module)
-            self.pending, self.depth, self.fast = [], 0, False
+            self.open(header)
         else:
             self.module.unparsed.append((line.splitlines() or [""])[0])
 
@@ -1064,11 +1120,26 @@ _XLA_METADATA = re.compile(
 )
 # What most of XLA's metadata texts hold: an op name, then a source file and line (JAX's
 # lowered text, older XLA) or a stack frame (newer XLA); `_XLA_METADATA` reads each such
-# text the same, with eleven optional fields tried (twice as long).
-_XLA_COMMON = re.compile(
-    r'\{op_name="([^"\\]*+)"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?'
-    r"(?: stack_frame_id=([0-9]++))?\}"
+# text the same, with eleven optional fields tried (twice as long). The op name may hold
+# escapes (``mu[\'bn1\']``, a pytree key's quotes), as a string that `_META_FIELD` reads.
+_XLA_AFTER_NAME = (
+    r'"(?: source_file="([^"\\]*+)" source_line=([0-9]++))?(?: stack_frame_id=([0-9]++))?\}'
 )
+_XLA_COMMON = re.compile(r'\{op_name="((?:[^"\\]++|\\.)*+)' + _XLA_AFTER_NAME)
+# The same with its op name a run of non-quotes: `re` runs through one excluded character
+# 3x quicker than through two, ``[^"\\]``; `_common_metadata` tells when they differ.
+_XLA_QUICK = re.compile(r'\{op_name="([^"]*+)' + _XLA_AFTER_NAME)
+
+
+def _common_metadata(text: str, at: int, whole: bool = True) -> re.Match[str] | None:
+    """`_XLA_COMMON`'s match at ``at`` in ``text`` (``fullmatch`` when ``whole``, else
+    ``match``), found by `_XLA_QUICK` unless a backslash may escape a quote there."""
+    found = (_XLA_QUICK.fullmatch if whole else _XLA_QUICK.match)(text, at)
+    if "\\" in text and (found is None or "\\" in found.group(1)):
+        return (_XLA_COMMON.fullmatch if whole else _XLA_COMMON.match)(text, at)
+    return found
+
+
 #: The keys XLA writes in ``metadata={...}``, one string each for every parse.
 _FIELD_KEYS = {
     key: key
@@ -1120,8 +1191,10 @@ def _xla_metadata(found: re.Match[str], strings: dict[str, str]) -> HloMetadata:
     field of `_XLA_FIELDS`, in its order: a loop over the eleven pairs costs twice as
     much, for the two to four present)."""
     keep = strings.setdefault
-    if found.re is _XLA_COMMON:
+    if found.re is not _XLA_METADATA:  # `_XLA_COMMON`'s groups
         op_name, source_file, line, frame = found.groups()
+        if "\\" in op_name:  # (as `_parse_metadata` unquotes it)
+            op_name = op_name.replace('\\"', '"').replace("\\\\", "\\")
         fields = {"op_name": op_name}
         if source_file is not None:
             fields["source_file"] = source_file = keep(source_file, source_file)
