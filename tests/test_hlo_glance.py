@@ -21,12 +21,13 @@ from IPython.core.displaypub import DisplayPublisher
 
 import tpukit
 from tpukit.hlo import _graph_view as graph_view
-from tpukit.hlo import graph
+from tpukit.hlo import graph, parse_hlo
 from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import INSTRUCTION
 from tpukit.hlo._graph_page import standalone_page
 from tpukit.hlo._graph_payload import glance_wire, graph_wire
+from tpukit.hlo._graph_view import glance_data, graph_data
 from tpukit.hlo._graph_wire import decode_payload
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
@@ -311,3 +312,19 @@ def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_i
     assert errors == []
     page.close()
     reference.close()
+
+
+def test_a_glance_leaves_out_fusion_bodies_only_where_they_hold_most_of_the_module():
+    """Where fusions hold most instructions (a training step), the glance's tree leaves
+    their bodies out; elsewhere it would cost nearly the whole tree's time, and then the
+    whole tree again, so the glance is made from the whole tree."""
+    many = parse_hlo(mlp_hlo())  # fusions hold 26 of its 38 instructions
+    many._analysis.pop("graph_data", None)  # (as a module not drawn yet)
+    many._analysis.pop("glance_data", None)
+    lean = glance_data(many)
+    assert lean.hidden and "graph_data" not in many._analysis
+    assert graph_data(many) is not lean and glance_data(many) is graph_data(many)
+    few = parse_hlo((DATA / FILES[0]).read_text())  # fusions hold 13 of its 45
+    few._analysis.pop("graph_data", None)
+    few._analysis.pop("glance_data", None)
+    assert glance_data(few) is graph_data(few)

@@ -99,10 +99,18 @@ def graph_data(module: HloModule) -> GraphTree:
 def glance_data(module: HloModule) -> GraphTree:
     """The tree a glance of ``module`` is made from: the whole graph's when it is built,
     else one without the fusions' bodies (a tenth of a training step's nodes, half the
-    time to build), kept on the module until the whole tree replaces it."""
+    time to build), kept on the module until the whole tree replaces it.
+
+    A module whose fusions hold less than half its instructions gets the whole tree at
+    once: the tree without their bodies would cost nearly as much, and then twice.
+    """
     data = module._analysis.get("graph_data") or module._analysis.get("glance_data")
     if data is None:
-        with paused_gc(keep=True):
+        sizes = [(len(c.instructions), c.kind) for c in module.computations.values()]
+        if 2 * sum(size for size, kind in sizes if kind == "fusion") < sum(s for s, _ in sizes):
+            return graph_data(module)
+        grouping = progress(f"grouping {module.name or 'the module'} for its first view")
+        with grouping, paused_gc(keep=True):
             data = module._analysis["glance_data"] = GraphTree(module, fusion_bodies=False)
     return data
 
@@ -195,7 +203,7 @@ class HloGraph:
         return self._fragment("its first view", self._glance_payload(), "")
 
     def _glance_payload(self) -> str:
-        """The glance's payload, not deflated: a few kilobytes that the page reads at once."""
+        """The glance's payload, not deflated: a few tens of kilobytes, read at once."""
         if self._glance_b64 is None:
             coloured = self.times or self.memory  # (their sums are checked on whole trees)
             data = self._data if coloured else glance_data(self.module)
