@@ -356,6 +356,7 @@ def test_a_large_graph_shows_its_glance_then_the_whole_graph_in_the_same_output(
     the whole graph then takes its place (one display id): one output, drawn whole, and
     on the way two drawings of the glance (its own output's, and the update's own)."""
     step = notebook.graph("glance graph")
+    notebook.screenshot("graph_glance_replaced")
     outputs = notebook.cell("glance graph").locator(".jp-OutputArea-output")
     assert outputs.count() == 1
     assert notebook.cell("glance graph").locator(".tkg-root").count() == 1
