@@ -9,7 +9,7 @@ it measures what ``%tpu_graph`` does after compiling, from the cell's point of v
 - group: the graph's tree of layers, sections and parts (``GraphTree``);
 - glance: what a notebook kernel sends first for a graph of ``GLANCE_INSTRUCTIONS``
   instructions or more (`_graph_view.HloGraph._show_glance_first`): its first view alone
-  (`_graph_glance`), grouped without the fusions' bodies, an HTML fragment of a few tens
+  (`_graph_glance`), grouped from ENTRY alone, an HTML fragment of a few tens
   of kilobytes;
 - HTML: the payload and the self-contained HTML fragment of the whole graph (which carries
   the glance too, drawn until the whole payload is inflated);
@@ -160,7 +160,7 @@ _CLOSED_GROUPS = """() => Array.from(
 def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     """Seconds to parse, group and build the HTML, as ``%tpu_graph`` does on a fresh module:
     in a kernel, a graph of `GLANCE_INSTRUCTIONS` instructions or more sends its glance first
-    (grouped without the fusions' bodies), then groups the whole graph and writes its HTML."""
+    (grouped from ENTRY alone), then groups the whole graph and writes its HTML."""
     from tpukit.hlo import parse_hlo
     from tpukit.hlo._graph_view import HloGraph
 

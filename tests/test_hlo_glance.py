@@ -22,6 +22,7 @@ from IPython.core.displaypub import DisplayPublisher
 import tpukit
 from tpukit.hlo import _graph_view as graph_view
 from tpukit.hlo import graph, parse_hlo
+from tpukit.hlo._first_view import BodiesLeftOut, first_view
 from tpukit.hlo._graph_data import GraphTree
 from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import INSTRUCTION
@@ -98,14 +99,20 @@ def _instructions(g) -> int:
     return sum(len(comp.instructions) for comp in g.module.computations.values())
 
 
-def test_a_glance_made_without_the_fusions_bodies_is_the_same(any_graph):
-    """A kernel makes its glance from a tree without the fusions' bodies (half the time to
-    group a training step): the same nodes, figures, first view and edges as from the
-    whole tree."""
+def test_a_glance_made_from_entry_alone_is_the_same(any_graph):
+    """A kernel makes its glance from ENTRY's tree alone, without what its fusions, calls
+    and loops run (half the time or less to group a training step): the same nodes,
+    figures, first view and edges as from the whole tree, or, where the first view
+    enters a call (a GPU module's command buffer), a refusal that sends it to the whole."""
     data = any_graph._data
-    lean = GraphTree(data.module, fusion_bodies=False)
+    lean = GraphTree(data.module, bodies=False)
     instruction_nodes = [kinds.count(INSTRUCTION) for kinds in (data.kind, lean.kind)]
     assert sum(lean.hidden.values()) == instruction_nodes[0] - instruction_nodes[1]
+    entered = [k for k in first_view(data) if data.kind[k] == INSTRUCTION]
+    if entered:
+        with pytest.raises(BodiesLeftOut):
+            first_view(lean)
+        return
     assert glance_wire(lean, "t", "optimized") == glance_wire(data, "t", "optimized")
 
 
@@ -113,7 +120,7 @@ def test_a_step_glance_is_a_small_share_of_the_whole(step_graph):
     data = step_graph._data
     kept = Glance(data).nodes
     assert {"forward", "backward"} <= {data.section.get(k) for k in kept}
-    assert GraphTree(data.module, fusion_bodies=False).hidden  # it has fusions to leave out
+    assert GraphTree(data.module, bodies=False).hidden  # it has fusions to leave out
     assert 5 * len(kept) < len(data.kind), (len(kept), len(data.kind))
     assert len(step_graph._glance_html()) < len(step_graph._repr_html_())
 
@@ -314,17 +321,27 @@ def test_a_large_graphs_output_shows_its_glance_until_the_whole_graph_replaces_i
     reference.close()
 
 
-def test_a_glance_leaves_out_fusion_bodies_only_where_they_hold_most_of_the_module():
-    """Where fusions hold most instructions (a training step), the glance's tree leaves
-    their bodies out; elsewhere it would cost nearly the whole tree's time, and then the
-    whole tree again, so the glance is made from the whole tree."""
-    many = parse_hlo(mlp_hlo())  # fusions hold 26 of its 38 instructions
-    many._analysis.pop("graph_data", None)  # (as a module not drawn yet)
-    many._analysis.pop("glance_data", None)
-    lean = glance_data(many)
-    assert lean.hidden and "graph_data" not in many._analysis
-    assert graph_data(many) is not lean and glance_data(many) is graph_data(many)
-    few = parse_hlo((DATA / FILES[0]).read_text())  # fusions hold 13 of its 45
-    few._analysis.pop("graph_data", None)
-    few._analysis.pop("glance_data", None)
-    assert glance_data(few) is graph_data(few)
+def _fresh(text: str):
+    """``text`` parsed, with no tree kept on its module (as one not drawn yet)."""
+    module = parse_hlo(text)
+    module._analysis.pop("graph_data", None)
+    module._analysis.pop("glance_data", None)
+    return module
+
+
+def test_a_glance_is_made_from_entry_alone_only_where_that_saves_time():
+    """ENTRY's tree alone where its instructions run most of the module's (a training
+    step's fusions); the whole tree where ENTRY holds half of them or more (the other
+    would cost nearly as much, then the whole again), or where the first view enters a
+    call (it needs the call's body)."""
+    step = _fresh(mlp_hlo())  # ENTRY holds 12 of its 38 instructions
+    lean = glance_data(step)
+    assert lean.hidden and "graph_data" not in step._analysis
+    assert glance_data(step) is lean
+    assert graph_data(step) is not lean and glance_data(step) is graph_data(step)
+    flat = _fresh((DATA / FILES[3]).read_text())  # VGG's forward pass: 65 of 68 in ENTRY
+    assert glance_data(flat) is graph_data(flat)
+    buffered = _fresh((DATA / FILES[0]).read_text())  # its work is one call, entered
+    whole = glance_data(buffered)
+    assert whole is graph_data(buffered)
+    assert any(whole.kind[k] == INSTRUCTION for k in first_view(whole))  # the call, entered

@@ -51,7 +51,7 @@ def first_view(data: GraphTree) -> list[int]:
 
 def _opened(data: GraphTree) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
-    for node, hidden in data.hidden.items():  # fusion bodies a glance's tree leaves out
+    for node, hidden in data.hidden.items():  # bodies a glance's tree leaves out
         sizes[node] += hidden
     for node in range(len(data.kind) - 1, 0, -1):
         sizes[data.parent[node]] += sizes[node]
@@ -78,15 +78,24 @@ def _opened(data: GraphTree) -> list[int]:
     return opened
 
 
+class BodiesLeftOut(Exception):
+    """The first view would enter a call or loop whose bodies the tree leaves out
+    (`GraphTree` without ``bodies``): only the whole tree can say what it opens."""
+
+
 def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
     """May ``node`` open at all (a closed section or a small call stays closed)?"""
-    if not data.children[node] or data.section.get(parent) in _OPEN_SECTIONS:
+    left_out = node in data.hidden
+    if not (data.children[node] or left_out) or data.section.get(parent) in _OPEN_SECTIONS:
         return False
     if node in data.section:
         return data.section[node] in _OPEN_SECTIONS
     if data.kind[node] != INSTRUCTION:
         return True
-    return data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
+    entered = data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
+    if entered and left_out:
+        raise BodiesLeftOut(data.instr[node].name)
+    return entered
 
 
 def _plumbing(data: GraphTree) -> Callable[[int], bool]:

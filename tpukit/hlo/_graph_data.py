@@ -51,17 +51,18 @@ class GraphTree:
     Nodes are numbered in depth-first order, so each node's subtree is the id
     range ``[i, i + size)``. Every column is a list indexed by node id.
 
-    Without ``fusion_bodies`` each fusion is a leaf, and ``hidden`` says how many
-    instruction nodes its bodies would add: the tree a glance is made from
-    (`_graph_glance`), a tenth of a training step's nodes. Everything above the
-    fusions is as in the whole tree (a node's costs come from the module), in the
-    same order, so the first view opens the same groups.
+    Without ``bodies`` each instruction of ENTRY that runs computations (a fusion, call,
+    loop or conditional) is a leaf, and ``hidden`` says how many instruction nodes its
+    bodies would add: the tree a glance is made from (`_graph_glance`), a tenth of a
+    training step's nodes. ENTRY is as in the whole tree (a node's costs come from the
+    module), in the same order, so the first view opens the same groups, unless it
+    would enter a call or loop (`_first_view.BodiesLeftOut`).
     """
 
-    def __init__(self, module: HloModule, *, fusion_bodies: bool = True) -> None:
+    def __init__(self, module: HloModule, *, bodies: bool = True) -> None:
         self.module = module
-        self._bodies = fusion_bodies
-        #: Fusion node -> the instruction nodes its bodies hold but this tree does not, and
+        self._bodies = bodies
+        #: Leaf node -> the instruction nodes its bodies hold but this tree does not, and
         #: (``held``) those its bodies hold directly, as the panel counts them.
         self.hidden: dict[int, int] = {}
         self.held: dict[int, int] = {}
@@ -134,7 +135,7 @@ class GraphTree:
         for instr in compress(instructions, map(_CALLED, instructions)):
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
-            if not self._bodies and instr.opcode == "fusion":
+            if not self._bodies:  # (only ENTRY's instructions get this far)
                 self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
                 self.held[node] = sum(len(sub.instructions) for sub, _ in called)
                 continue

@@ -4,9 +4,9 @@ A training step's payload holds every node, fusion interiors included (ResNet-50
 24,000 instructions, 2.4 MB before compression), and its first view draws a few dozen.
 A notebook kernel shows a glance first (`_graph_view.HloGraph` in a kernel) and then
 replaces it with the whole graph, which it groups and writes while the glance is drawn.
-The glance is made from a tree without the fusions' bodies (`GraphTree` with
-``fusion_bodies=False``, a tenth of a step's nodes), which it cannot tell from the whole
-tree: a node's costs come from the module, and the tree counts what it leaves out.
+The glance is made from ENTRY's tree alone, without what its fusions, calls and loops run
+(`GraphTree` with ``bodies=False``, a tenth of a step's nodes), which it cannot tell from
+the whole tree: a node's costs come from the module, and the tree counts what it leaves out.
 
 A glance keeps the root, the groups the first view opens (`first_view`) and their
 children, which is every node the first view draws or may fold its groups into. Nodes

@@ -37,9 +37,8 @@ once, when it opens.
 How a large graph shows quickly: in a notebook kernel, a graph of `GLANCE_INSTRUCTIONS`
 instructions or more is shown twice under one display id. First its glance
 (`_graph_glance`: the first view's nodes alone, each with what the whole graph says of it,
-made from a tree without the fusions' bodies; a few tens of kilobytes, drawn in its
-script's own task), which the frontend draws while the kernel groups and writes the whole
-graph; then the whole graph in its place, which draws that glance again until its own
+made from ENTRY's tree alone; a few tens of kilobytes, drawn in its script's own task),
+which the frontend draws while the kernel groups and writes the whole graph; then the whole graph in its place, which draws that glance again until its own
 payload is inflated, so the picture never blanks. A ResNet-50 training step's first
 view is drawn about 0.3 s sooner than the whole graph would be; a saved notebook or page
 keeps the whole graph.
@@ -56,7 +55,7 @@ from collections.abc import Callable, Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds, kernel_shell
-from tpukit.hlo._first_view import first_view
+from tpukit.hlo._first_view import BodiesLeftOut, first_view
 from tpukit.hlo._graph_data import SCOPE, GraphTree
 from tpukit.hlo._graph_page import (
     GRAPH,
@@ -98,20 +97,29 @@ def graph_data(module: HloModule) -> GraphTree:
 
 def glance_data(module: HloModule) -> GraphTree:
     """The tree a glance of ``module`` is made from: the whole graph's when it is built,
-    else one without the fusions' bodies (a tenth of a training step's nodes, half the
-    time to build), kept on the module until the whole tree replaces it.
+    else ENTRY's alone, without what its instructions run (`GraphTree` without
+    ``bodies``: a tenth of a training step's nodes, half the time or less to build),
+    kept on the module until the whole tree replaces it.
 
-    A module whose fusions hold less than half its instructions gets the whole tree at
-    once: the tree without their bodies would cost nearly as much, and then twice.
+    The whole tree serves at once where ENTRY holds half the instructions or more (the
+    other tree would cost nearly as much, and then the whole one again), and where the
+    first view enters a call or loop (a GPU module's command buffer): it needs its body.
     """
     data = module._analysis.get("graph_data") or module._analysis.get("glance_data")
     if data is None:
-        sizes = [(len(c.instructions), c.kind) for c in module.computations.values()]
-        if 2 * sum(size for size, kind in sizes if kind == "fusion") < sum(s for s, _ in sizes):
+        total = sum(len(comp.instructions) for comp in module.computations.values())
+        if 2 * len(module.entry.instructions) >= total:
             return graph_data(module)
         grouping = progress(f"grouping {module.name or 'the module'} for its first view")
         with grouping, paused_gc(keep=True):
-            data = module._analysis["glance_data"] = GraphTree(module, fusion_bodies=False)
+            data = GraphTree(module, bodies=False)
+            try:
+                first_view(data)
+            except BodiesLeftOut:
+                data = None
+        if data is None:
+            return graph_data(module)
+        module._analysis["glance_data"] = data
     return data
 
 
