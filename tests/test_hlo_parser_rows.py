@@ -199,6 +199,24 @@ ENTRY %main.3 (x: f32[2]{0}, y: f32[]) -> (f32[2]{0}) {
 """
 
 
+def _calls(monkeypatch, method: str, text: str) -> list[tuple]:
+    """The arguments `_parser._Reader.<method>` is called with while ``text`` is parsed
+    afresh: which lines the fast path leaves to the line reader."""
+    calls: list[tuple] = []
+    original = getattr(_parser._Reader, method)
+
+    def record(reader, *args):
+        calls.append(args)
+        return original(reader, *args)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_parser._Reader, method, record)
+        PARSED.cache_clear()
+        parse_hlo(text)
+    PARSED.cache_clear()
+    return calls
+
+
 def test_headers_read_in_place_as_by_the_line_reader(monkeypatch):
     """A computation's header line read by `_read_rows` itself (`_Reader.open`) gives the
     computation the line reader gives: name, ENTRY, signature, and what follows."""
@@ -213,18 +231,7 @@ def test_headers_read_in_place_as_by_the_line_reader(monkeypatch):
         ["main.3", "entry", True, "(x: f32[2]{0}, y: f32[]) -> (f32[2]{0})"],
     ]
     assert rows[4] == ["%x = f32[] parameter(0)"]  # (outside any computation: kept raw)
-    outside = []
-    read = _parser._Reader._outside
-
-    def seen(reader, line, stripped):
-        outside.append(stripped)
-        read(reader, line, stripped)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(_parser._Reader, "_outside", seen)
-        PARSED.cache_clear()
-        parse_hlo(HEADERS)
-    PARSED.cache_clear()
+    outside = [stripped for _, stripped in _calls(monkeypatch, "_outside", HEADERS)]
     assert outside == [  # the lines that `_read_rows` leaves to the line reader
         "HloModule m", "%spaced   ()->f32[]{", "cond.2 (q: f32[]) -> pred[] {", "%x = f32[] parameter(0)"
     ]  # fmt: skip
@@ -279,17 +286,6 @@ def test_tuple_shapes_and_numbered_operands_read_in_place_as_by_the_line_reader(
     assert entry["out"][6] == ["a", "b", "a", "a", "s", "o", "r"]  # the operands
     assert entry["out"][2].startswith("(f32[2]{0}, s32[], ") and entry["s"][6] == ["a"] * 7
     assert entry["w"][8] == [("cond", "condition"), ("body", "body")]
-    read = []
-    line = _parser._Reader.line
-
-    def seen(reader, text, start):
-        read.append(text.strip())
-        line(reader, text, start)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(_parser._Reader, "line", seen)
-        PARSED.cache_clear()
-        parse_hlo(TUPLES)
-    PARSED.cache_clear()
+    read = [text.strip() for text, _ in _calls(monkeypatch, "line", TUPLES)]
     odd = [text.split(" = ")[0] for text in read if " = " in text]
     assert odd == ["%n", "%u", "%o", "%r", "%e"]
