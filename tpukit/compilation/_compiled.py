@@ -59,7 +59,7 @@ from tpukit.hlo import (
     name_locations_with,
 )
 from tpukit.measure import Profile, TimingResult, peak_for, profile_call, time_call
-from tpukit.runtime import available_bytes
+from tpukit.runtime import available_bytes, one_at_a_time, settled
 
 attribute_library_frames_to_callers()
 name_locations_with(describe_location)  # HLO names notebook cells as their user sees them
@@ -350,7 +350,7 @@ class Compiled:
         traced = self._traced_arguments((*self.bound_arguments, *args), kwargs)
         with self._device_memory_errors():  # memory hook: an out-of-memory explained
             self._check_configured_capacity()
-            return self.jax_compiled(*traced)
+            return settled(self.jax_compiled(*traced), self.devices)
 
     def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
@@ -438,9 +438,10 @@ class Compiled:
 
         repeat = as_count(repeat, "repeat")
         number = None if number is None else as_count(number, "number")
+        serial = one_at_a_time(self.devices)
         with self._device_memory_errors():
             call = self._ready_call(args, kwargs)
-            times, number = time_call(call, number=number, repeat=repeat)
+            times, number = time_call(call, number=number, repeat=repeat, one_at_a_time=serial)
         return TimingResult(
             name=self.name,
             times=times,
@@ -448,6 +449,7 @@ class Compiled:
             flops=self.cost.flops or None,
             device_kind=self.device_kind,
             peak=peak_for(self.device_kind),
+            one_at_a_time=serial,
         )
 
     @user_facing

@@ -21,12 +21,21 @@ from tpukit.measure._peaks import DevicePeak
 
 
 def time_call(
-    call: Callable[[], Any], *, number: int | None = None, repeat: int = 7, min_seconds: float = 0.2
+    call: Callable[[], Any],
+    *,
+    number: int | None = None,
+    repeat: int = 7,
+    min_seconds: float = 0.2,
+    one_at_a_time: bool = False,
 ) -> tuple[list[float], int]:
     """Run ``call`` ``repeat`` times ``number`` times; return seconds per call of each repeat.
 
     With ``number=None`` the batch grows (1, 2, 5, 10, ...) until one batch takes at
-    least ``min_seconds``, as ``%timeit`` does.
+    least ``min_seconds``, as ``%timeit`` does. A batch's calls are dispatched before
+    the first is awaited, so the device never waits on the host; with
+    ``one_at_a_time`` each call is awaited before the next is dispatched (a program
+    over several simulated CPU devices, which XLA:CPU can deadlock with two in flight:
+    ``tpukit.runtime.one_at_a_time``).
     """
     if repeat < 1 or (number is not None and number < 1):
         raise ArgumentError("number and repeat must be at least 1.")
@@ -34,8 +43,11 @@ def time_call(
 
     def run(n: int) -> float:
         start = time.perf_counter()
-        outputs = [call() for _ in range(n)]
-        jax.block_until_ready(outputs)
+        if one_at_a_time:
+            for _ in range(n):
+                jax.block_until_ready(call())
+        else:
+            jax.block_until_ready([call() for _ in range(n)])
         return time.perf_counter() - start
 
     if number is None:
@@ -60,7 +72,9 @@ class TimingResult:
     """Timings of a compiled call: seconds per call, and throughput where the FLOPs are known.
 
     ``mfu`` is the share of the device's published bf16 peak (``None`` when the
-    device's peak is unknown, as for CPUs).
+    device's peak is unknown, as for CPUs). ``one_at_a_time``: each call was awaited
+    before the next was dispatched (a program over several simulated CPU devices), so
+    the figures include the host's dispatch of every call.
     """
 
     name: str
@@ -69,6 +83,7 @@ class TimingResult:
     flops: float | None
     device_kind: str
     peak: DevicePeak | None
+    one_at_a_time: bool = False
 
     @property
     def median(self) -> float:
@@ -90,6 +105,8 @@ class TimingResult:
 
     def lines(self) -> list[str]:
         runs = f"{len(self.times)} runs x {self.number} call{'s' if self.number != 1 else ''}"
+        if self.one_at_a_time:
+            runs += ", each awaited: XLA:CPU can deadlock two calls in flight over its devices"
         lines = [
             f"{self.name} on {self.device_kind}: median {format_seconds(self.median)}, "
             f"min {format_seconds(self.best)} per call ({runs})"

@@ -26,6 +26,7 @@ import jax
 from flax import nnx
 
 from tpukit.compilation import device_capacity
+from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _checkpoint, _steps
 from ._data import ResidentData
@@ -189,7 +190,13 @@ class Run:
         """
         pos, epochs = self.position, self.spec.options.epochs
         self.state = state  # the newest applied state, whatever stops the loop
-        self._look_ahead = not self.spec.options.callbacks and look_ahead_fits(state)
+        # On several simulated CPU devices each call is waited for as it is dispatched
+        # (tpukit.runtime.settled): one dispatched ahead would only hold ^C meanwhile.
+        self._look_ahead = (
+            not self.spec.options.callbacks
+            and look_ahead_fits(state)
+            and not one_at_a_time(devices_of(state))
+        )
         try:
             while pos.epoch < epochs:
                 self._epoch()

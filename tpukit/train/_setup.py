@@ -42,6 +42,8 @@ import numpy as np
 import optax
 from flax import nnx
 
+from tpukit.runtime import settled
+
 from . import _steps
 from ._data import (
     ResidentData,
@@ -115,8 +117,9 @@ class Evaluator:
         return self.read(self.start(params, rest) if started is None else started)
 
     def start(self, params: Any, rest: Any) -> dict[str, jax.Array]:
-        """Dispatch the evaluation; its figures stay on the device until :meth:`read`."""
-        return self.fn(params, rest, self.source.arrays)
+        """Dispatch the evaluation; its figures stay on the device until :meth:`read`
+        (on several simulated CPU devices it is waited for: ``tpukit.runtime.settled``)."""
+        return settled(self.fn(params, rest, self.source.arrays))
 
     def read(self, values: dict[str, jax.Array]) -> dict[str, float]:
         return {f"{self.prefix}{n}": float(v) for n, v in jax.device_get(values).items()}

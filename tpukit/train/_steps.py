@@ -36,6 +36,7 @@ import optax
 from flax import nnx
 
 from tpukit.compilation import module_scopes
+from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
 from ._layout import leaf_paths
@@ -294,7 +295,10 @@ class Step:
         self.jitted = jax.jit(fit_step)
 
     def __call__(self, state: tuple, data: dict) -> tuple:
-        return self.jitted(state, data)
+        """Dispatch the call; on several simulated CPU devices, wait for it too
+        (``tpukit.runtime.settled``: XLA:CPU can deadlock two such calls in flight)."""
+        result = self.jitted(state, data)
+        return settled(result, devices_of(result[-1]))  # the stats: a few leaves to look at
 
     def lower(self, state: tuple, data: dict) -> Any:
         """``jax.stages.Lowered`` of the call on these arguments (nothing runs)."""
