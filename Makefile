@@ -2,11 +2,16 @@
 # Each creates .venv with tpukit and its development tools when it is missing.
 # `make test-oldest` runs the same suite in .venv-oldest, on the oldest supported versions
 # (pyproject.toml's lower bounds, pinned by scripts/oldest_constraints.py).
+# Both lanes install the development tools (pytest, ruff, Playwright, JupyterLab...) at the
+# exact versions of constraints/dev.txt (scripts/dev_constraints.py refreshes it); each
+# prints its wall time and pytest's 25 slowest tests.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 OLDEST := .venv-oldest
+DEV_PINS := constraints/dev.txt
+PYTEST := -m pytest -q --durations=25
 
 .PHONY: demo test test-oldest lint
 
@@ -17,10 +22,11 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml $(DEV_PINS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -c $(DEV_PINS) -e '.[dev]'
+	$(BIN)/python scripts/dev_constraints.py --check
 	touch $@
 
 # The MNIST tutorial, end to end, on whatever device is here; the executed notebook
@@ -34,19 +40,22 @@ lint: $(VENV)/.installed node_modules/.installed
 
 test: $(VENV)/.installed lint
 	sh scripts/ensure_chromium.sh
-	$(BIN)/python -m pytest -q
+	@start=$$(date +%s); $(BIN)/python $(PYTEST); status=$$?; \
+	echo "make test: the suite took $$(( $$(date +%s) - start )) s"; exit $$status
 
-# The dev tools come at their newest; every runtime dependency at its lower bound. The
-# check fails the lane if pip installed anything else than the pins.
-$(OLDEST)/.installed: pyproject.toml scripts/oldest_constraints.py
+# The dev tools at their pins; every runtime dependency at its lower bound. The checks
+# fail the lane if pip installed anything else than the pins.
+$(OLDEST)/.installed: pyproject.toml scripts/oldest_constraints.py $(DEV_PINS)
 	test -x $(OLDEST)/bin/python || $(PYTHON) -m venv $(OLDEST)
 	$(OLDEST)/bin/python -m pip install -q -U pip
 	$(OLDEST)/bin/python scripts/oldest_constraints.py > $(OLDEST)/constraints.txt
-	$(OLDEST)/bin/python -m pip install -q -c $(OLDEST)/constraints.txt -e '.[dev]'
+	$(OLDEST)/bin/python -m pip install -q -c $(OLDEST)/constraints.txt -c $(DEV_PINS) -e '.[dev]'
 	$(OLDEST)/bin/python scripts/oldest_constraints.py --check
+	$(OLDEST)/bin/python scripts/dev_constraints.py --check
 	touch $@
 
 test-oldest: $(OLDEST)/.installed
 	sh scripts/ensure_chromium.sh
 	$(OLDEST)/bin/python scripts/oldest_constraints.py --check
-	$(OLDEST)/bin/python -m pytest -q
+	@start=$$(date +%s); $(OLDEST)/bin/python $(PYTEST); status=$$?; \
+	echo "make test-oldest: the suite took $$(( $$(date +%s) - start )) s"; exit $$status

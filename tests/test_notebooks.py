@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -66,15 +67,10 @@ def images_per_plot_cell(notebook: nbformat.NotebookNode) -> dict[str, int]:
     }
 
 
-def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
-    nb = execute(
-        ROOT / "notebooks" / "01_mnist_mlp.ipynb",
-        tmp_path,
-        monkeypatch,
-        EPOCHS=2,
-        TRAIN_EXAMPLES=4096,
-        CHECKPOINT_DIR=str(tmp_path / "ckpt"),
-    )
+def test_mnist_tutorial_runs_end_to_end(colab_run):
+    """The tutorial as the install notebook's user runs it next (one run, read by the
+    tests of both): small, its checkpoints in a folder of the run's own."""
+    nb = colab_run.tutorial
     text = outputs_text(nb)
     assert "Stored as predict_compiled." in text
     assert "Stored as loss_grad_compiled." in text
@@ -99,7 +95,9 @@ def test_mnist_tutorial_runs_end_to_end(tmp_path, monkeypatch):
     assert "image/png" in str(
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
     )
-    assert any((tmp_path / "ckpt").iterdir())
+    # the default checkpoint folder is the run's own: two runs at once never share one
+    (folder,) = re.findall(r"checkpoints: (\S+)", text)
+    assert Path(folder).name.startswith("tpukit-mnist-mlp-") and any(Path(folder).iterdir())
     assert stderr_text(nb) == ""  # progress, restore and warnings: nothing in red
     assert images_per_plot_cell(nb) == {"history.plot();": 1}
     # one line per epoch (EPOCHS=2), each updated in place: tpukit's HTML line, or tqdm's
@@ -136,8 +134,7 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     assert len(plots) == 2 and set(plots.values()) == {1}, plots  # plot_ops(); and plot();
 
 
-@pytest.fixture()
-def fresh_venv(tmp_path, monkeypatch):
+def make_fresh_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A new virtual environment without tpukit that borrows the test environment's other
     packages (jax, ipykernel, pip, setuptools...) through a .pth file: installs into it
     need no network. Also a Jupyter kernel spec that runs in it."""
@@ -175,39 +172,59 @@ def fresh_venv(tmp_path, monkeypatch):
     return venv
 
 
-def test_install_notebook_then_the_tutorial_in_a_fresh_venv(tmp_path, monkeypatch, fresh_venv):
+@pytest.fixture()
+def fresh_venv(tmp_path, monkeypatch):
+    return make_fresh_venv(tmp_path, monkeypatch)
+
+
+class ColabRun:
+    """The install notebook, then the tutorial, executed once in one fresh runtime."""
+
+    def __init__(self, folder: Path, monkeypatch: pytest.MonkeyPatch):
+        self.venv = make_fresh_venv(folder, monkeypatch)
+        monkeypatch.setenv("JUPYTER_PATH", str(folder / "jupyter"))
+        self.install = execute(
+            ROOT / "install" / "install_tpukit.ipynb",
+            folder,
+            monkeypatch,
+            kernel_name="fresh",
+            TPUKIT_SOURCE=str(ROOT),
+            PIP_OPTIONS=["--no-index", "--no-build-isolation"],
+        )
+        self.tutorial = execute(  # CHECKPOINT_DIR left at its default: a folder of the run's own
+            ROOT / "notebooks" / "01_mnist_mlp.ipynb",
+            folder,
+            monkeypatch,
+            kernel_name="fresh",
+            EPOCHS=2,
+            TRAIN_EXAMPLES=4096,
+        )
+
+
+@pytest.fixture(scope="module")
+def colab_run(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        run = ColabRun(tmp_path_factory.mktemp("colab"), monkeypatch)
+    yield run
+    for folder in re.findall(r"checkpoints: (\S+)", outputs_text(run.tutorial)):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_install_notebook_then_the_tutorial_in_a_fresh_venv(colab_run):
     """What a Colab user does: the install notebook, then the tutorial, in the same runtime.
     The fresh venv borrows the test environment's packages, so in the oldest lane
     (``make test-oldest``) this is Colab's own stack."""
-    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
-    nb = execute(
-        ROOT / "install" / "install_tpukit.ipynb",
-        tmp_path,
-        monkeypatch,
-        kernel_name="fresh",
-        TPUKIT_SOURCE=str(ROOT),
-        PIP_OPTIONS=["--no-index", "--no-build-isolation"],
-    )
-    text = outputs_text(nb)
+    text = outputs_text(colab_run.install)
     assert "Keeping the installed JAX: it already uses the CPU." in text
     assert "All of tpukit's requirements are met: nothing was installed." in text
     for step in ("requirements", "zoo", "compile", "fit", "checkpoint", "graph"):
         assert re.search(rf"^  {step} +ok ", text, re.M), f"doctor step {step}: {text[-3000:]}"
     assert "tpukit works: a zoo model compiled, trained, checkpointed and drawn" in text
-    assert f"from {fresh_venv}" in text  # the kernel imports the freshly installed copy
+    assert f"from {colab_run.venv}" in text  # the kernel imports the freshly installed copy
     assert "CPU device" in text and "Stored as check_compiled." in text
     assert "tpukit works in this notebook too" in text
-    tutorial = execute(
-        ROOT / "notebooks" / "01_mnist_mlp.ipynb",
-        tmp_path,
-        monkeypatch,
-        kernel_name="fresh",
-        EPOCHS=1,
-        TRAIN_EXAMPLES=1024,
-        CHECKPOINT_DIR=str(tmp_path / "ckpt"),
-    )
-    assert "restored model: test accuracy" in outputs_text(tutorial)
-    assert stderr_text(tutorial) == ""
+    assert "restored model: test accuracy" in outputs_text(colab_run.tutorial)
+    assert stderr_text(colab_run.tutorial) == ""
 
 
 def run_install_script(fresh_venv: Path, source: Path, cwd: Path) -> subprocess.CompletedProcess:
