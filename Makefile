@@ -11,7 +11,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 OLDEST := .venv-oldest
 DEV_PINS := constraints/dev.txt
-PYTEST := -m pytest -q --durations=25
+# Two workers (the CI machine's two cores), each taking whole test files so that a
+# file's module fixtures (a JupyterLab server, a browser, a compiled step) are made once.
+PYTEST := -m pytest -q --durations=25 -n 2 --dist loadfile
 
 .PHONY: demo test test-oldest lint
 
@@ -22,7 +24,15 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
+# Two makes at once (two demos, a demo and the tests) install one at a time: under the
+# lock, the second finds $(VENV)/.made up to date and installs nothing.
 $(VENV)/.installed: pyproject.toml $(DEV_PINS)
+	mkdir -p $(VENV)
+	if command -v flock >/dev/null; then flock $(VENV)/.lock $(MAKE) --no-print-directory $(VENV)/.made; \
+	else $(MAKE) --no-print-directory $(VENV)/.made; fi
+	touch $@
+
+$(VENV)/.made: pyproject.toml $(DEV_PINS)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q -U pip
 	$(BIN)/python -m pip install -q -c $(DEV_PINS) -e '.[dev]'
