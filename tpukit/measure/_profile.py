@@ -55,7 +55,7 @@ from tpukit.hlo import (
     plan_scopes,
 )
 from tpukit.measure._peaks import DevicePeak, peak_for
-from tpukit.measure._trace_events import InstructionTimes, instruction_times
+from tpukit.measure._trace_events import InstructionTimes, RunEvidence, instruction_times
 from tpukit.measure._trace_programs import hlo_text, pick_program, trace_programs
 from tpukit.measure._trace_runs import read_traces, run_failures, trace_runs
 from tpukit.measure._verdict import verdict
@@ -168,7 +168,8 @@ class Profile:
         #: Time asynchronous copies were in flight per run, by the instruction that started
         #: them (overlapping the others, so not in ``total_seconds``).
         self.in_flight_seconds: dict[str, float] = dict(trace.in_flight) if trace else {}
-        self._period = trace.period_seconds if trace else None
+        #: What the trace says of the runs (busy time, period, launch time) for the verdict.
+        self.evidence = trace.evidence if trace else RunEvidence()
         #: How many devices (chips, over every host) the runs were on.
         self.devices = trace.devices if trace else 1
         self._records: dict[str, list[dict[str, Any]]] = {}
@@ -268,8 +269,9 @@ class Profile:
 
     @property
     def wall_seconds_per_run(self) -> float | None:
-        """The median wall time of a traced run (dispatch and waiting included)."""
-        return statistics.median(self.wall_seconds) if self.wall_seconds else None
+        """The mean wall time of a traced run (dispatch and waiting included): a mean, as
+        the busy time it is compared with is."""
+        return statistics.mean(self.wall_seconds) if self.wall_seconds else None
 
     def seconds(self, name: str) -> float:
         """Time of one instruction per run, with what runs inside it (a loop's body)."""
@@ -393,9 +395,19 @@ class Profile:
 
     def verdict(self) -> str:
         """What bounds the step, in one line (the first of the profile's view)."""
-        busy = self.busy_seconds if self.busy_seconds is not None else self.total_seconds
-        wall = self.wall_seconds_per_run or self._period
-        return verdict(busy=busy, wall=wall, records=self.table(), peak_known=self.peak is not None)
+        evidence = self.evidence
+        busy = self.busy_seconds if self.busy_seconds is not None else evidence.busy_seconds
+        if busy is None:
+            busy = self.total_seconds
+        wall = self.wall_seconds_per_run or evidence.period_seconds
+        return verdict(
+            busy=busy,
+            wall=wall,
+            records=self.table(),
+            peak_known=self.peak is not None,
+            launch=evidence.launch_seconds,
+            unknown=evidence.unknown,
+        )
 
     def _hosts_line(self) -> str:
         """``Hosts: vm-0 1.2 ms, vm-1 1.5 ms per run (slowest vm-1)`` for several hosts."""
