@@ -334,6 +334,9 @@ class Profile:
             container = container or instr.opcode.endswith("-start")
             flops = None if container else instruction_flops(instr, self.module) * calls
             nbytes = None if container else instruction_bytes(instr, self.module) * calls
+            # A library call tpukit counts no FLOPs for (TransformerEngine's attention): its
+            # bound is not known, rather than "memory" for want of FLOPs.
+            uncounted = instr.opcode == "custom-call" and not flops
             section, path = groups.get(instr.name, ("", []))
             records.append(
                 {
@@ -343,7 +346,7 @@ class Profile:
                     "group": short_place(section, path),
                     "source": _source_of(instr, self.module),
                     "calls": round(calls, 3),
-                    **self._figures(seconds, flops, nbytes),
+                    **self._figures(seconds, None if uncounted else flops, nbytes, uncounted),
                 }
             )
         records.sort(key=lambda r: (-r["seconds"], r["name"]))
@@ -375,7 +378,9 @@ class Profile:
         records.sort(key=lambda r: (-r["seconds"], r["group"]))
         return records
 
-    def _figures(self, seconds: float, flops: float | None, nbytes: float | None) -> dict:
+    def _figures(
+        self, seconds: float, flops: float | None, nbytes: float | None, uncounted: bool = False
+    ) -> dict:
         figures: dict[str, Any] = {
             "seconds": seconds,
             "share": seconds / self.total_seconds if self.total_seconds else 0.0,
@@ -384,7 +389,9 @@ class Profile:
             "flops_per_second": flops / seconds if flops and seconds else None,
             "bytes_per_second": nbytes / seconds if nbytes and seconds else None,
         }
-        if self.peak is not None:
+        if self.peak is not None and uncounted:
+            figures.update(roofline_seconds=None, bound=None, roofline_share=None)
+        elif self.peak is not None:
             compute = (flops or 0) / self.peak.flops_per_second
             memory = (nbytes or 0) / self.peak.bytes_per_second
             bound = max(compute, memory)

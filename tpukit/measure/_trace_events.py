@@ -36,6 +36,7 @@ from typing import Any
 from tpukit.hlo import HloModule
 from tpukit.measure._gpu_kernels import attribute_kernels, kernel_name
 from tpukit.measure._gpu_runs import host_executions, kernel_runs, launch_groups
+from tpukit.measure._peaks import gpu_kind
 from tpukit.measure._trace_programs import MODULE_LINE, split_program
 from tpukit.measure._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
 
@@ -307,7 +308,7 @@ class _Reader:
 
     def device_kind(self, events: list[OpEvent]) -> str:
         first = events[0].line
-        kind = self.kinds.get(first[:2])
+        kind = self.kinds.get(first[:2]) or gpu_kind(self.plane_stats.get(first[:2], {}))
         if kind:
             return kind
         if first[1].startswith(DEVICE_PLANE_PREFIXES):
