@@ -56,7 +56,13 @@ from tpukit.hlo import (
 )
 from tpukit.measure._peaks import DevicePeak, peak_for
 from tpukit.measure._trace_events import InstructionTimes, RunEvidence, instruction_times
-from tpukit.measure._trace_programs import hlo_text, pick_program, trace_programs
+from tpukit.measure._trace_programs import (
+    entry_shapes,
+    hlo_text,
+    layout_shapes,
+    pick_program,
+    trace_programs,
+)
 from tpukit.measure._trace_runs import read_traces, run_failures, trace_runs
 from tpukit.measure._verdict import verdict
 from tpukit.measure._xspace import TraceFile, from_profile_data, read_xspace
@@ -173,6 +179,8 @@ class Profile:
         #: How many devices (chips, over every host) the runs were on.
         self.devices = trace.devices if trace else 1
         self._records: dict[str, list[dict[str, Any]]] = {}
+        #: The trace files read (every host's, from every run folder).
+        self.sources: list[str] = []
 
     # -- building --------------------------------------------------------------
 
@@ -195,7 +203,7 @@ class Profile:
             for k, item in enumerate(data)
         ]
         times = instruction_times(files, module, repeat, program_id)
-        return cls(
+        profile = cls(
             module,
             times.seconds,
             times.calls,
@@ -205,6 +213,8 @@ class Profile:
             wall_seconds=wall_seconds,
             trace=times,
         )
+        profile.sources = [f.path or f.host for f in files]
+        return profile
 
     @classmethod
     @user_facing
@@ -248,6 +258,8 @@ class Profile:
         chosen = pick_program(
             programs, program, hlo_module.name if hlo_module is not None else None, where
         )
+        if hlo_module is not None and chosen is not None and chosen.hlo_proto is not None:
+            _same_shapes(hlo_module, chosen, programs, where)
         if hlo_module is None:
             if chosen is None or chosen.hlo_proto is None:
                 label = chosen.label if chosen else "its programs"
@@ -416,6 +428,14 @@ class Profile:
             unknown=evidence.unknown,
         )
 
+    def _sources_line(self) -> str:
+        """``Read 3 trace files: ...`` where the trace has several (hosts, run folders)."""
+        if len(self.sources) < 2:
+            return ""
+        names = [pathlib.Path(p).parent.name + "/" + pathlib.Path(p).name for p in self.sources]
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return f"Read {len(names)} trace files (every host and run folder): {shown}."
+
     def _hosts_line(self) -> str:
         """``Hosts: vm-0 1.2 ms, vm-1 1.5 ms per run (slowest vm-1)`` for several hosts."""
         if len(self.host_seconds) < 2:
@@ -536,7 +556,11 @@ class Profile:
     def _report(self) -> Report:
         lines = [
             Line(self._headline()),
-            *(Line(t) for t in (self._hosts_line(), self._section_line()) if t),
+            *(
+                Line(t)
+                for t in (self._sources_line(), self._hosts_line(), self._section_line())
+                if t
+            ),
             *(Line(w, "warn") for w in self.untraced_iterations()),
             Line(
                 f"{self._peak_line()} Graph: .graph(); records: .table(), .table('group').", "note"
@@ -613,6 +637,26 @@ def _roofline_text(record: dict[str, Any]) -> str:
     if not record.get("roofline_seconds"):
         return "-"
     return f"{format_seconds(record['roofline_seconds'])} {record['bound']}"
+
+
+def _same_shapes(module: HloModule, chosen: Any, programs: list[Any], where: str) -> None:
+    """Refuse a module compiled for other shapes than the program of the trace it is
+    paired with (the same name, another program): its FLOPs and bytes would be wrong."""
+    layout = module.attributes.get("entry_computation_layout")
+    ran = entry_shapes(chosen.hlo_proto)
+    given = layout_shapes(f"entry_computation_layout={layout}") if layout else ""
+    if not given or not ran or given == ran:
+        return
+    others = [p.label for p in programs if p.name == chosen.name and p is not chosen]
+    listed = (
+        f" (the trace's others named {chosen.name!r}: {', '.join(others[:6])})" if others else ""
+    )
+    raise ArgumentError(
+        f"The module given was compiled for {given}, but {chosen.label} in {where} ran "
+        f"{ran}: its times would be paired with another program's FLOPs and bytes. Pass the "
+        f"module compiled for those shapes, leave hlo_module out to use the HLO the trace "
+        f"carries, or pass program= another program{listed}."
+    )
 
 
 def short_place(section: str, path: list[str]) -> str:
