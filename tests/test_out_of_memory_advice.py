@@ -126,3 +126,24 @@ def test_batch_choice_prefers_a_leading_size_no_argument_has_inside():
     assert batch_choice([arg("w1", 784, 512), arg("x", 4096, 784)]).size == 4096
     assert batch_choice([arg("x", 32, 8), arg("w", 8, 8), arg("y", 32)]).names == ("x", "y")
     assert batch_choice([arg("x", 32, 8), arg("w", 8, 8)], named="w").size == 8
+
+
+def test_evaluate_blames_the_data_it_puts_on_the_devices_when_that_is_what_does_not_fit():
+    import jax
+    from flax import nnx
+
+    from tpukit.display import format_bytes
+
+    model = nnx.Linear(64, 4, rngs=nnx.Rngs(0))
+    x, y = np.ones((4096, 64), np.float32), np.zeros(4096, np.int32)
+    share = (x.nbytes + y.nbytes) // jax.device_count()  # the data is split over the devices
+    tpukit.set_device_memory(share // 2)  # the weights fit, each device's data does not
+    try:
+        with pytest.raises(DeviceMemoryError) as caught:
+            tpukit.evaluate(model, (x, y), batch_size=1024)
+    finally:
+        tpukit.set_device_memory(None)
+    message = str(caught.value)
+    assert "the weights and state alone" not in message
+    blame = f"each device's share of the data put on the devices ({format_bytes(share)})"
+    assert blame in message and "evaluate it in parts" in message

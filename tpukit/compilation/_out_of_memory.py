@@ -104,10 +104,12 @@ class BatchSearch:
     compiles: int
     exact: bool
 
-    def fix(self, available: int, name: str = "batch_size") -> Fix:
+    def fix(self, available: int, name: str = "batch_size", blame: str = "") -> Fix:
+        """The search as a row of the table; ``blame`` says what does not fit when even the
+        smallest batch is over (default: the weights and state)."""
         if not self.fitted:
             why = (
-                "even the smallest batch is over: the weights and state alone are too large"
+                f"even the smallest batch is over: {blame or 'the weights and state alone are too large'}"
                 if self.exact
                 else "no batch tried fits; smaller ones were not tried"
             )
