@@ -2,12 +2,15 @@
 given as strings, seeds and callbacks of the wrong kind, a batch size of 0, HLO of two
 entries or an unknown element type, sizes written with quotes or spaces."""
 
+import pathlib
+
 import numpy as np
 import optax
 import pytest
 from flax import nnx
 
 import tpukit
+from tpukit._errors import HloTextError
 from tpukit.train._exceptions import TrainingInputError
 from tpukit.train._options import RunOptions, TrainerOptions
 
@@ -56,3 +59,79 @@ def test_fit_refuses_a_bad_callback_before_the_first_step():
     with pytest.raises(TrainingInputError, match="callbacks must be"):
         tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=1, batch_size=8, callbacks=[42])
     assert np.array_equal(before, np.asarray(model.kernel[...]))
+
+
+# -- shapes, HLO text and sizes -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "narrowed"), [("f64[4]", "f32"), ("c128[2]", "c64"), ("s64[]", "s32")]
+)
+def test_a_64_bit_shape_with_x64_off_says_it_is_compiled_in_32_bits(text, narrowed):
+    from tpukit.compilation._shapes import PrecisionWarning
+
+    with pytest.warns(
+        PrecisionWarning, match=rf"compiled in 32 bits \(\w+ -> {narrowed}\).*jax_enable_x64"
+    ):
+        tpukit.shape(text)
+
+
+TWO_ENTRIES = """HloModule m
+ENTRY %a (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%x)
+}
+ENTRY %b (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%x)
+}
+"""
+
+
+def test_hlo_text_with_two_entry_computations_is_refused():
+    with pytest.raises(HloTextError, match="two ENTRY computations, 'a' and 'b'"):
+        tpukit.hlo.parse_hlo(TWO_ENTRIES)
+
+
+def test_an_unknown_element_type_is_not_silently_zero_bytes():
+    from tpukit.hlo._model import HloShape
+
+    assert HloShape("f8e8m0fnu", (16,)).nbytes == 16  # a newer 8-bit type: 8 bits each
+    with pytest.raises(HloTextError, match="Unknown HLO element type 'zz'"):
+        _ = HloShape("zz", (4,)).nbytes
+
+
+def test_memory_view_of_an_hlo_program_takes_a_size_with_a_unit_and_quotes():
+    from tpukit.hlo import parse_bytes
+
+    program = tpukit.hlo.open(
+        pathlib.Path(__file__).parent / "data" / "hlo" / "jax_mlp.hlo", stage="optimized"
+    )
+    assert program.memory_view(capacity="16GiB").capacity == 16 * 2**30
+    assert parse_bytes("'16 GiB'") == parse_bytes('"16GiB"') == 16 * 2**30
+
+
+class Sized:
+    """An iterable whose len() says 0 and whose every pass is counted."""
+
+    def __init__(self, length):
+        self.length, self.passes = length, 0
+
+    def __len__(self):
+        return self.length
+
+    def __iter__(self):
+        self.passes += 1
+        return iter([(np.ones((8, 4), np.float32), np.zeros(8, np.int32))] * 2)
+
+
+def test_streamed_data_whose_len_is_zero_is_refused_and_each_pass_is_used():
+    from tpukit.train._data import StreamedData
+    from tpukit.train._mesh import resolve_plan
+
+    plan = resolve_plan(None, mesh=None, shard=None)
+    with pytest.raises(TrainingInputError, match=r"len\(\) of it is 0"):
+        StreamedData(Sized(0), plan, None, "train_data", 1)
+    data = Sized(2)
+    source = StreamedData(data, plan, None, "train_data", 1)
+    assert data.passes == 1 and len(list(source.chunks(2))) == 1 and data.passes == 1
