@@ -135,6 +135,15 @@ def _device_side(records: Sequence[dict[str, Any]], peak_known: bool) -> str:
     )
     if reached > 0.8:
         advice = "it runs near the roof; only less work makes it faster"
+    unbound = [r for r in records if r.get("bound") is None and r["seconds"]]
+    untold = sum(r["seconds"] for r in unbound)
+    if untold > time[kind]:  # most of the time is where no bound is known: say so first
+        names = ", ".join(r["name"] for r in unbound[:3]) + (" ..." if len(unbound) > 3 else "")
+        return (
+            f"no roofline bound for {untold / total:.0%} of the time (instructions tpukit counts "
+            f"no FLOPs for: {names}); {time[kind] / total:.0%} is in instructions "
+            f"bounded by {roofline}, at {reached:.0%} of the {roofline} roof."
+        )
     return (
         f"{kind}-bound: {time[kind] / total:.0%} of the time in instructions bounded by "
         f"{roofline}, at {reached:.0%} of the {roofline} roof; {advice}."
