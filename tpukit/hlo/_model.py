@@ -64,6 +64,8 @@ DTYPE_BITS: dict[str, int] = {
 }  # fmt: skip
 
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
+#: The dtype the parser gives a shape it could not read; such lines degrade to raw text.
+UNREADABLE = "unknown"
 _LEADING_BITS = re.compile(r"[a-z]+?(\d+)")
 
 
@@ -78,6 +80,8 @@ def element_bits(dtype: str) -> int:
     bits = DTYPE_BITS.get(dtype)
     if bits is not None:
         return bits
+    if dtype == UNREADABLE:  # the parser's mark for a shape it could not read (odd lines)
+        return 0
     found = _LEADING_BITS.match(dtype)
     if found is None:
         raise HloTextError(
