@@ -96,7 +96,7 @@ def test_hlo_text_with_two_entry_computations_is_refused():
 def test_an_unknown_element_type_is_not_silently_zero_bytes():
     from tpukit.hlo._model import HloShape
 
-    assert HloShape("f8e8m0fnu", (16,)).nbytes == 16  # a newer 8-bit type: 8 bits each
+    assert HloShape("f6e3m2fn", (16,)).nbytes == 12  # a type newer than the table: 6 bits
     with pytest.raises(HloTextError, match="Unknown HLO element type 'zz'"):
         _ = HloShape("zz", (4,)).nbytes
 
@@ -135,3 +135,14 @@ def test_streamed_data_whose_len_is_zero_is_refused_and_each_pass_is_used():
     data = Sized(2)
     source = StreamedData(data, plan, None, "train_data", 1)
     assert data.passes == 1 and len(list(source.chunks(2))) == 1 and data.passes == 1
+
+
+def test_a_batch_of_another_width_in_a_stream_is_one_line():
+    from tpukit.train._data import StreamedData
+    from tpukit.train._mesh import resolve_plan
+
+    y = np.zeros(8, np.int32)
+    batches = [(np.ones((8, 4), np.float32), y), (np.ones((8, 5), np.float32), y)]
+    source = StreamedData(batches, resolve_plan(None, mesh=None, shard=None), None, "data", 1)
+    with pytest.raises(TrainingInputError, match=r"shapes \[\[8, 5\], \[8\]\], but its first"):
+        list(source.chunks(1))

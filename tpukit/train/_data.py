@@ -269,6 +269,7 @@ class StreamedData:
             )
         self.batch_size = check_batch_size(inferred, None, plan, f"{name} batches")
         self._example = jax.tree.map(lambda a: _as_array(a, name), arrays)
+        self._widths = [np.shape(a)[1:] for a in jax.tree.leaves(self._example)]
         self._warned = False
         #: The first batch's labels (pair data, or a dict's ``"labels"``) or ``None``.
         self.labels = self._example[1] if self.kind == "pair" else self._example.get("labels")
@@ -294,6 +295,14 @@ class StreamedData:
                     )
                     self._warned = True
                 continue
+            widths = [np.shape(a)[1:] for a in jax.tree.leaves(arrays)]
+            if widths != self._widths:
+                raise TrainingInputError(
+                    f"A batch of {self.name} has arrays of shapes "
+                    f"{[list(np.shape(a)) for a in jax.tree.leaves(arrays)]}, but its first "
+                    f"batch's were {[list(np.shape(a)) for a in jax.tree.leaves(self._example)]}: "
+                    "every batch must have the same shape past the batch dimension."
+                )
             yield arrays
 
     def chunks(self, steps: int, skip: int = 0) -> Iterator[tuple[Any, int]]:
