@@ -146,3 +146,12 @@ def test_a_batch_of_another_width_in_a_stream_is_one_line():
     source = StreamedData(batches, resolve_plan(None, mesh=None, shard=None), None, "data", 1)
     with pytest.raises(TrainingInputError, match=r"shapes \[\[8, 5\], \[8\]\], but its first"):
         list(source.chunks(1))
+
+
+def test_tpu_memory_of_a_lambda_is_stored_by_the_name_it_was_called_with(shell, capsys):
+    shell.run_cell("lam = lambda x: x * 2")
+    view = shell.run_line_magic("tpu_memory", "--capacity '16 GiB' lam(f32[8])")
+    assert view.capacity == 16 * 2**30  # the quotes around the size are the shell's, not it
+    assert (
+        shell.user_ns["lam_memory"] is view and "Stored as lam_memory." in capsys.readouterr().out
+    )
