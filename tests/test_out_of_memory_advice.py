@@ -140,7 +140,7 @@ def test_evaluate_blames_the_data_it_puts_on_the_devices_when_that_is_what_does_
     tpukit.set_device_memory(share // 2)  # the weights fit, each device's data does not
     try:
         with pytest.raises(DeviceMemoryError) as caught:
-            tpukit.evaluate(model, (x, y), batch_size=1024)
+            tpukit.evaluate(model, (x, y), batch_size=16)  # few batches to search
     finally:
         tpukit.set_device_memory(None)
     message = str(caught.value)
