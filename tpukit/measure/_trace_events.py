@@ -15,8 +15,16 @@ Where the events are depends on the backend, as recorded on real machines:
   The plane's stat ``device_type_string`` names the chip (``"TPU v6 Lite"``).
 - GPU: ``/device:GPU:N``; an ``XLA Ops`` line where XLA writes one, else the kernels on
   the stream lines, each with ``hlo_op``, ``hlo_module`` and ``program_id``, placed at
-  their instruction by ``_gpu_kernels`` (ROCm's names end in ``.kd``). Several kernels
-  of one library call (cuDNN) are one execution; kernels of different runs never are.
+  their instruction by ``_gpu_kernels`` (ROCm's names end in ``.kd``), and at their run
+  by ``_gpu_runs`` (the host's ``ExecuteThunks`` around each kernel's launch). Several
+  kernels of one library call (cuDNN, MIOpen, TransformerEngine) are one execution;
+  kernels of different runs never are. The chip is named from the plane's stats
+  (``_peaks.gpu_kind``: an MI300X, an MI355X).
+
+What the verdict needs of the runs (`RunEvidence`: busy time, start-to-start period and
+the host's launch time per run, as means) comes from the ``XLA Modules`` runs where the
+trace has them, else from each run's events; where the trace does not say which run an
+event belongs to, or has one run per device, it says so rather than guess.
 
 Each host's file names its chips ``/device:TPU:0..N`` again, so runs are keyed by host,
 plane and run. An event that holds others on its line (a ``while`` running its body)
