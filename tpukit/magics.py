@@ -364,7 +364,13 @@ class TpuMagics(Magics):
         spec = self._call(call_text)
         compiled = spec.function if isinstance(spec.function, Compiled) else self._compile(spec)
         view = compiled.memory_view(capacity=args.capacity)
-        self.shell.user_ns[f"{compiled.name}_memory"] = view
+        base = compiled.name
+        if not base.isidentifier():  # a lambda: the name it was called by (lam(...))
+            base = spec.function_name.replace(".", "_").replace("[", "_").strip("_]")
+        name = f"{base}_memory"
+        if name.isidentifier() and not keyword.iskeyword(name):
+            self.shell.user_ns[name] = view
+            print(f"Stored as {name}.")
         return view
 
 

@@ -73,6 +73,7 @@ def compile(  # noqa: A001
     *args: Any,
     mesh: str | Mesh | None = None,
     shard: Mapping[str, str | PartitionSpec] | None = None,
+    batch_argument: str | None = None,
     **kwargs: Any,
 ) -> Compiled:
     r"""Compile ``function`` for the arguments' shapes and dtypes on JAX's default device.
@@ -90,8 +91,13 @@ def compile(  # noqa: A001
     the remaining devices, or a ``jax.sharding.Mesh``) and ``shard`` says how each named
     argument is split over it, one entry per dimension (``{"x": "data", "w": "None,model"}``
     or ``PartitionSpec``\ s); arguments it does not name are replicated. The summary then
-    shows the layout and the collectives XLA inserted. (The function's own arguments
-    cannot be called ``mesh`` or ``shard``.)
+    shows the layout and the collectives XLA inserted.
+
+    ``batch_argument`` names the argument whose first dimension is the batch, for the
+    advice on what fits when the program is over the device's memory; left out, it is
+    the leading dimension the array arguments share (the first argument's when several
+    could be). (The function's own arguments cannot be called ``mesh``, ``shard`` or
+    ``batch_argument``.)
 
     Returns a ``Compiled`` object: call it on device data, read its ``cost``,
     ``memory``, ``op_counts()`` and ``hlo_text()``, or show it in a notebook.
@@ -127,6 +133,12 @@ def compile(  # noqa: A001
         args, kwargs = place_arguments(function, args, kwargs, mesh, shard or {})
     name = getattr(function, "__name__", None) or type(function).__name__
     parameters = bind_arguments(function, args, kwargs)
+    if batch_argument is not None and batch_argument not in {p.name for p in parameters}:
+        raise ArgumentError(
+            f"batch_argument={batch_argument!r} names no argument of {name}; its arguments "
+            f"are {', '.join(p.name for p in parameters)}. Name the one whose first "
+            "dimension is the batch."
+        )
     signature = Signature(name, parameters)
     traced_args, traced_kwargs = signature.split(
         tuple(p.value for p in parameters if not p.keyword),
@@ -138,7 +150,7 @@ def compile(  # noqa: A001
         original,
         signature,
         bound_arguments=bound,
-        fixes=compile_fixes(compile),
+        fixes=compile_fixes(compile, batch_argument),
     )
 
 

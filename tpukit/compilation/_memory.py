@@ -26,22 +26,17 @@ from typing import Any
 
 import jax
 
-from tpukit._errors import ArgumentError
 from tpukit.hlo import (
     LiveRanges,
     MemoryView,
     dump_memory_files,
     estimate_live_ranges,
+    parse_bytes,
     parse_hlo,
     read_live_ranges,
 )
 
 ENVIRONMENT_VARIABLE = "TPUKIT_DEVICE_MEMORY"
-_UNITS = {
-    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-}  # fmt: skip
-_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*")
 # fit's step takes state = (parameters, other model state, optimizer state) and data.
 _STEP_ROLES = {
     "state[0]": "parameters",
@@ -50,19 +45,6 @@ _STEP_ROLES = {
     "data": "data",
 }
 _capacity_override: int | None = None
-
-
-def parse_bytes(text: str | int) -> int:
-    """``"2GiB"`` -> 2147483648; an int is bytes already."""
-    if isinstance(text, int):
-        return text
-    found = _SIZE.fullmatch(str(text))
-    if not found or found.group(2).lower() not in _UNITS:
-        raise ArgumentError(
-            f"Cannot read the memory size {text!r}: write a number of bytes or a number with "
-            "a unit, e.g. 2GiB, 512MiB or 800MB."
-        )
-    return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
 
 
 def set_device_memory(size: str | int | None) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
+from tpukit._errors import ArgumentError
 from tpukit.compilation._analysis import memory_of
 from tpukit.compilation._memory import memory_view_of
 from tpukit.display import format_bytes
@@ -103,10 +104,12 @@ class BatchSearch:
     compiles: int
     exact: bool
 
-    def fix(self, available: int, name: str = "batch_size") -> Fix:
+    def fix(self, available: int, name: str = "batch_size", blame: str = "") -> Fix:
+        """The search as a row of the table; ``blame`` says what does not fit when even the
+        smallest batch is over (default: the weights and state)."""
         if not self.fitted:
             why = (
-                "even the smallest batch is over: the weights and state alone are too large"
+                f"even the smallest batch is over: {blame or 'the weights and state alone are too large'}"
                 if self.exact
                 else "no batch tried fits; smaller ones were not tried"
             )
@@ -246,13 +249,16 @@ def explain(
 # ----------------------------------------------------------------------------- tpukit.compile
 
 
-def compile_fixes(compile_function: Callable[..., Any]) -> Callable[[Any, int, Any], list[Fix]]:
+def compile_fixes(
+    compile_function: Callable[..., Any], batch_argument: str | None = None
+) -> Callable[[Any, int, Any], list[Fix]]:
     """What would make a ``tpukit.compile`` program fit: the largest batch (the leading
-    dimension shared by its plain array arguments) and bf16 floating-point arguments."""
+    dimension the data arguments share, or that of ``batch_argument``) and bf16
+    floating-point arguments."""
 
     def fixes(compiled: Any, available: int, view: Any) -> list[Fix]:
         found = []
-        batch = largest_batch(compiled, available, compile_function)
+        batch = largest_batch(compiled, available, compile_function, batch_argument)
         if batch is not None:
             found.append(batch)
         bf16 = _bf16_fix(compiled, available, compile_function)
@@ -263,25 +269,94 @@ def compile_fixes(compile_function: Callable[..., Any]) -> Callable[[Any, int, A
     return fixes
 
 
+@dataclass(frozen=True)
+class BatchChoice:
+    """Which dimension is the batch: its size, the arguments that share it (shrunk
+    together), and the other sizes it could have been (empty when it is clear)."""
+
+    size: int
+    names: tuple[str, ...]
+    others: tuple[tuple[str, int], ...] = ()
+
+    def said(self) -> str:
+        """``x and y`` shrink along their first dimension, and how to choose otherwise."""
+        shrunk = " and ".join(self.names)
+        text = f"{shrunk} shrunk along {'their' if len(self.names) > 1 else 'its'} first axis"
+        if self.others:
+            listed = ", ".join(f"{name}: {size}" for name, size in self.others)
+            text += (
+                f"; the batch is ambiguous (other leading sizes: {listed}), so name it: "
+                f"tpukit.compile(..., batch_argument={self.others[0][0]!r})"
+            )
+        return text
+
+
+def batch_choice(parameters: list[Any], named: str | None = None) -> BatchChoice | None:
+    """The batch of a call: the leading dimension its data arguments share.
+
+    Of the plain array arguments (positional and keyword), a weight's leading dimension
+    is usually another argument's inner one (``x: f32[4096,784]``, ``w: f32[784,512]``):
+    the batch is a leading size that is no inner size, shared by the most arguments, the
+    first argument's on a tie (then ``others`` lists the rest). ``named`` picks the
+    argument whose leading dimension it is.
+
+        >>> from types import SimpleNamespace as P
+        >>> import jax
+        >>> args = [P(name="x", value=jax.ShapeDtypeStruct((4096, 784), "float32")),
+        ...         P(name="w1", value=jax.ShapeDtypeStruct((784, 512), "float32")),
+        ...         P(name="y", value=jax.ShapeDtypeStruct((4096,), "int32"))]
+        >>> batch_choice(args)
+        BatchChoice(size=4096, names=('x', 'y'), others=())
+    """
+    arrays = [p for p in parameters if _is_array(p.value) and p.value.shape]
+    if not arrays:
+        return None
+    if named is not None:
+        chosen = [p for p in arrays if p.name == named]
+        if not chosen:
+            raise ArgumentError(
+                f"batch_argument={named!r} names no array argument of the call; its array "
+                f"arguments are {', '.join(p.name for p in arrays)}."
+            )
+        size = chosen[0].value.shape[0]
+        return BatchChoice(size, tuple(p.name for p in arrays if p.value.shape[0] == size))
+    inner = {d for p in arrays for d in p.value.shape[1:]}
+    sizes: dict[int, list[str]] = {}
+    for p in arrays:
+        sizes.setdefault(p.value.shape[0], []).append(p.name)
+    candidates = [size for size in sizes if size not in inner] or list(sizes)
+    most = max(len(sizes[size]) for size in candidates)
+    best = [size for size in candidates if len(sizes[size]) == most]
+    size = best[0]
+    others = tuple((sizes[other][0], other) for other in best[1:])
+    return BatchChoice(size, tuple(sizes[size]), others)
+
+
 def largest_batch(
-    compiled: Any, available: int, compile_function: Callable[..., Any]
+    compiled: Any,
+    available: int,
+    compile_function: Callable[..., Any],
+    batch_argument: str | None = None,
 ) -> Fix | None:
     """The largest batch that fits, as a `Fix` whose note says it is the largest.
 
-    The batch is the leading dimension shared by the plain array arguments (not pytrees
-    such as a model); the search (`search_batch`) compiles each candidate.
+    The batch is the leading dimension the plain array arguments share (`batch_choice`;
+    not pytrees such as a model); keyword arguments of that size shrink with it. The
+    search (`search_batch`) compiles each candidate.
     """
     positional = _unbound(compiled)
-    arrays = [p for p in positional if _is_array(p.value) and p.value.shape]
+    keywords = [p for p in compiled.signature.parameters if p.keyword]
+    choice = batch_choice([*positional, *keywords], batch_argument)
     needed = needed_bytes(compiled.jax_compiled)
-    if not arrays or needed is None:
+    if choice is None or needed is None:
         return None
-    batch = arrays[-1].value.shape[0]
+    batch = choice.size
 
     def measure(size: int) -> int | None:
         values = [_with_batch(p.value, batch, size) for p in positional]
+        named = {p.name: _with_batch(p.value, batch, size) for p in keywords}
         try:
-            candidate = compile_function(compiled.function, *values, **_keywords(compiled))
+            candidate = compile_function(compiled.function, *values, **named)
         except Exception:  # a shape the function cannot take: stop searching
             return None
         return needed_bytes(candidate.jax_compiled)
@@ -292,11 +367,12 @@ def largest_batch(
     fix = found.fix(available, name="batch")
     sentence = (
         f"The largest batch that fits is {found.fitted} of {batch} (it needs "
-        f"{format_bytes(found.needed)})."
+        f"{format_bytes(found.needed)}; {choice.said()})."
         if found.fitted
-        else f"Not even a batch of 1 (of {batch}) fits: the weights alone are too large."
+        else f"Not even a batch of 1 (of {batch}) fits: the weights alone are too large "
+        f"({choice.said()})."
         if found.exact
-        else f"No batch down to {found.over} (of {batch}) fits."
+        else f"No batch down to {found.over} (of {batch}) fits ({choice.said()})."
     )
     return dataclasses.replace(fix, summary=sentence)
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -106,7 +107,30 @@ def parse_shape(
     dims = tuple(_parse_dim(part, text, evaluate_dim) for part in _split_dims(dims_text))
     dtype = jnp.dtype(HLO_DTYPES[dtype_name])
     check_extent(dims, dtype, text)
+    warn_if_narrowed(dtype_name, text)
     return jax.ShapeDtypeStruct(dims, dtype)
+
+
+#: The 64-bit types JAX narrows to 32 bits unless ``jax_enable_x64`` is on.
+NARROWED = {"f64": "f32", "s64": "s32", "u64": "u32", "c128": "c64"}
+
+
+class PrecisionWarning(UserWarning):
+    """A shape asks for 64 bits that JAX, with ``jax_enable_x64`` off, gives in 32."""
+
+
+def warn_if_narrowed(dtype_name: str, text: str) -> None:
+    """Say so when a shape's 64-bit type will be compiled in 32 bits (x64 off)."""
+    if dtype_name not in NARROWED or jax.config.jax_enable_x64:
+        return
+    warnings.warn(
+        f"{text.strip()} asks for {dtype_name}, but JAX's 64-bit types are off: the program "
+        f"is compiled in 32 bits ({dtype_name} -> {NARROWED[dtype_name]}). To compile in 64 "
+        "bits, run jax.config.update('jax_enable_x64', True) first (or set "
+        "JAX_ENABLE_X64=1 before JAX starts).",
+        PrecisionWarning,
+        stacklevel=3,
+    )
 
 
 #: The largest array tpukit lets reach XLA, in bytes (8 PiB, more than any pod holds).

@@ -59,6 +59,7 @@ from tpukit.hlo._memory_ranges import dump_memory_files as dump_memory_files
 from tpukit.hlo._memory_ranges import estimate_live_ranges as estimate_live_ranges
 from tpukit.hlo._memory_ranges import read_live_ranges as read_live_ranges
 from tpukit.hlo._memory_view import MemoryView
+from tpukit.hlo._memory_view import parse_bytes as parse_bytes
 from tpukit.hlo._model import (
     ComputationRef,
     HloComputation,

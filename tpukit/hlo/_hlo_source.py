@@ -165,13 +165,7 @@ def read_hlo_source(source: str | os.PathLike, what: str = "graph()") -> tuple[s
                 "an HloModule."
             )
         data = read_bytes(path)
-        try:
-            source = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ArgumentError(
-                f"{str(path)!r} is not text (an HloProto .pb?). Pass the text dump: XLA "
-                "writes it beside the .pb as a .txt file (--xla_dump_hlo_as_text)."
-            ) from None
+        source = _decoded(data, path)
         if "HloModule" not in source and "ENTRY" not in source and not _MLIR.search(source):
             raise ArgumentError(
                 f"{path.name!r} holds no HLO module (XLA writes buffer assignments and "
@@ -186,6 +180,30 @@ def read_hlo_source(source: str | os.PathLike, what: str = "graph()") -> tuple[s
             f"dump, run with {_DUMP_FLAG} and pass a module_*.txt file of DIR."
         )
     return source, (str(path) if path is not None else None)
+
+
+def _decoded(data: bytes, path: pathlib.Path) -> str:
+    """The file's text. HLO text with a stray byte that is not UTF-8 (in a comment, an
+    op_name from a user's file) is read with that byte replaced; a binary file is refused
+    with what to open instead (a profiler trace: ``Profile.from_trace``)."""
+    if path.name.endswith(".xplane.pb"):
+        raise ArgumentError(
+            f"{str(path)!r} is a profiler trace (an XSpace), not HLO. Open it with "
+            f"tpukit.Profile.from_trace({str(path)!r}): it reads the times and the "
+            "optimized HLO the trace carries (.module holds it)."
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    head = data[:4096].lstrip()
+    if head.startswith(b"HloModule") or (b"ENTRY" in data and data.count(b"\0") == 0):
+        return data.decode("utf-8", errors="replace")
+    raise ArgumentError(
+        f"{str(path)!r} is not text (an HloProto .pb?). Pass the text dump: XLA writes it "
+        "beside the .pb as a .txt file (--xla_dump_hlo_as_text); or, with JAX, "
+        "jax._src.lib.xla_client.XlaComputation(module_proto_bytes).as_hlo_text()."
+    )
 
 
 #: The longest path Linux takes (PATH_MAX); longer text is HLO, never a file's name.

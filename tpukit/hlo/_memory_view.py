@@ -50,9 +50,11 @@ What the figures count (XLA's buffer assignment; measured on CPU, JAX 0.10):
 from __future__ import annotations
 
 import html
+import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tpukit._errors import ArgumentError
 from tpukit.display import BORDER_COLOR, MUTED_COLOR, Column, Figure, Report, Table, format_bytes
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
@@ -99,6 +101,31 @@ class PeakBuffer:
     @property
     def lifetime(self) -> str:
         return f"{self.start}-{self.end}"
+
+
+_UNITS = {
+    "": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+    "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
+}  # fmt: skip
+_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*")
+
+
+def parse_bytes(text: str | int) -> int:
+    """``"2GiB"`` -> 2147483648; an int is bytes already. Quotes around the size (a
+    magic's ``--capacity '16 GiB'``) and spaces before the unit are allowed.
+
+        >>> parse_bytes("'16 GiB'"), parse_bytes(512)
+        (17179869184, 512)
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        return text
+    found = _SIZE.fullmatch(str(text).strip().strip("'\""))
+    if isinstance(text, bool) or not found or found.group(2).lower() not in _UNITS:
+        raise ArgumentError(
+            f"Cannot read the memory size {text!r}: write a number of bytes or a number with "
+            "a unit, e.g. 2GiB, 512MiB or 800MB."
+        )
+    return int(float(found.group(1)) * _UNITS[found.group(2).lower()])
 
 
 class MemoryView:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from tpukit._errors import UnknownNameError
+from tpukit._errors import HloTextError, UnknownNameError
 from tpukit.hlo._attributes import split_attributes
 from tpukit.hlo._sources import describe_location
 
@@ -64,6 +64,31 @@ DTYPE_BITS: dict[str, int] = {
 }  # fmt: skip
 
 _MEMORY_SPACE = re.compile(r"S\((\d+)\)")
+#: The dtype the parser gives a shape it could not read; such lines degrade to raw text.
+UNREADABLE = "unknown"
+_LEADING_BITS = re.compile(r"[a-z]+?(\d+)")
+
+
+def element_bits(dtype: str) -> int:
+    """Bits of one element of an HLO element type. A type newer than this table
+    (``f8e8m0fnu``) is as wide as the number its name starts with (8); a name without
+    one is refused rather than counted as 0 bytes.
+
+        >>> element_bits("bf16"), element_bits("f6e3m2fn")
+        (16, 6)
+    """
+    bits = DTYPE_BITS.get(dtype)
+    if bits is not None:
+        return bits
+    if dtype == UNREADABLE:  # the parser's mark for a shape it could not read (odd lines)
+        return 0
+    found = _LEADING_BITS.match(dtype)
+    if found is None:
+        raise HloTextError(
+            f"Unknown HLO element type {dtype!r}: tpukit cannot tell how many bytes it holds. "
+            f"Known types: {', '.join(t for t in DTYPE_BITS if DTYPE_BITS[t])}."
+        )
+    return int(found.group(1))
 
 
 @dataclass(frozen=True)
@@ -107,7 +132,7 @@ class HloShape:
         """Bytes of the data (sub-byte types packed, dynamic dims at their bound)."""
         if self.is_tuple:
             return sum(e.nbytes for e in self.elements)
-        return (self.num_elements * DTYPE_BITS.get(self.dtype, 0) + 7) // 8
+        return (self.num_elements * element_bits(self.dtype) + 7) // 8
 
     @property
     def memory_space(self) -> int:

@@ -804,6 +804,13 @@ def _new_computation(header: re.Match[str], module: HloModule) -> HloComputation
         header.group(2), is_entry=bool(header.group(1)), signature=(header.group(3) or "").strip()
     )
     if comp.is_entry:
+        if module.entry_name and module.entry_name != comp.name:
+            raise HloTextError(
+                f"HLO module {module.name or '(unnamed)'!r} has two ENTRY computations, "
+                f"{module.entry_name!r} and {comp.name!r}: a module has one. Two modules "
+                "pasted together? Start each with its own 'HloModule' line, or keep one "
+                "ENTRY."
+            )
         module.entry_name = comp.name
     return comp
 

@@ -54,7 +54,7 @@ from tpukit.hlo._memory_ranges import (
     estimate_live_ranges,
     read_live_ranges,
 )
-from tpukit.hlo._memory_view import MemoryView
+from tpukit.hlo._memory_view import MemoryView, parse_bytes
 from tpukit.hlo._model import HloModule
 from tpukit.hlo._parser import parse_hlo, split_modules
 from tpukit.hlo._progress import progress
@@ -254,15 +254,17 @@ class HloProgram:
         """An interactive graph of ``stage``, shown inline in notebooks (``tpukit.hlo.graph``)."""
         return graph(self, stage=stage, times=times)
 
-    def memory_view(self, *, capacity: int | None = None) -> MemoryView:
+    def memory_view(self, *, capacity: int | str | None = None) -> MemoryView:
         """The program's memory: peak, buffers at the peak, live bytes along the schedule.
 
         From XLA's buffer assignment and live ranges when the program was opened from a
         dump folder that has them (``*-buffer-assignment.txt``, ``*-live-range.txt``);
         otherwise estimated from the optimized schedule, and labelled an estimate.
+        ``capacity`` (bytes or ``"16GiB"``) is the device memory to compare the peak with.
         """
+        size = None if capacity is None else parse_bytes(capacity)
         ranges = self.live_ranges or estimate_live_ranges(self.hlo_module("optimized"))
-        return MemoryView(self.hlo_module("optimized"), ranges, name=self.name, capacity=capacity)
+        return MemoryView(self.hlo_module("optimized"), ranges, name=self.name, capacity=size)
 
     def _facts(self) -> list[tuple[str, str]]:
         module = self.hlo_module()

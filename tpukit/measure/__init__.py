@@ -9,7 +9,7 @@ published device peaks (``_peaks.py``) place it on the roofline. A profile
 (``_profile.py``, its one-line ``_verdict.py``) comes from a profiler trace taken by
 ``_trace_runs.py``, decoded by ``_xspace.py``, its programs found in
 ``_trace_programs.py`` and each instruction's events in ``_trace_events.py``, with GPU
-kernels matched to instructions by ``_gpu_kernels.py``.
+kernels matched to instructions by ``_gpu_kernels.py`` and to runs by ``_gpu_runs.py``.
 """
 
 from tpukit.measure._peaks import DevicePeak, peak_for

@@ -55,8 +55,14 @@ from tpukit.hlo import (
     plan_scopes,
 )
 from tpukit.measure._peaks import DevicePeak, peak_for
-from tpukit.measure._trace_events import InstructionTimes, instruction_times
-from tpukit.measure._trace_programs import hlo_text, pick_program, trace_programs
+from tpukit.measure._trace_events import InstructionTimes, RunEvidence, instruction_times
+from tpukit.measure._trace_programs import (
+    entry_shapes,
+    hlo_text,
+    layout_shapes,
+    pick_program,
+    trace_programs,
+)
 from tpukit.measure._trace_runs import read_traces, run_failures, trace_runs
 from tpukit.measure._verdict import verdict
 from tpukit.measure._xspace import TraceFile, from_profile_data, read_xspace
@@ -168,10 +174,13 @@ class Profile:
         #: Time asynchronous copies were in flight per run, by the instruction that started
         #: them (overlapping the others, so not in ``total_seconds``).
         self.in_flight_seconds: dict[str, float] = dict(trace.in_flight) if trace else {}
-        self._period = trace.period_seconds if trace else None
+        #: What the trace says of the runs (busy time, period, launch time) for the verdict.
+        self.evidence = trace.evidence if trace else RunEvidence()
         #: How many devices (chips, over every host) the runs were on.
         self.devices = trace.devices if trace else 1
         self._records: dict[str, list[dict[str, Any]]] = {}
+        #: The trace files read (every host's, from every run folder).
+        self.sources: list[str] = []
 
     # -- building --------------------------------------------------------------
 
@@ -194,7 +203,7 @@ class Profile:
             for k, item in enumerate(data)
         ]
         times = instruction_times(files, module, repeat, program_id)
-        return cls(
+        profile = cls(
             module,
             times.seconds,
             times.calls,
@@ -204,6 +213,8 @@ class Profile:
             wall_seconds=wall_seconds,
             trace=times,
         )
+        profile.sources = [f.path or f.host for f in files]
+        return profile
 
     @classmethod
     @user_facing
@@ -247,6 +258,8 @@ class Profile:
         chosen = pick_program(
             programs, program, hlo_module.name if hlo_module is not None else None, where
         )
+        if hlo_module is not None and chosen is not None and chosen.hlo_proto is not None:
+            _same_shapes(hlo_module, chosen, programs, where)
         if hlo_module is None:
             if chosen is None or chosen.hlo_proto is None:
                 label = chosen.label if chosen else "its programs"
@@ -268,8 +281,9 @@ class Profile:
 
     @property
     def wall_seconds_per_run(self) -> float | None:
-        """The median wall time of a traced run (dispatch and waiting included)."""
-        return statistics.median(self.wall_seconds) if self.wall_seconds else None
+        """The mean wall time of a traced run (dispatch and waiting included): a mean, as
+        the busy time it is compared with is."""
+        return statistics.mean(self.wall_seconds) if self.wall_seconds else None
 
     def seconds(self, name: str) -> float:
         """Time of one instruction per run, with what runs inside it (a loop's body)."""
@@ -332,6 +346,9 @@ class Profile:
             container = container or instr.opcode.endswith("-start")
             flops = None if container else instruction_flops(instr, self.module) * calls
             nbytes = None if container else instruction_bytes(instr, self.module) * calls
+            # A library call tpukit counts no FLOPs for (TransformerEngine's attention): its
+            # bound is not known, rather than "memory" for want of FLOPs.
+            uncounted = instr.opcode == "custom-call" and not flops
             section, path = groups.get(instr.name, ("", []))
             records.append(
                 {
@@ -341,7 +358,7 @@ class Profile:
                     "group": short_place(section, path),
                     "source": _source_of(instr, self.module),
                     "calls": round(calls, 3),
-                    **self._figures(seconds, flops, nbytes),
+                    **self._figures(seconds, None if uncounted else flops, nbytes, uncounted),
                 }
             )
         records.sort(key=lambda r: (-r["seconds"], r["name"]))
@@ -373,7 +390,9 @@ class Profile:
         records.sort(key=lambda r: (-r["seconds"], r["group"]))
         return records
 
-    def _figures(self, seconds: float, flops: float | None, nbytes: float | None) -> dict:
+    def _figures(
+        self, seconds: float, flops: float | None, nbytes: float | None, uncounted: bool = False
+    ) -> dict:
         figures: dict[str, Any] = {
             "seconds": seconds,
             "share": seconds / self.total_seconds if self.total_seconds else 0.0,
@@ -382,7 +401,9 @@ class Profile:
             "flops_per_second": flops / seconds if flops and seconds else None,
             "bytes_per_second": nbytes / seconds if nbytes and seconds else None,
         }
-        if self.peak is not None:
+        if self.peak is not None and uncounted:
+            figures.update(roofline_seconds=None, bound=None, roofline_share=None)
+        elif self.peak is not None:
             compute = (flops or 0) / self.peak.flops_per_second
             memory = (nbytes or 0) / self.peak.bytes_per_second
             bound = max(compute, memory)
@@ -393,9 +414,27 @@ class Profile:
 
     def verdict(self) -> str:
         """What bounds the step, in one line (the first of the profile's view)."""
-        busy = self.busy_seconds if self.busy_seconds is not None else self.total_seconds
-        wall = self.wall_seconds_per_run or self._period
-        return verdict(busy=busy, wall=wall, records=self.table(), peak_known=self.peak is not None)
+        evidence = self.evidence
+        busy = self.busy_seconds if self.busy_seconds is not None else evidence.busy_seconds
+        if busy is None:
+            busy = self.total_seconds
+        wall = self.wall_seconds_per_run or evidence.period_seconds
+        return verdict(
+            busy=busy,
+            wall=wall,
+            records=self.table(),
+            peak_known=self.peak is not None,
+            launch=evidence.launch_seconds,
+            unknown=evidence.unknown,
+        )
+
+    def _sources_line(self) -> str:
+        """``Read 3 trace files: ...`` where the trace has several (hosts, run folders)."""
+        if len(self.sources) < 2:
+            return ""
+        names = [pathlib.Path(p).parent.name + "/" + pathlib.Path(p).name for p in self.sources]
+        shown = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return f"Read {len(names)} trace files (every host and run folder): {shown}."
 
     def _hosts_line(self) -> str:
         """``Hosts: vm-0 1.2 ms, vm-1 1.5 ms per run (slowest vm-1)`` for several hosts."""
@@ -517,7 +556,11 @@ class Profile:
     def _report(self) -> Report:
         lines = [
             Line(self._headline()),
-            *(Line(t) for t in (self._hosts_line(), self._section_line()) if t),
+            *(
+                Line(t)
+                for t in (self._sources_line(), self._hosts_line(), self._section_line())
+                if t
+            ),
             *(Line(w, "warn") for w in self.untraced_iterations()),
             Line(
                 f"{self._peak_line()} Graph: .graph(); records: .table(), .table('group').", "note"
@@ -594,6 +637,26 @@ def _roofline_text(record: dict[str, Any]) -> str:
     if not record.get("roofline_seconds"):
         return "-"
     return f"{format_seconds(record['roofline_seconds'])} {record['bound']}"
+
+
+def _same_shapes(module: HloModule, chosen: Any, programs: list[Any], where: str) -> None:
+    """Refuse a module compiled for other shapes than the program of the trace it is
+    paired with (the same name, another program): its FLOPs and bytes would be wrong."""
+    layout = module.attributes.get("entry_computation_layout")
+    ran = entry_shapes(chosen.hlo_proto)
+    given = layout_shapes(f"entry_computation_layout={layout}") if layout else ""
+    if not given or not ran or given == ran:
+        return
+    others = [p.label for p in programs if p.name == chosen.name and p is not chosen]
+    listed = (
+        f" (the trace's others named {chosen.name!r}: {', '.join(others[:6])})" if others else ""
+    )
+    raise ArgumentError(
+        f"The module given was compiled for {given}, but {chosen.label} in {where} ran "
+        f"{ran}: its times would be paired with another program's FLOPs and bytes. Pass the "
+        f"module compiled for those shapes, leave hlo_module out to use the HLO the trace "
+        f"carries, or pass program= another program{listed}."
+    )
 
 
 def short_place(section: str, path: list[str]) -> str:

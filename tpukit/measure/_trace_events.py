@@ -15,8 +15,16 @@ Where the events are depends on the backend, as recorded on real machines:
   The plane's stat ``device_type_string`` names the chip (``"TPU v6 Lite"``).
 - GPU: ``/device:GPU:N``; an ``XLA Ops`` line where XLA writes one, else the kernels on
   the stream lines, each with ``hlo_op``, ``hlo_module`` and ``program_id``, placed at
-  their instruction by ``_gpu_kernels`` (ROCm's names end in ``.kd``). Several kernels
-  of one library call (cuDNN) are one execution; kernels of different runs never are.
+  their instruction by ``_gpu_kernels`` (ROCm's names end in ``.kd``), and at their run
+  by ``_gpu_runs`` (the host's ``ExecuteThunks`` around each kernel's launch). Several
+  kernels of one library call (cuDNN, MIOpen, TransformerEngine) are one execution;
+  kernels of different runs never are. The chip is named from the plane's stats
+  (``_peaks.gpu_kind``: an MI300X, an MI355X).
+
+What the verdict needs of the runs (`RunEvidence`: busy time, start-to-start period and
+the host's launch time per run, as means) comes from the ``XLA Modules`` runs where the
+trace has them, else from each run's events; where the trace does not say which run an
+event belongs to, or has one run per device, it says so rather than guess.
 
 Each host's file names its chips ``/device:TPU:0..N`` again, so runs are keyed by host,
 plane and run. An event that holds others on its line (a ``while`` running its body)
@@ -35,6 +43,8 @@ from typing import Any
 
 from tpukit.hlo import HloModule
 from tpukit.measure._gpu_kernels import attribute_kernels, kernel_name
+from tpukit.measure._gpu_runs import host_executions, kernel_runs, launch_groups
+from tpukit.measure._peaks import gpu_kind
 from tpukit.measure._trace_programs import MODULE_LINE, split_program
 from tpukit.measure._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
 
@@ -64,6 +74,19 @@ class OpEvent:
 
 
 @dataclass(frozen=True)
+class RunEvidence:
+    """What the trace says of the program's runs, for the verdict: the device's busy time
+    per run, the time from one run's start to the next (both means over every run and
+    device), the host's time to launch a run where it recorded its launches, and why the
+    period is unknown where it is."""
+
+    busy_seconds: float | None = None
+    period_seconds: float | None = None
+    launch_seconds: float | None = None
+    unknown: str = ""  # why there is no period (empty when there is one)
+
+
+@dataclass(frozen=True)
 class InstructionTimes:
     """Measured time per instruction (own seconds and executions, per program run), and
     what the trace says of the runs: the device busy time per run on each host, the time
@@ -74,10 +97,11 @@ class InstructionTimes:
     runs: int
     device: str
     busy_seconds: float | None = None  # the program's device time per run (XLA Modules)
-    period_seconds: float | None = None  # median start-to-start time of consecutive runs
+    period_seconds: float | None = None  # mean start-to-start time of consecutive runs
     hosts: dict[str, float] = field(default_factory=dict)  # busy seconds per run, per host
     in_flight: dict[str, float] = field(default_factory=dict)  # async copies, per run
     devices: int = 1  # the devices (over every host) the events are on
+    evidence: RunEvidence = field(default_factory=RunEvidence)
 
 
 @dataclass
@@ -118,9 +142,19 @@ def instruction_times(
     for index, own in _own_times(events).items():
         seconds[events[index].name] += own * 1e-9 / runs
         count[events[index].name] += 0 if events[index].continues else 1
+    # Only some chips record asynchronous copies (a TPU's first): per run of those chips.
+    per_plane: dict[tuple[str, str], int] = defaultdict(int)
+    for key in {event.run for event in events if event.run is not None}:
+        per_plane[key[:2]] += 1
+    planes = len({event.line[:2] for event in events}) or 1
+    recording = {where for _, _, where in reader.in_flight}
+    recorded_runs = sum(
+        len(reader.runs[where].intervals) or per_plane.get(where) or runs / planes
+        for where in recording
+    )
     in_flight: dict[str, float] = defaultdict(float)
-    for name, nanoseconds in reader.in_flight:
-        in_flight[name] += nanoseconds * 1e-9 / runs
+    for name, nanoseconds, _ in reader.in_flight:
+        in_flight[name] += nanoseconds * 1e-9 / recorded_runs
     return InstructionTimes(
         seconds=dict(seconds),
         calls={name: n / runs for name, n in count.items()},
@@ -131,6 +165,7 @@ def instruction_times(
         hosts=reader.hosts_busy(),
         in_flight=dict(in_flight),
         devices=len({event.line[:2] for event in events}),
+        evidence=reader.evidence(events),
     )
 
 
@@ -158,10 +193,13 @@ class _Reader:
         instructions = [instr.name for instr in module.instructions()]
         self.names = {kernel_name(name): name for name in instructions}
         self.names.update({name: name for name in instructions})
-        self.launches = _launch_groups(files)
+        self.launches = launch_groups(files)
+        self.hosts = host_executions(files)
+        self.launch_ns: list[float] = []  # the host's time to launch each GPU run
         self.runs: dict[tuple[str, str], _Runs] = {}
         self.kinds: dict[tuple[str, str], str] = {}
-        self.in_flight: list[tuple[str, float]] = []
+        self.plane_stats: dict[tuple[str, str], dict[str, Any]] = {}
+        self.in_flight: list[tuple[str, float, tuple[str, str]]] = []
         self.events: list[OpEvent] = []
         for trace in files:
             for plane in trace.planes:
@@ -201,6 +239,7 @@ class _Reader:
         kind = plane.stats.get("device_type_string")
         if kind:
             self.kinds[(host, plane.name)] = str(kind)
+        self.plane_stats[(host, plane.name)] = plane.stats
         op_lines = [line for line in lines if line.name == DEVICE_OP_LINE] if device else []
         found: list[OpEvent | None] = []
         kernels: list[tuple[TraceEvent, str]] = []  # GPU kernels: (event, line name)
@@ -211,7 +250,7 @@ class _Reader:
                 for event in line.events:
                     name = self.names.get(instruction_name_of_start(event))
                     if name and self._stats_fit(event.stats) and _inside(runs, event.start_ns):
-                        self.in_flight.append((name, event.duration_ns))
+                        self.in_flight.append((name, event.duration_ns, where))
                 continue
             if line.name == DEVICE_MODULE_LINE or (op_lines and line.name != DEVICE_OP_LINE):
                 continue
@@ -247,6 +286,10 @@ class _Reader:
             for e, _ in kernels
         ]
         placed = attribute_kernels(named, self.module, self.names)
+        run_of, launch = kernel_runs(
+            [e for e, _ in kernels], self.module.name, self.hosts.get(where[0])
+        )
+        self.launch_ns += launch
         library = {
             i.name
             for i in self.module.instructions()
@@ -254,10 +297,14 @@ class _Reader:
         }
         found: list[OpEvent | None] = []
         previous: tuple[str | None, Any] = (None, None)
-        for (event, line_name), name in zip(kernels, placed):
-            group = self.launches.get((where[0], event.stats.get("correlation_id")))
+        for (event, line_name), name, run in zip(kernels, placed, run_of):
+            group: Any = run
+            if run is None:
+                group = self.launches.get((where[0], event.stats.get("correlation_id")))
             if name is not None:
                 op = _op_event(where, line_name, name, event, runs)
+                if op is not None and run is not None:
+                    op = replace(op, run=(*where, None, run))
                 same = previous[0] == name and name in library
                 if same and group is not None and previous[1] is not None:
                     same = group == previous[1]
@@ -269,7 +316,7 @@ class _Reader:
 
     def device_kind(self, events: list[OpEvent]) -> str:
         first = events[0].line
-        kind = self.kinds.get(first[:2])
+        kind = self.kinds.get(first[:2]) or gpu_kind(self.plane_stats.get(first[:2], {}))
         if kind:
             return kind
         if first[1].startswith(DEVICE_PLANE_PREFIXES):
@@ -288,13 +335,40 @@ class _Reader:
         return statistics.mean(end - start for start, end in intervals) * 1e-9
 
     def period(self) -> float | None:
-        """The median time from one run's start to the next's, on each device."""
+        """The mean time from one run's start to the next's, on each device."""
         gaps = [
             b[0] - a[0]
             for runs in self._timed_planes().values()
             for a, b in zip(runs.intervals, runs.intervals[1:])
         ]
-        return statistics.median(gaps) * 1e-9 if gaps else None
+        return statistics.mean(gaps) * 1e-9 if gaps else None
+
+    def evidence(self, events: list[OpEvent]) -> RunEvidence:
+        """Busy time and period per run from the runs on ``XLA Modules`` where the trace has
+        that line, else from the events of each run (a GPU's kernels grouped by the host's
+        executions, XLA:CPU's by ``run_id``): busy is the time some event of the run ran."""
+        launch = statistics.mean(self.launch_ns) * 1e-9 if self.launch_ns else None
+        if self._timed_planes():
+            period = self.period()
+            unknown = "" if period else "each device ran the program once in the trace"
+            return RunEvidence(self.busy_per_run(), period, launch, unknown)
+        if any(event.run is None for event in events):
+            return RunEvidence(
+                unknown="the trace does not say which run each event belongs to (no "
+                "'XLA Modules' line, no host executions of the program around its launches)"
+            )
+        by_run: dict[Any, list[OpEvent]] = defaultdict(list)
+        for event in events:
+            by_run[event.run].append(event)
+        starts: dict[Any, list[float]] = defaultdict(list)
+        busy = []
+        for key, members in by_run.items():
+            starts[key[:2]].append(min(e.start for e in members))
+            busy.append(_union(members))
+        gaps = [b - a for s in starts.values() for a, b in zip(sorted(s), sorted(s)[1:])]
+        unknown = "" if gaps else "each device ran the program once in the trace"
+        period = statistics.mean(gaps) * 1e-9 if gaps else None
+        return RunEvidence(statistics.mean(busy) * 1e-9, period, launch, unknown)
 
     def hosts_busy(self) -> dict[str, float]:
         """Per host, the device time per run (the mean over its devices)."""
@@ -304,30 +378,20 @@ class _Reader:
         return {host: statistics.mean(values) * 1e-9 for host, values in sorted(by_host.items())}
 
 
+def _union(events: list[OpEvent]) -> float:
+    """How long at least one of ``events`` was running (ns)."""
+    total, reach = 0.0, float("-inf")
+    for event in sorted(events, key=lambda e: e.start):
+        end = event.start + event.duration
+        if end > reach:
+            total += end - max(event.start, reach)
+            reach = end
+    return total
+
+
 def instruction_name_of_start(event: TraceEvent) -> str:
     """The instruction that started an async op (``copy-start``), from the event's HLO text."""
     return instruction_name(replace(event, stats={}))
-
-
-def _launch_groups(files: Sequence[TraceFile]) -> dict[tuple[str, Any], tuple[str, int]]:
-    """``(host, correlation id)`` -> the host execution that launched it: the outermost
-    event on the host thread around the launch (one call of the program)."""
-    groups: dict[tuple[str, Any], tuple[str, int]] = {}
-    for trace in files:
-        for plane in trace.planes:
-            if plane.name != CPU_PLANE:
-                continue
-            for line in plane.lines:
-                if not any("correlation_id" in e.stats for e in line.events):
-                    continue
-                ordered = sorted(line.events, key=lambda e: (e.start_ns, -e.duration_ns))
-                top, end = -1, float("-inf")
-                for event in ordered:
-                    if event.start_ns >= end:
-                        top, end = top + 1, event.start_ns + event.duration_ns
-                    if "correlation_id" in event.stats:
-                        groups[(trace.host, event.stats["correlation_id"])] = (line.name, top)
-    return groups
 
 
 def _inside(runs: _Runs, start: float) -> bool:

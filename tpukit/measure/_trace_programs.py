@@ -201,8 +201,28 @@ def entry_shapes(proto: bytes) -> str:
         first = hlo_text(proto).split("\n", 1)[0]
     except ProfileError:
         return ""
-    found = re.search(r"entry_computation_layout=\{(.*)\}", first)
-    return re.sub(r"\{[\d,]*(:[^}]*)?\}", "", found.group(1)) if found else ""
+    return layout_shapes(first)
+
+
+def layout_shapes(header: str) -> str:
+    """The ``entry_computation_layout`` of an ``HloModule`` line without its layouts,
+    nothing after it (``frontend_attributes={...}``).
+
+        >>> layout_shapes("HloModule m, entry_computation_layout={(f32[8]{0})->f32[8]{0}}, "
+        ...               "frontend_attributes={a=\\"b\\"}")
+        '(f32[8])->f32[8]'
+    """
+    key = "entry_computation_layout={"
+    start = header.find(key)
+    if start < 0:
+        return ""
+    depth, index = 1, start + len(key)
+    for index in range(start + len(key), len(header)):
+        depth += {"{": 1, "}": -1}.get(header[index], 0)
+        if depth == 0:
+            break
+    layout = header[start + len(key) : index]
+    return re.sub(r"\{[^{}]*\}", "", layout)
 
 
 def _hlo_module_field(proto: bytes) -> bytes:

@@ -164,7 +164,10 @@ class _Progress:
 
 
 def read_traces(folder: pathlib.Path) -> list[TraceFile]:
-    """Every trace file under ``folder`` (one per host), or a `ProfileError` saying none."""
+    """Every trace file under ``folder``, one per host, in every run folder
+    (``plugins/profile/<run>``: each trace taken into the folder, or each host's own), or
+    a `ProfileError` saying none. A host found in several run folders is named with its
+    folder (``vm-0 (2026_11_26_10_00_00)``) so its runs stay apart."""
     files = sorted(folder.rglob(TRACE_FILES))
     if not files:
         raise ProfileError(
@@ -172,15 +175,11 @@ def read_traces(folder: pathlib.Path) -> list[TraceFile]:
             "given to jax.profiler.trace(...) or one of its plugins/profile/*/*.xplane.pb "
             "files; check that `with jax.profiler.trace('/tmp/t'): ...` writes one."
         )
-    latest = _latest_run(files)
-    return [read_xspace(path) for path in latest]
-
-
-def _latest_run(files: list[pathlib.Path]) -> list[pathlib.Path]:
-    """The files of one trace: those of the newest ``plugins/profile/<run>`` folder (a
-    folder given to several traces keeps each in a run folder of its own)."""
-    by_run: dict[pathlib.Path, list[pathlib.Path]] = {}
-    for path in files:
-        by_run.setdefault(path.parent, []).append(path)
-    newest = max(by_run, key=lambda run: (max(p.stat().st_mtime_ns for p in by_run[run]), run))
-    return by_run[newest]
+    traces = [read_xspace(path) for path in files]
+    folders: dict[str, set[pathlib.Path]] = {}
+    for path, trace in zip(files, traces):
+        folders.setdefault(trace.host, set()).add(path.parent)
+    for path, trace in zip(files, traces):
+        if len(folders[trace.host]) > 1:
+            trace.host = f"{trace.host} ({path.parent.name})"
+    return traces

@@ -215,6 +215,14 @@ def _stack(batches: list[Any]) -> Any:
     return jax.tree.map(lambda *xs: np.stack([np.asarray(x) for x in xs]), *batches)
 
 
+def _length(data: Any) -> int | None:
+    """``len(data)``, or None where its ``__len__`` does not give a count."""
+    try:
+        return int(len(data))
+    except (TypeError, ValueError):
+        return None
+
+
 class StreamedData:
     """An iterable of batches, delivered to the device in chunks of ``steps`` batches.
 
@@ -229,7 +237,15 @@ class StreamedData:
                 f"{name} should be an (inputs, labels) tuple of arrays, a dict of arrays, or "
                 f"an iterable of such batches; got {type(data).__name__}."
             )
-        if iter(data) is data and epochs > 1:
+        # One iter() for the first pass: an iterable whose __iter__ does work (reads a
+        # file, draws a shuffle) must not lose a pass to a check.
+        first_iter = iter(data)
+        if hasattr(data, "__len__") and _length(data) == 0:
+            raise TrainingInputError(
+                f"{name} has no batches: len() of it is 0, so an epoch would train 0 steps. "
+                "Pass data with batches in it (or a __len__ that counts them)."
+            )
+        if first_iter is data and epochs > 1:
             raise TrainingInputError(
                 f"{name} is a one-shot iterator ({type(data).__name__}), which runs out after "
                 f"one epoch, but epochs={epochs}. Pass a list of batches, or an object whose "
@@ -238,7 +254,7 @@ class StreamedData:
         self.data = data
         self.plan = plan
         self.name = name
-        self._first_iter: Iterator | None = iter(data)
+        self._first_iter: Iterator | None = first_iter
         try:
             first = next(self._first_iter)
         except StopIteration:
@@ -253,6 +269,7 @@ class StreamedData:
             )
         self.batch_size = check_batch_size(inferred, None, plan, f"{name} batches")
         self._example = jax.tree.map(lambda a: _as_array(a, name), arrays)
+        self._widths = [np.shape(a)[1:] for a in jax.tree.leaves(self._example)]
         self._warned = False
         #: The first batch's labels (pair data, or a dict's ``"labels"``) or ``None``.
         self.labels = self._example[1] if self.kind == "pair" else self._example.get("labels")
@@ -278,6 +295,14 @@ class StreamedData:
                     )
                     self._warned = True
                 continue
+            widths = [np.shape(a)[1:] for a in jax.tree.leaves(arrays)]
+            if widths != self._widths:
+                raise TrainingInputError(
+                    f"A batch of {self.name} has arrays of shapes "
+                    f"{[list(np.shape(a)) for a in jax.tree.leaves(arrays)]}, but its first "
+                    f"batch's were {[list(np.shape(a)) for a in jax.tree.leaves(self._example)]}: "
+                    "every batch must have the same shape past the batch dimension."
+                )
             yield arrays
 
     def chunks(self, steps: int, skip: int = 0) -> Iterator[tuple[Any, int]]:

@@ -58,6 +58,7 @@ from tpukit.compilation import (
     needed_bytes,
     search_batch,
 )
+from tpukit.display import format_bytes
 from tpukit.runtime import available_bytes
 
 from . import _steps
@@ -421,6 +422,31 @@ def evaluate_within_memory(
         ) from None
 
 
+def per_device_bytes(tree: Any) -> int:
+    """Bytes of a pytree of arrays (or shapes) one device holds: each leaf's shard where it
+    has a sharding, else the whole leaf."""
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = np.shape(leaf)
+        sharding = getattr(leaf, "sharding", None)
+        if sharding is not None and hasattr(sharding, "shard_shape"):
+            shape = sharding.shard_shape(shape)
+        total += int(np.prod(shape)) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def data_blame(state: Any, data: Any, available: int) -> str:
+    """What does not fit when even the smallest batch is over, where it is the data put on
+    the devices (it fits without the data, not with it); empty otherwise."""
+    held, share = per_device_bytes(state), per_device_bytes(data)
+    if not share or held > available or held + share <= available:
+        return ""
+    return (
+        f"each device's share of the data put on the devices ({format_bytes(share)}) does "
+        f"not fit beside the weights and state ({format_bytes(held)})"
+    )
+
+
 def _evaluation_compiled(
     evaluation: Callable[[int], Any], batch_size: int, plan: Any, arguments: tuple
 ) -> Compiled:
@@ -457,7 +483,15 @@ def _evaluation_fixes(
             multiple=plan.batch_shards,
         )
         if search is not None:
-            fix = search.fix(available)
+            blame = data_blame(abstract[:2], abstract[2], available)
+            fix = search.fix(available, blame=blame)
+            if search.exact and not search.fitted and blame:
+                fix = dataclasses.replace(
+                    fix,
+                    summary="evaluate puts the whole dataset on the devices: evaluate it in "
+                    "parts (slices of the arrays) and average, or split it over more devices "
+                    "(mesh=).",
+                )
             if search.fitted:
                 fix = dataclasses.replace(
                     fix,

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._counts import as_count, is_integer
@@ -143,7 +144,7 @@ class TrainerOptions(_Declared):
     plan: Plan = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "stop_on_nan", bool(self.stop_on_nan))
+        object.__setattr__(self, "stop_on_nan", flag(self.stop_on_nan, "stop_on_nan"))
         object.__setattr__(
             self, "plan", resolve_plan(self.sharding, mesh=self.mesh, shard=self.shard)
         )
@@ -233,10 +234,60 @@ class RunOptions(_Declared):
                 f"resume={self.resume!r} needs checkpoint_dir=... (the folder of the run to "
                 "continue)."
             )
+        if self.eval_batch_size is not None:
+            size = as_count(self.eval_batch_size, "eval_batch_size", error=TrainingInputError)
+            object.__setattr__(self, "eval_batch_size", size)
+        if not is_integer(self.seed):
+            raise TrainingInputError(
+                f"seed must be a whole number (the shuffle's seed); got {self.seed!r} "
+                f"({type(self.seed).__name__}). Pass an int such as seed=0."
+            )
         object.__setattr__(self, "epochs", epochs)
         object.__setattr__(self, "seed", int(self.seed))
-        object.__setattr__(self, "shuffle", bool(self.shuffle))
-        object.__setattr__(self, "callbacks", tuple(self.callbacks))
+        object.__setattr__(self, "shuffle", flag(self.shuffle, "shuffle"))
+        object.__setattr__(self, "verbose", flag(self.verbose, "verbose", allowed=(0, 1, 2)))
+        object.__setattr__(self, "callbacks", callback_list(self.callbacks))
+
+
+def flag(value: Any, name: str, allowed: tuple[int, ...] = (0, 1)) -> bool:
+    """A yes/no option as a ``bool``: ``True``/``False`` (NumPy's too) or the integers in
+    ``allowed`` (``verbose=0``, as Keras writes it); anything else (``"no"``, ``None``)
+    is refused, never read as ``bool("no")``.
+
+        >>> flag(0, "shuffle"), flag(np.True_, "shuffle")
+        (False, True)
+        >>> flag("no", "shuffle")
+        Traceback (most recent call last):
+        tpukit.train._exceptions.TrainingInputError: shuffle must be True or False; got 'no' (str).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if is_integer(value) and int(value) in allowed:
+        return bool(int(value))
+    raise TrainingInputError(
+        f"{name} must be True or False; got {value!r} ({type(value).__name__})."
+    )
+
+
+def callback_list(value: Any) -> tuple[Callable, ...]:
+    """``callbacks`` as a tuple of functions: ``None`` is none, one function is one; a
+    string or anything in the list that is not callable is refused before anything runs."""
+    if value is None:
+        return ()
+    if callable(value):
+        return (value,)
+    if isinstance(value, (str, bytes)) or not isinstance(value, (list, tuple)):
+        raise TrainingInputError(
+            f"callbacks must be a list of functions, each called with an execution's "
+            f"figures; got {value!r} ({type(value).__name__})."
+        )
+    wrong = [item for item in value if not callable(item)]
+    if wrong:
+        raise TrainingInputError(
+            f"callbacks must be functions, each called with an execution's figures; got "
+            f"{wrong[0]!r} ({type(wrong[0]).__name__}) in the list."
+        )
+    return tuple(value)
 
 
 #: fit's options, in the order of its signature.
