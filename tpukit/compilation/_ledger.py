@@ -92,7 +92,8 @@ class CompileRecord:
     lowering and XLA ran); ``lower_seconds`` ``None`` when JAX did not report a lowering
     for this compile; ``cache_hit`` is ``None`` when the persistent cache was not asked.
     ``changes`` are what differs from the nearest earlier compile of the same function
-    (empty for a first compile); ``reason`` says it in one sentence.
+    (empty for a first compile); ``reason`` says it in one sentence. ``redefined``: the
+    function was defined again elsewhere (a re-run cell) since its nearest earlier compile.
     """
 
     number: int
@@ -113,6 +114,7 @@ class CompileRecord:
     changes: tuple[Change, ...]
     reason: str
     when: float
+    redefined: bool = False
     settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
@@ -195,8 +197,8 @@ class no_recompile:  # noqa: N801 - used as a context manager, named like contex
     """Inside the block, a function compiled before that compiles again raises
     ``RecompileError`` naming it and why: for tests and long training loops.
 
-    A function's first compile is allowed, and so is a compile the persistent cache
-    served. One ``jax.numpy`` operation run outside a jit (``kind == "op"``) compiles
+    A function's first compile is allowed (also the first of a function defined again,
+    by a re-run cell), and so is a compile the persistent cache served. One ``jax.numpy`` operation run outside a jit (``kind == "op"``) compiles
     once per new shape; those count only with ``ops=True``. ``.compiles`` holds what
     compiled inside the block.
 
@@ -230,6 +232,8 @@ class no_recompile:  # noqa: N801 - used as a context manager, named like contex
 
     def _check(self, record: CompileRecord) -> None:
         if not record.recompile or record.cache_hit or (record.kind == "op" and not self.ops):
+            return
+        if record.redefined:  # the first compile of a function defined anew (a cell re-run)
             return
         raise RecompileError(
             f"{record.function} compiled again inside tpukit.no_recompile(), called at "
@@ -296,6 +300,7 @@ def _on_compiled(module: str, seconds: float) -> None:
             changes=tuple(found),
             reason=_reason(earlier, found) if earlier is not None else "",
             when=time.time(),
+            redefined=earlier is not None and earlier.definition != call.definition,
             settings=settings,
         )
         _records.append(record)

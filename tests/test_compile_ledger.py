@@ -1,0 +1,177 @@
+"""The compile ledger, used the way a notebook uses it: cells run by a real InteractiveShell
+compile, compile again for a reason, and the ledger, the cell's line and the guard say why."""
+
+import jax
+import pytest
+from IPython.core.error import UsageError
+
+import tpukit
+
+_reported: list[tuple[str, str, float]] = []  # (event, fun_name, seconds) from jax.monitoring
+
+
+def _listen(event, seconds, **kwargs):
+    if event.startswith("/jax/core/compile/"):
+        _reported.append((event, kwargs.get("fun_name", ""), seconds))
+
+
+jax.monitoring.register_event_duration_secs_listener(_listen)
+
+
+def run(shell, code):
+    result = shell.run_cell(code, store_history=True)
+    assert result.success, result.error_in_exec
+    return result
+
+
+def recompiles(mark, function):
+    return [r for r in tpukit.compiles(function, since=mark) if r.recompile]
+
+
+@pytest.fixture
+def mark():
+    return tpukit.compiles().end
+
+
+DEFINE_SCALE = """
+@jax.jit
+def scale(x, y):
+    return x * y
+"""
+
+
+def test_new_shape_is_named_with_the_advice_and_the_cell_prints_one_line(shell, mark, capsys):
+    run(shell, DEFINE_SCALE)
+    run(shell, "a = jnp.ones(2, jnp.float32); b = jnp.ones(3, jnp.float32)")
+    run(shell, "scale(a, 2.0)")
+    assert "tpukit:" not in capsys.readouterr().out  # a first compile says nothing
+    run(shell, "scale(b, 2.0)")
+    out = capsys.readouterr().out
+    (again,) = recompiles(mark, "scale")
+    assert [c.kind for c in again.changes] == ["shape"]
+    assert again.reason == "x: shape f32[2] -> f32[3]"
+    assert "pad to a few sizes" in again.advice
+    assert again.signature == "x: f32[3], y: f32[] weak"
+    assert again.call_site.startswith("In [") and again.cell is not None
+    lines = [line for line in out.splitlines() if line.startswith("tpukit:")]
+    assert len(lines) == 1, out
+    assert "scale compiled again" in lines[0] and "x: shape f32[2] -> f32[3]" in lines[0]
+    run(shell, "scale(b, 3.0)")  # a new value of a traced scalar compiles nothing
+    assert "compiled again" not in capsys.readouterr().out
+
+
+def test_dtype_weak_type_static_and_pytree_changes(shell, mark):
+    run(shell, "@jax.jit\ndef times(x, y):\n    return x * y\n")
+    run(shell, "a = jnp.ones(2, jnp.float32)")
+    run(shell, "times(a, 2.0)")
+    run(shell, "times(a.astype(jnp.int32), 2.0)")
+    run(shell, "times(a, jnp.float32(2.0))")
+    reasons = [r.reason for r in recompiles(mark, "times")]
+    assert reasons == [
+        "x: dtype f32 -> s32",
+        "y: weakly typed (a Python number) -> an array (f32)",
+    ]
+    run(
+        shell,
+        "from functools import partial\n"
+        "@partial(jax.jit, static_argnames='n')\n"
+        "def power(x, n):\n    return x ** n\n"
+        "power(a, n=2); power(a, n=3)",
+    )
+    (static,) = recompiles(mark, "power")
+    assert static.reason == "n: static value 2 -> 3" and static.changes[0].kind == "static"
+    run(
+        shell,
+        "@jax.jit\ndef total(tree):\n    return sum(jax.tree_util.tree_leaves(tree))\n"
+        "total({'w': a}); total({'w': a, 'b': a})",
+    )
+    (tree,) = recompiles(mark, "total")
+    assert tree.changes[0].kind == "structure"
+    assert tree.reason == "tree: pytree structure changed (added tree['b'])"
+
+
+def test_a_re_run_cell_makes_a_new_function_object(shell, mark, capsys):
+    run(shell, DEFINE_SCALE)
+    first = shell.execution_count - 1
+    run(shell, "scale(jnp.ones(4), 2.0)")
+    run(shell, DEFINE_SCALE)  # the same cell again
+    run(shell, "scale(jnp.ones(4), 2.0)")
+    out = capsys.readouterr().out
+    again = recompiles(mark, "scale")[-1]
+    assert [c.kind for c in again.changes] == ["function"]
+    assert f"(before: In [{first}], line 2)" in again.reason
+    assert "scale was defined again" in again.reason
+    assert "define the function and its jit in a cell you run once" in again.advice
+    assert "scale was defined again" in out
+
+
+def test_nnx_jit_is_named_by_the_users_function_and_its_module_arguments(shell, mark):
+    run(
+        shell,
+        "from flax import nnx\n"
+        "layer = nnx.Linear(2, 3, rngs=nnx.Rngs(0))\n"
+        "@nnx.jit\ndef forward(model, x):\n    return model(x)\n",
+    )
+    run(shell, "forward(layer, jnp.ones((1, 2)))")
+    run(shell, "forward(layer, jnp.ones((4, 2)))")
+    records = tpukit.compiles("forward", since=mark)
+    assert [r.kind for r in records] == ["jit", "jit"]
+    assert "model.kernel" in records[0].signature or "model" in records[0].signature
+    assert records[1].reason == "x: shape f32[1,2] -> f32[4,2]"
+
+
+def test_the_ledgers_seconds_are_what_jax_monitoring_reported(shell, mark):
+    start = len(_reported)
+    run(shell, "@jax.jit\ndef cube(x):\n    return x * x * x\ncube(jnp.ones(5))")
+    reported = {event.rsplit("/", 1)[1]: s for event, name, s in _reported[start:] if "cube" in name}
+    (record,) = tpukit.compiles("cube", since=mark)
+    assert record.trace_seconds == reported["jaxpr_trace_duration"]
+    assert record.lower_seconds == reported["jaxpr_to_mlir_module_duration"]
+    assert record.compile_seconds == reported["backend_compile_duration"]
+    assert record.seconds == pytest.approx(sum(reported.values()))
+    assert record.cache_hit is None  # no persistent cache in this session
+
+
+def test_no_recompile_raises_on_the_second_shape_naming_the_function(shell, mark):
+    run(shell, DEFINE_SCALE)
+    result = shell.run_cell(
+        "import tpukit\nwith tpukit.no_recompile() as guard:\n"
+        "    scale(jnp.ones(6), 2.0)\n"  # a first compile is allowed
+        "    scale(jnp.ones(7), 2.0)\n",
+        store_history=True,
+    )
+    error = result.error_in_exec
+    assert isinstance(error, tpukit.RecompileError) and isinstance(error, tpukit.TpukitError)
+    assert "scale compiled again inside tpukit.no_recompile()" in str(error)
+    assert "x: shape f32[6] -> f32[7]" in str(error) and "pad to a few sizes" in str(error)
+    guard = shell.user_ns["guard"]
+    assert [r.function for r in guard.compiles if r.kind == "jit"] == ["scale", "scale"]
+    run(shell, "scale(jnp.ones(7), 2.0)")  # outside the block the same call compiles
+
+
+def test_the_magic_filters_and_shows_html_and_text(shell, mark, capsys):
+    run(shell, DEFINE_SCALE)
+    run(shell, "scale(jnp.ones(8), 2.0); scale(jnp.ones(9), 2.0)")
+    result = run(shell, "%tpu_compiles scale --recompiles --no-ops")
+    shown = result.result
+    assert isinstance(shown, tpukit.Compiles) and len(shown) >= 1
+    assert all(r.recompile and r.function == "scale" for r in shown)
+    text, html = repr(shown), shown._repr_html_()
+    assert "by call site" in text and "x: shape f32[8] -> f32[9]" in text
+    assert "<table" in html and "x: shape f32[8] -&gt; f32[9]" in html
+    sites = shown.by_call_site()
+    assert sites[0].function == "scale" and sites[0].recompiles == sites[0].compiles
+    for bad in ("%tpu_compiles --cell x", "%tpu_compiles --notices maybe", "%tpu_compiles a b"):
+        result = shell.run_cell(bad, store_history=False)
+        assert isinstance(result.error_in_exec, UsageError), bad
+
+
+def test_notices_can_be_turned_off(shell, mark, capsys):
+    run(shell, DEFINE_SCALE)
+    run(shell, "%tpu_compiles --notices off")
+    try:
+        run(shell, "scale(jnp.ones(10), 2.0); scale(jnp.ones(11), 2.0)")
+        assert "compiled again" not in capsys.readouterr().out
+    finally:
+        run(shell, "%tpu_compiles --notices on")
+    assert recompiles(mark, "scale")
