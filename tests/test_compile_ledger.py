@@ -123,7 +123,9 @@ def test_nnx_jit_is_named_by_the_users_function_and_its_module_arguments(shell, 
 def test_the_ledgers_seconds_are_what_jax_monitoring_reported(shell, mark):
     start = len(_reported)
     run(shell, "@jax.jit\ndef cube(x):\n    return x * x * x\ncube(jnp.ones(5))")
-    reported = {event.rsplit("/", 1)[1]: s for event, name, s in _reported[start:] if "cube" in name}
+    reported = {
+        event.rsplit("/", 1)[1]: s for event, name, s in _reported[start:] if "cube" in name
+    }
     (record,) = tpukit.compiles("cube", since=mark)
     assert record.trace_seconds == reported["jaxpr_trace_duration"]
     assert record.lower_seconds == reported["jaxpr_to_mlir_module_duration"]
@@ -175,3 +177,37 @@ def test_notices_can_be_turned_off(shell, mark, capsys):
     finally:
         run(shell, "%tpu_compiles --notices on")
     assert recompiles(mark, "scale")
+
+
+_probe = jax.jit(lambda v: v.sum())
+
+
+def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
+    import numpy as np
+    import optax
+    from flax import nnx
+
+    model = nnx.Sequential(
+        nnx.Linear(4, 8, rngs=nnx.Rngs(0)), nnx.relu, nnx.Linear(8, 2, rngs=nnx.Rngs(1))
+    )
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    start = tpukit.compiles().end
+    tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=16)
+    out = capsys.readouterr().out
+    assert "inside the epochs" not in out, out
+    steps = tpukit.compiles("fit_step", since=start)
+    assert len(steps) == 1 and not steps[0].recompile
+
+    def compiles_each_epoch(record):  # a new shape each epoch: a compile after the first
+        _probe(jnp.ones(record["epoch"]))
+
+    import jax.numpy as jnp
+
+    tpukit.fit(
+        model, optax.sgd(0.1), (x, y), epochs=2, batch_size=16, callbacks=[compiles_each_epoch]
+    )
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if "inside the epochs" in line)
+    assert "tpukit.fit: 1 compile(s) inside the epochs after the first call" in line
+    assert "v: shape f32[1] -> f32[2]" in line

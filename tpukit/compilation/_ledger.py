@@ -94,6 +94,9 @@ class CompileRecord:
     ``changes`` are what differs from the nearest earlier compile of the same function
     (empty for a first compile); ``reason`` says it in one sentence. ``redefined``: the
     function was defined again elsewhere (a re-run cell) since its nearest earlier compile.
+    ``inner_seconds`` are other compiles that ran while this function was traced (an
+    operation run on concrete values by the traced code); JAX counts them in this trace's
+    seconds, and they have their own records, so ``seconds`` leaves them out.
     """
 
     number: int
@@ -115,12 +118,18 @@ class CompileRecord:
     reason: str
     when: float
     redefined: bool = False
+    inner_seconds: float = 0.0
     settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
     def seconds(self) -> float:
-        """Tracing, lowering and XLA's compile together."""
-        return (self.trace_seconds or 0.0) + (self.lower_seconds or 0.0) + self.compile_seconds
+        """Tracing, lowering and XLA's compile together, less compiles inside the trace."""
+        return (
+            (self.trace_seconds or 0.0)
+            + (self.lower_seconds or 0.0)
+            + self.compile_seconds
+            - self.inner_seconds
+        )
 
     @property
     def advice(self) -> str:
@@ -151,13 +160,15 @@ class _Call:
     line: int
     trace_seconds: float | None = None
     lower_seconds: float | None = None
+    inner_seconds: float = 0.0
 
 
 class _Pending(threading.local):
     """Per thread: traces and lowerings waiting for their compile."""
 
     def __init__(self) -> None:
-        self.traces: dict[str, float] = {}
+        self.traces: dict[str, tuple[float, float]] = {}  # name -> (seconds, inner seconds)
+        self.finished: list[tuple[float, float]] = []  # (when, seconds) of recent records
         self.lowered: dict[str, _Call] = {}
         self.cache_asked = False
         self.cache_hit = False
@@ -169,7 +180,7 @@ _lock = threading.Lock()
 _pending = _Pending()
 _guards: list[no_recompile] = []
 _listening = False
-_library_roots: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+_library_roots: tuple[tuple[str, ...], ...] = ((), (), ())
 
 
 def records_since(start: int = 0) -> tuple[CompileRecord, ...]:
@@ -251,7 +262,9 @@ def _on_event(event: str, **_: Any) -> None:
 
 def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
     if event == TRACE_EVENT:
-        _pending.traces[str(kwargs.get("fun_name", ""))] = seconds
+        began = time.time() - seconds
+        inner = sum(s for when, s in _pending.finished if when >= began)
+        _pending.traces[str(kwargs.get("fun_name", ""))] = (seconds, inner)
     elif event == LOWER_EVENT:
         _on_lowered(str(kwargs.get("fun_name", "")), seconds)
     elif event == COMPILE_EVENT:
@@ -261,7 +274,7 @@ def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
 def _on_lowered(module: str, seconds: float) -> None:
     call = _inspect_call(sys._getframe(2), module)
     traces = _pending.traces
-    call.trace_seconds = traces.pop(_inner_name(module), None)
+    call.trace_seconds, call.inner_seconds = traces.pop(_inner_name(module), (None, 0.0))
     traces.clear()  # what is left was traced inside this call (JAX 0.7 reports inner jits)
     call.lower_seconds = seconds
     lowered = _pending.lowered
@@ -301,10 +314,16 @@ def _on_compiled(module: str, seconds: float) -> None:
             reason=_reason(earlier, found) if earlier is not None else "",
             when=time.time(),
             redefined=earlier is not None and earlier.definition != call.definition,
+            inner_seconds=call.inner_seconds,
             settings=settings,
         )
         _records.append(record)
         _identities.append(call.identity)
+    finished = _pending.finished
+    finished.append((record.when, record.seconds))
+    if len(finished) > 256:
+        del finished[:128]
+    with _lock:
         guards = list(_guards)
     for guard in guards:
         guard._check(record)
@@ -392,7 +411,7 @@ def _inspect_call(frame: Any, module: str) -> _Call:
     target = inspect.unwrap(function) if function is not None else None
     name = getattr(target, "__name__", None) or _inner_name(module)
     def_file, def_line = _definition(target)
-    kind = "op" if target is None or _is_library(def_file) else "jit"
+    kind = "op" if target is None or def_file.startswith(_roots()[2]) else "jit"
     holder = wrapper if wrapper is not None else entry
     arguments = None
     if holder is not None:
@@ -485,8 +504,8 @@ def _is_library(filename: str) -> bool:
     return filename.startswith(_roots()[0]) or filename.startswith("<frozen")
 
 
-def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The folders of the libraries between the user and XLA, and of Flax alone."""
+def _roots() -> tuple[tuple[str, ...], ...]:
+    """The folders of the libraries between the user and XLA, of Flax, and of JAX."""
     global _library_roots
     if not _library_roots[0]:
         roots = {sysconfig.get_paths()["stdlib"], os.path.dirname(os.__file__)}
@@ -497,10 +516,14 @@ def _roots() -> tuple[tuple[str, ...], tuple[str, ...]]:
                 spec = None
             for folder in (spec.submodule_search_locations or []) if spec else []:
                 roots.add(folder)
-        flax = [r for r in roots if os.path.basename(r) == "flax"]
+
+        def named(*names: str) -> tuple[str, ...]:
+            return tuple(os.path.join(r, "") for r in roots if os.path.basename(r) in names)
+
         _library_roots = (
             tuple(sorted(os.path.join(r, "") for r in roots)),
-            tuple(os.path.join(r, "") for r in flax),
+            named("flax"),
+            named("jax", "jaxlib"),
         )
     return _library_roots
 

@@ -167,7 +167,7 @@ class Compiles(Sequence[CompileRecord]):
     def _headline(self) -> str:
         if not self.records:
             return "No XLA compiles"
-        trace = sum(r.trace_seconds or 0.0 for r in self.records)
+        trace = sum((r.trace_seconds or 0.0) - r.inner_seconds for r in self.records)
         lower = sum(r.lower_seconds or 0.0 for r in self.records)
         xla = sum(r.compile_seconds for r in self.records)
         again = sum(r.recompile for r in self.records)
@@ -236,7 +236,7 @@ class Compiles(Sequence[CompileRecord]):
                             r.function + (" (op)" if r.kind == "op" else ""),
                             r.call_site,
                             r.signature,
-                            r.trace_seconds,
+                            None if r.trace_seconds is None else r.trace_seconds - r.inner_seconds,
                             r.lower_seconds,
                             r.compile_seconds,
                             {True: "hit", False: "miss", None: "-"}[r.cache_hit],
@@ -250,7 +250,8 @@ class Compiles(Sequence[CompileRecord]):
                 text_limit=20,
                 more=".table()",
                 notes=(
-                    "trace '-': JAX reused the traced program (only lowering and XLA ran); "
+                    "trace '-': JAX reused the traced program (only lowering and XLA ran); trace "
+                    "leaves out compiles that ran inside it (they have their own rows); "
                     "cache '-': the persistent cache was not asked; (op): one jax.numpy or "
                     "lax operation run outside jit, or a jit inside JAX itself.",
                 ),
