@@ -211,3 +211,51 @@ def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
     line = next(line for line in out.splitlines() if "inside the epochs" in line)
     assert "tpukit.fit: 1 compile(s) inside the epochs after the first call" in line
     assert "v: shape f32[1] -> f32[2]" in line
+
+
+def test_a_persistent_cache_hit_is_marked_and_is_not_a_recompile_for_the_guard(tmp_path):
+    from jax.experimental.compilation_cache import compilation_cache
+
+    names = (
+        "jax_compilation_cache_dir",
+        "jax_persistent_cache_min_compile_time_secs",
+        "jax_persistent_cache_min_entry_size_bytes",
+    )
+    before = {name: jax.config.values[name] for name in names}
+    tpukit.enable_compile_cache(tmp_path)
+
+    def make():
+        @jax.jit
+        def cached_square(x):
+            return x * x
+
+        return cached_square
+
+    try:
+        start = tpukit.compiles().end
+        x = jax.numpy.ones(3)
+        make()(x)  # compiled and written to the cache
+        with tpukit.no_recompile():
+            make()(x)  # a new function object: traced again, but XLA's work is read back
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+    first, second = tpukit.compiles("cached_square", since=start)
+    assert (first.cache_hit, second.cache_hit) == (False, True)
+    assert second.recompile and second.changes[0].kind == "function"
+    assert "from the persistent cache" in repr(tpukit.compiles("cached_square", since=start))
+
+
+def test_a_function_with_a_pure_callback_is_in_the_ledger_with_its_reason(mark):
+    import numpy as np
+
+    @jax.jit
+    def with_callback(x):
+        shape = jax.ShapeDtypeStruct(x.shape, x.dtype)
+        return jax.pure_callback(lambda v: np.asarray(v) * 2, shape, x)
+
+    with_callback(jax.numpy.ones(2))
+    with_callback(jax.numpy.ones(3))
+    first, second = tpukit.compiles("with_callback", since=mark)
+    assert not first.recompile and second.reason == "x: shape f32[2] -> f32[3]"
