@@ -225,6 +225,8 @@ def _staged_function(function: Callable[..., Any], name: str, parameters) -> Cal
 
     staged.__name__ = name
     staged.__qualname__ = getattr(function, "__qualname__", name)
+    staged.__wrapped__ = function  # the compile ledger names the user's function
+    staged.__signature__ = inspect.signature(lambda traced_args, traced_kwargs: None)
     return staged
 
 

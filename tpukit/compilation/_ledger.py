@@ -71,6 +71,7 @@ _SETTINGS = (
 )
 # JAX's entries into a jit call: the frame holds the function and its jit options
 _ENTRIES = {"cache_miss", "jit_lower", "jit_trace", "_infer_params", "_infer_params_internal"}
+_EXPLICIT = {"jit_lower", "jit_trace"}  # jax.jit(f).lower(...), .trace(...): compiles asked for
 _MODULE_NAME = re.compile(r"^[\w.]+\((.*)\)$")
 _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax", "tpukit", "IPython", "numpy")
 _NEAREST_OF = 64  # earlier compiles of a function compared with a new one, newest first
@@ -97,6 +98,9 @@ class CompileRecord:
     ``inner_seconds`` are other compiles that ran while this function was traced (an
     operation run on concrete values by the traced code); JAX counts them in this trace's
     seconds, and they have their own records, so ``seconds`` leaves them out.
+    ``explicit``: compiled on request (``jax.jit(f).lower(...).compile()``,
+    ``tpukit.compile``, ``%%tpu_compile``), not by calling the function; a cell says
+    nothing of those, and ``no_recompile`` lets them be.
     """
 
     number: int
@@ -119,6 +123,7 @@ class CompileRecord:
     when: float
     redefined: bool = False
     inner_seconds: float = 0.0
+    explicit: bool = False
     settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
@@ -158,6 +163,7 @@ class _Call:
     arguments: CallArguments | None
     filename: str
     line: int
+    explicit: bool = False
     trace_seconds: float | None = None
     lower_seconds: float | None = None
     inner_seconds: float = 0.0
@@ -209,7 +215,8 @@ class no_recompile:  # noqa: N801 - used as a context manager, named like contex
     ``RecompileError`` naming it and why: for tests and long training loops.
 
     A function's first compile is allowed (also the first of a function defined again,
-    by a re-run cell), and so is a compile the persistent cache served. One ``jax.numpy`` operation run outside a jit (``kind == "op"``) compiles
+    by a re-run cell), and so are a compile the persistent cache served and one asked
+    for (``jax.jit(f).lower(x).compile()``, ``tpukit.compile``). One ``jax.numpy`` operation run outside a jit (``kind == "op"``) compiles
     once per new shape; those count only with ``ops=True``. ``.compiles`` holds what
     compiled inside the block.
 
@@ -244,7 +251,7 @@ class no_recompile:  # noqa: N801 - used as a context manager, named like contex
     def _check(self, record: CompileRecord) -> None:
         if not record.recompile or record.cache_hit or (record.kind == "op" and not self.ops):
             return
-        if record.redefined:  # the first compile of a function defined anew (a cell re-run)
+        if record.redefined or record.explicit:  # a function defined anew; asked for
             return
         raise RecompileError(
             f"{record.function} compiled again inside tpukit.no_recompile(), called at "
@@ -315,6 +322,7 @@ def _on_compiled(module: str, seconds: float) -> None:
             when=time.time(),
             redefined=earlier is not None and earlier.definition != call.definition,
             inner_seconds=call.inner_seconds,
+            explicit=call.explicit,
             settings=settings,
         )
         _records.append(record)
@@ -422,7 +430,8 @@ def _inspect_call(frame: Any, module: str) -> _Call:
         args, kwargs = local.get("args"), local.get("kwargs", {})
         if isinstance(args, tuple) and isinstance(kwargs, dict):
             try:
-                arguments = describe_call(target, args, kwargs, static)
+                named_by = target if holder is wrapper else function
+                arguments = describe_call(named_by, args, kwargs, static)
             except Exception:  # an argument JAX accepted but tpukit cannot flatten
                 arguments = None
     return _Call(
@@ -432,6 +441,7 @@ def _inspect_call(frame: Any, module: str) -> _Call:
         definition=describe_location(def_file, def_line) if def_file else "",
         def_file=def_file,
         arguments=arguments,
+        explicit=entry is not None and entry.f_code.co_name in _EXPLICIT,
         filename=user.f_code.co_filename if user is not None else "",
         line=user.f_lineno if user is not None else 0,
     )

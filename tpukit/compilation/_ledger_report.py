@@ -145,13 +145,14 @@ class Compiles(Sequence[CompileRecord]):
         ]
 
     def notices(self) -> list[str]:
-        """One line per recompile of a user's function (not an eager operation)."""
+        """One line per recompile of a function called (not an eager operation, not a
+        compile asked for, not one the persistent cache served)."""
         return [
             f"tpukit: {r.function} compiled again ({r.call_site or 'unknown line'}, "
             f"{format_seconds(r.seconds)}): {r.reason}"
             + (f". To avoid it: {r.advice}." if r.advice else ".")
             for r in self.records
-            if r.recompile and r.kind != "op" and not r.cache_hit
+            if r.recompile and r.kind != "op" and not r.cache_hit and not r.explicit
         ]
 
     def report(self) -> Report:
