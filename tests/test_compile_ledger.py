@@ -259,3 +259,21 @@ def test_a_function_with_a_pure_callback_is_in_the_ledger_with_its_reason(mark):
     with_callback(jax.numpy.ones(3))
     first, second = tpukit.compiles("with_callback", since=mark)
     assert not first.recompile and second.reason == "x: shape f32[2] -> f32[3]"
+
+
+def test_tpu_compile_timing_shows_where_the_compile_time_went(shell, capsys):
+    run(shell, "def smooth(x):\n    return jnp.tanh(x @ x.T).sum()")
+    run(shell, "%tpu_compile --quiet --timing smooth(f32[16,8])")
+    out = capsys.readouterr().out
+    assert "Compile of smooth" in out and "XLA: code generation" in out, out
+    compiled = shell.user_ns["smooth_compiled"]
+    record = compiled.compile_record
+    assert record.function == "smooth" and record.explicit and record.trace_seconds > 0
+    phases = compiled.compile_phases()
+    assert phases is compiled.compile_phases()  # measured once, by the magic
+    xla = sum(seconds for _, seconds in phases.phases)
+    assert xla == pytest.approx(phases.xla_seconds)  # XLA's phases add up to its compile
+    names = [name for name, _ in phases.phases]
+    assert "HLO passes: other" in names and "code generation" in names
+    assert phases.passes and all(seconds > 0 for _, seconds, _ in phases.passes)
+    assert phases.lower_seconds == record.lower_seconds

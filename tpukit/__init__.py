@@ -38,6 +38,7 @@ from tpukit._errors import (
 from tpukit.compilation import (
     CallSpec,
     Compiled,
+    CompilePhases,
     CompileRecord,
     Compiles,
     DiffRow,
@@ -89,6 +90,7 @@ __all__ = [
     "CheckpointError",
     "CompileRecord",
     "Compiled",
+    "CompilePhases",
     "Compiles",
     "CompileError",
     "Cost",

@@ -143,6 +143,11 @@ _QUIET = Option(
 _GRAPH = Option(
     ("--graph",), "Also show the interactive graph of the optimized HLO.", takes_value=False
 )
+_TIMING = Option(
+    ("--timing",),
+    "Also show where the compile's time went: tracing, lowering, XLA's phases and passes.",
+    takes_value=False,
+)
 _MESH = Option(
     ("--mesh",),
     "Partition over a device mesh, e.g. data=8 or data=4,model=2 (-1: the remaining devices).",
@@ -247,7 +252,7 @@ class TpuMagics(Magics):
             raise UsageError("--shard needs --mesh, e.g. --mesh data=8 --shard x=data.")
         return compile(function, *spec.args, mesh=mesh, shard=_shard_specs(shard), **spec.kwargs)
 
-    @with_options(_NAME, _QUIET, _GRAPH, _MESH, _SHARD)
+    @with_options(_NAME, _QUIET, _GRAPH, _TIMING, _MESH, _SHARD)
     @no_var_expand
     @line_cell_magic
     @usage_errors
@@ -271,6 +276,7 @@ class TpuMagics(Magics):
             fwd(params, batch)
 
             %tpu_compile --mesh data=8 --shard x=data predict(params, f32[1024,784])
+            %tpu_compile --timing predict(params, f32[128,784])   # where compile time goes
         """
         args, call_text = split_options(self.tpu_compile, line)
         if cell is not None and cell.strip():
@@ -295,6 +301,8 @@ class TpuMagics(Magics):
             display(compiled)
             if args.graph:
                 display(compiled.graph())
+        if args.timing:
+            display(compiled.compile_phases())
         if replaced:
             print(
                 f"Stored as {name}, replacing the {type(previous).__name__} that {name} held "

@@ -12,13 +12,15 @@ would fit (``_memory.py``, ``_out_of_memory.py``), the persistent cache
 (``_compile_cache.py``), random data for abstract arguments (``_sample_data.py``) and
 compile errors at the user's line (``_user_errors.py``), and the ledger of every compile
 in the process with why each happened (``_ledger.py``, ``_ledger_arguments.py``,
-``_ledger_report.py``: ``compiles``, ``no_recompile``). Timing and profiling are
+``_ledger_report.py``: ``compiles``, ``no_recompile``) and where one compile's time
+goes (``_compile_phases.py``). Timing and profiling are
 ``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
 
 from tpukit.compilation._analysis import Memory
 from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
+from tpukit.compilation._compile_phases import CompilePhases
 from tpukit.compilation._compiled import Compiled, compile, compile_lowering
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
 from tpukit.compilation._ledger import CompileRecord, RecompileError, no_recompile
@@ -33,6 +35,7 @@ from tpukit.compilation._signature import Signature, bind_arguments
 
 __all__ = [
     "CallSpec",
+    "CompilePhases",
     "CompileRecord",
     "Compiled",
     "Compiles",
