@@ -5,9 +5,9 @@ adds a hook before and after each cell (the line a cell prints when it compiled
 something again). A cell that compiles nothing must not notice: this runs a trivial
 cell and a cell calling an already compiled function in a real ``InteractiveShell``,
 with the hooks registered and not (batches taken in turn), with the ledger holding
-``--records`` compiles, and times the hooks themselves. It also times the ledger's own work per compile (reading
-the stack, describing the arguments, finding the nearest earlier compile) against the
-compile it records. The JSON goes to ``benchmarks/results/compile_ledger-<platform>.json``.
+``--records`` compiles, and times the hooks themselves. It also times the ledger's own
+work per compile (reading the stack, describing the arguments, finding the nearest
+earlier compile) against the compile it records. The JSON goes to ``benchmarks/results/compile_ledger-<platform>.json``.
 
     .venv/bin/python benchmarks/compile_ledger.py [--cells 2000] [--records 200]
 """

@@ -216,9 +216,9 @@ class no_recompile:  # noqa: N801 - used as a context manager, named like contex
 
     A function's first compile is allowed (also the first of a function defined again,
     by a re-run cell), and so are a compile the persistent cache served and one asked
-    for (``jax.jit(f).lower(x).compile()``, ``tpukit.compile``). One ``jax.numpy`` operation run outside a jit (``kind == "op"``) compiles
-    once per new shape; those count only with ``ops=True``. ``.compiles`` holds what
-    compiled inside the block.
+    for (``jax.jit(f).lower(x).compile()``, ``tpukit.compile``). One ``jax.numpy``
+    operation run outside a jit (``kind == "op"``) compiles once per new shape; those
+    count only with ``ops=True``. ``.compiles`` holds what compiled inside the block.
 
         with tpukit.no_recompile():
             for batch in batches:
@@ -268,18 +268,25 @@ def _on_event(event: str, **_: Any) -> None:
 
 
 def _on_duration(event: str, seconds: float, **kwargs: Any) -> None:
-    if event == TRACE_EVENT:
-        began = time.time() - seconds
-        inner = sum(s for when, s in _pending.finished if when >= began)
-        _pending.traces[str(kwargs.get("fun_name", ""))] = (seconds, inner)
-    elif event == LOWER_EVENT:
-        _on_lowered(str(kwargs.get("fun_name", "")), seconds)
-    elif event == COMPILE_EVENT:
-        _on_compiled(str(kwargs.get("fun_name", "")), seconds)
+    if not event.startswith("/jax/core/compile/"):
+        return
+    try:
+        if event == TRACE_EVENT:
+            began = time.time() - seconds
+            inner = sum(s for when, s in _pending.finished if when >= began)
+            _pending.traces[str(kwargs.get("fun_name", ""))] = (seconds, inner)
+        elif event == LOWER_EVENT:
+            _on_lowered(str(kwargs.get("fun_name", "")), seconds, sys._getframe(1))
+        elif event == COMPILE_EVENT:
+            _on_compiled(str(kwargs.get("fun_name", "")), seconds, sys._getframe(1))
+    except RecompileError:
+        raise
+    except Exception:  # a JAX whose internals read otherwise: the user's compile goes on
+        _pending.lowered.clear()
 
 
-def _on_lowered(module: str, seconds: float) -> None:
-    call = _inspect_call(sys._getframe(2), module)
+def _on_lowered(module: str, seconds: float, frame: Any) -> None:
+    call = _inspect_call(frame, module)
     traces = _pending.traces
     call.trace_seconds, call.inner_seconds = traces.pop(_inner_name(module), (None, 0.0))
     traces.clear()  # what is left was traced inside this call (JAX 0.7 reports inner jits)
@@ -292,8 +299,8 @@ def _on_lowered(module: str, seconds: float) -> None:
     _pending.cache_asked = _pending.cache_hit = False
 
 
-def _on_compiled(module: str, seconds: float) -> None:
-    call = _pending.lowered.pop(module, None) or _inspect_call(sys._getframe(2), module)
+def _on_compiled(module: str, seconds: float, frame: Any) -> None:
+    call = _pending.lowered.pop(module, None) or _inspect_call(frame, module)
     hit = True if _pending.cache_hit else (False if _pending.cache_asked and _cache_on() else None)
     _pending.cache_asked = _pending.cache_hit = False
     settings = _settings()
