@@ -277,3 +277,25 @@ def test_tpu_compile_timing_shows_where_the_compile_time_went(shell, capsys):
     assert "HLO passes: other" in names and "code generation" in names
     assert phases.passes and all(seconds > 0 for _, seconds, _ in phases.passes)
     assert phases.lower_seconds == record.lower_seconds
+
+
+def test_compiles_inside_a_trace_are_counted_once():
+    helper = jax.jit(lambda v: v * 3)
+
+    @jax.jit
+    def outer(x):
+        with jax.ensure_compile_time_eval():  # runs (so compiles) helper while outer traces
+            constant = helper(jax.numpy.arange(3.0)).sum()
+        return x + constant
+
+    x = jax.numpy.ones(2)
+    start = tpukit.compiles().end
+    outer(x)
+    records = tpukit.compiles(since=start)
+    (record,) = records.filter("outer")
+    inside = [r for r in records if r.number < record.number]
+    assert any(r.function == "<lambda>" for r in inside)
+    assert record.inner_seconds == pytest.approx(sum(r.seconds for r in inside))
+    gross = record.trace_seconds + record.lower_seconds + record.compile_seconds
+    assert record.seconds == pytest.approx(gross - record.inner_seconds)
+    assert records.seconds <= gross + 1e-9  # the helper's compile is not counted twice
