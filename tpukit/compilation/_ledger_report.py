@@ -286,10 +286,12 @@ def compiles(
 
     >>> import jax, jax.numpy as jnp, tpukit
     >>> mark = tpukit.compiles().end
-    >>> double = jax.jit(lambda x: 2 * x)
-    >>> _ = double(jnp.ones(3)), double(jnp.ones(4))
-    >>> [r.reason for r in tpukit.compiles(since=mark, ops=False)]
-    ['', 'x: shape f32[3] -> f32[4]']
+    >>> @jax.jit
+    ... def doubled(x):
+    ...     return 2 * x
+    >>> _ = doubled(jnp.ones(3)), doubled(jnp.ones(4))
+    >>> tpukit.compiles("doubled", since=mark)[-1].reason
+    'x: shape f32[3] -> f32[4]'
     """
     listen()
     end = record_count()
