@@ -262,7 +262,10 @@ def test_a_function_with_a_pure_callback_is_in_the_ledger_with_its_reason(mark):
 
 
 def test_tpu_compile_timing_shows_where_the_compile_time_went(shell, capsys):
-    run(shell, "def smooth(x):\n    return jnp.tanh(x @ x.T).sum()")
+    run(
+        shell,
+        "def smooth(x):\n    for _ in range(3):\n        x = jnp.tanh(x @ x.T)\n    return x.sum()",
+    )
     run(shell, "%tpu_compile --quiet --timing smooth(f32[16,8])")
     out = capsys.readouterr().out
     assert "Compile of smooth" in out and "XLA: code generation" in out, out
@@ -277,6 +280,8 @@ def test_tpu_compile_timing_shows_where_the_compile_time_went(shell, capsys):
     assert "HLO passes: other" in names and "code generation" in names
     assert phases.passes and all(seconds > 0 for _, seconds, _ in phases.passes)
     assert phases.lower_seconds == record.lower_seconds
+    (busiest, instructions), *_ = phases.lines  # the loop's line, three times over
+    assert busiest.endswith("line 3") and instructions >= 3 * 2, phases.lines
 
 
 def test_compiles_inside_a_trace_are_counted_once():

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,8 @@ from typing import Any
 
 import jax
 
-from tpukit.display import Column, Line, Report, Table, format_seconds
+from tpukit.display import Column, Line, Report, Table, describe_location, format_seconds
+from tpukit.hlo import HloModule, is_user_file
 
 _KIND = "tpukit-compile-phases"
 # an XLA debug option that changes nothing in the program (without a dump folder, how
@@ -47,7 +49,9 @@ class CompilePhases:
     trace was reused); ``xla_seconds`` is the wall time of XLA's compile as measured
     around it; ``phases`` cut XLA's own span into ``(phase, seconds)`` that add up to it,
     plus the time JAX spent around XLA; ``passes`` are the slowest HLO passes,
-    ``(pass, seconds, runs)``.
+    ``(pass, seconds, runs)``; ``lines`` the user's source lines that hold the most
+    instructions of the program XLA was given, ``(line, instructions)`` (a Python loop
+    unrolled by tracing shows as one line's many copies).
     """
 
     name: str
@@ -57,6 +61,7 @@ class CompilePhases:
     phases: tuple[tuple[str, float], ...]
     passes: tuple[tuple[str, float, int], ...]
     notes: tuple[str, ...] = field(default=())
+    lines: tuple[tuple[str, int], ...] = field(default=())
 
     @property
     def seconds(self) -> float:
@@ -91,6 +96,14 @@ class CompilePhases:
         blocks: list[Line | Table] = [phases]
         if self.passes:
             blocks.append(passes)
+        if self.lines:
+            blocks.append(
+                Table(
+                    [Column("source line"), Column("instructions", align="right")],
+                    self.lines,
+                    caption="source lines with the most instructions (as lowered)",
+                )
+            )
         blocks += [Line(note, "note") for note in self.notes]
         title = (
             f"Compile of {self.name}: {format_seconds(self.seconds)} "
@@ -114,12 +127,25 @@ def compile_phases(
     name: str,
     trace_seconds: float | None = None,
     lower_seconds: float | None = None,
+    module: HloModule | None = None,
 ) -> CompilePhases:
     """Compile ``lowered`` (a ``jax.stages.Lowered``) again under the profiler and cut the
-    compile into phases; tracing and lowering seconds are the caller's (from the ledger)."""
+    compile into phases; tracing and lowering seconds are the caller's (from the ledger),
+    and ``module`` (the lowered HLO) gives the source lines with the most instructions."""
     fresh = {_FRESH_OPTION: -2 - time.time_ns() % 1_000_000_007}
     phases, passes, xla, notes = xla_phases(lambda: lowered.compile(compiler_options=fresh))
-    return CompilePhases(name, trace_seconds, lower_seconds, xla, phases, passes, notes)
+    lines = busiest_lines(module) if module is not None else ()
+    return CompilePhases(name, trace_seconds, lower_seconds, xla, phases, passes, notes, lines)
+
+
+def busiest_lines(module: HloModule, count: int = 5) -> tuple[tuple[str, int], ...]:
+    """The user's source lines holding the most instructions of ``module``."""
+    lines = Counter(
+        (i.metadata.source_file, i.metadata.source_line)
+        for i in module.instructions()
+        if i.metadata.source_file and is_user_file(i.metadata.source_file)
+    )
+    return tuple((describe_location(file, line), n) for (file, line), n in lines.most_common(count))
 
 
 def xla_phases(compile: Callable[[], Any]) -> tuple[tuple, tuple, float, tuple[str, ...]]:

@@ -448,6 +448,7 @@ class Compiled:
             if record is not None and record.trace_seconds is not None
             else None,
             lower_seconds=record.lower_seconds if record is not None else None,
+            module=self.program.hlo_module("lowered"),
         )
         return self._phases
 
