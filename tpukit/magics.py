@@ -1,5 +1,6 @@
 """IPython magics: ``%%tpu_compile``, ``%tpu_compile``, ``%tpu_devices``, ``%tpu_timeit``,
-``%tpu_profile``, ``%tpu_graph``, ``%tpu_memory``.
+``%tpu_profile``, ``%tpu_graph``, ``%tpu_memory``, ``%tpu_compiles``; and the line a cell
+prints when it compiled again something compiled before (``CellNotices``).
 
 Magics only read their line, call the Python API (``tpukit.compile``,
 ``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``) and
@@ -16,6 +17,7 @@ import functools
 import getopt
 import io
 import keyword
+import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,7 +29,15 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from IPython.utils.process import arg_split
 
-from tpukit import CallSpec, Compiled, TpukitError, compile, devices, parse_call_line
+from tpukit import (
+    CallSpec,
+    Compiled,
+    TpukitError,
+    compile,
+    compiles,
+    devices,
+    parse_call_line,
+)
 
 _MISSING = object()
 
@@ -133,6 +143,11 @@ _QUIET = Option(
 _GRAPH = Option(
     ("--graph",), "Also show the interactive graph of the optimized HLO.", takes_value=False
 )
+_TIMING = Option(
+    ("--timing",),
+    "Also show where the compile's time went: tracing, lowering, XLA's phases and passes.",
+    takes_value=False,
+)
 _MESH = Option(
     ("--mesh",),
     "Partition over a device mesh, e.g. data=8 or data=4,model=2 (-1: the remaining devices).",
@@ -176,6 +191,40 @@ _PLATFORM = Option(
 )
 
 
+_NOTICES_ENV = "TPUKIT_COMPILE_NOTICES"
+
+
+class CellNotices:
+    """After each cell, one line per function the cell compiled again, with the reason.
+
+    Registered on IPython's ``pre_run_cell`` and ``post_run_cell`` events by
+    ``%load_ext tpukit``; ``%tpu_compiles --notices off`` (or ``TPUKIT_COMPILE_NOTICES=0``
+    before loading) turns it off. A cell that compiles nothing costs a slice of the
+    ledger that is empty.
+    """
+
+    def __init__(self) -> None:
+        self.enabled = os.environ.get(_NOTICES_ENV, "1").strip().lower() not in (
+            "0",
+            "off",
+            "false",
+        )
+        self.mark = compiles(since=1 << 62).end
+
+    def pre_run_cell(self, *_: Any) -> None:
+        self.mark = compiles(since=self.mark).end
+
+    def post_run_cell(self, *_: Any) -> None:
+        found = compiles(since=self.mark)
+        self.mark = found.end
+        if self.enabled and found:
+            for line in found.notices():
+                print(line)
+
+
+_CELL_NOTICES: dict[int, CellNotices] = {}  # per shell: the hooks registered on it
+
+
 def _shard_specs(items: list[str]) -> dict[str, str]:
     specs = {}
     for item in items:
@@ -203,7 +252,7 @@ class TpuMagics(Magics):
             raise UsageError("--shard needs --mesh, e.g. --mesh data=8 --shard x=data.")
         return compile(function, *spec.args, mesh=mesh, shard=_shard_specs(shard), **spec.kwargs)
 
-    @with_options(_NAME, _QUIET, _GRAPH, _MESH, _SHARD)
+    @with_options(_NAME, _QUIET, _GRAPH, _TIMING, _MESH, _SHARD)
     @no_var_expand
     @line_cell_magic
     @usage_errors
@@ -227,6 +276,7 @@ class TpuMagics(Magics):
             fwd(params, batch)
 
             %tpu_compile --mesh data=8 --shard x=data predict(params, f32[1024,784])
+            %tpu_compile --timing predict(params, f32[128,784])   # where compile time goes
         """
         args, call_text = split_options(self.tpu_compile, line)
         if cell is not None and cell.strip():
@@ -251,6 +301,8 @@ class TpuMagics(Magics):
             display(compiled)
             if args.graph:
                 display(compiled.graph())
+        if args.timing:
+            display(compiled.compile_phases())
         if replaced:
             print(
                 f"Stored as {name}, replacing the {type(previous).__name__} that {name} held "
@@ -373,20 +425,76 @@ class TpuMagics(Magics):
             print(f"Stored as {name}.")
         return view
 
+    @magic_arguments()
+    @argument("function", nargs="?", help="Only this function's compiles (its name).")
+    @argument("--cell", type=int, help="Only compiles called from this cell (In [N]).")
+    @argument("--recompiles", action="store_true", help="Only functions compiled again.")
+    @argument("--no-ops", action="store_true", help="Leave out eager jax.numpy/lax operations.")
+    @argument(
+        "--notices",
+        choices=["on", "off"],
+        help="Turn on or off the line a cell prints when it compiled something again.",
+    )
+    @line_magic
+    @usage_errors
+    def tpu_compiles(self, line: str) -> Any:
+        """Every XLA compile since tpukit was imported: where, for which arguments, how
+        long, and why a function compiled again (and what avoids it).
+
+        The same from Python: ``tpukit.compiles(function, cell=N, recompiles=True)``.
+
+        Examples::
+
+            %tpu_compiles
+            %tpu_compiles train_step --recompiles
+            %tpu_compiles --notices off
+        """
+        args = parse_argstring(self.tpu_compiles, line)
+        if args.notices is not None:
+            notices = _CELL_NOTICES.get(id(self.shell))
+            if notices is None:
+                raise UsageError("Cell notices are not registered: run %load_ext tpukit first.")
+            notices.enabled = args.notices == "on"
+            print(f"Notices of compiles again: {args.notices}.")
+            return None
+        return compiles(
+            args.function,
+            cell=args.cell,
+            recompiles=True if args.recompiles else None,
+            ops=not args.no_ops,
+        )
+
 
 _MAGIC_NAMES = {
-    "line": ("tpu_compile", "tpu_devices", "tpu_timeit", "tpu_profile", "tpu_graph", "tpu_memory"),
+    "line": (
+        "tpu_compile",
+        "tpu_devices",
+        "tpu_timeit",
+        "tpu_profile",
+        "tpu_graph",
+        "tpu_memory",
+        "tpu_compiles",
+    ),
     "cell": ("tpu_compile",),
 }
 
 
 def load_ipython_extension(ipython: Any) -> None:
-    """Register the tpukit magics with an IPython shell."""
+    """Register the tpukit magics, and the line after a cell that compiled again, with an
+    IPython shell."""
     ipython.register_magics(TpuMagics)
+    if id(ipython) not in _CELL_NOTICES:
+        notices = _CELL_NOTICES[id(ipython)] = CellNotices()
+        ipython.events.register("pre_run_cell", notices.pre_run_cell)
+        ipython.events.register("post_run_cell", notices.post_run_cell)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
     """Remove the tpukit magics from an IPython shell."""
+    notices = _CELL_NOTICES.pop(id(ipython), None)
+    if notices is not None:
+        ipython.events.unregister("pre_run_cell", notices.pre_run_cell)
+        ipython.events.unregister("post_run_cell", notices.post_run_cell)
     registry = ipython.magics_manager.magics
     for kind, names in _MAGIC_NAMES.items():
         for name in names:

@@ -10,15 +10,21 @@ Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.displa
 plots (``_diff.py``, ``_plots.py``), which take programs; the memory view and what
 would fit (``_memory.py``, ``_out_of_memory.py``), the persistent cache
 (``_compile_cache.py``), random data for abstract arguments (``_sample_data.py``) and
-compile errors at the user's line (``_user_errors.py``). Timing and profiling are
+compile errors at the user's line (``_user_errors.py``), and the ledger of every compile
+in the process with why each happened (``_ledger.py``, ``_ledger_arguments.py``,
+``_ledger_report.py``: ``compiles``, ``no_recompile``) and where one compile's time
+goes (``_compile_phases.py``). Timing and profiling are
 ``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
 
 from tpukit.compilation._analysis import Memory
 from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
+from tpukit.compilation._compile_phases import CompilePhases
 from tpukit.compilation._compiled import Compiled, compile, compile_lowering
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
+from tpukit.compilation._ledger import CompileRecord, RecompileError, no_recompile
+from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
@@ -29,16 +35,21 @@ from tpukit.compilation._signature import Signature, bind_arguments
 
 __all__ = [
     "CallSpec",
+    "CompilePhases",
+    "CompileRecord",
     "Compiled",
+    "Compiles",
     "DiffRow",
     "Fix",
     "HloDiff",
     "Memory",
+    "RecompileError",
     "SHAPE_LITERAL",
     "Signature",
     "bind_arguments",
     "compile",
     "compile_lowering",
+    "compiles",
     "device_capacity",
     "diff",
     "enable_compile_cache",
@@ -47,6 +58,7 @@ __all__ = [
     "measuring",
     "module_scopes",
     "needed_bytes",
+    "no_recompile",
     "parse_call_line",
     "parse_mesh",
     "parse_partition_spec",

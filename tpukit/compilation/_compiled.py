@@ -35,6 +35,8 @@ from tpukit._errors import ArgumentError, CompileError, DeviceMemoryError, user_
 from tpukit.compilation import _plots
 from tpukit.compilation._analysis import Memory, memory_of, xla_cost_analysis
 from tpukit.compilation._compile_cache import cache_hit_count
+from tpukit.compilation._compile_phases import CompilePhases, compile_phases
+from tpukit.compilation._ledger import CompileRecord, record_count, records_since
 from tpukit.compilation._memory import configured_capacity, memory_view_of
 from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._out_of_memory import (
@@ -172,6 +174,7 @@ def compile_lowering(
     does not (see ``_out_of_memory.explain``).
     """
     hits_before = cache_hit_count()
+    ledger_mark = record_count()
     start = time.perf_counter()
     try:
         lowered = lower()
@@ -201,6 +204,8 @@ def compile_lowering(
         example_arguments=example_arguments,
         fixes=fixes,
     )
+    ours = [r for r in records_since(ledger_mark) if r.kind == "jit"]
+    compiled.compile_record = ours[-1] if ours else None
     compiled._check_configured_capacity()  # memory hook: a set capacity refuses at compile
     return compiled
 
@@ -237,6 +242,8 @@ def _staged_function(function: Callable[..., Any], name: str, parameters) -> Cal
 
     staged.__name__ = name
     staged.__qualname__ = getattr(function, "__qualname__", name)
+    staged.__wrapped__ = function  # the compile ledger names the user's function
+    staged.__signature__ = inspect.signature(lambda traced_args, traced_kwargs: None)
     return staged
 
 
@@ -294,6 +301,9 @@ class Compiled:
         self.lower_seconds = lower_seconds
         self.xla_seconds = xla_seconds
         self.from_cache = from_cache
+        # the compile ledger's record of this compile: JAX's own trace/lower/XLA seconds
+        self.compile_record: CompileRecord | None = None
+        self._phases: CompilePhases | None = None
 
     @property
     def name(self) -> str:
@@ -435,6 +445,25 @@ class Compiled:
         return _plots.plot_roofline(self.program, peak=peak, timing=timing, ax=ax)
 
     @user_facing
+    def compile_phases(self) -> CompilePhases:
+        """Where this compile's time went: tracing and lowering (JAX's figures, from the
+        compile ledger) and XLA's phases and slowest HLO passes, read from XLA's own
+        annotations while it compiles the same program once more under the profiler
+        (measured once, then kept)."""
+        if self._phases is not None:
+            return self._phases
+        record = self.compile_record
+        self._phases = compile_phases(
+            self.lowered,
+            self.name,
+            trace_seconds=record.trace_seconds - record.inner_seconds
+            if record is not None and record.trace_seconds is not None
+            else None,
+            lower_seconds=record.lower_seconds if record is not None else None,
+            module=self.program.hlo_module("lowered"),
+        )
+        return self._phases
+
     def timeit(
         self, *args: Any, number: int | None = None, repeat: int = 7, **kwargs: Any
     ) -> TimingResult:

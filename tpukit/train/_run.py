@@ -25,7 +25,7 @@ from typing import Any
 import jax
 from flax import nnx
 
-from tpukit.compilation import device_capacity
+from tpukit.compilation import compiles, device_capacity
 from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _checkpoint, _steps
@@ -197,12 +197,16 @@ class Run:
             and look_ahead_fits(state)
             and not one_at_a_time(devices_of(state))
         )
+        start = first_epoch_end = compiles().end
         try:
             while pos.epoch < epochs:
                 self._epoch()
+                if first_epoch_end == start:
+                    first_epoch_end = compiles(since=start).end
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
                     with deferred_interrupts():
                         self.checkpointing.save(pos, self.history, self.state)
+            self._say_compiles(start, first_epoch_end)
             if self.checkpointing:
                 with deferred_interrupts():
                     self.checkpointing.save(pos, self.history, self.state)
@@ -404,6 +408,23 @@ class Run:
         note = self.input.verdict()
         if note and self.progress.show:
             print(f"tpukit.fit: {note}", flush=True)
+
+    def _say_compiles(self, start: int, first_epoch_end: int) -> None:
+        """Say so when a call compiled that should not have: a function compiled again
+        inside the epochs, or anything compiled after the first epoch (whose first call
+        and first evaluation compile once); the ledger says what and why."""
+        found = compiles(since=start, ops=False).filter(
+            where=lambda r: r.recompile or r.number >= first_epoch_end
+        )
+        if found and self.progress.show:
+            first = found[0]
+            why = f": {first.reason}" if first.reason else ""
+            print(
+                f"tpukit.fit: {len(found)} compile(s) inside the epochs after the first "
+                f"call, which should have none ({first.function}{why}); "
+                f"tpukit.compiles(since={start}) shows them",
+                flush=True,
+            )
 
     def _stop(self, stats: dict) -> None:
         """Raise the guard's error; checkpoint the last good state first."""
