@@ -198,6 +198,11 @@ def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
     assert "inside the epochs" not in out, out
     steps = tpukit.compiles("fit_step", since=start)
     assert len(steps) == 1 and not steps[0].recompile
+    # another batch size: fit's step compiles again in its first call, as it must
+    tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=32)
+    out = capsys.readouterr().out
+    assert "inside the epochs" not in out, out
+    assert tpukit.compiles("fit_step", since=start)[-1].recompile
 
     def compiles_each_epoch(record):  # a new shape each epoch: a compile after the first
         _probe(jnp.ones(record["epoch"]))

@@ -26,6 +26,7 @@ caches are process-wide too), and records are only ever appended.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import inspect
 import os
@@ -34,6 +35,7 @@ import sys
 import sysconfig
 import threading
 import time
+import types
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -158,6 +160,7 @@ class _Call:
     function: str
     kind: str
     identity: Any  # a weak reference to the user's function, or None
+    code: str | None  # what the function's code is (_code_fingerprint), or None
     definition: str
     def_file: str
     arguments: CallArguments | None
@@ -182,6 +185,7 @@ class _Pending(threading.local):
 
 _records: list[CompileRecord] = []
 _identities: list[Any] = []  # beside each record: a weak reference to its function
+_codes: list[str | None] = []  # beside each record: its function's _code_fingerprint
 _lock = threading.Lock()
 _pending = _Pending()
 _guards: list[no_recompile] = []
@@ -334,6 +338,7 @@ def _on_compiled(module: str, seconds: float, frame: Any) -> None:
         )
         _records.append(record)
         _identities.append(call.identity)
+        _codes.append(call.code)
     finished = _pending.finished
     finished.append((record.when, record.seconds))
     if len(finished) > 256:
@@ -351,6 +356,9 @@ def _nearest(call: _Call, settings: tuple) -> CompileRecord | None:
     for record in reversed(_records):
         if record.function != call.function or record.kind != call.kind:
             continue
+        code = _codes[record.number]
+        if code is not None and call.code is not None and code != call.code:
+            continue  # another function of the same name (two lambdas, an edited cell)
         count = len(_changes(record, call, settings))
         if best is None or count < best_count:
             best, best_count = record, count
@@ -445,6 +453,7 @@ def _inspect_call(frame: Any, module: str) -> _Call:
         function=name,
         kind=kind,
         identity=_weak(target) if kind == "jit" else None,
+        code=_code_fingerprint(target) if kind == "jit" else None,
         definition=describe_location(def_file, def_line) if def_file else "",
         def_file=def_file,
         arguments=arguments,
@@ -481,6 +490,26 @@ def _definition(function: Any) -> tuple[str, int]:
     if code is None:
         code = getattr(vars(type(function)).get("__call__"), "__code__", None)
     return (code.co_filename, code.co_firstlineno) if code is not None else ("", 0)
+
+
+def _code_fingerprint(function: Any) -> str | None:
+    """What a function does, apart from where it is written: its bytecode, names and
+    constants (nested functions' too), without file names or line numbers, so that a cell
+    run again gives the same fingerprint and another function of the same name another."""
+    code = getattr(getattr(function, "__func__", function), "__code__", None)
+    if code is None:
+        return None
+
+    def parts(c: types.CodeType):
+        yield c.co_code
+        yield repr((c.co_names, c.co_varnames)).encode()
+        for constant in c.co_consts:
+            if isinstance(constant, types.CodeType):
+                yield from parts(constant)
+            else:
+                yield repr(constant).encode()
+
+    return hashlib.blake2b(b"\0".join(parts(code)), digest_size=8).hexdigest()
 
 
 def _weak(function: Any) -> Any:

@@ -197,16 +197,18 @@ class Run:
             and look_ahead_fits(state)
             and not one_at_a_time(devices_of(state))
         )
-        start = first_epoch_end = compiles().end
+        start, first_epoch_end = compiles().end, None
         try:
             while pos.epoch < epochs:
                 self._epoch()
-                if first_epoch_end == start:
+                if first_epoch_end is None:
                     first_epoch_end = compiles(since=start).end
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
                     with deferred_interrupts():
                         self.checkpointing.save(pos, self.history, self.state)
-            self._say_compiles(start, first_epoch_end)
+            self._say_compiles(
+                start, compiles().end if first_epoch_end is None else first_epoch_end
+            )
             if self.checkpointing:
                 with deferred_interrupts():
                     self.checkpointing.save(pos, self.history, self.state)
@@ -411,10 +413,14 @@ class Run:
 
     def _say_compiles(self, start: int, first_epoch_end: int) -> None:
         """Say so when a call compiled that should not have: a function compiled again
-        inside the epochs, or anything compiled after the first epoch (whose first call
-        and first evaluation compile once); the ledger says what and why."""
+        inside the epochs, or anything compiled after the first epoch (whose first call,
+        last shorter call and first evaluation compile once, again where an earlier fit
+        ran them at other shapes); the ledger says what and why."""
         found = compiles(since=start, ops=False).filter(
-            where=lambda r: r.recompile or r.number >= first_epoch_end
+            where=lambda r: (
+                r.number >= first_epoch_end
+                or (r.recompile and r.function not in FIRST_EPOCH_PROGRAMS)
+            )
         )
         if found and self.progress.show:
             first = found[0]
@@ -487,6 +493,10 @@ class Run:
             in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
 
+
+#: fit's own jitted functions (the step, the evaluation): they compile in the first epoch
+#: of a call, again for sizes an earlier ``fit`` did not use.
+FIRST_EPOCH_PROGRAMS = frozenset({"fit_step", "run"})
 
 #: Calls are dispatched ahead only while a third copy of the training state (the
 #: applied one, the current call's result, the next call's) takes at most this share
