@@ -21,6 +21,8 @@ from tpukit.compilation._compiled import Compiled, compile, compile_lowering
 from tpukit.compilation._diff import DiffRow, HloDiff, diff
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
+from tpukit.compilation._nan_origin import NanOrigin, ValueRange
+from tpukit.compilation._nan_search import find_nan, search
 from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
 from tpukit.compilation._placement import parse_mesh, parse_partition_spec
 from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
@@ -34,8 +36,10 @@ __all__ = [
     "Fix",
     "HloDiff",
     "Memory",
+    "NanOrigin",
     "SHAPE_LITERAL",
     "Signature",
+    "ValueRange",
     "bind_arguments",
     "compile",
     "compile_lowering",
@@ -43,6 +47,7 @@ __all__ = [
     "diff",
     "enable_compile_cache",
     "explain",
+    "find_nan",
     "format_shape",
     "measuring",
     "module_scopes",
@@ -54,6 +59,7 @@ __all__ = [
     "plot_fusions",
     "plot_ops",
     "plot_roofline",
+    "search",
     "search_batch",
     "set_device_memory",
 ]
