@@ -28,10 +28,8 @@ layers the loss.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import linecache
-import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,82 +38,56 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 from jax._src import core as jax_core
-from jax._src import source_info_util
 
 from tpukit._errors import ArgumentError, user_facing
 from tpukit.compilation._module_scopes import module_scopes, path_text
+from tpukit.compilation._nan_names import (
+    PLUMBING,
+    in_optax,
+    layer_of,
+    library_function,
+    stack_of,
+    stack_text,
+    user_frame,
+)
 from tpukit.compilation._nan_origin import NanOrigin, ValueRange
+from tpukit.compilation._nan_program import (
+    Key,
+    Level,
+    inner_jaxpr,
+    is_literal,
+    on_cpu,
+    state,
+)
 from tpukit.display import describe_location
-from tpukit.hlo import is_user_file
-
-#: Call-like primitives whose inner jaxpr takes the same inputs and gives the same outputs.
-_CALLS = frozenset(
-    {
-        "pjit",
-        "jit",
-        "closed_call",
-        "core_call",
-        "custom_jvp_call",
-        "custom_vjp_call",
-        "custom_vjp_call_jaxpr",
-        "remat",
-        "checkpoint",
-        "remat2",
-    }
-)
-#: Operations that move or compare values; the gradient of a line is named by another.
-_PLUMBING = frozenset(
-    {
-        "broadcast_in_dim",
-        "reshape",
-        "convert_element_type",
-        "squeeze",
-        "expand_dims",
-        "transpose",
-        "select_n",
-        "eq",
-        "ne",
-        "gt",
-        "lt",
-        "ge",
-        "le",
-        "stop_gradient",
-        "copy",
-        "copy_p",
-        "slice",
-        "dynamic_slice",
-        "concatenate",
-        "iota",
-        "pjit",
-        "jit",
-        "mul",
-        "neg",
-        "reduce_sum",
-        "add",
-        "add_any",
-    }
-)
-_SCOPE = re.compile(r"^(?P<path>.+) \((?P<cls>[A-Za-z_]\w*)\)$")
-_TRANSFORM = re.compile(r"^(?:jvp|transpose|vmap|remat|checkpoint|pmap)\((?P<inner>.*)\)$")
 
 
 @dataclass
 class _Site:
-    """Where a non-finite value was made: an equation, an argument or a constant."""
+    """Where a non-finite value was made: an equation, an argument or a constant.
+
+    An equation's site holds its level and key; its inputs' and outputs' values are
+    read only for the site that is reported (:meth:`values`)."""
 
     order: int
     kind: str  # "operation" | "input" | "constant"
-    step: int = 0  # the equations evaluated before it
+    step: int = 0  # the equations gone through before it
     primitive: str = ""
     name_stack: str = ""
     tracebacks: tuple[Any, ...] = ()  # innermost first: the equation's, then its callers'
-    inputs: Sequence[Any] = ()
+    level: Level | None = None
+    key: Key = ()
     outputs: Sequence[Any] = ()
     argument: str | None = None
     rows: tuple[int, ...] = ()
+
+    def values(self) -> tuple[list, list]:
+        """``(inputs, outputs)``: the equation's values, or the argument's or constant's."""
+        if self.level is None:
+            return [], list(self.outputs)
+        return self.level.values(self.key)
 
 
 @dataclass(frozen=True)
@@ -138,95 +110,78 @@ class _Context:
 
 @dataclass
 class _Search:
-    """One run of the interpreter: sites in execution order, and what the forward pass
-    computed at each source line (to name what a backward operation is the gradient of)."""
+    """One search: sites in execution order, and what the forward pass computed at each
+    source line (to name what a backward operation is the gradient of)."""
 
     order: int = 0
-    steps: int = 0  # equations evaluated so far
+    steps: int = 0  # equations gone through so far
     forward: list[tuple[str, tuple[Any, ...]]] = field(default_factory=list)
-    first_layer_order: int | None = None
+    first_layer_step: int | None = None
     differentiated: bool = False  # whether any operation ran under jvp or transpose
 
     def site(self, kind: str, **details: Any) -> _Site:
         self.order += 1
         return _Site(self.order, kind, self.steps, **details)
 
-    # ------------------------------------------------------------------ evaluation
-    def run(
+    # ------------------------------------------------------------------ the search
+    def level(
+        self, level: Level, taints: Sequence[_Taint | None], context: _Context
+    ) -> list[_Taint | None]:
+        """The taints of ``level``'s outputs, from its flags and its inputs' taints."""
+        return self._jaxpr(level, level.jaxpr, level.consts, taints, context, ())
+
+    def _jaxpr(
         self,
+        level: Level,
         jaxpr: Any,
         consts: Sequence[Any],
-        args: Sequence[Any],
         taints: Sequence[_Taint | None],
         context: _Context,
-    ) -> tuple[list[Any], list[_Taint | None]]:
-        """Evaluate ``jaxpr`` on ``args`` (with their taints); its outputs and theirs."""
-        env: dict[Any, Any] = {}
+        prefix: Key,
+    ) -> list[_Taint | None]:
         marks: dict[Any, _Taint | None] = {}
         for var, value in zip(jaxpr.constvars, consts, strict=True):
-            env[var] = value
             marks[var] = self._constant(value, context)
-        for var, value, taint in zip(jaxpr.invars, args, taints, strict=True):
-            env[var] = value
-            marks[var] = taint
-        for eqn in jaxpr.eqns:
-            values = [self._read(env, v) for v in eqn.invars]
+        marks.update(zip(jaxpr.invars, taints, strict=True))
+        flags = level.flags
+        for i, eqn in enumerate(jaxpr.eqns):
+            key = (*prefix, i)
+            inner = _Context(
+                stack_of(context.name_stack, eqn),
+                (eqn.source_info.traceback, *context.tracebacks),
+            )
+            self.steps += 1
+            self._note_forward(eqn, inner)
             in_taints = [
-                self._literal(v, eqn, context) if _is_literal(v) else marks.get(v)
-                for v in eqn.invars
+                self._literal(v, inner) if is_literal(v) else marks.get(v) for v in eqn.invars
             ]
-            outs, out_taints = self._equation(eqn, values, in_taints, context)
-            for var, value, taint in zip(eqn.outvars, outs, out_taints, strict=True):
-                env[var] = value
-                marks[var] = taint
-        outs = [self._read(env, v) for v in jaxpr.outvars]
-        out_taints = [
-            self._constant(v.val, context) if _is_literal(v) else marks.get(v)
-            for v in jaxpr.outvars
+            call = inner_jaxpr(eqn)
+            if call is not None:
+                found = self._jaxpr(level, call[0], call[1], in_taints, inner, key)
+                marks.update(zip(eqn.outvars, found, strict=True))
+                continue
+            states = [flags.get((key, j), (False, False)) for j in range(len(eqn.outvars))]
+            if not any(nan or inf for nan, inf in states):
+                continue
+            entered = self._enter(level, key, eqn, in_taints, inner)
+            for j, (var, (nan, inf)) in enumerate(zip(eqn.outvars, states, strict=True)):
+                inside = entered[j] if entered is not None and j < len(entered) else None
+                if not (nan or inf):
+                    marks[var] = None
+                elif inside is not None:
+                    marks[var] = _Taint(inside.site, nan, inf, inside.nan_site)
+                else:
+                    marks[var] = self._combine(level, key, eqn, inner, in_taints, nan, inf)
+        return [
+            self._constant(v.val, context) if is_literal(v) else marks.get(v) for v in jaxpr.outvars
         ]
-        return outs, out_taints
-
-    @staticmethod
-    def _read(env: dict, var: Any) -> Any:
-        return var.val if _is_literal(var) else env[var]
-
-    def _equation(
-        self, eqn: Any, values: list, in_taints: list, context: _Context
-    ) -> tuple[list, list]:
-        inner = _Context(_stack_of(context, eqn), (eqn.source_info.traceback, *context.tracebacks))
-        self.steps += 1
-        self._note_forward(eqn, inner)
-        outs = _apply(eqn, values)
-        states = [_state(o) for o in outs]
-        if not any(nan or inf for nan, inf in states):
-            return outs, [None] * len(outs)
-        name = eqn.primitive.name
-        found: list[_Taint | None] | None = None
-        if name in _CALLS:
-            found = self._enter_call(eqn, values, in_taints, inner)
-        elif name == "cond":
-            found = self._enter_cond(eqn, values, in_taints, inner)
-        elif name == "scan":
-            found = self._enter_scan(eqn, values, in_taints, inner)
-        elif name == "while":
-            found = self._enter_while(eqn, values, in_taints, inner)
-        taints = []
-        for i, (nan, inf) in enumerate(states):
-            inside = found[i] if found is not None and i < len(found) else None
-            if not (nan or inf):
-                taints.append(None)
-            elif inside is not None:
-                taints.append(_Taint(inside.site, nan, inf, inside.nan_site))
-            else:
-                taints.append(self._combine(eqn, inner, values, outs, in_taints, nan, inf))
-        return outs, taints
 
     def _combine(
         self,
+        level: Level,
+        key: Key,
         eqn: Any,
         inner: _Context,
-        values: list,
-        outs: list,
         in_taints: list,
         nan: bool,
         inf: bool,
@@ -237,10 +192,10 @@ class _Search:
             return self.site(
                 "operation",
                 primitive=eqn.primitive.name,
-                name_stack=_stack_text(inner.name_stack),
+                name_stack=stack_text(inner.name_stack),
                 tracebacks=inner.tracebacks,
-                inputs=values,
-                outputs=outs,
+                level=level,
+                key=key,
             )
 
         bad = [t for t in in_taints if t is not None]
@@ -262,34 +217,41 @@ class _Search:
         return _Taint(here(), False, True)
 
     def _constant(self, value: Any, context: _Context) -> _Taint | None:
-        nan, inf = _state(value)
+        nan, inf = state(value)
         if not (nan or inf):
             return None
         site = self.site("constant", tracebacks=context.tracebacks, outputs=[value])
         return _Taint(site, nan, inf)
 
-    def _literal(self, var: Any, eqn: Any, context: _Context) -> _Taint | None:
-        return self._constant(
-            var.val, _Context(None, (eqn.source_info.traceback, *context.tracebacks))
-        )
+    def _literal(self, var: Any, context: _Context) -> _Taint | None:
+        return self._constant(var.val, context)
 
-    # ----------------------------------------------------------- entering programs
-    def _enter_call(self, eqn: Any, values: list, in_taints: list, inner: _Context) -> list | None:
-        found = _inner_jaxpr(eqn)
-        if found is None:
+    # ---------------------------------------------------- loops and conditionals
+    def _enter(
+        self, level: Level, key: Key, eqn: Any, in_taints: list, inner: _Context
+    ) -> list | None:
+        """The taints of a loop's or conditional's outputs, found inside it."""
+        name = eqn.primitive.name
+        if name not in ("cond", "scan", "while"):
             return None
-        jaxpr, consts = found
-        _, taints = self.run(jaxpr, consts, values, in_taints, inner)
-        return taints
+        values, _ = level.values(key)
+        if name == "cond":
+            return self._enter_cond(eqn, values, in_taints, inner)
+        if name == "scan":
+            return self._enter_scan(eqn, values, in_taints, inner)
+        return self._enter_while(eqn, values, in_taints, inner)
+
+    def _body(
+        self, closed: Any, values: list, taints: list, inner: _Context
+    ) -> list[_Taint | None]:
+        return self.level(Level(closed.jaxpr, closed.consts, values), taints, inner)
 
     def _enter_cond(self, eqn: Any, values: list, in_taints: list, inner: _Context) -> list | None:
         branches = eqn.params.get("branches")
         if not branches:
             return None
         index = int(np.clip(np.asarray(values[0]), 0, len(branches) - 1))
-        branch = branches[index]
-        _, taints = self.run(branch.jaxpr, branch.consts, values[1:], in_taints[1:], inner)
-        return taints
+        return self._body(branches[index], values[1:], in_taints[1:], inner)
 
     def _enter_scan(self, eqn: Any, values: list, in_taints: list, inner: _Context) -> list | None:
         p = eqn.params
@@ -297,19 +259,13 @@ class _Search:
         consts, carry = values[:n_consts], values[n_consts : n_consts + n_carry]
         xs = values[n_consts + n_carry :]
         run_body = jax.jit(jax_core.jaxpr_as_fun(body))
-        steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
         carry_taints = in_taints[n_consts : n_consts + n_carry]
-        for i in steps:
+        for i in range(length - 1, -1, -1) if p.get("reverse") else range(length):
             x_i = [x[i] for x in xs]
             outs = run_body(*consts, *carry, *x_i)
-            if any(nan or inf for nan, inf in map(_state, outs)):
-                taints = [
-                    *in_taints[:n_consts],
-                    *carry_taints,
-                    *in_taints[n_consts + n_carry :],
-                ]
-                _, found = self.run(body.jaxpr, body.consts, [*consts, *carry, *x_i], taints, inner)
-                return found
+            if any(nan or inf for nan, inf in map(state, outs)):
+                taints = [*in_taints[:n_consts], *carry_taints, *in_taints[n_consts + n_carry :]]
+                return self._body(body, [*consts, *carry, *x_i], taints, inner)
             carry = list(outs[:n_carry])
             carry_taints = [None] * n_carry
         return None
@@ -326,10 +282,9 @@ class _Search:
         run_body = jax.jit(jax_core.jaxpr_as_fun(body))
         while bool(np.asarray(run_cond(*cond_consts, *carry)[0])):
             outs = run_body(*body_consts, *carry)
-            if any(nan or inf for nan, inf in map(_state, outs)):
+            if any(nan or inf for nan, inf in map(state, outs)):
                 taints = [*in_taints[n_cond : n_cond + n_body], *carry_taints]
-                _, found = self.run(body.jaxpr, body.consts, [*body_consts, *carry], taints, inner)
-                return found
+                return self._body(body, [*body_consts, *carry], taints, inner)
             carry = list(outs)
             carry_taints = [None] * len(carry)
         return None
@@ -337,21 +292,21 @@ class _Search:
     # ------------------------------------------------------------------ naming
     def _note_forward(self, eqn: Any, context: _Context) -> None:
         """Remember the forward operations of each user line, and where layers begin."""
-        stack = _stack_text(context.name_stack)
+        stack = stack_text(context.name_stack)
         if "jvp(" in stack:
             self.differentiated = True
         if "transpose(" in stack:
             return
-        if self.first_layer_order is None and _layer(stack)[0] is not None:
-            self.first_layer_order = self.steps
-        if eqn.primitive.name not in _PLUMBING and eqn.primitive.name not in _CALLS:
+        if self.first_layer_step is None and layer_of(stack)[0] is not None:
+            self.first_layer_step = self.steps
+        if eqn.primitive.name not in PLUMBING and inner_jaxpr(eqn) is None:
             self.forward.append((eqn.primitive.name, context.tracebacks))
 
     def _forward_at(self, frame: Any) -> str | None:
         """The first forward operation of the user's line ``frame`` (what a backward
         operation at that line is the gradient of)."""
         for primitive, tracebacks in self.forward:
-            other = _user_frame(tracebacks)
+            other = user_frame(tracebacks)
             if other is not None and (other.file_name, other.start_line) == (
                 frame.file_name,
                 frame.start_line,
@@ -362,15 +317,16 @@ class _Search:
     def describe(self, taint: _Taint) -> NanOrigin:
         """The record of a taint's site, in the user's words."""
         site = taint.site
-        made = _made(site.outputs)
+        inputs, outputs = site.values()
+        made = _made(outputs)
         if site.kind == "input":
             return NanOrigin(kind="data", made=made, argument=site.argument, rows=site.rows)
-        frame = _user_frame(site.tracebacks)
+        frame = user_frame(site.tracebacks)
         source = code = ""
         if frame is not None:
             source = describe_location(frame.file_name, frame.start_line)
             code = linecache.getline(frame.file_name, frame.start_line).strip()
-        layer, layer_class = _layer(site.name_stack)
+        layer, layer_class = layer_of(site.name_stack)
         part = self._part(site, layer)
         gradient_of = None
         if part == "backward" and frame is not None:
@@ -378,19 +334,16 @@ class _Search:
         nan_at = ""
         if taint.nan_site is not None and taint.nan_site is not site:
             later = taint.nan_site
-            nan_at = later.primitive + (
-                f" in {_library_function(later.tracebacks)}"
-                if _library_function(later.tracebacks)
-                else ""
-            )
-            later_frame = _user_frame(later.tracebacks)
+            called = library_function(later.tracebacks)
+            nan_at = later.primitive + (f" in {called}" if called else "")
+            later_frame = user_frame(later.tracebacks)
             if later_frame is not None:
                 nan_at += f" ({describe_location(later_frame.file_name, later_frame.start_line)})"
         return NanOrigin(
             kind=site.kind,
             made=made,
             operation=site.primitive,
-            function=_library_function(site.tracebacks),
+            function=library_function(site.tracebacks),
             source=source,
             code=code,
             layer=layer,
@@ -398,9 +351,11 @@ class _Search:
             part=part,
             gradient_of=gradient_of,
             inputs=tuple(
-                ValueRange.of(f"input {i}", v) for i, v in enumerate(site.inputs) if _is_array(v)
+                ValueRange.of(f"input {i}", v) for i, v in enumerate(inputs) if _numeric(v)
             ),
-            output=ValueRange.of("output", site.outputs[0]) if site.outputs else None,
+            output=ValueRange.of("output", outputs[0])
+            if outputs and _numeric(outputs[0])
+            else None,
             nan_at=nan_at,
             name_stack=site.name_stack,
         )
@@ -410,56 +365,30 @@ class _Search:
             return None
         if "transpose(" in site.name_stack:
             return "backward"
-        if _in_optax(site.tracebacks):
+        if in_optax(site.tracebacks):
             return "optimizer update"
         if layer is not None:
             return "forward"
-        if self.first_layer_order is not None and site.step > self.first_layer_order:
+        if self.first_layer_step is not None and site.step > self.first_layer_step:
             return "loss"
-        return "forward" if self.differentiated or self.first_layer_order else None
+        return "forward" if self.differentiated or self.first_layer_step else None
 
 
 # ---------------------------------------------------------------------- helpers
-def _is_literal(var: Any) -> bool:
-    return isinstance(var, jax_core.Literal)
-
-
 def _is_array(value: Any) -> bool:
     return hasattr(value, "shape") and hasattr(value, "dtype")
+
+
+def _numeric(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    return dtype is not None and bool(
+        jnp.issubdtype(dtype, jnp.number) or jnp.issubdtype(dtype, jnp.bool_)
+    )
 
 
 def _first(taints: list[_Taint]) -> _Taint:
     """The taint made first, a computed one before a constant."""
     return min(taints, key=lambda t: (t.site.kind == "constant", t.site.order))
-
-
-def _apply(eqn: Any, values: list) -> list:
-    """Run one equation eagerly, as ``jax.core.eval_jaxpr`` does (JAX 0.7 and later)."""
-    got = eqn.primitive.get_bind_params(eqn.params)
-    subfuns, params = got if isinstance(got, tuple) else ((), got)
-    with eqn.ctx.manager:
-        out = eqn.primitive.bind(*subfuns, *values, **params)
-    return list(out) if eqn.primitive.multiple_results else [out]
-
-
-_device_flags = jax.jit(lambda x: jnp.stack([jnp.any(jnp.isnan(x)), jnp.any(jnp.isinf(x))]))
-
-
-def _state(value: Any) -> tuple[bool, bool]:
-    """``(has NaN, has an infinity)`` of an array or number; integers are always finite."""
-    dtype = getattr(value, "dtype", None)
-    if dtype is None:
-        value = np.asarray(value)
-        dtype = value.dtype
-    if not jnp.issubdtype(dtype, jnp.inexact) or getattr(value, "size", 1) == 0:
-        return False, False
-    if isinstance(value, jax.Array) and any(d.platform != "cpu" for d in value.devices()):
-        nan, inf = np.asarray(_device_flags(value))
-        return bool(nan), bool(inf)
-    array = np.asarray(value)
-    if array.dtype.kind not in "fc":
-        array = array.astype(np.float32)
-    return bool(np.isnan(array).any()), bool(np.isinf(array).any())
 
 
 def _made(outputs: Sequence[Any]) -> str:
@@ -480,110 +409,6 @@ def _made(outputs: Sequence[Any]) -> str:
         pos, neg = pos or bool(np.isposinf(array).any()), neg or bool(np.isneginf(array).any())
     infinities = " and ".join(n for n, there in (("inf", pos), ("-inf", neg)) if there)
     return " and ".join(x for x in (infinities, "NaN" if nan else "") if x) or "NaN"
-
-
-def _inner_jaxpr(eqn: Any) -> tuple[Any, list] | None:
-    """The jaxpr a call-like equation runs, with its constants, if it maps inputs to inputs."""
-    for key in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
-        inner = eqn.params.get(key)
-        if inner is None:
-            continue
-        jaxpr, consts = (inner.jaxpr, inner.consts) if hasattr(inner, "consts") else (inner, [])
-        if not hasattr(jaxpr, "eqns"):
-            continue
-        same_in = [getattr(v.aval, "shape", None) for v in jaxpr.invars] == [
-            getattr(v.aval, "shape", None) for v in eqn.invars
-        ]
-        if same_in and len(jaxpr.outvars) == len(eqn.outvars):
-            return jaxpr, list(consts)
-    return None
-
-
-def _stack_of(context: _Context, eqn: Any) -> Any:
-    own = eqn.source_info.name_stack
-    if context.name_stack is None:
-        return own
-    try:
-        return context.name_stack + own
-    except TypeError:
-        return own
-
-
-def _stack_text(stack: Any) -> str:
-    return "" if stack is None else str(stack)
-
-
-def _layer(stack: str) -> tuple[str | None, str | None]:
-    """The innermost NNX layer of a name stack: ``('layers[2]', 'Linear')``."""
-    found: tuple[str | None, str | None] = (None, None)
-    for part in stack.split("/"):
-        while (m := _TRANSFORM.match(part)) is not None:
-            part = m.group("inner")
-        m = _SCOPE.match(part)
-        if m is not None:
-            found = (m.group("path").replace("|", "/"), m.group("cls"))
-    return found
-
-
-@functools.lru_cache(maxsize=4096)
-def _frames(traceback: Any) -> tuple[Any, ...]:
-    """All frames of a JAX traceback, innermost first."""
-    if traceback is None:
-        return ()
-    code, lasti = traceback.raw_frames()
-    return tuple(source_info_util.raw_frame_to_frame(code[i], lasti[i]) for i in range(len(code)))
-
-
-_STDLIB = os.path.dirname(os.__file__)
-
-
-def _is_users(frame: Any) -> bool:
-    return is_user_file(frame.file_name) and not frame.file_name.startswith(_STDLIB + os.sep)
-
-
-def _user_frame(tracebacks: Sequence[Any]) -> Any:
-    """The innermost frame the user wrote, from the equation's own traceback outwards."""
-    for traceback in tracebacks:
-        for frame in _frames(traceback):
-            if _is_users(frame):
-                return frame
-    return None
-
-
-#: Frames of a library's machinery (wrappers, tracing), never the function a user called.
-_MACHINERY = re.compile(
-    r"[/\\](interpreters[/\\].*|traceback_util|pjit|api|api_util|core|linear_util|dispatch|"
-    r"custom_derivatives|ad_checkpoint|source_info_util|profiler|util|array_methods|"
-    r"contextlib|functools|_module_scopes|transforms|graph|bridge|object|module|"
-    r"pytreelib)\.py$"
-)
-
-
-def _library_function(tracebacks: Sequence[Any]) -> str:
-    """The library function the user's line called (``softmax``, ``Linear.__call__``,
-    ``scale_by_adam.update_fn``), or ``''`` when the operation is the line's own."""
-    for traceback in tracebacks:
-        frames = _frames(traceback)
-        for i, frame in enumerate(frames):
-            if not _is_users(frame):
-                continue
-            inside = frames[:i]
-            optax_frames = [f for f in inside if f.file_name.startswith(_OPTAX)]
-            for called in optax_frames:  # innermost first: the transformation's update
-                if ".<locals>." in called.function_name:
-                    return called.function_name.replace(".<locals>", "")
-            for called in reversed(inside):  # outermost first: the function the user called
-                if not _MACHINERY.search(called.file_name):
-                    return called.function_name.replace(".<locals>", "")
-            return ""
-    return ""
-
-
-_OPTAX = os.path.dirname(optax.__file__) + os.sep
-
-
-def _in_optax(tracebacks: Sequence[Any]) -> bool:
-    return any(f.file_name.startswith(_OPTAX) for tb in tracebacks[:1] for f in _frames(tb))
 
 
 # ---------------------------------------------------------------------- the call
@@ -678,15 +503,24 @@ def search(
     *,
     names: Sequence[str] | None = None,
     example_rows: dict[str, np.ndarray] | None = None,
+    eager: bool | None = None,
 ) -> NanOrigin | None:
     """:func:`find_nan`'s work, for tpukit's own callers (``fit``'s replay).
 
     ``names`` replaces the arguments' names (``("params", ..., "train_data")``);
     ``example_rows`` maps an argument's name to the dataset rows of its first axis,
-    so that NaN in a batch is reported as the examples of the dataset."""
+    so that NaN in a batch is reported as the examples of the dataset. ``eager``
+    chooses how the program runs (``Level``; by default eagerly on the CPU)."""
     if names is not None:
         function = _renamed(function, list(names))
     call = _arguments(function, args, kwargs)
+    if eager is None:
+        eager = on_cpu(call.dynamic)
+    if eager:  # one device: an operation over arrays split on many compiles for them all
+        cpu = jax.devices("cpu")[0]
+        call.dynamic = [
+            jax.device_put(v, cpu) if isinstance(v, jax.Array) else v for v in call.dynamic
+        ]
 
     def flat(*values: Any) -> Any:
         a, k = call.rebuild(values)
@@ -697,7 +531,7 @@ def search(
     searcher = _Search()
     taints = []
     for name, value in zip(call.names, call.dynamic, strict=True):
-        nan, inf = _state(value)
+        nan, inf = state(value)
         if not (nan or inf):
             taints.append(None)
             continue
@@ -707,8 +541,8 @@ def search(
             rows = tuple(int(example_rows[root][r]) for r in rows)
         site = searcher.site("input", argument=name, rows=rows, outputs=[value])
         taints.append(_Taint(site, nan, inf))
-    _, out_taints = searcher.run(closed.jaxpr, closed.consts, call.dynamic, taints, _Context())
-    found = [t for t in out_taints if t is not None]
+    level = Level(closed.jaxpr, closed.consts, call.dynamic, eager=eager)
+    found = [t for t in searcher.level(level, taints, _Context()) if t is not None]
     if not found:
         return None
     return searcher.describe(_first(found))
