@@ -71,6 +71,11 @@ class ValueRange:
             nans=nans,
         )
 
+    @property
+    def size(self) -> int:
+        """How many entries the array has."""
+        return int(np.prod(self.shape, dtype=np.int64))
+
     def counts(self) -> str:
         """``'1 zero, 1 negative'``: the counts that are not zero."""
         parts = [
