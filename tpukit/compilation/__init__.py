@@ -10,7 +10,9 @@ Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.displa
 plots (``_diff.py``, ``_plots.py``), which take programs; the memory view and what
 would fit (``_memory.py``, ``_out_of_memory.py``), the persistent cache
 (``_compile_cache.py``), random data for abstract arguments (``_sample_data.py``) and
-compile errors at the user's line (``_user_errors.py``). Timing and profiling are
+compile errors at the user's line (``_user_errors.py``) and ``find_nan``, where a
+call's first NaN or infinity was made (``_nan_search.py``, run by ``_nan_program.py``,
+named by ``_nan_names.py``, recorded as ``_nan_origin.NanOrigin``). Timing and profiling are
 ``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
 
