@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from pathlib import Path
 
@@ -67,7 +68,7 @@ def measure(name: str, args) -> dict:
         loss, model_out, opt_out = step(nnx.merge(graphdef, state), opt_state, x, y)
         return loss, nnx.state(model_out), opt_out
 
-    row = {"model": name, "batch": args.batch}
+    row = {"model": name, "batch": args.batch, "cpu_count": os.cpu_count()}
     start = time.perf_counter()
     jax.block_until_ready(jax.jit(pure)(state, opt_state, x, y))
     row["jit_step_s"] = time.perf_counter() - start
@@ -86,12 +87,15 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--models", default="resnet18,gpt_small")
     args = parser.parse_args()
-    rows = [measure(name, args) for name in args.models.split(",")]
     print(f"{'model':<10} {'jit step':>9} {'eager':>9} {'again':>9} {'compiled':>9}  found")
-    for r in rows:
+    rows = []
+    for name in args.models.split(","):
+        r = measure(name, args)
+        rows.append(r)
         print(
             f"{r['model']:<10} {r['jit_step_s']:>8.2f}s {r['find_nan_eager_s']:>8.2f}s "
-            f"{r['find_nan_eager_again_s']:>8.2f}s {r['find_nan_compiled_s']:>8.2f}s  {r['found']}"
+            f"{r['find_nan_eager_again_s']:>8.2f}s {r['find_nan_compiled_s']:>8.2f}s  {r['found']}",
+            flush=True,
         )
     out = Path(__file__).parent / "results" / f"nan_replay-{jax.default_backend()}.json"
     out.parent.mkdir(exist_ok=True)
