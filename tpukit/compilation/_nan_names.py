@@ -132,15 +132,24 @@ def library_function(tracebacks: Sequence[Any]) -> str:
             optax_frames = [f for f in inside if f.file_name.startswith(_OPTAX)]
             for called in optax_frames:  # innermost first: the transformation's update
                 if ".<locals>." in called.function_name:
-                    return called.function_name.replace(".<locals>", "")
+                    return _short(called.function_name)
             for called in reversed(inside):  # outermost first: the function the user called
                 if not _MACHINERY.search(called.file_name):
-                    return called.function_name.replace(".<locals>", "")
+                    return _short(called.function_name)
             return ""
+    for traceback in tracebacks[:1]:  # no user frame (fit's own step): optax's function
+        for called in _frames(traceback):
+            if called.file_name.startswith(_OPTAX) and ".<locals>." in called.function_name:
+                return _short(called.function_name)
     return ""
 
 
 _OPTAX = os.path.dirname(optax.__file__) + os.sep
+
+
+def _short(qualname: str) -> str:
+    """``scale_by_adam.<locals>.update_fn.<locals>.<lambda>`` -> ``scale_by_adam.update_fn``."""
+    return ".".join(p for p in qualname.split(".") if p not in ("<locals>", "<lambda>"))
 
 
 def in_optax(tracebacks: Sequence[Any]) -> bool:

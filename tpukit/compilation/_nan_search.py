@@ -522,9 +522,9 @@ def search(
             jax.device_put(v, cpu) if isinstance(v, jax.Array) else v for v in call.dynamic
         ]
 
-    def flat(*values: Any) -> Any:
+    def flat(*values: Any) -> list:
         a, k = call.rebuild(values)
-        return function(*a, **k)
+        return _array_leaves(function(*a, **k))
 
     with module_scopes(**call.modules):
         closed = jax.make_jaxpr(flat)(*call.dynamic)
@@ -546,6 +546,18 @@ def search(
     if not found:
         return None
     return searcher.describe(_first(found))
+
+
+def _array_leaves(result: Any) -> list:
+    """The arrays a function returned: NNX modules as their state, other objects left out
+    (a train step may return the model it updated, or a string)."""
+    tree = jax.tree.map(
+        lambda v: nnx.state(v) if isinstance(v, nnx.Module) else v,
+        result,
+        is_leaf=lambda v: isinstance(v, nnx.Module),
+    )
+    kinds = (jax.Array, np.ndarray, np.generic, float, int, complex, bool)
+    return [leaf for leaf in jax.tree.leaves(tree) if isinstance(leaf, kinds)]
 
 
 def _renamed(function: Callable, names: list[str]) -> Callable:

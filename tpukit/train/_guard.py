@@ -164,7 +164,13 @@ def replay_origin(step: Step, data: dict, index: int, state: tuple) -> NanOrigin
             replay.function,
             (*state, batch),
             {},
-            names=("params", "model state", "optimizer state", "train_data"),
+            # streamed batches have no dataset rows: their rows are the batch's
+            names=(
+                "params",
+                "model state",
+                "optimizer state",
+                "train_data" if rows is not None else "batch",
+            ),
             example_rows={"train_data": rows} if rows is not None else None,
         )
     except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the stop is raised regardless
