@@ -132,29 +132,33 @@ class Level:
     """One jaxpr with concrete arguments: the flags of its values, and values on request.
 
     ``flags[(key, j)]`` is ``(nan, inf)`` for output ``j`` of the equation ``key``
-    (inexact outputs only; a missing entry is finite). ``eager`` (the default on the
-    CPU) runs the equations one by one, as JAX runs operations outside ``jit``, keeping
-    the values of those whose results are not finite: each distinct operation compiles
-    once per process, which on a CPU is quicker than compiling the whole instrumented
-    program. Elsewhere (a TPU or GPU compiles each operation slowly, and checking every
-    value eagerly would wait on the device each time) the instrumented program is
-    compiled whole.
+    (inexact outputs only; a missing entry is finite). ``mode`` says how it runs:
+
+    * ``"values"`` (the default on the CPU): compiled once, returning every value,
+      checked on the host, where the values already are;
+    * ``"flags"`` (the default on a TPU or GPU): compiled once with one reduction per
+      value, so that only flags leave the device; the values of the operation
+      reported come from a second program that XLA cuts down to what they need;
+    * ``"eager"``: the equations one by one, as JAX runs operations outside ``jit``
+      (each distinct operation compiles once per process: slower the first time,
+      quicker for a program whose operations ran before).
     """
 
     def __init__(
-        self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], eager: bool | None = None
+        self, jaxpr: Any, consts: Sequence[Any], args: Sequence[Any], mode: str | None = None
     ):
         self.jaxpr = jaxpr
         self.consts = list(consts)
         self.args = list(args)
-        self.eager = on_cpu(self.args) if eager is None else eager
+        self.mode = mode or ("values" if on_cpu(self.args) else "flags")
         self._flags: dict[tuple[Key, int], tuple[bool, bool]] | None = None
         self._kept: dict[Key, tuple[list, list]] = {}
 
     @property
     def flags(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
         if self._flags is None:
-            self._flags = self._run_eager() if self.eager else self._run_flags()
+            run = {"values": self._run_values, "eager": self._run_eager, "flags": self._run_flags}
+            self._flags = run[self.mode]()
         return self._flags
 
     def _run_eager(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
@@ -173,6 +177,36 @@ class Level:
                 self._kept[key] = (list(ins), list(outs))
 
         _walk(self.jaxpr, self.consts, self.args, (), visit, eager=True)
+        return flags
+
+    def _run_values(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
+        """The whole level compiled once, returning every value (checked here, on the
+        host: on a CPU the values are already there), where eager runs compile each
+        distinct operation."""
+        keys: list[Key] = []
+
+        def program(consts: list, args: list) -> Any:
+            keys.clear()
+            found: list[tuple[list, list]] = []
+
+            def visit(key: Key, eqn: Any, ins: list, outs: list) -> None:
+                if inner_jaxpr(eqn) is None:
+                    keys.append(key)
+                    found.append((ins, outs))
+
+            _walk(self.jaxpr, consts, args, (), visit)
+            return found
+
+        flags: dict[tuple[Key, int], tuple[bool, bool]] = {}
+        for key, (ins, outs) in zip(keys, jax.jit(program)(self.consts, self.args), strict=True):
+            bad = False
+            for j, out in enumerate(outs):
+                nan, inf = state(out)
+                if nan or inf:
+                    flags[(key, j)] = (nan, inf)
+                    bad = True
+            if bad:
+                self._kept[key] = (list(ins), list(outs))
         return flags
 
     def _run_flags(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
@@ -205,9 +239,9 @@ class Level:
         }
 
     def values(self, key: Key) -> tuple[list, list]:
-        """The inputs and outputs of the equation ``key``: kept by the eager run, or
+        """The inputs and outputs of the equation ``key``: kept by the first run, or
         from a second, smaller program."""
-        self.flags  # noqa: B018 - an eager run keeps the values of non-finite results
+        self.flags  # noqa: B018 - "values" and "eager" runs keep those of non-finite results
         if key in self._kept:
             return self._kept[key]
 

@@ -440,7 +440,9 @@ def _arguments(function: Callable, args: tuple, kwargs: dict) -> _Arguments:
             start = len(dynamic)
             for state_path, value in leaves:
                 dynamic.append(value)
-                names.append(f"{name}.{path_text(tuple(state_path))}".replace("..", "."))
+                keys = tuple(getattr(k, "name", k) for k in state_path)
+                keys = keys[:-1] if keys and keys[-1] == "value" else keys  # a Variable's
+                names.append(f"{name}.{path_text(keys)}".replace("..", "."))
             plan.append(("module", (graphdef, state_def, start, len(leaves))))
             modules[name.split(".")[0].split("[")[0]] = leaf
         elif isinstance(leaf, (jax.Array, np.ndarray, np.generic)):
@@ -503,20 +505,19 @@ def search(
     *,
     names: Sequence[str] | None = None,
     example_rows: dict[str, np.ndarray] | None = None,
-    eager: bool | None = None,
+    mode: str | None = None,
 ) -> NanOrigin | None:
     """:func:`find_nan`'s work, for tpukit's own callers (``fit``'s replay).
 
     ``names`` replaces the arguments' names (``("params", ..., "train_data")``);
     ``example_rows`` maps an argument's name to the dataset rows of its first axis,
-    so that NaN in a batch is reported as the examples of the dataset. ``eager``
-    chooses how the program runs (``Level``; by default eagerly on the CPU)."""
+    so that NaN in a batch is reported as the examples of the dataset. ``mode`` chooses
+    how the program runs (``Level``: ``"values"`` on the CPU, ``"flags"`` elsewhere)."""
     if names is not None:
         function = _renamed(function, list(names))
     call = _arguments(function, args, kwargs)
-    if eager is None:
-        eager = on_cpu(call.dynamic)
-    if eager:  # one device: an operation over arrays split on many compiles for them all
+    mode = mode or ("values" if on_cpu(call.dynamic) else "flags")
+    if mode != "flags":  # on one CPU device: a program over split arrays compiles for all
         cpu = jax.devices("cpu")[0]
         call.dynamic = [
             jax.device_put(v, cpu) if isinstance(v, jax.Array) else v for v in call.dynamic
@@ -541,7 +542,7 @@ def search(
             rows = tuple(int(example_rows[root][r]) for r in rows)
         site = searcher.site("input", argument=name, rows=rows, outputs=[value])
         taints.append(_Taint(site, nan, inf))
-    level = Level(closed.jaxpr, closed.consts, call.dynamic, eager=eager)
+    level = Level(closed.jaxpr, closed.consts, call.dynamic, mode=mode)
     found = [t for t in searcher.level(level, taints, _Context()) if t is not None]
     if not found:
         return None
