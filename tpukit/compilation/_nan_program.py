@@ -134,11 +134,12 @@ class Level:
     ``flags[(key, j)]`` is ``(nan, inf)`` for output ``j`` of the equation ``key``
     (inexact outputs only; a missing entry is finite). ``mode`` says how it runs:
 
-    * ``"values"`` (the default on the CPU): compiled once, returning every value,
-      checked on the host, where the values already are;
-    * ``"flags"`` (the default on a TPU or GPU): compiled once with one reduction per
-      value, so that only flags leave the device; the values of the operation
-      reported come from a second program that XLA cuts down to what they need;
+    * ``"flags"`` (the default): compiled once with one reduction per value, so that
+      only flags leave the device; the values of the operation reported come from a
+      second program that XLA cuts down to what they need (``benchmarks/nan_replay.py``:
+      ResNet-18's step in about 2x the time of compiling and running it once, on a CPU);
+    * ``"values"``: compiled once, returning every value, checked on the host (quicker
+      for a tiny program on a CPU, slower for a large one: every value materialized);
     * ``"eager"``: the equations one by one, as JAX runs operations outside ``jit``
       (each distinct operation compiles once per process: slower the first time,
       quicker for a program whose operations ran before).
@@ -150,7 +151,7 @@ class Level:
         self.jaxpr = jaxpr
         self.consts = list(consts)
         self.args = list(args)
-        self.mode = mode or ("values" if on_cpu(self.args) else "flags")
+        self.mode = mode or "flags"
         self._flags: dict[tuple[Key, int], tuple[bool, bool]] | None = None
         self._kept: dict[Key, tuple[list, list]] = {}
 
@@ -261,10 +262,3 @@ class Level:
 
         ins, outs = jax.jit(program)(self.consts, self.args)
         return list(ins), list(outs)
-
-
-def on_cpu(values: Sequence[Any]) -> bool:
-    for value in values:
-        if isinstance(value, jax.Array):
-            return all(d.platform == "cpu" for d in value.devices())
-    return jax.default_backend() == "cpu"
