@@ -1,10 +1,10 @@
 """IPython magics: ``%%tpu_compile``, ``%tpu_compile``, ``%tpu_devices``, ``%tpu_timeit``,
-``%tpu_profile``, ``%tpu_graph``, ``%tpu_memory``, ``%tpu_compiles``; and the line a cell
-prints when it compiled again something compiled before (``CellNotices``).
+``%tpu_profile``, ``%tpu_graph``, ``%tpu_memory``, ``%tpu_compiles``, ``%tpu_nan``; and
+the line a cell prints when it compiled again something compiled before (``CellNotices``).
 
 Magics only read their line, call the Python API (``tpukit.compile``,
-``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``) and
-show the result.
+``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``,
+``tpukit.find_nan``) and show the result.
 Mistakes in the line become ``UsageError`` (one red line, no traceback); an error
 raised by the cell's own code is shown by IPython as usual.
 
@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import jax
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, line_magic, magics_class, no_var_expand
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
@@ -36,6 +37,7 @@ from tpukit import (
     compile,
     compiles,
     devices,
+    find_nan,
     parse_call_line,
 )
 
@@ -223,6 +225,7 @@ class CellNotices:
 
 
 _CELL_NOTICES: dict[int, CellNotices] = {}  # per shell: the hooks registered on it
+_NAN_NAME = Option(("-o", "--name"), "Variable to store the record in (default: <function>_nan).")
 
 
 def _shard_specs(items: list[str]) -> dict[str, str]:
@@ -464,6 +467,57 @@ class TpuMagics(Magics):
             ops=not args.no_ops,
         )
 
+    @with_options(_NAN_NAME)
+    @no_var_expand
+    @line_magic
+    @usage_errors
+    def tpu_nan(self, line: str) -> Any:
+        """Run a call once, operation by operation, and show where its first NaN or
+        infinity was made: the operation, the line, the NNX layer, the part of the
+        step (forward, loss, backward, optimizer update) and its inputs' ranges.
+
+        CALL is run with the notebook's values (shapes in HLO notation are refused:
+        a NaN needs the data). Nothing is changed; the record is stored as
+        ``<function>_nan`` (``None`` when every value is finite). The same from Python:
+        ``tpukit.find_nan(f, *args)``.
+
+        Examples::
+
+            %tpu_nan train_step(model, optimizer, x, y)
+            %tpu_nan -o origin loss_fn(model, batch)
+        """
+        args, call_text = split_options(self.tpu_nan, line)
+        spec = self._call(call_text)
+        abstract = [a for a in (*spec.args, *spec.kwargs.values()) if _is_abstract(a)]
+        if abstract:
+            raise UsageError(
+                f"%tpu_nan runs the call on data, and {spec.text or call_text!r} has "
+                f"{len(abstract)} abstract shape{'s' if len(abstract) > 1 else ''} (such as "
+                "f32[8,4]): pass the arrays that made the NaN, e.g. f(x) with x from the "
+                "notebook."
+            )
+        function = spec.function
+        if isinstance(function, Compiled):
+            function = function.function
+        origin = find_nan(function, *spec.args, **spec.kwargs)
+        name = args.name or spec.function_name.replace(".", "_").strip("_]") + "_nan"
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise UsageError(
+                f"Cannot store the record as {name!r}: pass -o NAME with a valid Python "
+                "variable name."
+            )
+        self.shell.user_ns[name] = origin
+        if origin is None:
+            print(f"Every value of {spec.function_name}(...) is finite. Stored None as {name}.")
+            return None
+        display(origin)
+        print(f"Stored as {name}.")
+        return None
+
+
+def _is_abstract(value: Any) -> bool:
+    return isinstance(value, jax.ShapeDtypeStruct)
+
 
 _MAGIC_NAMES = {
     "line": (
@@ -474,6 +528,7 @@ _MAGIC_NAMES = {
         "tpu_graph",
         "tpu_memory",
         "tpu_compiles",
+        "tpu_nan",
     ),
     "cell": ("tpu_compile",),
 }

@@ -10,10 +10,12 @@ Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.displa
 plots (``_diff.py``, ``_plots.py``), which take programs; the memory view and what
 would fit (``_memory.py``, ``_out_of_memory.py``), the persistent cache
 (``_compile_cache.py``), random data for abstract arguments (``_sample_data.py``) and
-compile errors at the user's line (``_user_errors.py``), and the ledger of every compile
+compile errors at the user's line (``_user_errors.py``), the ledger of every compile
 in the process with why each happened (``_ledger.py``, ``_ledger_arguments.py``,
 ``_ledger_report.py``: ``compiles``, ``no_recompile``) and where one compile's time
-goes (``_compile_phases.py``). Timing and profiling are
+goes (``_compile_phases.py``), and ``find_nan``, where a call's first NaN or infinity
+was made (``_nan_search.py``, run by ``_nan_program.py``, named by ``_nan_names.py``,
+recorded as ``_nan_origin.NanOrigin``). Timing and profiling are
 ``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
 
@@ -27,6 +29,8 @@ from tpukit.compilation._ledger import CompileRecord, RecompileError, no_recompi
 from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
+from tpukit.compilation._nan_origin import NanOrigin, ValueRange
+from tpukit.compilation._nan_search import find_nan, search
 from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
 from tpukit.compilation._placement import parse_mesh, parse_partition_spec
 from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
@@ -44,8 +48,10 @@ __all__ = [
     "HloDiff",
     "Memory",
     "RecompileError",
+    "NanOrigin",
     "SHAPE_LITERAL",
     "Signature",
+    "ValueRange",
     "bind_arguments",
     "compile",
     "compile_lowering",
@@ -54,6 +60,7 @@ __all__ = [
     "diff",
     "enable_compile_cache",
     "explain",
+    "find_nan",
     "format_shape",
     "measuring",
     "module_scopes",
@@ -66,6 +73,7 @@ __all__ = [
     "plot_fusions",
     "plot_ops",
     "plot_roofline",
+    "search",
     "search_batch",
     "set_device_memory",
 ]

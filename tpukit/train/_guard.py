@@ -22,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from tpukit._errors import TpukitError
+from tpukit.compilation import NanOrigin, search
 
 from ._history import History
-from ._steps import finite_names
+from ._steps import Step, finite_names
 
 
 class NonFiniteLossError(TpukitError, FloatingPointError):
@@ -37,7 +38,11 @@ class NonFiniteLossError(TpukitError, FloatingPointError):
     that step; ``quantity`` names the first bad quantity (``"loss"``, ``"gradient of
     layers/0/kernel"``, ``"new value of layers/0/kernel"`` or ``"optimizer state
     0/nu/layers/0/kernel"``) and ``quantities`` all of them; ``history`` holds the
-    figures up to there.
+    figures up to there. ``origin`` is where that step's first NaN or infinity was made,
+    found by running the step once more, operation by operation, from the kept state on
+    the same batch (a :class:`tpukit.NanOrigin`, as :func:`tpukit.find_nan` returns; the
+    model and optimizer state are not changed by it), or ``None`` when that run found no
+    non-finite value.
     """
 
     def __init__(
@@ -48,6 +53,7 @@ class NonFiniteLossError(TpukitError, FloatingPointError):
         history: History,
         execution: int | None = None,
         quantities: Sequence[str] = (),
+        origin: NanOrigin | None = None,
     ):
         super().__init__(message)
         self.epoch = epoch
@@ -56,6 +62,7 @@ class NonFiniteLossError(TpukitError, FloatingPointError):
         self.execution = execution
         self.quantities = tuple(quantities)
         self.quantity = self.quantities[0] if self.quantities else None
+        self.origin = origin
 
 
 _KINDS = ("gradient of ", "new value of ", "optimizer state ")
@@ -100,9 +107,16 @@ class NonFiniteGuard:
         return f"the optimizer state {shown} (the loss and gradients were finite)"
 
     def error(
-        self, finite: Any, where: str, checkpoint_step: int | None, history: History, **at: int
+        self,
+        finite: Any,
+        where: str,
+        checkpoint_step: int | None,
+        history: History,
+        origin: NanOrigin | None = None,
+        **at: int,
     ) -> NonFiniteLossError:
-        """The error to raise for a call whose ``finite`` flags are ``finite``."""
+        """The error to raise for a call whose ``finite`` flags are ``finite``; ``origin``
+        is what the replay of the bad step found (:func:`replay_origin`)."""
         bad = self.bad(finite)
         kept = "the model and the optimizer state keep their values from before it"
         if checkpoint_step is not None:
@@ -121,9 +135,43 @@ class NonFiniteGuard:
             advice += (
                 " Then resume=True continues from the checkpoint, with a changed optimizer too."
             )
+        found = f" The first non-finite value: {origin.summary()}." if origin is not None else ""
         message = (
-            f"Training stopped: {self.describe(bad)} became NaN or infinite at {where}. "
+            f"Training stopped: {self.describe(bad)} became NaN or infinite at {where}.{found} "
             f"The step was not applied: {kept}. {advice}"
         )
         history.stopped = message
-        return NonFiniteLossError(message, history=history, quantities=bad or ["loss"], **at)
+        return NonFiniteLossError(
+            message, history=history, quantities=bad or ["loss"], origin=origin, **at
+        )
+
+
+def replay_origin(step: Step, data: dict, index: int, state: tuple) -> NanOrigin | None:
+    """Where step ``index`` (0-based) of a tripped call made its first non-finite value.
+
+    That step runs once more, operation by operation (``tpukit.find_nan``'s search),
+    from ``state`` (``(params, rest, opt_state)``, the state kept from before it: the
+    same parameters, model state and random state) on the same batch. Nothing is
+    written back, and nothing of it runs before a trip. A replay that cannot run (or
+    is interrupted) gives ``None``: it never hides the stop itself.
+    """
+    replay = step.replay()
+    if replay is None or index < 0:
+        return None
+    try:
+        batch, rows = replay.batch_of(data, index)
+        return search(
+            replay.function,
+            (*state, batch),
+            {},
+            # streamed batches have no dataset rows: their rows are the batch's
+            names=(
+                "params",
+                "model state",
+                "optimizer state",
+                "train_data" if rows is not None else "batch",
+            ),
+            example_rows={"train_data": rows} if rows is not None else None,
+        )
+    except (Exception, KeyboardInterrupt):  # noqa: BLE001 - the stop is raised regardless
+        return None

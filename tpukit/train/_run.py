@@ -30,7 +30,7 @@ from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _checkpoint, _steps
 from ._data import ResidentData
-from ._guard import NonFiniteGuard
+from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
 from ._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
 from ._progress import EpochBar, Speed, compile_count
@@ -258,7 +258,7 @@ class Run:
                 state, stopped = self._good_steps(flight.fn, flight.data)
                 with deferred_interrupts():
                     self._apply(tuple(state), stopped, flight.steps, seconds)
-                self._stop(stopped)
+                self._stop(stopped, flight)
             with deferred_interrupts():
                 record = self._apply(tuple(flight.state), stats, flight.steps, seconds)
             self.progress.advance(flight.steps, self._running(), seconds, compiled=flight.compiled)
@@ -432,8 +432,9 @@ class Run:
                 flush=True,
             )
 
-    def _stop(self, stats: dict) -> None:
-        """Raise the guard's error; checkpoint the last good state first."""
+    def _stop(self, stats: dict, flight: _Flight) -> None:
+        """Raise the guard's error, with where the bad step's first NaN came from;
+        checkpoint the last good state first."""
         pos = self.position
         self.progress.close_epoch()
         if self.checkpointing:
@@ -444,6 +445,7 @@ class Run:
             self._where(pos.step + 1, pos.global_step + 1),
             pos.global_step if self.checkpointing else None,
             self.history,
+            origin=replay_origin(flight.fn, flight.data, int(stats["bad_step"]), self.state),
             epoch=pos.epoch + 1,
             step=pos.step + 1,
             execution=pos.executions,

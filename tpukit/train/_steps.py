@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from flax import nnx
 
@@ -116,15 +118,7 @@ def _make_step(
     so the call returns exactly the state of its good steps.
     """
 
-    def loss_fn(p: Any, r: Any, batch: Any) -> tuple:
-        # ``r`` goes through value_and_grad (undifferentiated) so that the merged
-        # module's variables belong to this trace and may be updated (BatchNorm).
-        model = nnx.merge(graphdef, p, r, copy=True)
-        model.train()
-        with module_scopes(model):  # the graph of fit's step names the model's layers
-            loss, terms = objective.terms(model, batch)
-        _, _, new_rest = split_model(model)
-        return loss, (terms, new_rest)
+    loss_fn = _loss_function(graphdef, objective)
 
     def terms_of(params: Any, rest: Any, batch: Any) -> dict:
         return jax.eval_shape(loss_fn, params, rest, batch)[1][0]
@@ -164,6 +158,63 @@ def _make_step(
         return new_state, stats
 
     return step, terms_of
+
+
+def _loss_function(graphdef: Any, objective: Objective) -> Callable:
+    """``loss_fn(params, rest, batch) -> (loss, (terms, new_rest))``, the function a step
+    differentiates: the model merged from its state, in train mode, its layers named."""
+
+    def loss_fn(p: Any, r: Any, batch: Any) -> tuple:
+        # ``r`` goes through value_and_grad (undifferentiated) so that the merged
+        # module's variables belong to this trace and may be updated (BatchNorm).
+        model = nnx.merge(graphdef, p, r, copy=True)
+        model.train()
+        with module_scopes(model):  # the graph of fit's step names the model's layers
+            loss, terms = objective.terms(model, batch)
+        _, _, new_rest = split_model(model)
+        return loss, (terms, new_rest)
+
+    return loss_fn
+
+
+@dataclass(frozen=True)
+class Replay:
+    """One step of a call, to run again through ``tpukit.find_nan`` after the guard trips.
+
+    ``function(params, rest, opt_state, train_data)`` is one unguarded optimizer step on
+    one batch, as the call ran it: it returns the loss, the gradients, the new
+    parameters, model state and optimizer state. ``batch_of(data, index)`` is the batch
+    of the call's step ``index`` (0-based) from the call's data, and the dataset rows it
+    holds (``None`` for streamed batches). Built only when a run stops: normal training
+    never pays for it.
+    """
+
+    function: Callable
+    batch_of: Callable[[dict, int], tuple[Any, np.ndarray | None]]
+
+
+def _replay(
+    graphdef: Any, objective: Objective, optimizer: optax.GradientTransformation, batch_of: Callable
+) -> Replay:
+    loss_fn = _loss_function(graphdef, objective)
+
+    def step(params: Any, rest: Any, opt_state: Any, train_data: Any) -> tuple:
+        (loss, (_, new_rest)), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, rest, train_data
+        )
+        updates, new_opt = optimizer.update(grads, opt_state, params)
+        return loss, grads, optax.apply_updates(params, updates), new_rest, new_opt
+
+    return Replay(step, batch_of)
+
+
+def _resident_batch(data: dict, index: int) -> tuple[Any, np.ndarray]:
+    rows = np.asarray(data["indices"])[int(data["start"]) + index]
+    return jax.tree.map(lambda a: a[rows], data["arrays"]), rows
+
+
+def _streamed_batch(data: dict, index: int) -> tuple[Any, None]:
+    return jax.tree.map(lambda a: a[index], data["chunk"]), None
 
 
 def _inexact_leaves(tree: Any) -> list[jax.Array]:
@@ -285,9 +336,15 @@ class Step:
 
     name = "fit_step"
 
-    def __init__(self, function: Callable, diagnosis: Callable[[], Step] | None = None):
+    def __init__(
+        self,
+        function: Callable,
+        diagnosis: Callable[[], Step] | None = None,
+        replay: Callable[[], Replay] | None = None,
+    ):
         self.function = function
         self._diagnosis = diagnosis
+        self._replay = replay
 
         def fit_step(state: tuple, data: dict) -> tuple:
             return function(*state, **data)
@@ -315,6 +372,11 @@ class Step:
                 "stop_on_nan=True."
             )
         return self._diagnosis()
+
+    def replay(self) -> Replay | None:
+        """One step of this call as a plain function, for ``find_nan`` after a trip;
+        ``None`` for a call that has none (evaluation, ``stop_on_nan=False``)."""
+        return self._replay() if self._replay is not None else None
 
     def _cache_size(self) -> int:  # read by ``_progress.compile_count``
         return self.jitted._cache_size()
@@ -361,6 +423,7 @@ def resident_execution(
         )
         if guard == "call"
         else None,
+        replay=functools.partial(_replay, graphdef, objective, optimizer, _resident_batch),
     )
 
 
@@ -403,6 +466,7 @@ def streamed_execution(
         )
         if guard == "call"
         else None,
+        replay=functools.partial(_replay, graphdef, objective, optimizer, _streamed_batch),
     )
 
 

@@ -1,0 +1,250 @@
+"""Where the first NaN came from: ``tpukit.find_nan``, ``%tpu_nan`` and ``fit``'s replay.
+
+Each case is a small model that goes wrong in one known way; the record must name the
+operation, the layer, the source line (marked ``# <- case``) and the part of the step.
+"""
+
+import re
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+import tpukit
+from tpukit._compat import module_list
+
+SOURCE = Path(__file__).read_text().splitlines()
+
+
+def line_of(marker: str) -> str:
+    """``test_find_nan.py:N`` for the line that ends with ``# <- marker``."""
+    (number,) = [i + 1 for i, text in enumerate(SOURCE) if text.endswith(f"# <- {marker}")]
+    return f"{Path(__file__).name}:{number}"
+
+
+class Norm(nnx.Module):
+    """A hand-written normalization: a constant row has zero spread."""
+
+    def __call__(self, x):
+        mean = x.mean(-1, keepdims=True)
+        std = jnp.sqrt(((x - mean) ** 2).mean(-1, keepdims=True))
+        return (x - mean) / std  # <- div
+
+
+class BadScale(nnx.Module):
+    """A variance computed backwards: mean(x)**2 - mean(x**2) is never positive."""
+
+    def __call__(self, x):
+        var = x.mean(-1, keepdims=True) ** 2 - (x**2).mean(-1, keepdims=True)
+        return x * jnp.sqrt(var)  # <- sqrt
+
+
+class Attention(nnx.Module):
+    def __init__(self, rngs):
+        self.query = nnx.Linear(4, 4, rngs=rngs)
+
+    def __call__(self, x, mask):
+        scores = self.query(x) @ x.T
+        scores = jnp.where(mask, scores, -jnp.inf)
+        return jax.nn.softmax(scores, axis=-1) @ x  # <- softmax
+
+
+class Net(nnx.Module):
+    def __init__(self, first, rngs):
+        self.first = first
+        self.layers = module_list([nnx.Linear(4, 4, rngs=rngs), nnx.Linear(4, 3, rngs=rngs)])
+        self.unused = nnx.Param(jnp.zeros(3))  # never in the loss: its gradient is zero
+
+    def __call__(self, x):
+        return self.layers[1](jax.nn.relu(self.layers[0](self.first(x))))
+
+
+class Identity(nnx.Module):
+    def __call__(self, x):
+        return x
+
+
+class Masked(nnx.Module):
+    def __init__(self, rngs):
+        self.attn = Attention(rngs)
+        self.head = nnx.Linear(4, 3, rngs=rngs)
+
+    def __call__(self, x, mask):
+        return self.head(self.attn(x, mask))
+
+
+X = np.random.default_rng(0).normal(size=(6, 4)).astype(np.float32)
+Y = np.array([0, 1, 2, 0, 1, 2])
+CAUSAL = np.tril(np.ones((6, 6), bool))
+
+
+def cross_entropy(model, x, y):
+    return optax.softmax_cross_entropy_with_integer_labels(model(x), y).mean()
+
+
+def grad_of(loss):
+    def step(model, *batch):
+        return nnx.value_and_grad(loss)(model, *batch)
+
+    return step
+
+
+def log_loss(outputs, labels):
+    return -jnp.log(jax.nn.relu(outputs)).mean()  # <- log
+
+
+def custom_loss(model, x, y):
+    return log_loss(model(x), y)
+
+
+def masked_loss(model, x, mask, y):
+    return optax.softmax_cross_entropy_with_integer_labels(model(x, mask), y).mean()
+
+
+def test_log_of_zero_in_a_custom_loss():
+    origin = tpukit.find_nan(grad_of(custom_loss), Net(Identity(), nnx.Rngs(0)), X, Y)
+    assert (origin.kind, origin.operation, origin.made) == ("operation", "log", "-inf")
+    assert (origin.part, origin.layer) == ("loss", None)
+    assert origin.source == line_of("log")
+    assert origin.inputs[0].zeros > 0 and origin.inputs[0].negatives == 0
+    assert "log made -inf from finite inputs in the loss" in origin.summary()
+
+
+def test_division_by_zero_in_a_normalization_layer():
+    x = X.copy()
+    x[2] = 1.0  # a constant row: its spread is zero
+    origin = tpukit.find_nan(grad_of(cross_entropy), Net(Norm(), nnx.Rngs(0)), x, Y)
+    assert (origin.operation, origin.made, origin.part) == ("div", "NaN", "forward")
+    assert (origin.layer, origin.layer_class) == ("first", "Norm")
+    assert origin.source == line_of("div")
+    assert origin.inputs[1].zeros == 1  # the spread of row 2
+
+
+def test_sqrt_of_a_negative_variance():
+    origin = tpukit.find_nan(grad_of(cross_entropy), Net(BadScale(), nnx.Rngs(0)), X, Y)
+    assert (origin.operation, origin.layer_class, origin.part) == ("sqrt", "BadScale", "forward")
+    assert origin.source == line_of("sqrt")
+    assert origin.inputs[0].negatives == 6 and origin.inputs[0].max < 0
+
+
+def test_exp_overflowing_in_bf16_logits_is_named_before_the_nan_it_makes():
+    def soft_loss(model, x, y):
+        logits = (model(x) * 1000).astype(jnp.bfloat16)
+        e = jnp.exp(logits)  # <- exp
+        p = e / e.sum(-1, keepdims=True)
+        return -jnp.log(p[jnp.arange(6), y].astype(jnp.float32)).mean()
+
+    origin = tpukit.find_nan(grad_of(soft_loss), Net(Identity(), nnx.Rngs(0)), X, Y)
+    assert (origin.operation, origin.made, origin.part) == ("exp", "inf", "loss")
+    assert origin.source == line_of("exp")
+    assert origin.inputs[0].dtype == "bf16" and origin.inputs[0].nans == 0
+    assert origin.nan_at.startswith("div")  # e / e.sum(): inf / inf
+
+
+def test_adam_with_eps_zero_is_the_optimizer_update():
+    graphdef, params = nnx.split(Net(Identity(), nnx.Rngs(0)))
+    adam = optax.adam(1e-3, eps=0.0)
+
+    def train_step(params, opt_state, x, y):
+        def loss(p):
+            return cross_entropy(nnx.merge(graphdef, p), x, y)
+
+        grads = jax.grad(loss)(params)
+        updates, opt_state = adam.update(grads, opt_state, params)  # <- adam
+        return optax.apply_updates(params, updates), opt_state
+
+    origin = tpukit.find_nan(train_step, params, adam.init(params), X, Y)
+    assert (origin.operation, origin.made, origin.part) == ("div", "NaN", "optimizer update")
+    assert origin.source == line_of("adam") and "scale_by_adam" in origin.function
+    assert all(r.zeros == r.size for r in origin.inputs)  # 0 / (sqrt(0) + 0)
+
+
+def test_an_attention_row_masked_whole_is_the_softmax_in_the_attention_layer():
+    mask = CAUSAL.copy()
+    mask[2] = False
+    origin = tpukit.find_nan(grad_of(masked_loss), Masked(nnx.Rngs(0)), X, mask, Y)
+    assert (origin.operation, origin.function, origin.part) == ("sub", "softmax", "forward")
+    assert (origin.layer, origin.layer_class) == ("attn", "Attention")
+    assert origin.source == line_of("softmax")
+    assert "NaN" in origin.made and origin.inputs[0].infinities > 0
+
+
+def test_a_meant_minus_inf_mask_is_not_reported():
+    assert tpukit.find_nan(grad_of(masked_loss), Masked(nnx.Rngs(0)), X, CAUSAL, Y) is None
+
+
+def test_nan_in_one_example_is_reported_as_the_data():
+    x = X.copy()
+    x[3, 1] = np.nan
+
+    def step(model, x, y):
+        return nnx.value_and_grad(cross_entropy)(model, x, y)
+
+    origin = tpukit.find_nan(step, Net(Identity(), nnx.Rngs(0)), x, Y)
+    assert (origin.kind, origin.argument, origin.rows) == ("data", "x", (3,))
+    assert origin.summary() == "the data: x already held NaN (row 3)"
+
+
+def test_the_record_shows_as_text_and_html_and_the_model_is_unchanged():
+    model = Net(Identity(), nnx.Rngs(0))
+    before = jax.tree.map(np.array, nnx.state(model))
+    origin = tpukit.find_nan(grad_of(custom_loss), model, X, Y)
+    text, page = repr(origin), origin._repr_html_()
+    assert text.splitlines()[0] == "First non-finite value: log"
+    assert origin.summary() in text and line_of("log") in text
+    assert '<div class="' in page and "log made -inf" in page and "<table>" in page
+    after = jax.tree.map(np.array, nnx.state(model))
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_a_function_that_is_not_callable_is_refused():
+    with pytest.raises(tpukit.ArgumentError, match="not its result"):
+        tpukit.find_nan(jnp.ones(3))
+
+
+def test_tpu_nan_magic_shows_and_stores_the_record(shell, capsys):
+    shell.user_ns.update(custom_loss=custom_loss, model=Net(Identity(), nnx.Rngs(0)), x=X, y=Y)
+    result = shell.run_cell("%tpu_nan custom_loss(model, x, y)", store_history=False)
+    assert result.success, result.error_in_exec
+    assert shell.user_ns["custom_loss_nan"].operation == "log"
+    assert "Stored as custom_loss_nan." in capsys.readouterr().out
+    result = shell.run_cell("%tpu_nan custom_loss(model, f32[6,4], y)", store_history=False)
+    assert "abstract shape" in str(result.error_in_exec)
+
+
+# ------------------------------------------------------------------ through fit
+def fit_error(model, optimizer, data, **options):
+    with pytest.raises(tpukit.NonFiniteLossError) as caught:
+        tpukit.fit(model, optimizer, data, epochs=1, batch_size=8, verbose=False, **options)
+    return caught.value
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(1)
+    return rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 3, 32)
+
+
+def test_fit_names_the_log_of_zero_in_a_custom_loss_and_keeps_the_state(data):
+    model = Net(Identity(), nnx.Rngs(0))
+    before = jax.tree.map(np.array, nnx.state(model))
+    error = fit_error(model, optax.sgd(0.1), data, loss=log_loss)
+    origin = error.origin
+    assert (origin.operation, origin.part, origin.source) == ("log", "loss", line_of("log"))
+    assert "The first non-finite value: log made -inf" in str(error)
+    after = jax.tree.map(np.array, nnx.state(model))  # step 1 went bad: nothing applied
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_fit_reports_nan_in_the_data_as_the_dataset_example(data):
+    x, y = data
+    x = x.copy()
+    x[13, 2] = np.nan
+    error = fit_error(Net(Identity(), nnx.Rngs(0)), optax.sgd(0.1), (x, y))
+    assert (error.origin.kind, error.origin.argument) == ("data", "train_data[0]")
+    assert error.origin.rows == (13,)  # the dataset's row, whatever the shuffled batch
+    assert re.search(r"train_data\[0\] already held NaN \(row 13\)", str(error))
