@@ -3,6 +3,7 @@ given as strings, seeds and callbacks of the wrong kind, a batch size of 0, HLO 
 entries or an unknown element type, sizes written with quotes or spaces."""
 
 import pathlib
+import warnings
 
 import numpy as np
 import optax
@@ -146,6 +147,47 @@ def test_a_batch_of_another_width_in_a_stream_is_one_line():
     source = StreamedData(batches, resolve_plan(None, mesh=None, shard=None), None, "data", 1)
     with pytest.raises(TrainingInputError, match=r"shapes \[\[8, 5\], \[8\]\], but its first"):
         list(source.chunks(1))
+
+
+def _stopped_two_steps_into_an_epoch(x, y):
+    """A model whose fit was stopped by ^C (from a callback) after 2 of 8 steps."""
+    model = nnx.Linear(4, 2, rngs=nnx.Rngs(0))
+
+    def stop(record):
+        if record["step"] >= 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        tpukit.fit(
+            model, optax.sgd(0.1), (x, y), epochs=1, batch_size=8, steps_per_execution=2,
+            callbacks=[stop], verbose=False,
+        )  # fmt: skip
+    return model
+
+
+def test_a_fit_that_cannot_finish_a_stopped_epoch_says_its_steps_stay():
+    from tpukit.train import TrainingState
+
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(64, 4)).astype(np.float32), np.zeros(64, np.int32)
+    kw = dict(epochs=1, steps_per_execution=2, verbose=False)
+    # The same settings finish the stopped epoch: 6 steps more, and not a word.
+    model = _stopped_two_steps_into_an_epoch(x, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        tpukit.fit(model, optax.sgd(0.1), (x, y), batch_size=8, **kw)
+    assert TrainingState.of(model).steps_done == 8
+    # Another batch size starts a new epoch; the 2 steps stay in the model: said so.
+    model = _stopped_two_steps_into_an_epoch(x, y)
+    with pytest.warns(UserWarning, match=r"stopped 2 steps into epoch 1; .*batch_size 8 -> 16"):
+        tpukit.fit(model, optax.sgd(0.1), (x, y), batch_size=16, **kw)
+    assert TrainingState.of(model).steps_done == 2 + 4
+    # Streamed data cannot continue an epoch of arrays either.
+    model = _stopped_two_steps_into_an_epoch(x, y)
+    stream = [(x[i : i + 8], y[i : i + 8]) for i in range(0, 64, 8)]
+    with pytest.warns(UserWarning, match=r"examples 64 -> streamed\), so those 2 steps stay"):
+        tpukit.fit(model, optax.sgd(0.1), stream, batch_size=8, **kw)
+    assert TrainingState.of(model).in_epoch is None
 
 
 def test_tpu_memory_of_a_lambda_is_stored_by_the_name_it_was_called_with(shell, capsys):

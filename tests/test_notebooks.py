@@ -77,6 +77,10 @@ def test_mnist_tutorial_runs_end_to_end(colab_run):
     assert "was compiled for predict(model" in text  # the refused call explains itself
     assert "tpukit-graph" in text or "<script" in text  # the interactive HLO graph was rendered
     assert "restored model: test accuracy" in text
+    # the compile ledger after training: fit's step compiled once, nothing inside its epochs
+    assert "fit's step compiled 1 time(s)" in text
+    assert "compiled again inside fit's epochs: none" in text
+    assert "by call site" in text and "0 compiled again" in text
     assert "test accuracy" in text and "training speed:" in text and "steps/s" in text
     assert "Compiled predict for CPU" in text  # the compile summary
     # %tpu_profile: the measured tables with the three layers, then the heat graph

@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -182,6 +183,10 @@ class Trainer:
             params, rest, opt_state, position, history = self._restore(
                 store, spec, params, rest, opt_state
             )
+        else:  # a stopped epoch that this call cannot finish: its steps stay, said once
+            note = TrainingState.of(self.model).unfinished_epoch_note(spec.settings())
+            if note is not None:
+                warnings.warn(note, stacklevel=4)
         # Before any step: a program over the device's memory is refused, explained.
         check_fits(spec, params, rest, opt_state, position)
         history.sharding = self.plan.summary(params, opt_state, spec.batch_size)

@@ -99,6 +99,27 @@ class TrainingState:
             return 0, {}
         return self.in_epoch[0], dict(self.in_epoch[1])
 
+    def unfinished_epoch_note(self, settings: dict[str, Any]) -> str | None:
+        """What a run with ``settings`` does to the epoch a stopped call left unfinished,
+        when it cannot finish it (another batch size, data size, seed or shuffle, or
+        streamed data); ``None`` when there is none or the run finishes it."""
+        if self.in_epoch is None or self.in_epoch[2] == settings:
+            return None
+        steps, _, before = self.in_epoch
+        changed = ", ".join(
+            f"{_SETTING_NAMES.get(key, key)} {_setting(key, before.get(key))} -> "
+            f"{_setting(key, settings.get(key))}"
+            for key in sorted(set(before) | set(settings))
+            if before.get(key) != settings.get(key)
+        )
+        epoch = self.epochs_done + 1
+        return (
+            f"The last fit on this model stopped {steps} steps into epoch {epoch}; this call "
+            f"cannot continue that epoch ({changed}), so those {steps} steps stay in the model "
+            f"and a new epoch {epoch} starts. To finish the stopped epoch instead, call fit "
+            "with the same train_data, batch_size, seed and shuffle as the stopped one."
+        )
+
     def reset(self) -> None:
         """Forget the counts and the optimizer state: the next ``fit`` starts at epoch 0."""
         self.epochs_done = self.steps_done = 0
@@ -111,6 +132,16 @@ class TrainingState:
             f"TrainingState(epochs_done={self.epochs_done}, steps_done={self.steps_done}"
             f"{inside}, optimizer state: {kept})"
         )
+
+
+_SETTING_NAMES = {"n_examples": "train_data examples"}
+
+
+def _setting(key: str, value: Any) -> str:
+    """One run setting as the note on an unfinished epoch shows it."""
+    if key == "n_examples" and value is None:
+        return "streamed"
+    return repr(value)
 
 
 #: Each live model's training state, by ``id(model)``, with a weak reference that
