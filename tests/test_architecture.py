@@ -37,13 +37,22 @@ import_graph = sys.modules["import_graph"] = importlib.util.module_from_spec(_sp
 _spec.loader.exec_module(import_graph)
 
 # what compilation may import; train may import the same and compilation itself
-_BELOW_COMPILATION = {"measure", "runtime", "hlo", "display", "_errors", "_counts", "_compat"}
+_BELOW_COMPILATION = {
+    "measure",
+    "runtime",
+    "hlo",
+    "display",
+    "_errors",
+    "_counts",
+    "_compat",
+    "_interrupts",
+}
 # package (or top-level module) -> the tpukit packages and modules it may import
 ALLOWED = {
     "display": {"display"},
     "hlo": {"hlo", "display", "_errors"},
     "runtime": {"runtime", "display", "_errors", "_counts"},
-    "measure": {"measure", "hlo", "display", "_errors"},
+    "measure": {"measure", "hlo", "display", "_errors", "_interrupts"},
     "compilation": {"compilation", *_BELOW_COMPILATION},
     "train": {"train", "compilation", *_BELOW_COMPILATION},
     "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
@@ -51,6 +60,7 @@ ALLOWED = {
     "_errors": set(),
     "_counts": {"_errors"},
     "_compat": set(),
+    "_interrupts": set(),
     "_install": {"_errors"},  # runs as a plain script before tpukit's requirements exist
 }
 FORBIDDEN_LIBRARIES = {

@@ -138,9 +138,22 @@ def test_keyboard_interrupt_during_tpu_profile_and_tpu_timeit_keeps_arrays_and_s
         shell.run_cell("%load_ext tpukit")
         shell.run_cell("import jax.numpy as jnp\\nx = jnp.ones((64, 64))\\n"
                        "def f(x):\\n    return jnp.tanh(x @ x)")
+        def interrupt_until(done):  # ^C each second until the cell has stopped: one that
+            while not done.wait(1.0):  # lands while JAX starts up does not let it run on
+                os.kill(os.getpid(), signal.SIGINT)
         for line in ("%tpu_profile -r 200000 --no-graph f(x)", "%tpu_timeit -n 200000 f(x)"):
-            threading.Timer(3.0, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
-            result = shell.run_cell(line)
+            done = threading.Event()
+            interrupter = threading.Thread(target=interrupt_until, args=(done,))
+            interrupter.start()
+            try:
+                result = shell.run_cell(line)
+            finally:
+                done.set()
+                while interrupter.is_alive():
+                    try:
+                        interrupter.join()
+                    except KeyboardInterrupt:  # one sent as the cell stopped
+                        pass
             print("INTERRUPTED", type(result.error_in_exec).__name__)
             print("ARRAY", float(shell.user_ns["x"].sum()))
             jax.profiler.start_trace("/tmp/tpukit-interrupt-probe")

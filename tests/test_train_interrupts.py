@@ -293,7 +293,7 @@ def test_the_probe_tells_which_optimizers_can_hide_a_gradient():
 def test_a_stop_during_a_dispatch_ahead_is_held_until_that_calls_turn():
     import signal
 
-    from tpukit.train._interrupts import held_interrupts
+    from tpukit._interrupts import held_interrupts
 
     with held_interrupts() as held:
         os.kill(os.getpid(), signal.SIGINT)  # lands inside: held, not raised

@@ -1,6 +1,6 @@
 """Compiling a call for the device, and everything said about the result.
 
-Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``.
+Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``, ``tpukit._interrupts``.
 
 ``tpukit.compile`` (``_compiled.py``) turns a function and its arguments' shapes into a
 ``Compiled``: the executable, what the call is (``_signature.py``, ``_call_line.py``,

@@ -1,6 +1,6 @@
 """Measuring a compiled program on the device: timing, profiles, traces and peaks.
 
-Imports: ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``.
+Imports: ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._interrupts``.
 
 It runs what it is handed (a call with its arguments ready, the program's optimized
 HLO) and never compiles: ``tpukit.compilation`` hands it ``Compiled.timeit``'s and

@@ -28,6 +28,7 @@ from typing import Any
 import jax
 
 from tpukit._errors import TpukitError
+from tpukit._interrupts import deferred_interrupts
 from tpukit.measure._xspace import ProfileError, TraceFile, read_xspace
 
 TRACE_FILES = "*.xplane.pb"
@@ -51,17 +52,15 @@ def trace_runs(
         options.python_tracer_level = 0
         options.enable_hlo_proto = False
     with tempfile.TemporaryDirectory(prefix="tpukit-profile-") as temp:
-        try:
-            jax.profiler.start_trace(temp, profiler_options=options)
-        except RuntimeError as exc:
-            raise ProfileError(
-                f"Could not start the JAX profiler ({exc}). Another trace is running: stop it "
-                "with jax.profiler.stop_trace() (or leave its `with jax.profiler.trace(...)` "
-                "block), then profile again."
-            ) from None
         walls: list[float] = []
-        progress = _Progress(repeat, name)
+        started = False
         try:
+            # Started and stopped whole (a ^C held to the block's end): a profiler half
+            # started, or a stop a second ^C cut short, refuses every later profile.
+            with deferred_interrupts():
+                _start_profiler(temp, options)
+                started = True
+            progress = _Progress(repeat, name)
             with run_failures(name, lambda: f"run {len(walls) + 1} of {repeat}"):
                 for _ in range(repeat):
                     start = time.perf_counter()
@@ -69,7 +68,9 @@ def trace_runs(
                     walls.append(time.perf_counter() - start)
                     progress.step(len(walls))
         finally:
-            _stop_profiler()
+            if started:
+                with deferred_interrupts():
+                    _stop_profiler()
         progress.done()
         files = read_traces(pathlib.Path(temp))
         if keep is not None:
@@ -124,6 +125,17 @@ def _first_line(exc: BaseException) -> str:
         return "(no message)"
     head = lines[0].split("Traceback (most recent call last)", 1)[0].rstrip(": ")
     return f"{head}: {lines[-1]}" if head != lines[0] and len(lines) > 1 else lines[0]
+
+
+def _start_profiler(folder: str, options: Any) -> None:
+    try:
+        jax.profiler.start_trace(folder, profiler_options=options)
+    except RuntimeError as exc:
+        raise ProfileError(
+            f"Could not start the JAX profiler ({exc}). Another trace is running: stop it "
+            "with jax.profiler.stop_trace() (or leave its `with jax.profiler.trace(...)` "
+            "block), then profile again."
+        ) from None
 
 
 def _stop_profiler() -> None:

@@ -1,6 +1,6 @@
 """Training loops that run on the device: ``fit``, ``evaluate``, ``History``.
 
-Imports: ``tpukit.compilation``, ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``.
+Imports: ``tpukit.compilation``, ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``, ``tpukit._interrupts``.
 
 It may import ``tpukit.compilation``, ``runtime``, ``hlo`` and ``display``, never the
 zoo (any NNX model trains); ``tests/test_architecture.py`` checks this.

@@ -25,6 +25,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
 from tpukit.compilation import compiles, device_capacity
 from tpukit.runtime import devices_of, one_at_a_time
 
@@ -32,7 +33,6 @@ from . import _checkpoint, _steps
 from ._data import ResidentData
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
-from ._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
 from ._progress import EpochBar, Speed, compile_count
 from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions
 from ._state import Position, TrainingState
@@ -185,7 +185,7 @@ class Run:
         Whatever stops the loop (the last epoch, the NaN guard, an exception, ^C), the
         model gets the state of the last call that was applied whole, with the counters
         that go with it: each call is applied in one uninterruptible block
-        (:func:`~tpukit.train._interrupts.deferred_interrupts`), and calls do not
+        (:func:`~tpukit._interrupts.deferred_interrupts`), and calls do not
         consume their input state, so an interrupted call is simply not applied.
         """
         pos, epochs = self.position, self.spec.options.epochs

@@ -1,4 +1,5 @@
-"""Pressing stop (^C) during ``fit`` never leaves a half-done update behind.
+"""Pressing stop (^C) never leaves a half-done block behind: a ``fit`` update, a profiler
+started or stopped.
 
 A notebook's stop button sends SIGINT, which Python turns into a
 ``KeyboardInterrupt`` between any two bytecodes. ``fit`` applies a finished compiled
@@ -7,6 +8,8 @@ checkpoint); an interrupt between two of them would leave the model one epoch ah
 of what its counters say. :func:`deferred_interrupts` holds SIGINT back for such a
 block and raises it as soon as the block is done, so every block runs whole or not
 at all. Outside the main thread (where Python delivers no signals) it does nothing.
+The profiler is started and stopped the same way (``tpukit.measure``): a second ^C that
+landed inside ``stop_trace`` left the profiler running, and every later profile refused.
 
 Example::
 
