@@ -196,8 +196,9 @@ def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
     tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=16)
     out = capsys.readouterr().out
     assert "inside the epochs" not in out, out
-    steps = tpukit.compiles("fit_step", since=start)
-    assert len(steps) == 1 and not steps[0].recompile
+    # one compile of fit's step (a recompile where another test of this process fitted
+    # at other shapes before: fit's step is a new function object each run)
+    assert len(tpukit.compiles("fit_step", since=start)) == 1
     # another batch size: fit's step compiles again in its first call, as it must
     tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=32)
     out = capsys.readouterr().out

@@ -4,7 +4,7 @@ XLA:CPU runs each simulated device's share of a program on one thread pool; two 
 with collectives in flight at once can split its threads and wait on each other until
 XLA aborts the process (``tpukit/runtime/_one_in_flight.py``). On one core it happens
 nearly every time a batch of calls is dispatched before the first is awaited, so the
-child process below is pinned to CPU 0 and runs every way tpukit dispatches such a
+child process below pins itself to CPU 0 and runs every way tpukit dispatches such a
 program many times in a row: ``Compiled.timeit`` (``%tpu_timeit``), ``Compiled.profile``
 (``%tpu_profile``), calls of a ``Compiled`` that are not awaited, ``fit`` (which queues
 its next call on accelerators) with an evaluation each epoch, and ``evaluate``. Without
@@ -23,6 +23,8 @@ from tpukit.runtime import devices_of, one_at_a_time, settled
 
 CHILD = textwrap.dedent(
     """
+    import os
+    os.sched_setaffinity(0, {0})  # one core, before JAX starts a thread
     import jax, numpy as np, optax
     from flax import nnx
     import tpukit
@@ -66,7 +68,6 @@ def test_programs_over_simulated_devices_run_one_at_a_time_on_one_core():
         capture_output=True,
         text=True,
         timeout=240,
-        preexec_fn=lambda: os.sched_setaffinity(0, {0}),
     )
     assert done.returncode == 0 and "all done" in done.stdout, done.stderr[-3000:]
 
