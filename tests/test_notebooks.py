@@ -128,6 +128,8 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     assert "Memory of fit_step" in shown and "Training step at the peak" in shown
     assert "optimizer state" in shown and "<svg" in shown
     assert "selu_layer on " in text and "per run in" in text  # the profile's headline
+    # find_nan names the division of the hand-written normalization, at its line
+    assert "div made NaN from finite inputs" in text and "jnp.sqrt(variance)" in text
     assert stderr_text(nb) == ""
     # source locations name the cell as the user sees it, not ipykernel's file for it
     selu = next(c for c in nb.cells if c.source.startswith("%%tpu_compile selu_layer"))
