@@ -344,6 +344,7 @@ class Step:
     ):
         self.function = function
         self._diagnosis = diagnosis
+        self._devices: tuple | None = None  # the program's, read from its first result
         self._replay = replay
 
         def fit_step(state: tuple, data: dict) -> tuple:
@@ -355,7 +356,9 @@ class Step:
         """Dispatch the call; on several simulated CPU devices, wait for it too
         (``tpukit.runtime.settled``: XLA:CPU can deadlock two such calls in flight)."""
         result = self.jitted(state, data)
-        return settled(result, devices_of(result[-1]))  # the stats: a few leaves to look at
+        if self._devices is None:  # a Step's mesh is fixed (it is cached per plan)
+            self._devices = devices_of(result[-1])  # the stats: a few leaves to look at
+        return settled(result, self._devices)
 
     def lower(self, state: tuple, data: dict) -> Any:
         """``jax.stages.Lowered`` of the call on these arguments (nothing runs)."""
