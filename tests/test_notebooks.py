@@ -138,6 +138,9 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     assert "ipykernel_" not in summary  # (the graph keeps the full path, in its side panel)
     plots = images_per_plot_cell(nb)
     assert len(plots) == 2 and set(plots.values()) == {1}, plots  # plot_ops(); and plot();
+    # bf16 halves what the arguments and output hold on every device; the rest is the device's
+    halved = re.search(r"bf16 / f32 on (.+?): arguments and output x([\d.]+), bytes accessed", text)
+    assert halved and float(halved[2]) == 0.5, text[text.find("bf16 / f32") :][:300]
 
 
 def make_fresh_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
