@@ -115,9 +115,16 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
         stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(lab.url("lab/tree/demo.ipynb?reset"))
-        page.wait_for_function(f"() => {WIDGET} && {WIDGET}.content && {WIDGET}.content.widgets.length > 3", timeout=90000)
+        page.wait_for_function(
+            f"() => {WIDGET} && {WIDGET}.content && {WIDGET}.content.widgets.length > 3",
+            timeout=90000,
+        )
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
-        page.wait_for_timeout(1500)
+        with contextlib.suppress(Exception):  # an untrusted notebook never gets there
+            page.wait_for_function(
+                "() => document.querySelector('.tkg-root[data-state=ready]')", timeout=30000
+            )
+        page.wait_for_timeout(1000)
         for theme in ("light", "dark"):
             if theme == "dark":
                 page.evaluate(
@@ -137,5 +144,7 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
                         ".every(r => r.dataset.state === 'ready')",
                         timeout=20000,
                     )
-                found[theme, width] = dict(page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS))
+                found[theme, width] = dict(
+                    page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS)
+                )
     return found

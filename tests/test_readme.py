@@ -118,7 +118,9 @@ def test_the_readme_trains_on_tpukits_own_dataset_and_evaluates_it(tour):
 
 
 def test_the_readme_command_line_compiles_the_file_it_shows(tour):
-    shown = text_of(cell(tour, "import subprocess\n_sh = subprocess.run(['bash', '-ec', 'python -m"))
+    shown = text_of(
+        cell(tour, "import subprocess\n_sh = subprocess.run(['bash', '-ec', 'python -m")
+    )
     assert "Compiled predict for CPU" in shown and "predict(x: f32[128,784])" in shown
     assert "8 CPU devices" in shown  # python -m tpukit info
     opened = text_of(cell(tour, "from pathlib import Path"))  # the dump the sh block wrote

@@ -617,7 +617,7 @@ _RULES = (
     f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:1100px;"
     "overflow-x:auto}"
     "& svg text{fill-opacity:1}"
-    # Long names (an argument's HLO name, its path) stay whole: a wider table scrolls.
-    "& th.nowrap{white-space:nowrap}"
+    # Names (an argument's HLO name, its path) stay whole: a wider table scrolls.
+    "& th.nowrap,& details td{white-space:nowrap}"
     "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )
