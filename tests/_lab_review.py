@@ -29,9 +29,9 @@ _spec = importlib.util.spec_from_file_location("run_notebook", ROOT / "scripts" 
 run_notebook = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(run_notebook)
 
-# Per output area: tpukit's tables wider than the area without a scrollbar of their own
-# (or an ancestor's) inside it, and table cells whose text the browser may break inside a
-# word (word-break: break-all, or overflow-wrap: anywhere).
+# Per output area: tpukit's tables cut at a box's edge without a scrollbar of their own (on
+# the table, or on a box around it alone: not one under another table), and table cells
+# whose text the browser may break inside a word (word-break: break-all, overflow-wrap: anywhere).
 LAYOUT_FAULTS = """() => {
   const faults = [];
   const scrolls = el => ['auto', 'scroll'].includes(getComputedStyle(el).overflowX)
@@ -39,11 +39,18 @@ LAYOUT_FAULTS = """() => {
   document.querySelectorAll('.jp-OutputArea-output').forEach((area, i) => {
     const box = area.getBoundingClientRect();
     area.querySelectorAll('table').forEach(table => {
+      if (scrolls(table)) return;  // its own scrollbar, right under it
       const t = table.getBoundingClientRect();
-      if (t.width === 0 || t.right <= box.right + 1) return;
-      let el = table, ok = false;
-      while (el && el !== area.parentElement) { if (scrolls(el)) { ok = true; break; } el = el.parentElement; }
-      if (!ok) faults.push(`output ${i}: a table ${Math.round(t.width)} px wide is cut at ${Math.round(box.width)} px`);
+      let el = table.parentElement, right = box.right;
+      while (el && el !== area.parentElement) {
+        // a box around this table alone that scrolls is its scrollbar too
+        if (scrolls(el) && el.querySelectorAll('table').length <= 1) return;
+        if (getComputedStyle(el).overflowX !== 'visible')
+          right = Math.min(right, el.getBoundingClientRect().right);
+        el = el.parentElement;
+      }
+      if (t.width > 0 && t.right > right + 1)
+        faults.push(`output ${i}: a table ${Math.round(t.width)} px wide is cut at ${Math.round(right - t.left)} px`);
     });
     area.querySelectorAll('td, th').forEach(td => {
       const s = getComputedStyle(td);
