@@ -5,7 +5,9 @@
 The cell tagged ``parameters`` is given the ``-p NAME=VALUE`` values (Python literals),
 the notebook runs in a fresh kernel on whatever device is here, the text each cell
 prints is echoed, and the executed notebook is written (with its plots and HTML) to
-``--output`` with an HTML export beside it. Exits non-zero at the first failing cell, naming it.
+``--output`` with an HTML export beside it, signed as Jupyter signs the notebooks it
+saves, so JupyterLab opens it trusted (its graphs drawn, its styles kept) for this user.
+Exits non-zero at the first failing cell, naming it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import nbformat
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError
 from nbconvert import HTMLExporter
+from nbformat.sign import NotebookNotary
 
 
 def inject_parameters(notebook: nbformat.NotebookNode, values: dict[str, object]) -> None:
@@ -56,6 +59,18 @@ def echo_outputs(cell: nbformat.NotebookNode) -> None:
                 print(text)
 
 
+def write_executed(notebook: nbformat.NotebookNode, output: Path) -> Path:
+    """Write the executed ``notebook`` to ``output``, signed in this user's Jupyter data
+    folder (as Jupyter signs what it saves: its outputs are trusted, so JupyterLab runs
+    their scripts and keeps their styles), and its HTML export beside it; the export's path."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    NotebookNotary().sign(notebook)
+    nbformat.write(notebook, output)
+    page = output.with_suffix(".html")
+    page.write_text(HTMLExporter().from_notebook_node(notebook)[0], encoding="utf-8")
+    return page
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("notebook", type=Path)
@@ -88,10 +103,7 @@ def main(argv: list[str] | None = None) -> int:
             finally:
                 echo_outputs(cell)
     if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(notebook, args.output)
-        page = args.output.with_suffix(".html")
-        page.write_text(HTMLExporter().from_notebook_node(notebook)[0], encoding="utf-8")
+        page = write_executed(notebook, args.output)
         print(f"Executed notebook written to {args.output}, and as a web page to {page}")
     if failed:
         index, exc = failed

@@ -54,6 +54,11 @@ class LabServer:
     root: Path
     log: Path
 
+    @property
+    def data_dir(self) -> Path:
+        """The server's ``JUPYTER_DATA_DIR``: where it reads notebook signatures (trust)."""
+        return self.log.parent / "data"
+
     def url(self, path: str = "lab") -> str:
         """The address of ``path`` on this server, token included."""
         separator = "&" if "?" in path else "?"

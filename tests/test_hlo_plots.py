@@ -1,5 +1,7 @@
 """Pictures and diffs of compilations: op counts, fusions, roofline, f32 vs bf16."""
 
+import re
+
 import matplotlib
 
 matplotlib.use("Agg")
@@ -229,6 +231,19 @@ def test_roofline_on_cpu_invents_no_peak(mlp32):
     assert [line.get_gid() for line in ax.get_lines()] == ["achieved"]
 
 
+def test_roofline_of_a_timed_program_places_it_where_it_was_timed():
+    c = tpukit.compile(lambda x, w: x @ w, tpukit.shape("f32[32,64]"), tpukit.shape("f32[64,16]"))
+    untimed = c.plot_roofline().axes[0]
+    assert c.timing is None and _line(untimed, "achieved") is None
+    assert "not timed" in untimed.get_title() and "%tpu_timeit" in untimed.get_title()
+    timing = c.timeit(tpukit.shape("f32[32,64]"), tpukit.shape("f32[64,16]"), number=2, repeat=2)
+    assert c.timing is timing
+    for fig in (c.plot_roofline(), plot_roofline(c)):  # the method, and the function
+        (x,), (y,) = _line(fig.axes[0], "achieved").get_data()
+        assert y == pytest.approx(timing.flops_per_second)
+        assert "not timed" not in fig.axes[0].get_title()
+
+
 # bad input
 
 
@@ -405,6 +420,16 @@ def test_a_figure_displayed_by_hand_and_one_drawn_into_user_axes_show_once(inlin
     cell = "fig = c.plot_ops()\ndisplay(fig)\nother = plt.figure()\nc.plot_fusions(ax=other.add_subplot());"
     shell.run_cell("import matplotlib.pyplot as plt\n" + cell, store_history=True)
     assert sum("image/png" in o for o in outputs) == 2  # plot_ops once, the user's figure once
+
+
+def test_plots_of_one_cell_show_in_the_order_called(inline_shell):
+    shell, outputs = inline_shell
+    shell.run_cell("c.plot_ops(); c.plot_roofline()", store_history=True)
+    sizes = [re.search(r"size (\d+x\d+)", o["text/plain"])[1] for o in outputs if "image/png" in o]
+    ops = shell.user_ns["c"].plot_ops()
+    width, height = (ops.get_size_inches() * ops.dpi).round().astype(int)
+    # the roofline (750x500) is the cell's value, shown by IPython, yet it comes second
+    assert sizes == [f"{width}x{height}", "750x500"], sizes
 
 
 def test_a_plot_in_a_script_stays_out_of_pyplot(mlp32):

@@ -86,6 +86,18 @@ def test_tpu_devices_shows_the_table(shell):
     assert isinstance(table, tpukit.DeviceTable) and len(table) == 8
 
 
+def test_magics_of_words_take_a_trailing_comment_as_python_does(shell, capsys):
+    result = run(shell, "%tpu_devices                      # which accelerator is here")
+    assert result.success, result.error_in_exec
+    assert isinstance(result.result, tpukit.DeviceTable) and len(result.result) == 8
+    result = run(shell, "%tpu_compiles --notices on  # 'quoted' too")
+    assert result.success, result.error_in_exec
+    assert "Notices of compiles again: on." in capsys.readouterr().out
+    # a # inside quotes, or inside a word, is not a comment: the word stays an error
+    message = usage_error(shell, capsys, "%tpu_devices --platform 'a # b'")
+    assert "a # b" in message
+
+
 def test_tpu_timeit_times_a_compiled_object_and_a_fresh_call(shell, capsys):
     result = run(shell, "%tpu_timeit -n 2 -r 3 predict_compiled(params, batch)")
     assert result.success, result.error_in_exec

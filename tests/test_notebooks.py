@@ -3,6 +3,7 @@
 Data comes from the MNIST sample bundled with tpukit (TPUKIT_MNIST=sample): no network.
 """
 
+import copy
 import importlib.util
 import json
 import os
@@ -13,6 +14,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import _lab_review
 import nbformat
 import pytest
 from nbclient import NotebookClient
@@ -138,6 +140,16 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     assert "ipykernel_" not in summary  # (the graph keeps the full path, in its side panel)
     plots = images_per_plot_cell(nb)
     assert len(plots) == 2 and set(plots.values()) == {1}, plots  # plot_ops(); and plot();
+    # newton_sqrt's 20 iterations: all FLOPs at every iteration, XLA's figure is one body
+    counted = re.search(
+        r"all FLOPs, every iteration: ([\d,]+); XLA's cost analysis \(the body once\): ([\d,]+)",
+        text,
+    )
+    every, once = (int(counted[k].replace(",", "")) for k in (1, 2))
+    assert every >= 20 * once > 0, counted[0]
+    # bf16 halves what the arguments and output hold on every device; the rest is the device's
+    halved = re.search(r"bf16 / f32 on (.+?): arguments and output x([\d.]+), bytes accessed", text)
+    assert halved and float(halved[2]) == 0.5, text[text.find("bf16 / f32") :][:300]
 
 
 def make_fresh_venv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
@@ -216,6 +228,27 @@ def colab_run(tmp_path_factory):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def test_make_demos_notebook_opens_trusted_in_jupyterlab_with_graphs_and_tables_drawn(
+    colab_run, tmp_path
+):
+    """The tutorial as ``make demo`` writes it (signed), opened in JupyterLab light and dark
+    at 1280 and 1024 px: trusted, every graph drawn, no fallback sentence, the history
+    plot shown, no table cut without its own scrollbar, no word broken inside a name.
+    Screenshots: out/screenshots/demo_*.png."""
+    views = {
+        "graph": "%tpu_graph train_step",
+        "profile": "%tpu_profile train_step",
+        "memory": "%tpu_memory train_step",
+        "fit": "# A folder of this run",
+    }
+    found = _lab_review.review(copy.deepcopy(colab_run.tutorial), tmp_path / "lab", views)
+    for view, seen in found.items():
+        assert seen["trusted"], (view, seen)
+        assert seen["graphs"] == 2 and seen["ready"] == 2, (view, seen)  # %tpu_graph, the profile's
+        assert seen["fallbacks"] == 0 and seen["images"] >= 1, (view, seen)
+        assert seen["faults"] == [], (view, seen)
+
+
 def test_install_notebook_then_the_tutorial_in_a_fresh_venv(colab_run):
     """What a Colab user does: the install notebook, then the tutorial, in the same runtime.
     The fresh venv borrows the test environment's packages, so in the oldest lane
@@ -292,6 +325,11 @@ def test_vgg19_notebook_runs_small(tmp_path, monkeypatch):
     text = outputs_text(nb)
     assert "Stored as vgg_forward_compiled." in text
     assert "images/s" in text
+    # the speed in the paper's own units beside its figure: images in seconds, and images/s
+    assert re.search(
+        r"\b2 images in [\d.e-]+ s: [\d,.]+ images/s \(XLA.jl on a 2018 Cloud TPU: 100 images in 0.23 s, 435 images/s\)",
+        text,
+    ), text[text.find("images/s") - 300 :][:600]
     assert "Compiled vgg_grad for" in text
     assert stderr_text(nb) == ""
     assert images_per_plot_cell(nb) == {"vgg_forward_compiled.plot_ops();": 1}

@@ -122,6 +122,25 @@ def split_options(magic: Callable, line: str) -> tuple[Any, str]:
     return parse_argstring(magic, " ".join(option_words)), call
 
 
+def without_comment(line: str) -> str:
+    """``line`` up to a ``#`` that starts a comment (outside quotes, at the start or
+    after a space), as Python reads the rest of a line: ``%tpu_devices  # which device``."""
+    quote = None
+    for i, ch in enumerate(line):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or line[i - 1].isspace()):
+            return line[:i].rstrip()
+    return line
+
+
+def parse_words(magic: Callable, line: str) -> Any:
+    """``parse_argstring`` for a magic that takes only words, with a trailing comment allowed."""
+    return parse_argstring(magic, without_comment(line))
+
+
 def usage_errors(method: Callable) -> Callable:
     """Show a ``TpukitError`` from the public API as IPython shows a misused magic: one
     red line, no traceback (an error from the user's own code is left as it is)."""
@@ -321,7 +340,7 @@ class TpuMagics(Magics):
     @usage_errors
     def tpu_devices(self, line: str) -> Any:
         """Show the devices JAX computes on: id, platform, kind, process, coordinates, memory."""
-        return devices(parse_argstring(self.tpu_devices, line).platform)
+        return devices(parse_words(self.tpu_devices, line).platform)
 
     @with_options(_NUMBER, _REPEAT)
     @no_var_expand
@@ -452,7 +471,7 @@ class TpuMagics(Magics):
             %tpu_compiles train_step --recompiles
             %tpu_compiles --notices off
         """
-        args = parse_argstring(self.tpu_compiles, line)
+        args = parse_words(self.tpu_compiles, line)
         if args.notices is not None:
             notices = _CELL_NOTICES.get(id(self.shell))
             if notices is None:

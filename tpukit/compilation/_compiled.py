@@ -304,6 +304,9 @@ class Compiled:
         # the compile ledger's record of this compile: JAX's own trace/lower/XLA seconds
         self.compile_record: CompileRecord | None = None
         self._phases: CompilePhases | None = None
+        #: The last ``timeit()`` (or ``%tpu_timeit``) of this program; ``plot_roofline``
+        #: places the program at its achieved FLOP/s. ``None`` until timed.
+        self.timing: TimingResult | None = None
 
     @property
     def name(self) -> str:
@@ -441,7 +444,9 @@ class Compiled:
     def plot_roofline(
         self, *, peak: Any = None, timing: TimingResult | None = None, ax: Any = None
     ):
-        """The program on the device's roofline (pass ``timing=c.timeit(...)`` to place it)."""
+        """The program on the device's roofline, placed at its measured FLOP/s by ``timing``
+        or else by this program's last ``timeit()`` (``%tpu_timeit``), if any."""
+        timing = self.timing if timing is None else timing
         return _plots.plot_roofline(self.program, peak=peak, timing=timing, ax=ax)
 
     @user_facing
@@ -483,7 +488,7 @@ class Compiled:
         with self._device_memory_errors():
             call = self._ready_call(args, kwargs)
             times, number = time_call(call, number=number, repeat=repeat, one_at_a_time=serial)
-        return TimingResult(
+        self.timing = TimingResult(
             name=self.name,
             times=times,
             number=number,
@@ -492,6 +497,7 @@ class Compiled:
             peak=peak_for(self.device_kind),
             one_at_a_time=serial,
         )
+        return self.timing
 
     @user_facing
     def profile(

@@ -222,9 +222,10 @@ def plot_roofline(
     FLOP per byte) against FLOP/s. The roofs are the memory roof ``bandwidth x
     intensity`` and the flat compute roof (bf16 peak), from ``peak`` or else
     ``tpukit.peak_for(program.device_kind)``; they meet at the ridge point.
-    With ``timing`` (from ``compiled.timeit()``) the program is a point at its
+    With ``timing`` (from ``compiled.timeit()``; for a ``Compiled``, its last
+    ``timeit()`` or ``%tpu_timeit`` when not given) the program is a point at its
     achieved FLOP/s; without, a vertical line at its intensity up to the
-    attainable FLOP/s. A device with no published peak (a CPU) gets no roofs:
+    attainable FLOP/s, and the title says it was not timed. A device with no published peak (a CPU) gets no roofs:
     tpukit never guesses one.
 
         >>> fig = plot_roofline(c, peak=tpukit.peak_for("TPU v5 lite"))
@@ -232,6 +233,8 @@ def plot_roofline(
     """
     from matplotlib.ticker import NullFormatter
 
+    if timing is None:  # a Compiled remembers its last timeit()
+        timing = getattr(program, "timing", None)
     program = program_of(program, "plot_roofline")
     if peak is not None and not isinstance(peak, DevicePeak):
         raise WrongTypeError(
@@ -308,8 +311,12 @@ def plot_roofline(
             intensity,
             color="#cc0000",
             linewidth=2,
-            label=f"{program.name}: {intensity:.3g} FLOP/byte (time it to place it)",
+            label=f"{program.name}: {intensity:.3g} FLOP/byte",
             gid="intensity",
+        )
+        notes.append(
+            "not timed: only its FLOP/byte is known; time it (compiled.timeit(...) or "
+            "%tpu_timeit) to place it"
         )
     if ys:
         ax.set_ylim(min(ys) / 3, max(ys) * 3)

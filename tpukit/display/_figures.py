@@ -39,7 +39,13 @@ class NotebookFigure(Figure):
     shown_by_ipython = False
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> None:
-        self.shown_by_ipython = True
+        if not self.shown_by_ipython:
+            self.shown_by_ipython = True
+            # the cell's figures made before this one show first, in the order made:
+            # ``c.plot_ops(); c.plot_roofline()`` shows the ops, then the roofline
+            pending = _FiguresToShow.registered(_running_shell())
+            if pending is not None:
+                pending.show_before(self)
         return None
 
 
@@ -82,13 +88,34 @@ class _FiguresToShow:
 
     @classmethod
     def of(cls, shell: Any) -> _FiguresToShow:
-        for callback in shell.events.callbacks.get("post_execute", []):
-            if isinstance(callback, cls):
-                return callback
+        found = cls.registered(shell)
+        if found is not None:
+            return found
         pending = cls(shell)
         shell.events.register("pre_execute", pending.forget)
         shell.events.register("post_execute", pending)
         return pending
+
+    @classmethod
+    def registered(cls, shell: Any) -> _FiguresToShow | None:
+        """The shell's figures to show, if tpukit registered them (None otherwise)."""
+        if shell is None:
+            return None
+        for callback in shell.events.callbacks.get("post_execute", []):
+            if isinstance(callback, cls):
+                return callback
+        return None
+
+    def show_before(self, figure: Figure) -> None:
+        """Show the figures of this cell made before ``figure`` that are not shown yet."""
+        index = next((i for i, fig in enumerate(self.figures) if fig is figure), None)
+        if index is None:
+            return
+        from IPython.display import display
+
+        for fig in self.figures[:index]:
+            if not fig.shown_by_ipython and _renders_images(self.shell, fig):
+                display(fig)
 
     def forget(self) -> None:
         self.figures = []

@@ -30,13 +30,16 @@ _BORDER = "var(--jp-border-color2,var(--vscode-editorWidget-border,var(--colab-b
 _BASE = (
     f"&{{font-family:{_FONT};font-size:var(--jp-code-font-size,12px);line-height:1.4;"
     f"color:{_TEXT};text-align:left}}"
+    # Each table scrolls on its own when wider than its output (its scrollbar right under
+    # it, not under the output's last table), and no cell breaks a word to fit.
     "& table{border-collapse:collapse;border-spacing:0;border:none;table-layout:auto;"
-    "width:auto;max-width:none;margin:2px 0;font-size:inherit;color:inherit;background:none}"
+    "width:auto;max-width:100%;display:block;overflow-x:auto;margin:2px 0;"
+    "font-size:inherit;color:inherit;background:none}"
     "& thead,& tbody,& tr,& tbody tr:nth-child(n){border:none;background:none;"
     "text-align:left;vertical-align:top}"
     "& th,& td{padding:1px 8px;text-align:left;vertical-align:top;line-height:inherit;"
-    "white-space:normal;max-width:none;border:none;background:none;color:inherit;"
-    "font-size:inherit;font-family:inherit}"
+    "white-space:normal;overflow-wrap:normal;word-break:normal;max-width:none;border:none;"
+    "background:none;color:inherit;font-size:inherit;font-family:inherit}"
     "& th{font-weight:600}"
     # A shadow, not a border: VS Code's output webview sets ``border: none !important``.
     f"& thead th{{box-shadow:inset 0 -1px 0 {_BORDER}}}"

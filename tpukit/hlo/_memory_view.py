@@ -617,11 +617,7 @@ _RULES = (
     f"&{{border:1px solid {BORDER_COLOR};border-radius:4px;padding:6px 10px;max-width:1100px;"
     "overflow-x:auto}"
     "& svg text{fill-opacity:1}"
-    # Long names (an argument's HLO name, its path) break anywhere rather than widen the table.
-    "& td:not(.num):not(.nowrap){overflow-wrap:anywhere}"
-    "& th.nowrap{white-space:nowrap}"
-    # "made by" (the buffers' 5th column) breaks between its name and its opcode only, so
-    # the long paths of "layer / section" get the room.
-    "& details td:nth-child(5):not(.num):not(.nowrap){overflow-wrap:normal}"
+    # Names (an argument's HLO name, its path) stay whole: a wider table scrolls.
+    "& th.nowrap,& details td{white-space:nowrap}"
     "& svg text.halo{paint-order:stroke;stroke:var(--jp-layout-color0,#fff);stroke-width:3px}"
 )

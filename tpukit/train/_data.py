@@ -62,6 +62,18 @@ def _kind_and_arrays(data: Any, name: str) -> tuple[str, Any]:
     )
 
 
+def arrays_of_dataset(data: Any) -> Any:
+    """A dataset object that carries ``images`` and ``labels`` arrays (a
+    ``tpukit.datasets.mnist(...)`` ``Split``) as its ``(images, labels)`` pair; any
+    other ``data`` unchanged."""
+    if isinstance(data, (dict, tuple, list)):
+        return data
+    images, labels = getattr(data, "images", None), getattr(data, "labels", None)
+    if hasattr(images, "shape") and hasattr(labels, "shape"):
+        return (images, labels)
+    return data
+
+
 def is_array_dataset(data: Any) -> bool:
     """Whether ``data`` is in-memory arrays (as opposed to an iterable of batches)."""
     if isinstance(data, dict):
@@ -132,6 +144,7 @@ def data_source(
 ) -> tuple[ResidentData | StreamedData, int]:
     """``(source, batch_size)`` for ``fit``'s ``data``: arrays are put on the devices
     (``batch_size`` required), an iterable is streamed (its batches give the size)."""
+    data = arrays_of_dataset(data)
     if is_array_dataset(data):
         if batch_size is None:
             raise TrainingInputError(
@@ -146,6 +159,7 @@ def data_source(
 
 def in_memory(data: Any, name: str, plan: Plan) -> ResidentData:
     """``data`` placed on the devices; refused unless it is in-memory arrays (evaluation)."""
+    data = arrays_of_dataset(data)
     if not is_array_dataset(data):
         raise TrainingTypeError(
             f"{name} must be in-memory arrays for evaluation: an (inputs, labels) tuple or "
