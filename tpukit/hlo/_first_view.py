@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS
 from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_frame import Frame
 from tpukit.hlo._graph_nodes import INSTRUCTION
 from tpukit.hlo._model import HloComputation
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
@@ -57,7 +58,9 @@ def _opened(data: GraphTree) -> list[int]:
         sizes[data.parent[node]] += sizes[node]
     flops, _, nbytes = node_costs(data)  # computed once, with the payload's
     plumbing = _plumbing(data)
+    frame = Frame(data)
     opened = [0]
+    shown = {0}
     visible = len(data.children[0])
     frontier = [0]
     while frontier:
@@ -71,10 +74,16 @@ def _opened(data: GraphTree) -> list[int]:
         frontier = []
         for group in candidates:
             extra = len(data.children[group]) - 1
-            if visible + extra <= OPEN_NODES or data.kind[group] == INSTRUCTION:
+            entered = data.kind[group] == INSTRUCTION
+            if not entered and visible + extra > OPEN_NODES:
+                continue
+            shown.add(group)
+            if entered or frame.fits(shown):
                 opened.append(group)
                 visible += extra
                 frontier.append(group)
+            else:
+                shown.discard(group)
     return opened
 
 

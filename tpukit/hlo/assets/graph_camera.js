@@ -198,7 +198,7 @@ GraphCamera.prototype.fitScale = function (vw, vh) {
 // output drawn narrow or hidden gets the first view of its final size. Returns whether the
 // open groups changed (the caller draws again).
 GraphCamera.prototype.foldToFit = function () {
-  var vp = this.viewport, vw = vp.clientWidth, vh = this.roomHeight();
+  var vp = this.viewport, vw = vp.clientWidth, vh = Math.max(this.roomHeight(), this.frameHeight());
   if (!this.folds || !vw || !vh) return false;  // hidden: the first fit folds
   var tree = this.tree, layout = this.layout;
   var before = tree.openState(), open = tree.data.open, minK = this.minScale();
@@ -217,6 +217,13 @@ GraphCamera.prototype.foldToFit = function () {
   }
   layout.arrange();  // sizes and places of what is open now, as the view's drawing leaves them
   return tree.changedSince(before);
+};
+
+// The view's height that shows the first view's frame (the payload's, `_graph_frame.py`):
+// the first view opens the groups whose drawing fits it, and the view grows to show them.
+GraphCamera.prototype.frameHeight = function () {
+  var frame = this.tree.data.frame;
+  return frame ? frame[1] * this.minScale() + 2 * MARGIN : 0;
 };
 
 // Fit (the whole drawing, however small) shows every group the first view opens, folded
@@ -266,7 +273,13 @@ GraphCamera.prototype.fit = function (whole) {
     this.fitted = true;
     this.fullHeight = vh;
     var want = Math.max(MIN_HEIGHT, Math.ceil(gh * k + 2 * MARGIN));
-    if (want < vh) {
+    var tall = Math.min(Math.ceil(gh * minK + 2 * MARGIN), Math.ceil(this.frameHeight()));
+    if (!this.whole && this.fitScale(vw, vh) < minK && tall > vh) {  // the first view is taller: the view grows to it
+      this.autoHeight = tall + "px";
+      vp.style.height = this.autoHeight;
+      vh = vp.clientHeight;
+      k = Math.max(minK, this.fitScale(vw, vh));
+    } else if (want < vh) {
       this.autoHeight = want + "px";
       vp.style.height = this.autoHeight;
       vh = vp.clientHeight;
@@ -312,7 +325,7 @@ GraphCamera.prototype.busiestColumn = function (width, bottom) {
 // if the drawing needs it (a height the user dragged stays).
 GraphCamera.prototype.grow = function () {
   var vp = this.viewport;
-  if (this.autoHeight && vp.style.height === this.autoHeight &&
+  if (this.autoHeight && vp.style.height === this.autoHeight && vp.clientHeight < this.fullHeight &&
       this.layout.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
 };
 
