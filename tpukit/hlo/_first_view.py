@@ -1,7 +1,7 @@
 """Which groups the HLO graph shows open when it first draws: the work, not the plumbing.
 
-Groups open breadth first while at most `OPEN_NODES` nodes show. Three rules decide
-what that budget goes to:
+Groups open breadth first while at most `OPEN_NODES` nodes show and the drawing fits.
+These rules decide what that budget goes to:
 
 - a call or loop that holds most of its computation's instructions is entered
   whatever the budget: a GPU module runs all its work in one ``call`` to a command
@@ -12,8 +12,13 @@ what that budget goes to:
   before its condition;
 - a group of nothing but parameters, constants and values computed from constants
   alone never opens (a model's RoPE tables or shape constants are not its work);
-- a training step opens on its sections with the forward and backward passes open and
-  their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
+- a loop's condition never opens (its body, drawn first, is the work);
+- a group opens only if the whole drawing still fits the first view's frame, as
+  `_graph_frame` estimates it; where even the closed root does not fit (a flat program of
+  thousands of instructions), one group opens per level, the heaviest, and the page
+  frames the view on it;
+- a training step opens on its sections with the forward and backward passes open when
+  they fit, their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
   any computation that has many) and the ``outputs`` stay closed.
 """
 
@@ -61,6 +66,7 @@ def _opened(data: GraphTree) -> list[int]:
     frame = Frame(data)
     opened = [0]
     shown = {0}
+    fits = frame.fits(shown)  # a root too big to fit opens its work by the node budget
     visible = len(data.children[0])
     frontier = [0]
     while frontier:
@@ -77,8 +83,10 @@ def _opened(data: GraphTree) -> list[int]:
             entered = data.kind[group] == INSTRUCTION
             if not entered and visible + extra > OPEN_NODES:
                 continue
+            if not (entered or fits or not frontier):
+                continue  # too big to fit: one group per level, the heaviest
             shown.add(group)
-            if entered or frame.fits(shown):
+            if entered or not fits or frame.fits(shown):
                 opened.append(group)
                 visible += extra
                 frontier.append(group)
@@ -99,6 +107,9 @@ def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
         return False
     if node in data.section:
         return data.section[node] in _OPEN_SECTIONS
+    caller = data.instr[parent]
+    if caller is not None and caller.opcode == "while" and node != data.children[parent][0]:
+        return False  # a loop's condition: its body (drawn first) is the work
     if data.kind[node] != INSTRUCTION:
         return True
     entered = data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]

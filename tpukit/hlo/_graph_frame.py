@@ -64,7 +64,7 @@ class Frame:
         if node not in opened or not kids:
             return self.closed(node)
         rank, dummies = self.ranks(node)
-        widths: dict[int, float] = {}
+        widths = {r: d * (NODE_SEP + EDGE_SEP) / 2 for r, d in dummies.items()}
         heights: dict[int, float] = {}
         counts: dict[int, int] = {}
         for kid, r in zip(kids, rank):
@@ -72,8 +72,7 @@ class Frame:
             widths[r] = widths.get(r, 0.0) + w
             heights[r] = max(heights.get(r, 0.0), h)
             counts[r] = counts.get(r, 0) + 1
-        inner = max(widths[r] + NODE_SEP * (counts[r] - 1) for r in widths)
-        inner += dummies * (NODE_SEP + EDGE_SEP) / 2
+        inner = max(widths[r] + NODE_SEP * (counts.get(r, 1) - 1) for r in widths)
         header = min(MAX_CHARS + 20, len(self.data.label[node]) + _COST_CHARS) * CHAR_W + 40
         height = sum(heights.values()) + RANK_SEP * (len(heights) - 1) + HEADER_H + PAD
         return max(inner + 2 * PAD, header), height
@@ -96,9 +95,9 @@ class Frame:
             self._closed[node] = size
         return size
 
-    def ranks(self, group: int) -> tuple[list[int], int]:
-        """Each child's rank (the longest path of data flow to it, in child order) and how
-        many ranks the edges between them pass through (dagre's dummy nodes)."""
+    def ranks(self, group: int) -> tuple[list[int], dict[int, int]]:
+        """Each child's rank (the longest path of data flow to it, in child order), and per
+        rank the edges between them that pass through it (dagre's dummy nodes)."""
         found = self._ranks.get(group)
         if found is None:
             kids = self.data.children[group]
@@ -107,7 +106,10 @@ class Frame:
             for a, b in sorted(links):
                 if rank[b] < rank[a] + 1:
                     rank[b] = rank[a] + 1
-            dummies = sum(max(0, abs(rank[b] - rank[a]) - 1) for a, b in links)
+            dummies: dict[int, int] = {}
+            for a, b in links:
+                for r in range(min(rank[a], rank[b]) + 1, max(rank[a], rank[b])):
+                    dummies[r] = dummies.get(r, 0) + 1
             found = self._ranks[group] = (rank, dummies)
         return found
 

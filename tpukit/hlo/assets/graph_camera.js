@@ -202,6 +202,12 @@ GraphCamera.prototype.foldToFit = function () {
   if (!this.folds || !vw || !vh) return false;  // hidden: the first fit folds
   var tree = this.tree, layout = this.layout;
   var before = tree.openState(), open = tree.data.open, minK = this.minScale();
+  var frame = tree.data.frame;
+  if (frame && vw >= frame[0] * minK + 2 * MARGIN) {  // as wide as the frame: its groups, as said
+    tree.resetOpen();
+    layout.arrange();
+    return tree.changedSince(before);
+  }
   tree.closeAll();
   for (var k = 0; k < open.length; k++) {
     var group = open[k];
@@ -292,9 +298,26 @@ GraphCamera.prototype.fit = function (whole) {
     tx = MARGIN - this.busiestColumn((vw - 2 * MARGIN) / k, (vh - MARGIN) / k) * k;
     tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, tx));
   }
-  this.view = {k: k, tx: tx, ty: MARGIN};
+  var ty = MARGIN, work = this.work();
+  if (work > 0 && gh * k > vh - 2 * MARGIN) {  // too big to fit: the view starts on the work
+    ty = Math.max(vh - MARGIN - gh * k, Math.min(MARGIN, MARGIN - this.layout.y[work] * k));
+    if (gw * k > vw - 2 * MARGIN) {
+      tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, MARGIN - this.layout.x[work] * k));
+    }
+  }
+  this.view = {k: k, tx: tx, ty: ty};
   this.fittedSize = vw + "x" + vh;
   this.apply();
+};
+
+// The group the first view opened first below the root (the one holding the most FLOPs,
+// `_first_view.py`), if it is drawn open; else 0.
+GraphCamera.prototype.work = function () {
+  var open = this.tree.data.open;
+  for (var k = 1; k < open.length; k++) {
+    if (this.tree.isOpen(open[k]) && !this.tree.isInstruction(open[k])) return open[k];
+  }
+  return 0;
 };
 
 // The left edge of the strip, `width` wide, that holds the most boxes whose top is above
