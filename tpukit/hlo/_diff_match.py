@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
+from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_view import HloGraph
@@ -95,6 +96,7 @@ class ProgramGroups:
         self.graph = view
         data = self.data = view._data
         self.payload = graph_payload(data, view.title, view.stage, view.times)
+        self.payload["open"] = first_view(data, fit=False)  # each side shows what fits it
         n = len(data.kind)
         self.group_of = [0] * n  # each node's nearest group (itself for a group)
         self.groups: dict[tuple[str, ...], int] = {(): 0}
@@ -322,18 +324,23 @@ class _OpFacts:
 
 def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int, int]) -> float:
     """How alike op ``node`` of ``a`` and op ``other`` of ``b`` are (see `_pair_by_shape`)."""
+    ka = fa.side.key_of[fa.side.group_of[node]]
+    kb = fb.side.key_of[fb.side.group_of[other]]
     ia, ib = fa.side.data.instr[node], fb.side.data.instr[other]
+    staged = (ia.opcode == "fusion") != (ib.opcode == "fusion")  # an op, the fusion holding it
+    if not staged and (ka not in fb.side.groups or kb not in fa.side.groups):
+        return -1.0  # a layer one side lacks: its ops are removed, not found elsewhere
     wa, wb = fa.work(node), fb.work(other)
     if wa == wb:
         score = 3.0 if wa else 1.0
-    elif wa and wb and (len(wa & wb) * 2 >= len(wa | wb) or len(wa) == 1 or len(wb) == 1):
-        score = 1.5  # much the same work, or one op and the fusion that holds it
+    elif staged and (wa <= wb or wb <= wa):
+        score = 1.5
     else:
         score = -3.0
     score += 1.5 * (ia.shape.dims == ib.shape.dims) + (str(ia.shape) == str(ib.shape))
     mine = {pairs.get(k) for k in fa.operands(node)} - {None}
     score += 1.5 * len(mine & set(fb.operands(other)))
-    score += fa.side.key_of[fa.side.group_of[node]] == fb.side.key_of[fb.side.group_of[other]]
+    score += ka == kb
     return score - 2 * abs(fa.place.get(node, 0.0) - fb.place.get(other, 0.0))
 
 

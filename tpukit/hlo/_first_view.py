@@ -45,17 +45,21 @@ _OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
 _ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
-def first_view(data: GraphTree) -> list[int]:
+def first_view(data: GraphTree, *, fit: bool = True) -> list[int]:
     """The groups to show open, the root first (see the module docstring for the rules).
 
     Worked out once per tree and kept on it: the payload and the text fallback both ask.
+    ``fit=False`` leaves out the frame: the groups the node budget allows, for a view
+    that shows its own part of them (each side of a diff, half as wide).
     """
+    if not fit:
+        return _opened(data, fit=False)
     if data._first_view is None:
         data._first_view = _opened(data)
     return list(data._first_view)
 
 
-def _opened(data: GraphTree) -> list[int]:
+def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node, hidden in data.hidden.items():  # bodies a glance's tree leaves out
         sizes[node] += hidden
@@ -66,7 +70,7 @@ def _opened(data: GraphTree) -> list[int]:
     frame = Frame(data)
     opened = [0]
     shown = {0}
-    fits = frame.fits(shown)  # a root too big to fit opens its work by the node budget
+    fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
     visible = len(data.children[0])
     frontier = [0]
     while frontier:
@@ -86,7 +90,7 @@ def _opened(data: GraphTree) -> list[int]:
             if not (entered or fits or not frontier):
                 continue  # too big to fit: one group per level, the heaviest
             shown.add(group)
-            if entered or not fits or frame.fits(shown):
+            if entered or not fit or not fits or frame.fits(shown):
                 opened.append(group)
                 visible += extra
                 frontier.append(group)

@@ -58,6 +58,7 @@ function GraphCamera(parts) {
   this.fitted = false;     // the first fit happened (it waits while the output has no size)
   this.opened = false;     // the user opened or closed a group (or searched): no refolding
   this.whole = false;      // fit the whole drawing (the Fit button), not just a readable start
+  this.asSaid = false;     // the first view opened the payload's groups as they are (no fold)
   this.fittedSize = "";
   this.autoHeight = "";
   this.fullHeight = 0;
@@ -203,7 +204,8 @@ GraphCamera.prototype.foldToFit = function () {
   var tree = this.tree, layout = this.layout;
   var before = tree.openState(), open = tree.data.open, minK = this.minScale();
   var frame = tree.data.frame;
-  if (frame && vw >= frame[0] * minK + 2 * MARGIN) {  // as wide as the frame: its groups, as said
+  this.asSaid = Boolean(frame && vw >= frame[0] * minK + 2 * MARGIN);
+  if (this.asSaid) {  // as wide as the frame: its groups, as the text says
     tree.resetOpen();
     layout.arrange();
     return tree.changedSince(before);
@@ -299,7 +301,7 @@ GraphCamera.prototype.fit = function (whole) {
     tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, tx));
   }
   var ty = MARGIN, work = this.work();
-  if (work > 0 && gh * k > vh - 2 * MARGIN) {  // too big to fit: the view starts on the work
+  if (this.asSaid && work > 0 && gh * k > vh - 2 * MARGIN) {  // too big: start on the work
     ty = Math.max(vh - MARGIN - gh * k, Math.min(MARGIN, MARGIN - this.layout.y[work] * k));
     if (gw * k > vw - 2 * MARGIN) {
       tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, MARGIN - this.layout.x[work] * k));
