@@ -67,7 +67,9 @@ MEASURE = """() => {
         b.bottom > view.bottom + 1) cut++;
   }
   const open = Array.from(root.querySelectorAll('.tkg-group'), g => g.dataset.name).slice(0, 12);
+  const outer = root.querySelector('.tkg-group rect').getBBox();
   return {drawn: +root.dataset.nodes, boxes, cut, scale: +root.dataset.scale,
+          width: Math.round(outer.width), tall: Math.round(outer.height),
           height: Math.round(view.height), edges: root.querySelectorAll('path.tkg-edge').length,
           open};
 }"""
@@ -145,21 +147,48 @@ def corpus(extra: list[str]) -> list[tuple[str, str, str]]:
         return compiled.hlo_text("optimized")
 
     for name in ZOO:
-        found.append((f"{name}_step", "zoo training step, compiled here (CPU)",
-                      _cached(f"{name}_step", lambda n=name: step(n))))
+        found.append(
+            (
+                f"{name}_step",
+                "zoo training step, compiled here (CPU)",
+                _cached(f"{name}_step", lambda n=name: step(n)),
+            )
+        )
     for name, (fn, args) in _programs().items():
         import jax
 
-        found.append((name, "JAX program, compiled here (CPU)",
-                      _cached(name, lambda f=fn, a=args: jax.jit(f).lower(*a).compile().as_text())))
+        found.append(
+            (
+                name,
+                "JAX program, compiled here (CPU)",
+                _cached(name, lambda f=fn, a=args: jax.jit(f).lower(*a).compile().as_text()),
+            )
+        )
     for path in sorted((ROOT / "tests" / "data" / "hlo" / "dump").glob("*after_optimizations.txt")):
-        found.append((path.name.split(".")[1] + "." + path.name.split(".")[2][:12],
-                      "tests/data/hlo/dump", path.read_text()))
+        found.append(
+            (
+                path.name.split(".")[1] + "." + path.name.split(".")[2][:12],
+                "tests/data/hlo/dump",
+                path.read_text(),
+            )
+        )
     for item in extra:
         path = pathlib.Path(item)
-        found.append((path.name.removesuffix(".hlo").removesuffix(".txt"), f"--hlo {path}",
-                      path.read_text()))
+        found.append(
+            (path.name.removesuffix(".hlo").removesuffix(".txt"), f"--hlo {path}", path.read_text())
+        )
     return found
+
+
+def _estimate(g) -> str:
+    """The drawing's size as `_graph_frame` estimates it, where this tpukit has one."""
+    try:
+        from tpukit.hlo._first_view import first_view
+        from tpukit.hlo._graph_frame import Frame
+    except ImportError:
+        return "-"
+    w, h = Frame(g._data).size(0, set(first_view(g._data)))
+    return f"{w:.0f}x{h:.0f}"
 
 
 def measure(items, shots: pathlib.Path) -> list[dict]:
@@ -176,6 +205,7 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
         for name, source, text in items:
             g = graph(text, title=name)
             nodes, edges = g.view_counts()
+            guess = _estimate(g)
             page = browser.new_page(viewport={"width": 1200, "height": 900})
             page.route("**/*", lambda r: r.fulfill(status=200, content_type="text/html", body=LAB))
             page.goto(f"{ORIGIN}/lab.html")
@@ -186,12 +216,25 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
             seen = page.evaluate(MEASURE)
             page.locator(".tkg-root").screenshot(path=str(shots / f"{name}.png"))
             page.close()
-            rows.append({"name": name, "source": source, "said": nodes, "said_edges": edges,
-                         **seen, "shot": str(shots / f"{name}.png")})
+            rows.append(
+                {
+                    "name": name,
+                    "source": source,
+                    "said": nodes,
+                    "said_edges": edges,
+                    "estimate": guess,
+                    **seen,
+                    "shot": str(shots / f"{name}.png"),
+                }
+            )
             row = rows[-1]
-            print(f"{name:28} said {nodes:4} drawn {row['drawn']:4} edges {edges:4}/"
-                  f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
-                  f"h {row['height']:4}  open: {', '.join(row['open'][1:5])}", flush=True)
+            print(
+                f"{name:28} said {nodes:4} drawn {row['drawn']:4} edges {edges:4}/"
+                f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
+                f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
+                f"open: {', '.join(row['open'][1:5])}",
+                flush=True,
+            )
         browser.close()
     return rows
 

@@ -12,7 +12,8 @@ These rules decide what that budget goes to:
   before its condition;
 - a group of nothing but parameters, constants and values computed from constants
   alone never opens (a model's RoPE tables or shape constants are not its work);
-- a loop's condition never opens (its body, drawn first, is the work);
+- a loop's condition never opens; the body of a loop the view enters always does (it is
+  the work; the loop's box says its trip count);
 - a group opens only if the whole drawing still fits the first view's frame, as
   `_graph_frame` estimates it; where even the closed root does not fit (a flat program of
   thousands of instructions), one group opens per level, the heaviest, and the page
@@ -84,7 +85,7 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
         frontier = []
         for group in candidates:
             extra = len(data.children[group]) - 1
-            entered = data.kind[group] == INSTRUCTION
+            entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
             if not entered and visible + extra > OPEN_NODES:
                 continue
             if not (entered or fits or not frontier):
@@ -97,6 +98,17 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             else:
                 shown.discard(group)
     return opened
+
+
+def _is_body(data: GraphTree, node: int) -> bool:
+    """Whether ``node`` is the body of a loop (its first child: `_graph_data`)."""
+    caller = data.instr[data.parent[node]] if node else None
+    return (
+        caller is not None
+        and caller.opcode == "while"
+        and data.children[node] != []
+        and (data.children[data.parent[node]][0] == node)
+    )
 
 
 class BodiesLeftOut(Exception):

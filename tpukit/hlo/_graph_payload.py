@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_frame import FRAME_H, FRAME_W
 from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_frame import FRAME_H, FRAME_W
 from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload

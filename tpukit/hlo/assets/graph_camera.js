@@ -281,17 +281,21 @@ GraphCamera.prototype.fit = function (whole) {
     this.fitted = true;
     this.fullHeight = vh;
     var want = Math.max(MIN_HEIGHT, Math.ceil(gh * k + 2 * MARGIN));
-    var tall = Math.min(Math.ceil(gh * minK + 2 * MARGIN), Math.ceil(this.frameHeight()));
-    if (!this.whole && this.fitScale(vw, vh) < minK && tall > vh) {  // the first view is taller: the view grows to it
-      this.autoHeight = tall + "px";
-      vp.style.height = this.autoHeight;
-      vh = vp.clientHeight;
-      k = Math.max(minK, this.fitScale(vw, vh));
-    } else if (want < vh) {
+    if (want < vh) {
       this.autoHeight = want + "px";
       vp.style.height = this.autoHeight;
       vh = vp.clientHeight;
     }
+  }
+  // A first view taller than the view (up to the payload's frame): the view grows to it,
+  // unless the user set its height.
+  var tall = Math.min(Math.ceil(gh * minK + 2 * MARGIN), Math.ceil(this.frameHeight()));
+  var own = !vp.style.height || vp.style.height === this.autoHeight;
+  if (!this.whole && own && this.fitScale(vw, vh) < minK && tall > vh) {
+    this.autoHeight = tall + "px";
+    vp.style.height = this.autoHeight;
+    vh = vp.clientHeight;
+    k = Math.max(minK, this.fitScale(vw, vh));
   }
   var tx;
   if (gw * k <= vw - 2 * MARGIN) {
