@@ -5,9 +5,12 @@
 // with ctrlKey set); a click inside the graph lets a plain wheel zoom too, until the pointer
 // leaves the drawing, Escape is pressed or the page is clicked elsewhere.
 //
-// The first view fits the drawing, but never below the notebook's small text. The groups
-// the payload opens (data.open) open one by one while the whole drawing still fits the view
-// at that size; one that would not stays closed (foldToFit): a training step too big to show
+// The first view fits the drawing, but never below the notebook's small text. The payload
+// chose its groups (data.open) to fit a frame (data.frame, _graph_frame.py): a view at least
+// that wide opens exactly those, as the text counts them, and grows its height to the
+// frame's when the drawing needs it; a drawing too big even so starts on its first open
+// group (the work). A narrower view opens them one by one while the whole drawing still
+// fits the view at that size; one that would not stays closed (foldToFit): a training step too big to show
 // its layers shows its sections, each readable and a click from its layers, rather than a
 // corner of one open section. A graph too big even so shows its start (the top) at a
 // readable size, to pan from. The Fit button shows the whole drawing however small, with
