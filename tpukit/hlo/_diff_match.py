@@ -328,8 +328,8 @@ def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int
     kb = fb.side.key_of[fb.side.group_of[other]]
     ia, ib = fa.side.data.instr[node], fb.side.data.instr[other]
     staged = (ia.opcode == "fusion") != (ib.opcode == "fusion")  # an op, the fusion holding it
-    if not staged and (ka not in fb.side.groups or kb not in fa.side.groups):
-        return -1.0  # a layer one side lacks: its ops are removed, not found elsewhere
+    if not staged and ka not in fb.side.groups and kb not in fa.side.groups:
+        return -1.0  # a layer only a has and one only b has: different layers
     wa, wb = fa.work(node), fb.work(other)
     if wa == wb:
         score = 3.0 if wa else 1.0
