@@ -45,17 +45,22 @@ class Frame:
 
     def __init__(self, data: GraphTree) -> None:
         self.data = data
-        n = len(data.kind)
-        end = list(range(1, n + 1))
-        for node in range(n - 1, 0, -1):  # depth-first ids: a subtree is [node, end)
-            parent = data.parent[node]
-            if end[node] > end[parent]:
-                end[parent] = end[node]
-        self.end = end
+        self._ends: dict[int, int] = {0: len(data.kind)}
         self._blocks = {owner: edges for owner, edges in data.blocks}
         self._owner: dict[int, int] = {}
         self._ranks: dict[int, tuple[list[int], int]] = {}
         self._closed: dict[int, tuple[float, float]] = {}
+
+    def end(self, node: int) -> int:
+        """The id after ``node``'s subtree (ids are depth first: the subtree is
+        ``[node, end)``): its next sibling's, else its parent's end."""
+        found = self._ends.get(node)
+        if found is None:
+            parent = self.data.parent[node]
+            kids = self.data.children[parent]
+            at = bisect.bisect_left(kids, node) + 1
+            found = self._ends[node] = kids[at] if at < len(kids) else self.end(parent)
+        return found
 
     def fits(self, opened: set[int]) -> bool:
         """Whether the drawing with ``opened`` open fits the first view's frame."""
@@ -93,7 +98,7 @@ class Frame:
                     second += 12
             else:  # "1,234 ops · 12.3 MFLOP · 4.56 MB" (graph_layout.js, costText)
                 flops, _, nbytes = node_costs(data)
-                ops = len(f"{self.end[node] - node:,} ops")
+                ops = len(f"{self.end(node) - node:,} ops")
                 second = ops + (13 if flops[node] else 0) + (10 if nbytes[node] else 0)
             label = len(data.label[node]) + (
                 5 if instr is not None and instr.opcode == "while" else 0
@@ -124,7 +129,7 @@ class Frame:
     def _links(self, group: int, kids: list[int]) -> set[tuple[int, int]]:
         """The child pairs ``(a, b)``, ``a < b``, that data flows between."""
         block = self._blocks.get(self._edge_owner(group), ())
-        lo, hi = group + 1, self.end[group]
+        lo, hi = group + 1, self.end(group)
         links: set[tuple[int, int]] = set()
         for source, target, _, _ in block:
             if lo <= source < hi and lo <= target < hi:
