@@ -126,3 +126,13 @@ def test_a_loops_body_pairs_with_its_renamed_body():
     statuses = {g.name: g.status for g in view.groups}
     assert "added" not in statuses.values() and "removed" not in statuses.values(), statuses
     assert view.ops_added == view.ops_removed == []
+
+
+def test_the_graph_says_which_instruction_total_it_gives():
+    """Issue 38: the graph draws a computation once per call site, the summary counts it once
+    as written; the graph's text names both."""
+    from test_hlo_counting import TWO_CALLS
+
+    g = graph(TWO_CALLS)
+    assert g.num_instructions == 13
+    assert "13 instructions drawn (each call site's own; 9 as written)" in repr(g)

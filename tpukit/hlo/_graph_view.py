@@ -57,6 +57,7 @@ from collections.abc import Callable, Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds, kernel_shell
+from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import BodiesLeftOut, first_view
 from tpukit.hlo._graph_data import SCOPE, GraphTree
 from tpukit.hlo._graph_page import (
@@ -206,7 +207,10 @@ class HloGraph:
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
-        said = f"{self.num_instructions:,} instructions ({nodes} nodes, {edges} edges when opened)"
+        said = (
+            f"{self.num_instructions:,} instructions drawn, each call site's own "
+            f"({nodes} nodes, {edges} edges when opened)"
+        )
         return self._fragment(said, payload, glance)
 
     def _glance_html(self) -> str:
@@ -293,7 +297,9 @@ class HloGraph:
         stage = f" ({self.stage})" if self.stage else ""
         text = (
             f"HloGraph {self.title!r}{stage}: module {module.name!r}, "
-            f"{self.num_instructions:,} instructions in {len(module.computations):,} computations\n"
+            f"{self.num_instructions:,} instructions drawn (each call site's own; "
+            f"{instruction_count(module):,} as written) in {len(module.computations):,} "
+            "computations\n"
             f"  ENTRY {entry.name!r}: {len(entry):,} instructions, {fusions:,} fused computations\n"
             f"  name-scope groups: {scopes:,}; opens with {nodes} nodes and {edges} edges\n"
             f"  top ENTRY ops: {top}"
