@@ -135,4 +135,6 @@ def test_the_graph_says_which_instruction_total_it_gives():
 
     g = graph(TWO_CALLS)
     assert g.num_instructions == 13
-    assert "13 instructions drawn (each call site's own; 9 as written)" in repr(g)
+    assert "13 instructions in 4 computations (drawn, each call site's own; 9 as written)" in repr(
+        g
+    )

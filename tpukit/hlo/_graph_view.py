@@ -297,9 +297,9 @@ class HloGraph:
         stage = f" ({self.stage})" if self.stage else ""
         text = (
             f"HloGraph {self.title!r}{stage}: module {module.name!r}, "
-            f"{self.num_instructions:,} instructions drawn (each call site's own; "
-            f"{instruction_count(module):,} as written) in {len(module.computations):,} "
-            "computations\n"
+            f"{self.num_instructions:,} instructions in {len(module.computations):,} "
+            f"computations (drawn, each call site's own; {instruction_count(module):,} "
+            "as written)\n"
             f"  ENTRY {entry.name!r}: {len(entry):,} instructions, {fusions:,} fused computations\n"
             f"  name-scope groups: {scopes:,}; opens with {nodes} nodes and {edges} edges\n"
             f"  top ENTRY ops: {top}"
