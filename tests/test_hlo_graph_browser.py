@@ -820,3 +820,43 @@ def test_the_programs_title_stays_inside_a_view_too_narrow_for_the_drawing(brows
     assert drawing["x"] < view["x"], "the drawing is wider than the view and starts off screen"
     assert title.bounding_box()["x"] >= view["x"]
     assert page.errors == []
+
+
+FIRST_VIEW_DRAWN = """() => {
+  const root = document.querySelector('.tkg-root');
+  const view = root.querySelector('.tkg-viewport').getBoundingClientRect();
+  let cut = 0;
+  const boxes = root.querySelectorAll('.tkg-node rect.tkg-box');
+  for (const r of boxes) {
+    const b = r.getBoundingClientRect();
+    if (b.left < view.left - 1 || b.right > view.right + 1 || b.top < view.top - 1 ||
+        b.bottom > view.bottom + 1) cut++;
+  }
+  return {nodes: +root.dataset.nodes, boxes: boxes.length, cut,
+          edges: root.querySelectorAll('path.tkg-edge').length,
+          scale: +root.dataset.scale};
+}"""
+
+
+def test_the_tutorial_step_opens_with_its_linear_layers_drawn_as_counted(browser, step_graph):
+    """Issue 38: the page draws what view_counts says, the forward pass open on its layers,
+    every box inside the view at a readable size; a click on an instruction shows its HLO."""
+    lab = open_in_lab(browser, step_graph)
+    drawn = lab.page.evaluate(FIRST_VIEW_DRAWN)
+    nodes, edges = step_graph.view_counts()
+    assert (drawn["nodes"], drawn["boxes"], drawn["edges"]) == (nodes, nodes, edges)
+    assert drawn["cut"] == 0 and drawn["scale"] >= 1.0
+    page = lab.page
+    screenshot(lab, "tutorial_step_first_view")
+    for layer in ("dense_1 (Linear)", "dense_2 (Linear)", "dense_3 (Linear)"):
+        assert page.locator(f'.tkg-root .tkg-node[data-name="{layer}"]').count() == 1, layer
+    # an instruction drawn in the first view: a click shows its HLO text
+    data = step_graph._data
+    shown, _ = data.visible(set(first_view(data)))
+    fusion = next(
+        k for k in shown if data.instr[k] is not None and data.instr[k].opcode == "fusion"
+    )
+    page.locator(f'.tkg-root .tkg-node[data-node="{fusion}"]').click(position={"x": 60, "y": 18})
+    text = page.locator(".tkg-panel pre.tkg-hlo").inner_text()
+    assert text.startswith(f"%{data.instr[fusion].name} = ") or text.startswith("ROOT"), text
+    assert lab.errors == []

@@ -327,9 +327,9 @@ def _two_scopes(ops: int) -> str:
 
 
 def test_first_view_spends_its_budget_on_the_group_that_holds_the_flops():
-    # Two groups of 30 ops: the budget (60 nodes) opens one. Plumbing comes first in the
-    # program, but the dots are the work, so "work" opens and "plumbing" stays closed.
-    data, opened, _ = _shown(hlo.open(_two_scopes(30)).graph())
+    # Two chains of 6 ops: the first view's frame holds one open. Plumbing comes first in
+    # the program, but the dots are the work, so "work" opens and "plumbing" stays closed.
+    data, opened, _ = _shown(hlo.open(_two_scopes(6)).graph())
     groups = {data.label[i]: i for i, kind in enumerate(data.kind) if kind == SCOPE}
     assert groups["work"] in opened and groups["plumbing"] not in opened
 

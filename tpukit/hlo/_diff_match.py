@@ -3,15 +3,18 @@
 `match_programs` is the comparison behind `_diff_view.diff_graph`. Each program is read
 as the tree of groups its graph shows (`_graph_data`, node kinds from `_graph_nodes`): a group's key is the path of its
 labels from the top (``("forward", "layers[0] (Linear)")``), looking through the
-consecutive parts of big groups, with XLA's numbers taken out of loop and call names and
-``#2`` added to a scope that appears twice in one place. Equal keys match; a key on one
+consecutive parts of big groups, with XLA's numbers taken out of loop and call names, a
+loop's or conditional's computations named by their role (``body``, ``condition``,
+``branch``), and ``#2`` added to a scope that appears twice in one place. Equal keys match; a key on one
 side only is an added or removed group.
 
 A working op (a fusion, a dot, a custom call, a collective; not plumbing such as
 parameters or tuples) is matched by its signature: the scope of its ``op_name``, its
 opcode and fusion kind, the ops at its fused root and the heavy ops inside. XLA numbers
 fusions as it makes them, so names are only a tie-break among equal signatures (the same
-name first, then the same name without its number, then program order).
+name first, then the same name without its number, then program order). What is left
+pairs by what it does (`_pair_by_shape`): the work inside, dimensions, operands already
+paired, and place; never by shape alone.
 
     >>> match = match_programs(graph(a), graph(b))  # doctest: +SKIP
     >>> [g.name for g in match.groups if g.status == "added"]  # doctest: +SKIP
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
+from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._graph_view import HloGraph
@@ -92,6 +96,7 @@ class ProgramGroups:
         self.graph = view
         data = self.data = view._data
         self.payload = graph_payload(data, view.title, view.stage, view.times)
+        self.payload["open"] = first_view(data, fit=False)  # each side shows what fits it
         n = len(data.kind)
         self.group_of = [0] * n  # each node's nearest group (itself for a group)
         self.groups: dict[tuple[str, ...], int] = {(): 0}
@@ -117,6 +122,8 @@ class ProgramGroups:
                 instr is not None and data.children[node] and instr.opcode != "fusion"
             ):
                 label = data.label[node] if kind == SCOPE else _NUMBER.sub("", data.label[node])
+                if kind == COMPUTATION and ": " in label:  # a loop's body by its role: XLA
+                    label = label.split(": ", 1)[0]  # renames it ("wide.region_0.clone.sunk")
                 base = key_of[parent]
                 seen[(base, label)] += 1
                 if seen[(base, label)] > 1:
@@ -212,28 +219,129 @@ def _pair_by_shape(
     removed: list[int],
     added: list[int],
 ) -> tuple[list[int], list[int]]:
-    """Pair the ops left over when names fail (PyTorch/XLA renumbers its op names per
-    stage): same group, opcode, fusion kind and result shape, in data-flow order."""
-    buckets: dict[tuple, tuple[list[int], list[int]]] = defaultdict(lambda: ([], []))
-    for side, nodes, index in ((a, removed, 0), (b, added, 1)):
-        for node in nodes:
-            buckets[_loose_signature(side, node)][index].append(node)
-    for left, right in buckets.values():
-        for node, other in zip(left, right):
-            pairs[node] = other
-    paired = set(pairs.values())
-    return [n for n in removed if n not in pairs], [n for n in added if n not in paired]
+    """Pair the ops left over when names and scopes fail (PyTorch/XLA renumbers its op
+    names per stage; XLA drops the ``op_name`` of a fusion it rebuilt) by what they are.
+
+    Each op of ``a``, in program order, takes the free op of ``b`` with the same opcode
+    (or the fusion that holds its opcode: stages before and after fusion) that scores
+    best (`_likeness`): the same work inside (a fusion's ops other than
+    conversions and plumbing), the same dimensions and element type, operands made by
+    ops already paired with each other, the same group and a near place in the program.
+    A shape alone never pairs two ops: bf16's input convert is f32[512,1024] like f32's
+    ReLU, and does other work.
+    """
+    if not removed or not added:
+        return removed, added
+    facts_a, facts_b = _OpFacts(a), _OpFacts(b)
+    free: dict[tuple[str, str], list[int]] = defaultdict(list)
+    for node in added:
+        free[facts_b.kind(node)].append(node)
+        if facts_b.kind(node)[0] == "fusion":  # a fusion can stand for one op it fused
+            for op in facts_b.work(node):
+                free[(op, "")].append(node)
+    taken: set[int] = set()
+    left = []
+    for node in removed:
+        kind = facts_a.kind(node)
+        options = list(free.get(kind, []))
+        if kind[0] == "fusion":  # an op of the other stage that this fusion fused
+            for op in facts_a.work(node):
+                options += free.get((op, ""), [])
+        best, score = None, _LEAST_LIKENESS
+        for other in options:
+            if other in taken:
+                continue
+            value = _likeness(facts_a, node, facts_b, other, pairs)
+            if value > score:
+                best, score = other, value
+        if best is None:
+            left.append(node)
+            continue
+        pairs[node] = best
+        taken.add(best)
+    return left, [n for n in added if n not in taken]
 
 
-def _loose_signature(side: ProgramGroups, node: int) -> tuple:
-    instr = side.data.instr[node]
-    return (
-        side.key_of[side.group_of[node]],
-        instr.opcode,
-        instr.fusion_kind,
-        instr.custom_call_target if instr.opcode == "custom-call" else "",
-        str(instr.shape),
-    )
+# An op pairs with a leftover of the other side only if it scores more than this.
+_LEAST_LIKENESS = 2.5
+# Ops inside a fusion that say nothing of its work (they convert, move or name values).
+_NO_WORK = _PLUMBING | frozenset(
+    "convert broadcast reshape copy transpose slice concatenate iota".split()
+)
+
+
+class _OpFacts:
+    """What one side's ops are, for `_likeness`: their work, operands and place."""
+
+    def __init__(self, side: ProgramGroups) -> None:
+        self.side = side
+        self.place = {node: k / max(1, len(side.ops) - 1) for k, node in enumerate(side.ops)}
+        self.node_of: dict[tuple[str, str], int] = {}
+        for node, instr in enumerate(side.data.instr):
+            if instr is not None:
+                self.node_of[(instr.computation, instr.name)] = node
+        self._work: dict[int, frozenset[str]] = {}
+
+    def kind(self, node: int) -> tuple[str, str]:
+        instr = self.side.data.instr[node]
+        return instr.opcode, instr.custom_call_target if instr.opcode == "custom-call" else ""
+
+    def work(self, node: int) -> frozenset[str]:
+        """The opcodes that do its work: its own, or those a fusion holds (conversions
+        and moves left out, unless that is all it does: then its root's)."""
+        found = self._work.get(node)
+        if found is None:
+            instr = self.side.data.instr[node]
+            found = frozenset({instr.opcode})
+            if instr.opcode == "fusion":  # what it holds, else what its root does
+                called = self.side.data.module.called(instr)
+                found = frozenset({i.opcode for c in called for i in c} - _NO_WORK)
+                if not found and called and called[0].root is not None:
+                    found = frozenset({called[0].root.opcode})
+            self._work[node] = found
+        return found
+
+    def operands(self, node: int) -> list[int]:
+        """The ops that make ``node``'s operands, looking through tuples and the like."""
+        data = self.side.data
+        instr = data.instr[node]
+        comp = data.module.computations.get(instr.computation)
+        found, stack, seen = [], list(instr.operands), set()
+        while stack and comp is not None:
+            name = stack.pop()
+            producer = comp.get(name)
+            if name in seen or producer is None:
+                continue
+            seen.add(name)
+            if producer.opcode in _PLUMBING and producer.opcode != "parameter":
+                stack.extend(producer.operands)
+                continue
+            other = self.node_of.get((instr.computation, name))
+            if other is not None:
+                found.append(other)
+        return found
+
+
+def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int, int]) -> float:
+    """How alike op ``node`` of ``a`` and op ``other`` of ``b`` are (see `_pair_by_shape`)."""
+    ka = fa.side.key_of[fa.side.group_of[node]]
+    kb = fb.side.key_of[fb.side.group_of[other]]
+    ia, ib = fa.side.data.instr[node], fb.side.data.instr[other]
+    staged = (ia.opcode == "fusion") != (ib.opcode == "fusion")  # an op, the fusion holding it
+    if not staged and ka not in fb.side.groups and kb not in fa.side.groups:
+        return -1.0  # a layer only a has and one only b has: different layers
+    wa, wb = fa.work(node), fb.work(other)
+    if wa == wb:
+        score = 3.0 if wa else 1.0
+    elif staged and (wa <= wb or wb <= wa):
+        score = 1.5
+    else:
+        score = -3.0
+    score += 1.5 * (ia.shape.dims == ib.shape.dims) + (str(ia.shape) == str(ib.shape))
+    mine = {pairs.get(k) for k in fa.operands(node)} - {None}
+    score += 1.5 * len(mine & set(fb.operands(other)))
+    score += ka == kb
+    return score - 2 * abs(fa.place.get(node, 0.0) - fb.place.get(other, 0.0))
 
 
 def _align_renumbered(a: ProgramGroups, b: ProgramGroups) -> None:

@@ -1,7 +1,7 @@
 """Which groups the HLO graph shows open when it first draws: the work, not the plumbing.
 
-Groups open breadth first while at most `OPEN_NODES` nodes show. Three rules decide
-what that budget goes to:
+Groups open breadth first while at most `OPEN_NODES` nodes show and the drawing fits.
+These rules decide what that budget goes to:
 
 - a call or loop that holds most of its computation's instructions is entered
   whatever the budget: a GPU module runs all its work in one ``call`` to a command
@@ -12,8 +12,14 @@ what that budget goes to:
   before its condition;
 - a group of nothing but parameters, constants and values computed from constants
   alone never opens (a model's RoPE tables or shape constants are not its work);
-- a training step opens on its sections with the forward and backward passes open and
-  their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
+- a loop's condition never opens; the body of a loop the view enters always does (it is
+  the work; the loop's box says its trip count);
+- a group opens only if the whole drawing still fits the first view's frame, as
+  `_graph_frame` estimates it; where even the closed root does not fit (a flat program of
+  thousands of instructions), one group opens per level, the heaviest, and the page
+  frames the view on it;
+- a training step opens on its sections with the forward and backward passes open when
+  they fit, their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
   any computation that has many) and the ``outputs`` stay closed.
 """
 
@@ -24,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS
 from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_frame import Frame
 from tpukit.hlo._graph_nodes import INSTRUCTION
 from tpukit.hlo._model import HloComputation
 from tpukit.hlo._user_scopes import BACKWARD, FORWARD
@@ -39,17 +46,21 @@ _OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
 _ENTERED = frozenset({"call", "while", "conditional", "async-start"})
 
 
-def first_view(data: GraphTree) -> list[int]:
+def first_view(data: GraphTree, *, fit: bool = True) -> list[int]:
     """The groups to show open, the root first (see the module docstring for the rules).
 
     Worked out once per tree and kept on it: the payload and the text fallback both ask.
+    ``fit=False`` leaves out the frame: the groups the node budget allows, for a view
+    that shows its own part of them (each side of a diff, half as wide).
     """
+    if not fit:
+        return _opened(data, fit=False)
     if data._first_view is None:
         data._first_view = _opened(data)
     return list(data._first_view)
 
 
-def _opened(data: GraphTree) -> list[int]:
+def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
     for node, hidden in data.hidden.items():  # bodies a glance's tree leaves out
         sizes[node] += hidden
@@ -57,7 +68,10 @@ def _opened(data: GraphTree) -> list[int]:
         sizes[data.parent[node]] += sizes[node]
     flops, _, nbytes = node_costs(data)  # computed once, with the payload's
     plumbing = _plumbing(data)
+    frame = Frame(data)
     opened = [0]
+    shown = {0}
+    fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
     visible = len(data.children[0])
     frontier = [0]
     while frontier:
@@ -71,11 +85,30 @@ def _opened(data: GraphTree) -> list[int]:
         frontier = []
         for group in candidates:
             extra = len(data.children[group]) - 1
-            if visible + extra <= OPEN_NODES or data.kind[group] == INSTRUCTION:
+            entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
+            if not entered and visible + extra > OPEN_NODES:
+                continue
+            if not (entered or fits or not frontier):
+                continue  # too big to fit: one group per level, the heaviest
+            shown.add(group)
+            if entered or not fit or not fits or frame.fits(shown):
                 opened.append(group)
                 visible += extra
                 frontier.append(group)
+            else:
+                shown.discard(group)
     return opened
+
+
+def _is_body(data: GraphTree, node: int) -> bool:
+    """Whether ``node`` is the body of a loop (its first child: `_graph_data`)."""
+    caller = data.instr[data.parent[node]] if node else None
+    return (
+        caller is not None
+        and caller.opcode == "while"
+        and data.children[node] != []
+        and (data.children[data.parent[node]][0] == node)
+    )
 
 
 class BodiesLeftOut(Exception):
@@ -90,6 +123,9 @@ def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
         return False
     if node in data.section:
         return data.section[node] in _OPEN_SECTIONS
+    caller = data.instr[parent]
+    if caller is not None and caller.opcode == "while" and node != data.children[parent][0]:
+        return False  # a loop's condition: its body (drawn first) is the work
     if data.kind[node] != INSTRUCTION:
         return True
     entered = data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]

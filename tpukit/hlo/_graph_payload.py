@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
+from tpukit.hlo._graph_frame import FRAME_H, FRAME_W
 from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
@@ -127,6 +128,7 @@ def _payload(
         "instructions": instruction_count(module),
         **(glance.edges() if glance is not None else {**_links(data, wire), **_blocks(data, wire)}),
         "open": first_view(data),
+        "frame": [FRAME_W, FRAME_H],  # the box the first view fits (`_graph_frame`)
         **time_payload(data, times),
         **memory_payload(data, memory),
     }

@@ -28,11 +28,13 @@ metadata, a training step split into its sections (inputs, forward, loss,
 backward, optimizer update, outputs), then consecutive parts of at most
 `MAX_CHILDREN` nodes when a group is too big; every fusion, while, call or
 conditional is one node whose called computations open in place. The page
-opens with groups expanded until about `OPEN_NODES` nodes show (a training
-step on its sections, their layers closed), as far as the whole drawing fits the
-view at a readable size (a pass too long for it stays closed: every section shows,
-readable; ``assets/graph_camera.js``), and lays out only the children of a group,
-once, when it opens.
+opens with the groups `_first_view` chooses: the work (the most FLOPs) first, while
+the whole drawing, as `_graph_frame` estimates it, fits a frame of about 900 by 760
+pixels at a readable size (a training step with its forward layers showing when they
+fit; a loop on its body); an output at least that wide draws exactly those groups, so
+`view_counts` is what it draws, and a narrower one folds what does not fit
+(``assets/graph_camera.js``). It lays out only the children of a group, once, when it
+opens.
 
 How a large graph shows quickly: in a notebook kernel, a graph of `GLANCE_INSTRUCTIONS`
 instructions or more is shown twice under one display id. First its glance
@@ -55,6 +57,7 @@ from collections.abc import Callable, Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds, kernel_shell
+from tpukit.hlo._cost import instruction_count
 from tpukit.hlo._first_view import BodiesLeftOut, first_view
 from tpukit.hlo._graph_data import SCOPE, GraphTree
 from tpukit.hlo._graph_page import (
@@ -180,7 +183,9 @@ class HloGraph:
         return sum(1 for node in self._data.instr if node is not None)
 
     def view_counts(self) -> tuple[int, int]:
-        """``(nodes, edges)`` drawn when the graph first opens (groups count as one node)."""
+        """``(nodes, edges)`` drawn when the graph first opens (groups count as one node),
+        in an output at least as wide as the first view's frame (`_graph_frame.FRAME_W`
+        pixels and margins: a notebook's); a narrower one folds groups to fit."""
         if self._view_counts is None:
             nodes, edges = self._data.visible(set(first_view(self._data)))
             self._view_counts = (len(nodes), len(edges))
@@ -202,7 +207,10 @@ class HloGraph:
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
-        said = f"{self.num_instructions:,} instructions ({nodes} nodes, {edges} edges when opened)"
+        said = (
+            f"{self.num_instructions:,} instructions drawn, each call site's own "
+            f"({nodes} nodes, {edges} edges when opened)"
+        )
         return self._fragment(said, payload, glance)
 
     def _glance_html(self) -> str:
@@ -289,7 +297,9 @@ class HloGraph:
         stage = f" ({self.stage})" if self.stage else ""
         text = (
             f"HloGraph {self.title!r}{stage}: module {module.name!r}, "
-            f"{self.num_instructions:,} instructions in {len(module.computations):,} computations\n"
+            f"{self.num_instructions:,} instructions in {len(module.computations):,} "
+            f"computations (drawn, each call site's own; {instruction_count(module):,} "
+            "as written)\n"
             f"  ENTRY {entry.name!r}: {len(entry):,} instructions, {fusions:,} fused computations\n"
             f"  name-scope groups: {scopes:,}; opens with {nodes} nodes and {edges} edges\n"
             f"  top ENTRY ops: {top}"

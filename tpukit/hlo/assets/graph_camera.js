@@ -5,9 +5,12 @@
 // with ctrlKey set); a click inside the graph lets a plain wheel zoom too, until the pointer
 // leaves the drawing, Escape is pressed or the page is clicked elsewhere.
 //
-// The first view fits the drawing, but never below the notebook's small text. The groups
-// the payload opens (data.open) open one by one while the whole drawing still fits the view
-// at that size; one that would not stays closed (foldToFit): a training step too big to show
+// The first view fits the drawing, but never below the notebook's small text. The payload
+// chose its groups (data.open) to fit a frame (data.frame, _graph_frame.py): a view at least
+// that wide opens exactly those, as the text counts them, and grows its height to the
+// frame's when the drawing needs it; a drawing too big even so starts on its first open
+// group (the work). A narrower view opens them one by one while the whole drawing still
+// fits the view at that size; one that would not stays closed (foldToFit): a training step too big to show
 // its layers shows its sections, each readable and a click from its layers, rather than a
 // corner of one open section. A graph too big even so shows its start (the top) at a
 // readable size, to pan from. The Fit button shows the whole drawing however small, with
@@ -58,6 +61,7 @@ function GraphCamera(parts) {
   this.fitted = false;     // the first fit happened (it waits while the output has no size)
   this.opened = false;     // the user opened or closed a group (or searched): no refolding
   this.whole = false;      // fit the whole drawing (the Fit button), not just a readable start
+  this.asSaid = false;     // the first view opened the payload's groups as they are (no fold)
   this.fittedSize = "";
   this.autoHeight = "";
   this.fullHeight = 0;
@@ -198,10 +202,17 @@ GraphCamera.prototype.fitScale = function (vw, vh) {
 // output drawn narrow or hidden gets the first view of its final size. Returns whether the
 // open groups changed (the caller draws again).
 GraphCamera.prototype.foldToFit = function () {
-  var vp = this.viewport, vw = vp.clientWidth, vh = this.roomHeight();
+  var vp = this.viewport, vw = vp.clientWidth, vh = Math.max(this.roomHeight(), this.frameHeight());
   if (!this.folds || !vw || !vh) return false;  // hidden: the first fit folds
   var tree = this.tree, layout = this.layout;
   var before = tree.openState(), open = tree.data.open, minK = this.minScale();
+  var frame = tree.data.frame;
+  this.asSaid = Boolean(frame && vw >= frame[0] * minK + 2 * MARGIN);
+  if (this.asSaid) {  // as wide as the frame: its groups, as the text says
+    tree.resetOpen();
+    layout.arrange();
+    return tree.changedSince(before);
+  }
   tree.closeAll();
   for (var k = 0; k < open.length; k++) {
     var group = open[k];
@@ -217,6 +228,13 @@ GraphCamera.prototype.foldToFit = function () {
   }
   layout.arrange();  // sizes and places of what is open now, as the view's drawing leaves them
   return tree.changedSince(before);
+};
+
+// The view's height that shows the first view's frame (the payload's, `_graph_frame.py`):
+// the first view opens the groups whose drawing fits it, and the view grows to show them.
+GraphCamera.prototype.frameHeight = function () {
+  var frame = this.tree.data.frame;
+  return frame ? frame[1] * this.minScale() + 2 * MARGIN : 0;
 };
 
 // Fit (the whole drawing, however small) shows every group the first view opens, folded
@@ -272,6 +290,16 @@ GraphCamera.prototype.fit = function (whole) {
       vh = vp.clientHeight;
     }
   }
+  // A first view taller than the view (up to the payload's frame): the view grows to it,
+  // unless the user set its height.
+  var tall = Math.min(Math.ceil(gh * minK + 2 * MARGIN), Math.ceil(this.frameHeight()));
+  var own = !vp.style.height || vp.style.height === this.autoHeight;
+  if (!this.whole && own && this.fitScale(vw, vh) < minK && tall > vh) {
+    this.autoHeight = tall + "px";
+    vp.style.height = this.autoHeight;
+    vh = vp.clientHeight;
+    k = Math.max(minK, this.fitScale(vw, vh));
+  }
   var tx;
   if (gw * k <= vw - 2 * MARGIN) {
     tx = (vw - gw * k) / 2;
@@ -279,9 +307,26 @@ GraphCamera.prototype.fit = function (whole) {
     tx = MARGIN - this.busiestColumn((vw - 2 * MARGIN) / k, (vh - MARGIN) / k) * k;
     tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, tx));
   }
-  this.view = {k: k, tx: tx, ty: MARGIN};
+  var ty = MARGIN, work = this.work();
+  if (this.asSaid && work > 0 && gh * k > vh - 2 * MARGIN) {  // too big: start on the work
+    ty = Math.max(vh - MARGIN - gh * k, Math.min(MARGIN, MARGIN - this.layout.y[work] * k));
+    if (gw * k > vw - 2 * MARGIN) {
+      tx = Math.max(vw - MARGIN - gw * k, Math.min(MARGIN, MARGIN - this.layout.x[work] * k));
+    }
+  }
+  this.view = {k: k, tx: tx, ty: ty};
   this.fittedSize = vw + "x" + vh;
   this.apply();
+};
+
+// The group the first view opened first below the root (the one holding the most FLOPs,
+// `_first_view.py`), if it is drawn open; else 0.
+GraphCamera.prototype.work = function () {
+  var open = this.tree.data.open;
+  for (var k = 1; k < open.length; k++) {
+    if (this.tree.isOpen(open[k]) && !this.tree.isInstruction(open[k])) return open[k];
+  }
+  return 0;
 };
 
 // The left edge of the strip, `width` wide, that holds the most boxes whose top is above
@@ -312,7 +357,7 @@ GraphCamera.prototype.busiestColumn = function (width, bottom) {
 // if the drawing needs it (a height the user dragged stays).
 GraphCamera.prototype.grow = function () {
   var vp = this.viewport;
-  if (this.autoHeight && vp.style.height === this.autoHeight &&
+  if (this.autoHeight && vp.style.height === this.autoHeight && vp.clientHeight < this.fullHeight &&
       this.layout.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
 };
 

@@ -1,0 +1,262 @@
+"""What the HLO graph's first view shows on a corpus of modules, measured in Chromium.
+
+For each module: the nodes and edges the text says the first view draws
+(``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
+boxes that lie outside the view (cut off), the scale, the view's height and the groups
+drawn open; a screenshot of each output goes to ``--shots``. The page is a JupyterLab-like
+notebook whose output is 1000 pixels wide (the graph's own view is 998).
+
+The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
+``nnx.value_and_grad`` and optax Adam) and small JAX programs with loops, a switch, an
+attention and a sort, each compiled here on CPU once and cached in the temp directory;
+the dumps in ``tests/data/hlo/dump``; and any HLO text files given with ``--hlo``
+(modules compiled elsewhere: keep them out of the repository).
+
+Runs against whichever ``tpukit`` is on the import path, so one script measures the
+code before and after a change:
+
+    .venv/bin/python benchmarks/hlo_first_views.py --label after [--hlo a.hlo b.hlo]
+
+Prints a table and writes JSON under ``benchmarks/results/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TMP = pathlib.Path(tempfile.gettempdir())
+CHROMIUM = "/usr/bin/chromium"
+ORIGIN = "http://notebook.test"
+ZOO = {  # model -> (input, labels) of its training step
+    "mlp": ("f32[128,784]", "s32[128]"),
+    "lenet5": ("f32[32,28,28,1]", "s32[32]"),
+    "allconv_cifar10": ("f32[16,32,32,3]", "s32[16]"),
+    "vgg11": ("f32[4,224,224,3]", "s32[4]"),
+    "resnet18": ("f32[4,224,224,3]", "s32[4]"),
+}
+LAB = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+:root {--jp-ui-font-size0:0.83333em; --jp-ui-font-size1:13px;}
+html, body {margin: 0; height: 100%;} #panel {height: 100vh; overflow-y: auto;}
+.cell {padding: 8px 16px 8px 80px;} #out {width: 1000px;}
+</style></head><body><div id="panel"><div class="cell"><div id="out"></div></div>
+<div class="cell" style="height: 1500px"></div></div><script>
+window.showOutput = function (html) {
+  var out = document.getElementById("out");
+  out.innerHTML = html;
+  out.querySelectorAll("script").forEach(function (old) {
+    var script = document.createElement("script");
+    script.textContent = old.textContent;
+    old.parentNode.replaceChild(script, old);
+  });
+};
+</script></body></html>"""
+MEASURE = """() => {
+  const root = document.querySelector('.tkg-root');
+  const view = root.querySelector('.tkg-viewport').getBoundingClientRect();
+  let cut = 0, boxes = 0;
+  for (const r of root.querySelectorAll('.tkg-node rect.tkg-box')) {
+    boxes++;
+    const b = r.getBoundingClientRect();
+    if (b.left < view.left - 1 || b.right > view.right + 1 || b.top < view.top - 1 ||
+        b.bottom > view.bottom + 1) cut++;
+  }
+  const open = Array.from(root.querySelectorAll('.tkg-group'), g => g.dataset.name).slice(0, 12);
+  const outer = root.querySelector('.tkg-group rect').getBBox();
+  return {drawn: +root.dataset.nodes, boxes, cut, scale: +root.dataset.scale,
+          width: Math.round(outer.width), tall: Math.round(outer.height),
+          height: Math.round(view.height), edges: root.querySelectorAll('path.tkg-edge').length,
+          open};
+}"""
+
+
+def _programs() -> dict[str, object]:
+    """Small JAX programs: ``name -> (function, argument shapes)``."""
+    import jax
+    import jax.numpy as jnp
+
+    def scan_rnn(xs, w):
+        def step(h, x):
+            h = jnp.tanh(h @ w + x)
+            return h, h.sum()
+
+        return jax.lax.scan(step, jnp.zeros(xs.shape[1]), xs)
+
+    def fori_matmul(x, w):
+        return jax.lax.fori_loop(0, 8, lambda i, a: jnp.tanh(a @ w), x)
+
+    def cond_switch(i, x, w):
+        return jax.lax.switch(i, [lambda v: v @ w, lambda v: jnp.sin(v) @ w, lambda v: v * 2], x)
+
+    def attention(q, k, v):
+        s = jnp.einsum("bqd,bkd->bqk", q, k) / 8.0
+        return jnp.einsum("bqk,bkd->bqd", jax.nn.softmax(s, axis=-1), v)
+
+    def sort_topk(x):
+        return jax.lax.top_k(x, 8)
+
+    def remat_grad(x, w1, w2):
+        @jax.checkpoint
+        def block(h):
+            return jnp.tanh(jnp.tanh(h @ w1) @ w2)
+
+        return jax.grad(lambda h: block(h).sum())(x)
+
+    f32 = jnp.float32
+    s = jax.ShapeDtypeStruct
+    return {
+        "scan_rnn": (scan_rnn, (s((16, 64), f32), s((64, 64), f32))),
+        "fori_matmul": (fori_matmul, (s((128, 128), f32), s((128, 128), f32))),
+        "cond_switch": (cond_switch, (s((), jnp.int32), s((64, 64), f32), s((64, 64), f32))),
+        "attention": (attention, (s((4, 128, 64), f32),) * 3),
+        "sort_topk": (sort_topk, (s((64, 1024), f32),)),
+        "remat_grad": (remat_grad, (s((32, 256), f32), s((256, 256), f32), s((256, 256), f32))),
+    }
+
+
+def _cached(name: str, make) -> str:
+    path = TMP / f"tpukit-firstview-{name}.hlo.txt"
+    if not path.exists():
+        path.write_text(make())
+    return path.read_text()
+
+
+def corpus(extra: list[str]) -> list[tuple[str, str, str]]:
+    """``(name, source, HLO text)`` of every module measured."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    found = []
+
+    def step(name: str) -> str:
+        import optax
+        from _steps import tutorial_train_step
+        from flax import nnx
+
+        import tpukit
+        from tpukit import zoo
+
+        model = zoo.create(name)
+        optimizer = optax.adam(1e-3)
+        state = optimizer.init(nnx.state(model, nnx.Param))
+        x, y = (tpukit.shape(s) for s in ZOO[name])
+        compiled = tpukit.compile(tutorial_train_step(optimizer), model, state, x, y)
+        return compiled.hlo_text("optimized")
+
+    for name in ZOO:
+        found.append(
+            (
+                f"{name}_step",
+                "zoo training step, compiled here (CPU)",
+                _cached(f"{name}_step", lambda n=name: step(n)),
+            )
+        )
+    for name, (fn, args) in _programs().items():
+        import jax
+
+        found.append(
+            (
+                name,
+                "JAX program, compiled here (CPU)",
+                _cached(name, lambda f=fn, a=args: jax.jit(f).lower(*a).compile().as_text()),
+            )
+        )
+    for path in sorted((ROOT / "tests" / "data" / "hlo" / "dump").glob("*after_optimizations.txt")):
+        found.append(
+            (
+                path.name.split(".")[1] + "." + path.name.split(".")[2][:12],
+                "tests/data/hlo/dump",
+                path.read_text(),
+            )
+        )
+    for item in extra:
+        path = pathlib.Path(item)
+        found.append(
+            (path.name.removesuffix(".hlo").removesuffix(".txt"), f"--hlo {path}", path.read_text())
+        )
+    return found
+
+
+def _estimate(g) -> str:
+    """The drawing's size as `_graph_frame` estimates it, where this tpukit has one."""
+    try:
+        from tpukit.hlo._first_view import first_view
+        from tpukit.hlo._graph_frame import Frame
+    except ImportError:
+        return "-"
+    w, h = Frame(g._data).size(0, set(first_view(g._data)))
+    return f"{w:.0f}x{h:.0f}"
+
+
+def measure(items, shots: pathlib.Path) -> list[dict]:
+    from playwright.sync_api import sync_playwright
+
+    from tpukit.hlo import graph
+
+    shots.mkdir(parents=True, exist_ok=True)
+    rows = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        for name, source, text in items:
+            g = graph(text, title=name)
+            nodes, edges = g.view_counts()
+            guess = _estimate(g)
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.route("**/*", lambda r: r.fulfill(status=200, content_type="text/html", body=LAB))
+            page.goto(f"{ORIGIN}/lab.html")
+            page.evaluate("html => window.showOutput(html)", g._repr_html_())
+            page.wait_for_function(
+                "document.querySelector('.tkg-root[data-state=ready]')", timeout=120000
+            )
+            seen = page.evaluate(MEASURE)
+            page.locator(".tkg-root").screenshot(path=str(shots / f"{name}.png"))
+            page.close()
+            rows.append(
+                {
+                    "name": name,
+                    "source": source,
+                    "said": nodes,
+                    "said_edges": edges,
+                    "estimate": guess,
+                    **seen,
+                    "shot": str(shots / f"{name}.png"),
+                }
+            )
+            row = rows[-1]
+            print(
+                f"{name:28} said {nodes:4} drawn {row['drawn']:4} edges {edges:4}/"
+                f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
+                f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
+                f"open: {', '.join(row['open'][1:5])}",
+                flush=True,
+            )
+        browser.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--label", default="now", help="names the JSON and screenshot folder")
+    parser.add_argument("--hlo", nargs="*", default=[], help="more HLO text files")
+    parser.add_argument("--only", nargs="*", default=None, help="measure these names only")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    items = corpus(args.hlo)
+    if args.only:
+        items = [item for item in items if item[0] in args.only]
+    out = ROOT / "benchmarks" / "results"
+    rows = measure(items, ROOT / "out" / "first_views" / args.label)
+    same = sum(row["said"] == row["drawn"] for row in rows)
+    uncut = sum(row["cut"] == 0 for row in rows)
+    print(f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}")
+    out.mkdir(exist_ok=True)
+    (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
