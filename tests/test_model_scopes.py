@@ -245,7 +245,7 @@ ZOO_FAMILIES = {  # small configurations of each family, so that a step compiles
     "mlp": {},
     "lenet5": {},
     "vgg11": {"small_input": True, "num_classes": 10},
-    "resnet18": {"num_classes": 10},
+    "resnet18": {"num_classes": 10, "small_input": True, "image_size": 32},
     "gpt_small": {"vocab_size": 64, "depth": 2, "width": 32, "num_heads": 2, "context_length": 16},
 }
 
