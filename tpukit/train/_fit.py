@@ -340,7 +340,11 @@ def fit(
             Arrays are put on the devices once, split over all of them, and each step
             gathers its batch there in a fresh order every epoch (only the indices
             come from the host); the last ``len % batch_size`` examples of each
-            shuffled epoch are dropped.
+            shuffled epoch are dropped. The placed copy is kept beside the model: a later
+            call given the same array objects trains on it without sending them again,
+            after checking (while its first compiled call runs) that no array was
+            changed in place; one that was is placed again and the call starts over.
+            ``TrainingState.of(model).release_data()`` frees the copy.
         {options}
 
     Returns:
