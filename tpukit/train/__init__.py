@@ -40,7 +40,9 @@ fit's program fits the device, and what would), ``_guard`` (the NaN stop), ``_da
 (device-resident and streamed data), ``_mesh`` (every sharding decision: the plans,
 and ``resolve_plan``, the one reader of ``sharding``/``mesh``/``shard``), ``_layout``
 (array paths, multi-process placement, the sharding summary), ``_losses``,
-``_validate``, ``_memo`` (set-up a second call skips), ``_history``, ``_progress``,
+``_validate``, ``_memo`` (set-up a second call skips), ``_kept`` (the placed data and
+next shuffle a later call on the same model reuses, checked against in-place changes),
+``_history``, ``_progress``,
 ``_checkpoint`` (orbax), ``_integrity`` (checksums and file digests) and
 ``_exceptions``.
 """

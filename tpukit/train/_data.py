@@ -43,6 +43,7 @@ import numpy as np
 from tpukit._counts import as_count
 
 from ._exceptions import TrainingInputError, TrainingTypeError
+from ._kept import KeptData, KeptForModel
 from ._mesh import Plan
 
 
@@ -140,32 +141,50 @@ def check_batch_size(batch_size: Any, n: int | None, plan: Plan, name: str) -> i
 
 
 def data_source(
-    data: Any, plan: Plan, batch_size: int | None, epochs: int, name: str
+    data: Any,
+    plan: Plan,
+    batch_size: int | None,
+    epochs: int,
+    name: str,
+    kept: KeptForModel | None = None,
 ) -> tuple[ResidentData | StreamedData, int]:
     """``(source, batch_size)`` for ``fit``'s ``data``: arrays are put on the devices
-    (``batch_size`` required), an iterable is streamed (its batches give the size)."""
+    (``batch_size`` required; the copy ``kept`` holds when they are the same arrays), an
+    iterable is streamed (its batches give the size)."""
     data = arrays_of_dataset(data)
     if is_array_dataset(data):
         if batch_size is None:
             raise TrainingInputError(
                 f"batch_size is required when {name} is arrays; e.g. batch_size=128."
             )
-        source = ResidentData(data, plan, name)
+        source = resident(data, plan, name, kept)
         check_batch_size(batch_size, source.n, plan, name)
         return source, int(batch_size)
     source = StreamedData(data, plan, batch_size, name, epochs)
     return source, source.batch_size
 
 
-def in_memory(data: Any, name: str, plan: Plan) -> ResidentData:
-    """``data`` placed on the devices; refused unless it is in-memory arrays (evaluation)."""
+def in_memory(data: Any, name: str, plan: Plan, kept: KeptForModel | None = None) -> ResidentData:
+    """``data`` placed on the devices (or the copy ``kept`` holds of the same arrays);
+    refused unless it is in-memory arrays (evaluation)."""
     data = arrays_of_dataset(data)
     if not is_array_dataset(data):
         raise TrainingTypeError(
             f"{name} must be in-memory arrays for evaluation: an (inputs, labels) tuple or "
             f"a dict of arrays; got {type(data).__name__}."
         )
-    return ResidentData(data, plan, name)
+    return resident(data, plan, name, kept)
+
+
+def resident(data: Any, plan: Plan, name: str, kept: KeptForModel | None) -> ResidentData:
+    """In-memory ``data`` on the devices: placed now, or, when ``kept`` holds a copy of
+    these very arrays on this layout, that copy (checked against in-place changes while
+    the run's first call runs: ``_kept``)."""
+    if kept is None:
+        return ResidentData(data, plan, name)
+    kind, arrays = _kind_and_arrays(data, name)
+    given, treedef = jax.tree.flatten(arrays)
+    return kept.resident(name, (kind, treedef, plan), given, lambda: ResidentData(data, plan, name))
 
 
 class ResidentData:
@@ -180,7 +199,7 @@ class ResidentData:
         self.kind, arrays = _kind_and_arrays(data, name)
         arrays = jax.tree.map(lambda a: _as_array(a, name), arrays)
         self.n = check_lengths(arrays, name)
-        self.host = arrays
+        host_labels = arrays[1] if self.kind == "pair" else arrays.get("labels")
         pad = (-self.n) % plan.batch_shards
         if pad:
             arrays = jax.tree.map(
@@ -192,7 +211,9 @@ class ResidentData:
         self.arrays = plan.put_dataset(arrays)
         self.plan = plan
         #: The labels array (pair data, or a dict's ``"labels"``) or ``None``.
-        self.labels = self.host[1] if self.kind == "pair" else self.host.get("labels")
+        self.labels = host_labels
+        #: When placing it is kept for later calls: how (``_kept.KeptData``).
+        self.kept: KeptData | None = None
 
     def sample(self, batch_size: int) -> Any:
         """Abstract shapes of one batch, for checking the model and loss without running."""

@@ -33,6 +33,7 @@ Example::
 from __future__ import annotations
 
 import os
+import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -49,6 +50,7 @@ from tpukit.measure import peak_for
 from . import _checkpoint
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
+from ._kept import KeptForModel, StaleData
 from ._losses import Metric
 from ._memory_fit import check_fits, explained_out_of_memory, fit_fixes
 from ._mesh import Plan
@@ -64,7 +66,7 @@ from ._progress import Speed
 from ._run import Checkpointing, Progress, Run
 from ._setup import RunSpec, prepare
 from ._state import Position, TrainingState
-from ._validate import check_model, check_optimizer
+from ._validate import check_module, check_optimizer
 
 __all__ = ["NonFiniteLossError", "Trainer", "fit"]
 
@@ -108,7 +110,7 @@ class Trainer:
         stop_on_nan: bool = True,
     ):
         given = locals()
-        check_model(model)
+        check_module(model)  # its parameters: when a call splits it (_setup.prepare)
         check_optimizer(optimizer)
         self.model = model
         self.optimizer = optimizer
@@ -170,13 +172,32 @@ class Trainer:
         )
 
     def _train(self, train_data: Any, options: RunOptions) -> History:
-        """Train on ``train_data`` as ``options`` say."""
+        """Train on ``train_data`` as ``options`` say; in-memory arrays given to an earlier
+        call on this model are not placed again (``_kept``), unless they changed in place:
+        then the call starts over on a fresh copy, nothing of it applied."""
+        started = time.perf_counter()
+        kept = TrainingState.of(self.model).kept
+        try:
+            return self._train_on(train_data, options, started, kept)
+        except StaleData as stale:
+            kept.forget(stale.names)
+            if options.verbose and jax.process_index() == 0:
+                print(
+                    f"tpukit.fit: {' and '.join(stale.names)} changed in place since the last "
+                    "call: placing it again and starting this call over",
+                    flush=True,
+                )
+            return self._train_on(train_data, options, started, kept)
+
+    def _train_on(
+        self, train_data: Any, options: RunOptions, started: float, kept: KeptForModel
+    ) -> History:
         store = None
         if options.checkpoint_dir is not None:  # a folder that cannot hold them fails first
             store = _checkpoint.RunCheckpoints(options.checkpoint_dir, options.checkpoint_every)
             if not options.resume:
                 store.check_new_run()
-        prepared = prepare(self.model, self.optimizer, self.options, train_data, options)
+        prepared = prepare(self.model, self.optimizer, self.options, train_data, options, kept)
         spec, position, history = prepared.spec, prepared.position, History()
         params, rest, opt_state = prepared.params, prepared.rest, prepared.opt_state
         if store is not None and options.resume:
@@ -198,15 +219,18 @@ class Trainer:
             peak_for(jax.devices()[0].device_kind) if show else None,
             jax.device_count(),
         )
+        placed = getattr(spec.source, "kept", None)
         run = Run(
             spec,
             self.model,
             position,
             history,
-            Progress(show, speed),
+            Progress(show, speed, placed.note() if placed is not None else ""),
             NonFiniteGuard(params, opt_state),
             Checkpointing(store, spec) if store is not None else None,
             prepared.evaluator,
+            started=started,
+            kept=kept,
         )
         with explained_out_of_memory(spec, params, rest, opt_state, position):
             return run.train(self.plan.put_state(params, rest, opt_state))
@@ -316,7 +340,11 @@ def fit(
             Arrays are put on the devices once, split over all of them, and each step
             gathers its batch there in a fresh order every epoch (only the indices
             come from the host); the last ``len % batch_size`` examples of each
-            shuffled epoch are dropped.
+            shuffled epoch are dropped. The placed copy is kept beside the model: a later
+            call given the same array objects trains on it without sending them again,
+            after checking (while its first compiled call runs) that no array was
+            changed in place; one that was is placed again and the call starts over.
+            ``TrainingState.of(model).release_data()`` frees the copy.
         {options}
 
     Returns:

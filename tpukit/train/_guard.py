@@ -72,7 +72,15 @@ class NonFiniteGuard:
     """Reads the ``finite`` flags of a compiled call for a model and optimizer state."""
 
     def __init__(self, params: Any, opt_state: Any):
-        self.names = finite_names(params, opt_state)
+        self._state = (params, opt_state)
+        self._names: tuple[str, ...] | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """What each ``finite`` flag is about (named when a call trips, not before)."""
+        if self._names is None:
+            self._names = finite_names(*self._state)
+        return self._names
 
     @staticmethod
     def tripped(stats: dict) -> bool:

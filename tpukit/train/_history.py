@@ -24,11 +24,14 @@ class History:
         epochs: one dict per finished epoch: ``epoch`` (1-based, counted within the
             run), ``loss`` and each metric (means over the epoch's steps), the same
             with a ``val_`` prefix when ``eval_data`` was given, ``steps`` and
-            ``seconds``.
+            ``seconds``: the epoch's wall time (the first from the start of the ``fit``
+            call, its set-up and compiling included; its evaluation and checkpoint
+            writes included), so the epochs' seconds add up to the call's.
         executions: one dict per compiled call: ``epoch``, ``step`` (the step
             reached within the epoch), ``global_step`` (counted over the model's
             whole training, so a second ``fit`` call counts on), ``loss``, metrics and
-            ``steps_per_s``.
+            ``steps_per_s`` (from the call's dispatch, or the last read-back, to its
+            read-back; checkpoint writes meanwhile left out).
         stopped: ``None``, or why training stopped early (e.g. a non-finite loss).
         sharding: a :class:`~tpukit.train.ShardingSummary` of the run's layout (mesh
             shape, per-device batch, per-device parameter and optimizer bytes);

@@ -66,8 +66,11 @@ def place(x: Any, sharding: Sharding) -> jax.Array:
 
     Within one process this is :func:`jax.device_put`. When ``sharding`` spans
     devices of other processes, every process must pass the same value: each
-    builds its own shards from it (:func:`jax.make_array_from_callback`).
+    builds its own shards from it (:func:`jax.make_array_from_callback`). An array
+    already placed there (a later ``fit``'s state) is returned as it is.
     """
+    if isinstance(x, jax.Array) and x.committed and x.sharding == sharding:
+        return x
     if sharding.is_fully_addressable or (isinstance(x, jax.Array) and not x.is_fully_addressable):
         return jax.device_put(x, sharding)
     if is_key(x):

@@ -28,7 +28,7 @@ T = TypeVar("T")
 def abstract_key(tree: Any) -> tuple:
     """A hashable key for what a trace of ``tree`` depends on: structure, shapes, dtypes."""
     leaves, treedef = jax.tree.flatten(tree)
-    return treedef, tuple((tuple(np.shape(x)), str(x.dtype)) for x in leaves)
+    return treedef, tuple((tuple(np.shape(x)), x.dtype) for x in leaves)
 
 
 def remembered(table: dict, key: tuple, compute: Callable[[], T], size: int = 32) -> T:

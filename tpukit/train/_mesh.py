@@ -47,6 +47,12 @@ from tpukit.compilation import parse_mesh, parse_partition_spec
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._layout import ShardingSummary, is_key, leaf_paths, place
+from ._memo import abstract_key, remembered
+
+#: Each plan's state shardings and sharding summary, by the state's structure, shapes
+#: and dtypes (and the batch size).
+_STATE_SHARDINGS: dict[tuple, tuple] = {}
+_SUMMARIES: dict[tuple, ShardingSummary] = {}
 
 
 class Plan:
@@ -105,7 +111,14 @@ class Plan:
         ]
 
     def state_shardings(self, params: Any, rest: Any, opt_state: Any = None) -> tuple:
-        """Shardings for ``(params, rest, opt_state)``, each a pytree like its input."""
+        """Shardings for ``(params, rest, opt_state)``, each a pytree like its input;
+        worked out once per plan and state structure (a later ``fit`` reuses them)."""
+        key = (self, abstract_key((params, rest, opt_state)))
+        return remembered(
+            _STATE_SHARDINGS, key, lambda: self._state_shardings(params, rest, opt_state)
+        )
+
+    def _state_shardings(self, params: Any, rest: Any, opt_state: Any) -> tuple:
         p_items, r_items = leaf_paths(params), leaf_paths(rest)
         self.check_paths([p for p, _ in p_items + r_items])
         p_specs, r_specs = self._specs(params), self._specs(rest)
@@ -162,8 +175,13 @@ class Plan:
 
     def summary(self, params: Any, opt_state: Any, batch_size: int) -> ShardingSummary:
         """What this plan does to a model and batch: mesh, per-device batch and bytes."""
-        p_sh, _, o_sh = self.state_shardings(params, {}, opt_state)
-        return ShardingSummary.build(self, params, p_sh, opt_state, o_sh, batch_size)
+
+        def build() -> ShardingSummary:
+            p_sh, _, o_sh = self.state_shardings(params, {}, opt_state)
+            return ShardingSummary.build(self, params, p_sh, opt_state, o_sh, batch_size)
+
+        key = (self, abstract_key((params, opt_state)), batch_size)
+        return remembered(_SUMMARIES, key, build)
 
     # ------------------------------------------------------------ identity
     def _key(self) -> tuple:

@@ -12,8 +12,12 @@ Where the line goes depends on where ``fit`` runs:
 
 Each line holds the epoch, how far it got, the running loss and metrics, and one
 speed figure: steps/s and examples/s over the epoch's compiled calls so far (a
-call that compiled is left out, and said so when it is the only one), plus MFU
-where the device's peak is known (``tpukit.peak_for``) from the FLOPs of one step.
+call that compiled is left out, and said so when it is the only one; checkpoint
+writes are left out too), plus MFU where the device's peak is known
+(``tpukit.peak_for``) from the FLOPs of one step; then ``epoch 67 ms``, the epoch's
+wall time so far (what ``History``'s ``seconds`` holds once it ends). A call's first
+line also says how its data got to the devices (``data placed in 75 ms``, or ``data
+kept on device`` when a later call was given the same arrays).
 
 Example::
 
@@ -94,8 +98,11 @@ class EpochBar:
         enabled: bool,
         initial: int = 0,
         speed: Speed | None = None,
+        started: float | None = None,
+        note: str = "",
     ):
         self.title = f"epoch {epoch}/{epochs}"
+        self.note = note
         self.total = total
         self.done = initial
         self.speed = speed or Speed(batch_size=1)
@@ -103,7 +110,7 @@ class EpochBar:
         self._timed_steps = 0
         self._timed_seconds = 0.0
         self._compile_seconds = 0.0
-        self._started = time.perf_counter()
+        self._started = time.perf_counter() if started is None else started
         self._line = _open_line(self) if enabled else None
 
     def advance(
@@ -144,6 +151,11 @@ class EpochBar:
             speed = ""
         return progress, figures, speed
 
+    def elapsed(self) -> str:
+        """``'epoch 67 ms'``: the epoch's wall time so far, and the call's data note."""
+        text = f"epoch {format_seconds(time.perf_counter() - self._started)}"
+        return f"{text}, {self.note}" if self.note else text
+
     def fraction(self) -> float | None:
         return min(self.done / self.total, 1.0) if self.total else None
 
@@ -154,8 +166,9 @@ class EpochBar:
         if fraction is not None:
             filled = round(fraction * _BAR_WIDTH)
             bar = "█" * filled + "░" * (_BAR_WIDTH - filled) + " "
-        elapsed = format_seconds(time.perf_counter() - self._started)
-        return "  ".join(filter(None, [self.title, bar + progress, *figures, speed, elapsed]))
+        return "  ".join(
+            filter(None, [self.title, bar + progress, *figures, speed, self.elapsed()])
+        )
 
     def html(self) -> str:
         progress, figures, speed = self.parts()
@@ -170,10 +183,9 @@ class EpochBar:
                 'background:var(--jp-brand-color1,var(--vscode-progressBar-background,#1976d2))">'
                 "</span></span>"
             )
-        elapsed = format_seconds(time.perf_counter() - self._started)
         cells = "".join(
             f'<span style="margin-right:.9em;white-space:nowrap">{html.escape(part)}</span>'
-            for part in (*figures, speed, elapsed)
+            for part in (*figures, speed, self.elapsed())
             if part
         )
         return (
@@ -257,7 +269,8 @@ class _HtmlLine(_Throttled):
 
 
 class _WidgetLine(_Throttled):
-    """tqdm's notebook widget, its own rate left out: the speed figure is in the postfix."""
+    """tqdm's notebook widget, its own rate and clock left out: the speed figure and the
+    epoch's labelled wall time are in the postfix."""
 
     def __init__(self, bar: EpochBar):
         from tqdm.notebook import tqdm
@@ -269,14 +282,15 @@ class _WidgetLine(_Throttled):
             desc=bar.title,
             unit="step",
             leave=True,
-            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{elapsed}{postfix}]",
+            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n_fmt}/{total_fmt} [{postfix}]",
         )
 
     def draw(self, final: bool) -> None:
         if not self.due(final):
             return
         _, figures, speed = self.bar.parts()
-        self.tqdm.set_postfix_str(", ".join([*figures, speed] if speed else figures), refresh=False)
+        parts = [*figures, speed, self.bar.elapsed()]
+        self.tqdm.set_postfix_str(", ".join(filter(None, parts)), refresh=False)
         self.tqdm.update(self.bar.done - self.tqdm.n)
         if final:
             self.tqdm.close()

@@ -33,21 +33,36 @@ from . import _checkpoint, _steps
 from ._data import ResidentData
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
+from ._kept import KeptForModel, StaleData
 from ._progress import EpochBar, Speed, compile_count
-from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions
+from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
 from ._state import Position, TrainingState
 
 
 class Progress:
-    """The epoch line (``_progress.EpochBar``) and the speed figure it shows."""
+    """The epoch line (``_progress.EpochBar``) and the speed figure it shows; ``note``
+    goes on the call's first line (how the data got to the devices)."""
 
-    def __init__(self, show: bool, speed: Speed):
+    def __init__(self, show: bool, speed: Speed, note: str = ""):
         self.show = show
         self.speed = speed
+        self.note = note
         self.bar: EpochBar | None = None
 
-    def start_epoch(self, epoch: int, epochs: int, total: int | None, initial: int) -> None:
-        self.bar = EpochBar(epoch, epochs, total, self.show, initial=initial, speed=self.speed)
+    def start_epoch(
+        self, epoch: int, epochs: int, total: int | None, initial: int, started: float
+    ) -> None:
+        note, self.note = self.note, ""
+        self.bar = EpochBar(
+            epoch,
+            epochs,
+            total,
+            self.show,
+            initial=initial,
+            speed=self.speed,
+            started=started,
+            note=note,
+        )
 
     def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
         self.bar.advance(steps, figures, seconds, compiled=compiled)
@@ -158,6 +173,8 @@ class Run:
         guard: NonFiniteGuard,
         checkpointing: Checkpointing | None,
         evaluator: Evaluator | None,
+        started: float | None = None,
+        kept: KeptForModel | None = None,
     ):
         self.spec = spec
         self.model = model
@@ -176,6 +193,15 @@ class Run:
         self._held = HeldInterrupt()  # a ^C that came while a call was dispatched ahead
         self._look_ahead = False  # whether calls are dispatched ahead (set by train)
         self._read = 0.0  # when the last call's figures came back (time.perf_counter())
+        # Host pauses (checkpoint writes) since then, left out of the calls' seconds
+        self._pauses: list[tuple[float, float]] = []
+        # When the current epoch started: the call's start for its first epoch, then
+        # the end of the one before, so that the epochs' seconds add up to the call's.
+        self._epoch_start = time.perf_counter() if started is None else started
+        self.kept = kept
+        self._unchecked = [
+            s.kept for s in (spec.source, getattr(evaluator, "source", None)) if _kept_of(s)
+        ]
         self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
 
     # ----------------------------------------------------------------- the loop
@@ -204,14 +230,13 @@ class Run:
                 if first_epoch_end is None:
                     first_epoch_end = compiles(since=start).end
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
-                    with deferred_interrupts():
-                        self.checkpointing.save(pos, self.history, self.state)
+                    self._save()
+                    self._end_epoch_clock()  # the epoch's save is part of its seconds
             self._say_compiles(
                 start, compiles().end if first_epoch_end is None else first_epoch_end
             )
             if self.checkpointing:
-                with deferred_interrupts():
-                    self.checkpointing.save(pos, self.history, self.state)
+                self._save()
         except KeyboardInterrupt:
             self._interrupted()
             raise
@@ -233,9 +258,12 @@ class Run:
         """
         pos = self.position
         self.progress.start_epoch(
-            pos.epoch + 1, self.spec.options.epochs, self.spec.steps_per_epoch, initial=pos.step
+            pos.epoch + 1,
+            self.spec.options.epochs,
+            self.spec.steps_per_epoch,
+            initial=pos.step,
+            started=self._epoch_start,
         )
-        started = time.perf_counter()
         flight, calls = self._next_epoch or (None, None)
         self._next_epoch = None
         self._held.deliver()  # a ^C held while this epoch's first call was dispatched ahead
@@ -247,10 +275,11 @@ class Run:
             t1 = time.perf_counter()
             pending = next(calls, None)  # the next chunk's transfer overlaps this call
             following = self._ahead_of(flight, pending)
+            self._check_kept_data()  # on the host, while the device runs the first call
             t2 = time.perf_counter()
             stats = jax.device_get(flight.stats)
             t3 = time.perf_counter()
-            seconds = t3 - max(flight.dispatched, self._read)
+            seconds = self._call_seconds(max(flight.dispatched, self._read), t3)
             self._read = t3
             if not flight.compiled:  # a call that compiled says nothing about the input
                 self.input.add(prepared=t2 - t1, device_wait=t3 - t2, seconds=seconds)
@@ -267,13 +296,12 @@ class Run:
                 for callback in self.spec.options.callbacks:
                     callback(dict(record))
             if self.checkpointing and self.checkpointing.due_after_execution(pos.executions):
-                with deferred_interrupts():
-                    self.checkpointing.save(pos, self.history, self.state)
+                self._save()
             self._held.deliver()  # a ^C held while the next call was dispatched ahead
             if following is None and pending is not None:
                 following = self._dispatch(pending, self.state)
             flight = following
-        self._finish_epoch(self.state, started)
+        self._finish_epoch(self.state)
 
     def _dispatch(self, pending: tuple[int, _steps.Step, dict], state: tuple) -> _Flight:
         """Start one compiled call on ``state``; its results stay on the device."""
@@ -345,17 +373,25 @@ class Run:
         """``(steps, compiled call, its data)`` for the rest of the current epoch."""
         indices, self._indices = self._indices, None
         ready = indices[1] if indices and indices[0] == self.position.epoch else None
-        return executions(self.spec, self.position, ready)
+        pos = self.position
+        if ready is None and self.kept is not None and isinstance(self.spec.source, ResidentData):
+            # the shuffle the last fit put on the devices for this epoch, when it is this one
+            ready = self.kept.take_indices(shuffle_identity(self.spec, pos.epoch_base + pos.epoch))
+        return executions(self.spec, pos, ready)
 
     def _prefetch_next_epoch(self) -> None:
         """Shuffle the next epoch and start its indices' transfer while the device still
-        runs this epoch's last call, so that the next epoch starts without a gap."""
+        runs this epoch's last call, so that the next epoch starts without a gap. After
+        the call's last epoch, the next is kept beside the model for the next ``fit``
+        (the same data and settings start their first call at once)."""
         pos, spec = self.position, self.spec
-        if isinstance(spec.source, ResidentData) and pos.epoch + 1 < spec.options.epochs:
-            self._indices = (
-                pos.epoch + 1,
-                epoch_indices_on_device(spec, pos.epoch + 1 + pos.epoch_base),
-            )
+        if not isinstance(spec.source, ResidentData):
+            return
+        epoch = pos.epoch + 1 + pos.epoch_base
+        if pos.epoch + 1 < spec.options.epochs:
+            self._indices = (pos.epoch + 1, epoch_indices_on_device(spec, epoch))
+        elif self.kept is not None:
+            self.kept.indices = (shuffle_identity(spec, epoch), epoch_indices_on_device(spec, epoch))
 
     def _apply(self, state: tuple, stats: dict, steps: int, seconds: float) -> dict:
         """Take one call's new state, advance the position by its steps and add its
@@ -385,7 +421,7 @@ class Run:
         sums = self.position.epoch_sums
         return {n: sums.get(n, 0.0) / max(sums.get("steps", 0), 1) for n in self.names}
 
-    def _finish_epoch(self, state: tuple, started: float) -> None:
+    def _finish_epoch(self, state: tuple) -> None:
         pos = self.position
         figures = self._running()
         if self.evaluator is not None:
@@ -400,9 +436,10 @@ class Run:
                     "epoch": pos.epoch + 1,
                     **figures,
                     "steps": pos.step,
-                    "seconds": time.perf_counter() - started,
+                    "seconds": 0.0,  # set by _end_epoch_clock
                 }
             )
+            self._end_epoch_clock()
             pos.epoch += 1
             pos.step = 0
             pos.epoch_sums = {}
@@ -410,6 +447,38 @@ class Run:
         note = self.input.verdict()
         if note and self.progress.show:
             print(f"tpukit.fit: {note}", flush=True)
+
+    def _end_epoch_clock(self) -> None:
+        """The last epoch's seconds: from its start (the call's start, or the end of the
+        epoch before) to now; the next epoch starts now. Called again after the epoch's
+        checkpoint is written, which then counts in it too."""
+        now = time.perf_counter()
+        epoch = self.history.epochs[-1]
+        epoch["seconds"] = epoch.get("seconds", 0.0) + now - self._epoch_start
+        self._epoch_start = now
+
+    def _save(self) -> None:
+        """Write a checkpoint; its time is left out of the calls' seconds (steps/s)."""
+        begin = time.perf_counter()
+        with deferred_interrupts():
+            self.checkpointing.save(self.position, self.history, self.state)
+        self._pauses.append((begin, time.perf_counter()))
+
+    def _call_seconds(self, start: float, end: float) -> float:
+        """``end - start`` less the host's pauses (checkpoint writes) inside it."""
+        paused = sum(max(0.0, min(b, end) - max(a, start)) for a, b in self._pauses)
+        self._pauses = [(a, b) for a, b in self._pauses if b > end]
+        return max(end - start - paused, 0.0)
+
+    def _check_kept_data(self) -> None:
+        """Before the run's first call is applied: the kept data it trains on must still
+        be what was placed (``_kept``); else nothing is applied (:class:`StaleData`)."""
+        if not self._unchecked:
+            return
+        unchecked, self._unchecked = self._unchecked, []
+        changed = [k for k in unchecked if not k.unchanged()]
+        if changed:
+            raise StaleData([k.name for k in changed])
 
     def _say_compiles(self, start: int, first_epoch_end: int) -> None:
         """Say so when a call compiled that should not have: a function compiled again
@@ -516,6 +585,11 @@ def look_ahead_fits(state: tuple) -> bool:
     devices = [d for x in leaves[:1] for d in getattr(x, "devices", lambda: ())()]
     capacity, _ = device_capacity(devices[0]) if devices else (None, "")
     return size <= (capacity * LOOK_AHEAD_SHARE if capacity else LOOK_AHEAD_BYTES)
+
+
+def _kept_of(source: Any) -> bool:
+    """Whether ``source`` is resident data kept for (or taken from) another call."""
+    return getattr(source, "kept", None) is not None
 
 
 def _live(tree: Any) -> bool:

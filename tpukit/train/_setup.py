@@ -54,12 +54,13 @@ from ._data import (
     in_memory,
 )
 from ._exceptions import TrainingInputError
+from ._kept import KeptForModel
 from ._losses import Objective
 from ._mesh import Plan
 from ._options import RunOptions, TrainerOptions
 from ._program import OptimizerProgram, ProgramFingerprint
 from ._state import Position, TrainingState
-from ._validate import check_objective, objective_for
+from ._validate import check_objective, check_params, objective_for
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
@@ -154,13 +155,18 @@ def prepare(
     options: TrainerOptions,
     train_data: Any,
     run: RunOptions,
+    kept: KeptForModel | None = None,
 ) -> Prepared:
-    """Set a ``fit`` call up, every input checked before any step runs."""
+    """Set a ``fit`` call up, every input checked before any step runs. In-memory data
+    that ``kept`` holds a placed copy of (the same arrays) is not placed again."""
     plan = options.plan
-    source, batch_size = data_source(train_data, plan, run.batch_size, run.epochs, "train_data")
+    source, batch_size = data_source(
+        train_data, plan, run.batch_size, run.epochs, "train_data", kept
+    )
     batch = source.sample(batch_size)
     objective = objective_for(source.kind, source.labels, options.loss, options.metrics)
     graphdef, params, rest = _steps.split_model(model)
+    check_params(model, params)
     check_objective(objective, graphdef, params, rest, batch, source.labels, "train_data")
     evaluator = None
     if run.eval_data is not None:
@@ -174,6 +180,7 @@ def prepare(
             objective=objective,
             name="eval_data",
             train_kind=source.kind,
+            kept=kept,
         )
     if isinstance(source, ResidentData):
         steps_per_epoch = source.n // batch_size
@@ -219,15 +226,16 @@ def evaluation(
     name: str,
     train_kind: str | None = None,
     prefix: str = "val_",
+    kept: KeptForModel | None = None,
 ) -> Evaluator:
     """The :class:`Evaluator` of in-memory ``data``, checked on one abstract batch.
 
     ``objective`` is the run's (``eval_data``, whose form must then be the training
     data's, ``train_kind``), or is made from ``loss`` and ``metrics`` (``evaluate``).
     ``batch_size`` ``None`` means 1024, rounded to the batch split; it is capped at
-    the data's size.
+    the data's size. ``kept``: as for :func:`prepare`.
     """
-    source = in_memory(data, name, plan)
+    source = in_memory(data, name, plan, kept)
     if train_kind is not None and source.kind != train_kind:
         raise TrainingInputError(
             f"{name} is {source.kind} data but train_data is {train_kind} data; give both "
@@ -267,6 +275,21 @@ def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
         epoch_indices(
             key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
         )
+    )
+
+
+def shuffle_identity(spec: RunSpec, epoch: int) -> tuple:
+    """What epoch ``epoch``'s indices (:func:`epoch_indices_on_device`) depend on: the
+    data's size, the batch, the seed, the shuffle, the layout and the epoch."""
+    options = spec.options
+    return (
+        spec.source.n,
+        spec.steps_per_epoch,
+        spec.batch_size,
+        options.seed,
+        options.shuffle,
+        spec.plan,
+        int(epoch),
     )
 
 

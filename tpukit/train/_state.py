@@ -35,6 +35,8 @@ from typing import Any
 
 import jax
 
+from ._kept import KeptForModel
+
 
 class TrainingState:
     """One model's training so far: epoch and step counts, and its optimizer state.
@@ -50,6 +52,8 @@ class TrainingState:
             ``epochs_done + 1`` already applied, the running sums of its figures, and
             the run's settings (data size, batch size, seed, shuffle). The next ``fit``
             with the same settings finishes that epoch first, in the same order.
+        kept: what the next call reuses (``_kept.KeptForModel``): the data placed on the
+            devices, for a call given the same arrays, and the next epoch's shuffle.
     """
 
     def __init__(self) -> None:
@@ -58,6 +62,7 @@ class TrainingState:
         self.optimizer_key: str | None = None
         self.opt_state: Any = None
         self.in_epoch: tuple[int, dict[str, float], dict[str, Any]] | None = None
+        self.kept = KeptForModel()
 
     @classmethod
     def of(cls, model: Any) -> TrainingState:
@@ -125,12 +130,22 @@ class TrainingState:
         self.epochs_done = self.steps_done = 0
         self.optimizer_key = self.opt_state = self.in_epoch = None
 
+    def release_data(self) -> None:
+        """Free the data kept on the devices for the next call (it is placed again then).
+
+        Example::
+
+            >>> TrainingState().release_data()
+        """
+        self.kept = KeptForModel()
+
     def __repr__(self) -> str:
         kept = "kept" if self.opt_state is not None else "none"
         inside = f", {self.in_epoch[0]} steps into the next epoch" if self.in_epoch else ""
+        data = f", data kept: {', '.join(self.kept.data)}" if self.kept.data else ""
         return (
             f"TrainingState(epochs_done={self.epochs_done}, steps_done={self.steps_done}"
-            f"{inside}, optimizer state: {kept})"
+            f"{inside}, optimizer state: {kept}{data})"
         )
 
 

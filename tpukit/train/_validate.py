@@ -28,6 +28,13 @@ from ._memo import abstract_key, remembered
 
 def check_model(model: Any) -> None:
     """The model must be an NNX module with trainable ``nnx.Param`` state."""
+    check_module(model)
+    check_params(model, nnx.state(model, nnx.Param))
+
+
+def check_module(model: Any) -> None:
+    """The model must be an NNX module (its parameters are checked once split:
+    :func:`check_params`, so a ``fit`` walks the model's graph once)."""
     if not isinstance(model, nnx.Module):
         kind = f"{type(model).__module__}.{type(model).__name__}"
         hint = ""
@@ -38,7 +45,11 @@ def check_model(model: Any) -> None:
         raise TrainingTypeError(
             f"model should be a Flax NNX module (flax.nnx.Module); got {kind}.{hint}"
         )
-    if not jax.tree.leaves(nnx.state(model, nnx.Param)):
+
+
+def check_params(model: Any, params: Any) -> None:
+    """The model's ``nnx.Param`` state ``params`` must hold something to train."""
+    if not jax.tree.leaves(params):
         raise TrainingInputError(
             f"model {type(model).__name__} has no nnx.Param to train. Create layers such as "
             "nnx.Linear(..., rngs=rngs) as attributes in __init__."
@@ -109,7 +120,27 @@ def check_objective(
     name: str,
 ) -> None:
     """Trace the model and loss on one abstract ``batch`` (its shapes); turn failures into
-    clear errors. ``labels`` are the data's own, for the default loss's range check."""
+    clear errors. ``labels`` are the data's own, for the default loss's range check.
+
+    The traces depend only on the objective, the model's structure and the shapes, so a
+    later ``fit`` with the same ones skips them; the labels' range is checked each time."""
+    key = (objective.key(), graphdef, abstract_key((params, rest, batch)), name)
+    classes = remembered(
+        _CHECKED, key, lambda: _check_shapes(objective, graphdef, params, rest, batch, name)
+    )
+    if classes is not None:
+        _check_label_range(classes, labels, name)
+
+
+_CHECKED: dict[tuple, int | None] = {}
+
+
+def _check_shapes(
+    objective: Objective, graphdef: Any, params: Any, rest: Any, batch: Any, name: str
+) -> int | None:
+    """:func:`check_objective`'s traces; the number of classes whose label range the
+    default loss needs checked, else ``None``."""
+    classes = None
     batch_size = jax.tree.leaves(batch)[0].shape[0]
     if objective.kind == "pair":
         x, y = batch
@@ -127,7 +158,8 @@ def check_objective(
                 "loss=fn(model, batch)."
             )
         if objective.default_loss or objective.loss is cross_entropy:
-            _check_class_labels(out, y, labels, name)
+            _check_class_labels(out, y, name)
+            classes = out.shape[-1]
         try:
             value = jax.eval_shape(objective.loss, out, y)
         except Exception as e:
@@ -166,6 +198,7 @@ def check_objective(
                 f"metric {metric_name!r} failed on outputs {_shape(metric_out)} and labels "
                 f"{_shape(y)}: {type(e).__name__}: {e}"
             ) from e
+    return classes
 
 
 def _check_loss_value(value: Any, batch_size: int, call: str) -> None:
@@ -198,7 +231,7 @@ def _label_range(labels: Any) -> tuple[int, int]:
 _LABEL_RANGES: dict[int, tuple[weakref.ref, tuple[int, int]]] = {}
 
 
-def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
+def _check_class_labels(out: Any, y: Any, name: str) -> None:
     """The default loss wants integer class labels of shape ``outputs.shape[:-1]``."""
     expected = tuple(out.shape[:-1])
     if not jnp.issubdtype(y.dtype, jnp.integer):
@@ -221,7 +254,10 @@ def _check_class_labels(out: Any, y: Any, labels: Any, name: str) -> None:
                 else ""
             )
         )
-    classes = out.shape[-1]
+
+
+def _check_label_range(classes: int, labels: Any, name: str) -> None:
+    """The data's labels must name one of the model's ``classes`` outputs."""
     lo, hi = _label_range(labels)
     if lo < 0 or hi >= classes:
         raise TrainingInputError(

@@ -1,0 +1,144 @@
+"""Whole ``tpukit.fit`` calls against the hand-written ``lax.scan``, as a notebook makes them.
+
+Shared by ``train_mnist.py`` (calls of one epoch and of several, on host and device
+data) and ``profile_fit_step.py`` (the host time of a short call). A user calls
+``fit`` again and again on the same NumPy arrays; the hand-written loop puts the data
+on the device once and calls its jitted epoch. Each runner here makes one such call
+and waits for its result; :func:`alternate` runs them in turns (A, B, A, B) and
+keeps each call's wall and CPU time, so a slow spell of a shared machine falls on
+all alike.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+
+import tpukit
+
+BATCH, LR, SEED = 128, 1e-3, 0
+
+
+def scan_calls(x: np.ndarray, y: np.ndarray, epochs: int) -> Callable[[], None]:
+    """A call of ``epochs`` epochs of the hand-written scan (data put on the device once,
+    one jitted epoch, a new permutation key per epoch), waited for."""
+    graphdef, params = nnx.split(tpukit.zoo.create("mlp", seed=SEED))
+    opt = optax.adam(LR)
+    xd, yd = jnp.asarray(x), jnp.asarray(y)
+    steps = len(x) // BATCH
+
+    def ce(logits, labels):
+        return optax.softmax_cross_entropy_with_integer_labels(logits, labels).mean()
+
+    @jax.jit
+    def epoch_fn(params, opt_state, key):
+        order = jax.random.permutation(key, len(x))[: steps * BATCH].reshape(steps, BATCH)
+
+        def body(carry, rows):
+            params, opt_state = carry
+            grads = jax.grad(lambda p: ce(nnx.merge(graphdef, p)(xd[rows]), yd[rows]))(params)
+            updates, opt_state = opt.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), None
+
+        return jax.lax.scan(body, (params, opt_state), order)[0]
+
+    box = [(params, opt.init(params)), jax.random.key(SEED)]
+
+    def call() -> None:
+        state, key = box
+        for _ in range(epochs):
+            key, this = jax.random.split(key)
+            state = epoch_fn(*state, this)
+        box[:] = [jax.block_until_ready(state), key]
+
+    call()  # compiles
+    return call
+
+
+def fit_calls(x, y, epochs: int, on_device: bool = False) -> Callable[[], None]:
+    """A ``tpukit.fit`` call of ``epochs`` epochs on the same arrays each time (NumPy, or
+    put on the device once when ``on_device``), with a fresh ``optax.adam`` as a
+    notebook cell writes it, waited for."""
+    model = tpukit.zoo.create("mlp", seed=SEED)
+    data = (jnp.asarray(x), jnp.asarray(y)) if on_device else (x, y)
+
+    def call() -> None:
+        tpukit.fit(
+            model, optax.adam(LR), data, epochs=epochs, batch_size=BATCH, seed=SEED, verbose=False
+        )
+        jax.block_until_ready(nnx.state(model))
+
+    call()  # compiles, and places the data
+    return call
+
+
+def alternate(runners: dict[str, Callable[[], None]], rounds: int) -> dict[str, dict]:
+    """Each runner's calls in turns, ``rounds`` times: wall and CPU seconds per call."""
+    wall: dict[str, list[float]] = {k: [] for k in runners}
+    cpu: dict[str, list[float]] = {k: [] for k in runners}
+    for _ in range(rounds):
+        for name, run in runners.items():
+            c, t = time.process_time(), time.perf_counter()
+            run()
+            wall[name].append(time.perf_counter() - t)
+            cpu[name].append(time.process_time() - c)
+    return {
+        k: {
+            "wall_s": wall[k],
+            "cpu_s": cpu[k],
+            "median_wall_s": statistics.median(wall[k]),
+            "median_cpu_s": statistics.median(cpu[k]),
+        }
+        for k in runners
+    }
+
+
+def whole_calls(x, y, epoch_counts: tuple[int, ...], rounds: int) -> list[dict]:
+    """Rows of fit calls of each epoch count, on host and on device data, against the
+    scan's call of as many epochs: medians of alternating rounds, and their ratio."""
+    rows = []
+    for epochs in epoch_counts:
+        runners = {
+            "scan": scan_calls(x, y, epochs),
+            "fit, host data": fit_calls(x, y, epochs),
+            "fit, device data": fit_calls(x, y, epochs, on_device=True),
+        }
+        times = alternate(runners, rounds)
+        scan = times["scan"]
+        for name in ("fit, host data", "fit, device data"):
+            t = times[name]
+            rows.append(
+                {
+                    "call": name,
+                    "epochs": epochs,
+                    "steps": epochs * (len(x) // BATCH),
+                    "fit_ms": t["median_wall_s"] * 1e3,
+                    "scan_ms": scan["median_wall_s"] * 1e3,
+                    "fit_over_scan": t["median_wall_s"] / scan["median_wall_s"],
+                    "beyond_scan_ms": (t["median_wall_s"] - scan["median_wall_s"]) * 1e3,
+                    "cpu_beyond_scan_ms": (t["median_cpu_s"] - scan["median_cpu_s"]) * 1e3,
+                    "times": {"fit": t, "scan": scan},
+                }
+            )
+    return rows
+
+
+def print_rows(rows: list[dict], title: str) -> None:
+    print(f"\n{title}")
+    print(
+        f"{'call':18} {'epochs':>6} {'steps':>6} {'fit ms':>9} {'scan ms':>9} "
+        f"{'fit/scan':>9} {'beyond scan':>12} {'CPU beyond':>11}"
+    )
+    for r in rows:
+        print(
+            f"{r['call']:18} {r['epochs']:6d} {r['steps']:6d} {r['fit_ms']:9.2f} "
+            f"{r['scan_ms']:9.2f} {r['fit_over_scan']:8.3f}x {r['beyond_scan_ms']:9.2f} ms "
+            f"{r['cpu_beyond_scan_ms']:8.2f} ms"
+        )

@@ -1,0 +1,176 @@
+"""A notebook's ``fit`` calls, again and again: data kept on the device, never stale, and
+timings that mean what their labels say.
+
+Small models and data, so each test takes a second or two; none assumes a fresh
+process (another file's ``fit`` may have compiled the same step first).
+"""
+
+import gc
+import re
+import time
+
+import jax
+import numpy as np
+import optax
+from flax import nnx
+
+from tpukit.train import TrainingState, fit
+from tpukit.train._kept import KeptForModel, content_fingerprint
+from tpukit.train._progress import EpochBar, Speed
+from tpukit.train._run import Checkpointing
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(96, 8)).astype(np.float32)
+Y = (X[:, 0] > 0).astype(np.int32)
+
+
+def model(seed: int = 0) -> nnx.Module:
+    return nnx.Linear(8, 2, rngs=nnx.Rngs(seed))
+
+
+def train(m, data, **options) -> object:
+    options = {"epochs": 1, "batch_size": 16, "verbose": False, **options}
+    return fit(m, optax.adam(1e-2), data, **options)
+
+
+def params(m) -> list[np.ndarray]:
+    return [np.asarray(a) for a in jax.tree.leaves(nnx.state(m, nnx.Param))]
+
+
+def same(a, b) -> bool:
+    return all(np.array_equal(u, v) for u, v in zip(params(a), params(b), strict=True))
+
+
+def test_a_second_call_on_the_same_arrays_trains_on_the_kept_copy(capsys):
+    kept, fresh = model(), model()
+    x, y = X.copy(), Y.copy()
+    train(kept, (x, y), verbose=True)
+    first = capsys.readouterr().out
+    assert re.search(r"data placed in [\d.,]+ ms", first), first
+    train(kept, (x, y), epochs=2, verbose=True)
+    second = capsys.readouterr().out
+    assert "data kept on device" in second and "data placed" not in second, second
+    state = TrainingState.of(kept)
+    assert state.kept.data["train_data"].uses == 1 and "train_data" in repr(state)
+    # The same training as a model whose data is placed afresh for each call.
+    train(fresh, (x, y))
+    TrainingState.of(fresh).release_data()
+    assert not TrainingState.of(fresh).kept.data
+    train(fresh, (x, y), epochs=2)
+    assert same(kept, fresh)
+
+
+def test_an_array_changed_in_place_is_placed_again_before_anything_is_applied(capsys):
+    kept, fresh = model(), model()
+    x, y = X.copy(), Y.copy()
+    train(kept, (x, y))
+    train(fresh, (x.copy(), y))
+    x[5, 3] += 1.0  # one value, in place: the same array object
+    y[[0, 1]] = y[[1, 0]] if y[0] != y[1] else 1 - y[[0, 1]]
+    history = train(kept, (x, y), verbose=True)
+    out = capsys.readouterr().out
+    assert "train_data changed in place since the last call" in out, out
+    assert "data placed in" in out
+    train(fresh, (x.copy(), y.copy()))
+    assert same(kept, fresh)  # trained on the new values, not the kept copy
+    assert [e["epoch"] for e in history.epochs] == [1]
+    assert TrainingState.of(kept).epochs_done == 2  # the stale attempt applied nothing
+
+
+def test_the_fingerprint_sees_a_changed_value_and_moved_examples():
+    x = rng.normal(size=(50, 7)).astype(np.float32)  # rows of 28 bytes: 32-bit words
+    before = content_fingerprint(x)
+    assert content_fingerprint(x.copy()) == before
+    swapped = x.copy()
+    swapped[[3, 40]] = swapped[[40, 3]]
+    assert content_fingerprint(swapped) != before
+    nudged = x.copy()
+    nudged[49, 6] = np.nextafter(nudged[49, 6], np.float32(np.inf))
+    assert content_fingerprint(nudged) != before
+    labels = np.arange(10, dtype=np.int8)
+    assert content_fingerprint(labels) != content_fingerprint(labels[::-1].copy())
+
+
+def test_kept_data_goes_with_the_arrays_and_is_not_taken_for_other_arrays():
+    m = model()
+    x, y = X.copy(), Y.copy()
+    train(m, (x, y))
+    kept = TrainingState.of(m).kept
+    assert "train_data" in kept.data
+    other = x.copy()
+    train(m, (other, y))  # equal values, another object: placed anew
+    assert kept.data["train_data"].uses == 0
+    train(m, {"inputs": other, "labels": y})  # the same pair, named: the same arrays
+    assert kept.data["train_data"].uses == 1
+
+
+def test_a_kept_copy_is_freed_when_its_host_array_goes():
+    class Placed:  # what _data.ResidentData gives: its device arrays (none here)
+        arrays = ()
+
+    kept = KeptForModel()
+    x = np.zeros((4, 2), np.float32)
+    first = kept.resident("train_data", ("pair",), [x], Placed)
+    assert kept.resident("train_data", ("pair",), [x], Placed) is first
+    assert kept.data["train_data"].uses == 1
+    del x
+    gc.collect()
+    assert not kept.data  # (on a CPU device the placed copy may alias the host array,
+    # which then lives as long as the copy: the model, or TrainingState.release_data())
+
+
+def test_device_arrays_are_kept_by_identity():
+    m = model()
+    data = (jax.numpy.asarray(X), jax.numpy.asarray(Y))
+    train(m, data, eval_data=data)
+    train(m, data, eval_data=data)
+    kept = TrainingState.of(m).kept.data
+    assert kept["train_data"].uses == 1 and kept["eval_data"].uses == 1
+
+
+def test_epoch_seconds_add_up_to_the_call_and_steps_per_s_leave_checkpoints_out(
+    tmp_path, monkeypatch
+):
+    pause = 0.25
+    save = Checkpointing.save
+
+    def slow_save(self, *args):
+        time.sleep(pause)
+        return save(self, *args)
+
+    monkeypatch.setattr(Checkpointing, "save", slow_save)
+    m = model()
+    start = time.perf_counter()
+    history = train(
+        m,
+        (X, Y),
+        epochs=3,
+        steps_per_execution=2,
+        checkpoint_dir=tmp_path / "run",
+        checkpoint_every=1,
+        eval_data=(X, Y),
+    )
+    wall = time.perf_counter() - start
+    seconds = [e["seconds"] for e in history.epochs]
+    # Each epoch writes 3 checkpoints (one per call): its seconds hold them.
+    assert all(s >= 3 * pause for s in seconds), seconds
+    assert 0.9 * wall <= sum(seconds) <= wall, (seconds, wall)
+    # A call's steps/s leaves the writes out: 2 steps of a linear model take far less
+    # than one write, so no call's seconds hold one.
+    call_seconds = [2 / r["steps_per_s"] for r in history.executions[1:]]
+    assert max(call_seconds) < pause, call_seconds
+
+
+def test_every_number_on_the_progress_line_is_labelled():
+    started = time.perf_counter() - 0.067
+    bar = EpochBar(
+        1, 3, 78, enabled=False, speed=Speed(128), started=started, note="data placed in 75 ms"
+    )
+    bar.advance(78, {"loss": 0.25, "accuracy": 0.9}, seconds=0.0666)
+    text = bar.text()
+    assert "78/78" in text and "loss 0.25" in text and "accuracy 0.9" in text
+    assert re.search(r"1,171 steps/s, 149,\d{3} examples/s", text), text
+    # The epoch's wall time, labelled, and as long as its steps took (not the 5 ms of a
+    # clock started after the epoch's first call was already running).
+    found = re.search(r"epoch (\d+(?:\.\d+)?) ms, data placed in 75 ms", text)
+    assert found and 60 <= float(found.group(1)) < 1000, text
