@@ -41,6 +41,7 @@ from flax import nnx
 from ._exceptions import TrainingInputError
 from ._losses import Objective
 from ._memo import abstract_key, remembered
+from ._optax_key import optax_closure_key
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -88,9 +89,13 @@ def _abstract(tree: Any) -> Any:
 
 def _traced_update(optimizer: optax.GradientTransformation, shapes: Any) -> tuple:
     """:func:`traced` of ``optimizer.update`` on the parameters' ``shapes``, once per
-    optimizer object and shapes: a second ``fit`` with the same optimizer skips the
-    trace (tens of milliseconds)."""
-    key = (optimizer.init, optimizer.update, *abstract_key(shapes))
+    optimizer and shapes: a second ``fit`` with the same optimizer, or with optax's
+    same optimizer made again (``optax.adam(1e-3)`` in the call), skips the trace (tens
+    of milliseconds). Other optimizers are kept by object (:mod:`._optax_key`)."""
+    init, update = optax_closure_key(optimizer.init), optax_closure_key(optimizer.update)
+    if init is None or update is None:
+        init, update = optimizer.init, optimizer.update
+    key = (init, update, *abstract_key(shapes))
     return remembered(_TRACED, key, lambda: _trace_update(optimizer.init, optimizer.update, shapes))
 
 

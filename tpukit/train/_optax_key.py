@@ -1,0 +1,75 @@
+"""A key for an optax optimizer built again with the same settings, without tracing it.
+
+``fit(model, optax.adam(1e-3), ...)`` in a notebook cell makes a new optimizer on every
+call: new ``init`` and ``update`` closures over the same code and the same numbers.
+:class:`~tpukit.train._program.OptimizerProgram` identifies an optimizer by the program its
+``update`` traces to, and that trace costs tens of milliseconds a call. Two optax
+closures with the same code whose captured values are equal (numbers, strings, other
+optax closures, nested the same way) trace to the same program, so the trace can be
+kept under :func:`optax_closure_key`.
+
+Only optax's own functions get a key, with plain values captured: a function written
+elsewhere can read a global that changed since (a learning rate in a notebook
+variable), and an array or an object captured could be changed in place, so those give
+``None`` and are traced every time, as before.
+
+Example::
+
+    >>> import optax
+    >>> a, b = optax.adam(1e-3), optax.adam(1e-3)
+    >>> optax_closure_key(a.update) == optax_closure_key(b.update)
+    True
+    >>> optax_closure_key(a.update) == optax_closure_key(optax.adam(1e-2).update)
+    False
+    >>> optax_closure_key(lambda updates, state, params=None: (updates, state)) is None
+    True
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import Any
+
+_DEPTH = 16  # optax chains nest a few levels; deeper is not an optimizer we know
+
+
+def optax_closure_key(fn: Any) -> tuple | None:
+    """A hashable key equal for optax closures that compute the same thing; ``None`` when
+    ``fn`` (or anything it captured) is not optax's code over plain values."""
+    return _key(fn, _DEPTH)
+
+
+def _key(value: Any, depth: int) -> Any:
+    if depth == 0:
+        return None
+    if value is None or isinstance(value, (bool, int, str, bytes)):
+        return (type(value).__name__, value)
+    if isinstance(value, float):
+        return ("float", value.hex())  # 0.0 and -0.0 apart, nan equal to nan
+    if isinstance(value, (tuple, list)):
+        parts = tuple(_key(v, depth - 1) for v in value)
+        return None if None in parts else (type(value).__name__, parts)
+    if isinstance(value, dict):
+        items = tuple((_key(k, depth - 1), _key(v, depth - 1)) for k, v in value.items())
+        if any(k is None or v is None for k, v in items):
+            return None
+        return ("dict", tuple(sorted(items, key=repr)))
+    if isinstance(value, functools.partial):
+        parts = (_key(value.func, depth - 1), _key(value.args, depth - 1))
+        keywords = _key(value.keywords, depth - 1)
+        return None if None in parts or keywords is None else ("partial", parts, keywords)
+    if isinstance(value, types.FunctionType):
+        return _function_key(value, depth)
+    return None
+
+
+def _function_key(fn: types.FunctionType, depth: int) -> tuple | None:
+    if not (fn.__module__ or "").startswith("optax."):
+        return None
+    captured = tuple(_key(cell.cell_contents, depth - 1) for cell in fn.__closure__ or ())
+    defaults = _key(fn.__defaults__, depth - 1)
+    keyword_defaults = _key(fn.__kwdefaults__, depth - 1)
+    if None in captured or defaults is None or keyword_defaults is None:
+        return None
+    return ("function", fn.__code__, captured, defaults, keyword_defaults)
