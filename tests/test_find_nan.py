@@ -131,12 +131,16 @@ def test_sqrt_of_a_negative_variance():
     assert origin.inputs[0].negatives == 6 and origin.inputs[0].max < 0
 
 
+def bf16_softmax_loss(outputs, labels):
+    """A softmax written by hand in bf16, on logits large enough to overflow its exp."""
+    e = jnp.exp((outputs * 1000).astype(jnp.bfloat16))  # <- exp
+    p = e / e.sum(-1, keepdims=True)
+    return -jnp.log(jnp.take_along_axis(p, labels[:, None], -1).astype(jnp.float32)).mean()
+
+
 def test_exp_overflowing_in_bf16_logits_is_named_before_the_nan_it_makes():
     def soft_loss(model, x, y):
-        logits = (model(x) * 1000).astype(jnp.bfloat16)
-        e = jnp.exp(logits)  # <- exp
-        p = e / e.sum(-1, keepdims=True)
-        return -jnp.log(p[jnp.arange(6), y].astype(jnp.float32)).mean()
+        return bf16_softmax_loss(model(x), y)
 
     origin = tpukit.find_nan(grad_of(soft_loss), Net(Identity(), nnx.Rngs(0)), X, Y)
     assert (origin.operation, origin.made, origin.part) == ("exp", "inf", "loss")
@@ -227,6 +231,104 @@ def fit_error(model, optimizer, data, **options):
 def data():
     rng = np.random.default_rng(1)
     return rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 3, 32)
+
+
+def masked_batch_loss(model, batch):
+    return masked_loss(model, batch["x"], batch["mask"], batch["labels"])
+
+
+def attention_data(x, y, whole_row: int | None) -> dict:
+    """Each example's mask over the 8 rows of its batch: causal (every row keeps key 0,
+    whatever the shuffle), and row ``whole_row`` of the dataset masked whole."""
+    mask = np.tril(np.ones((8, 8), bool))[np.arange(len(x)) % 8]
+    if whole_row is not None:
+        mask[whole_row] = False
+    return {"x": x, "mask": mask, "labels": y}
+
+
+def constant_row(x, y):
+    x = x.copy()
+    x[2] = 1.0  # its spread is zero
+    return x, y
+
+
+# name: (model, optimizer, data from the fixture's, loss, what the origin must say)
+FIT_CASES = {
+    "division by zero in a normalization layer": (
+        lambda: Net(Norm(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        constant_row,
+        None,
+        dict(operation="div", made="NaN", part="forward", layer="first", layer_class="Norm"),
+        "div",
+    ),
+    "sqrt of a negative variance": (
+        lambda: Net(BadScale(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: (x, y),
+        None,
+        dict(operation="sqrt", made="NaN", part="forward", layer="first", layer_class="BadScale"),
+        "sqrt",
+    ),
+    "exp overflowing in bf16 logits": (
+        lambda: Net(Identity(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: (x, y),
+        bf16_softmax_loss,
+        dict(operation="exp", made="inf", part="loss", layer=None),
+        "exp",
+    ),
+    "adam with eps=0": (
+        lambda: Net(Identity(), nnx.Rngs(0)),
+        lambda: optax.adam(1e-3, eps=0.0),
+        lambda x, y: (x, y),
+        None,
+        dict(operation="div", made="NaN", part="optimizer update"),
+        None,  # optax's line, not the test's: see the assertion on ``function``
+    ),
+    "an attention row masked whole": (
+        lambda: Masked(nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: attention_data(x, y, whole_row=5),
+        masked_batch_loss,
+        dict(operation="sub", function="softmax", part="forward", layer="attn"),
+        "softmax",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FIT_CASES)
+def test_fit_names_the_first_bad_operation_and_keeps_the_state(case, data):
+    model_of, optimizer_of, data_of, loss, expected, marker = FIT_CASES[case]
+    model = model_of()
+    before = jax.tree.map(np.array, nnx.state(model))
+    # unshuffled, the bad example is in the first batch: the model must keep its values
+    error = fit_error(model, optimizer_of(), data_of(*data), loss=loss, shuffle=False)
+    origin = error.origin
+    assert error.step == 1 and origin is not None, str(error)
+    assert {k: getattr(origin, k) for k in expected} == expected
+    if marker is not None:
+        assert origin.source == line_of(marker)
+    else:
+        assert "scale_by_adam" in origin.function
+    assert f"The first non-finite value: {origin.summary()}." in str(error)
+    after = jax.tree.map(np.array, nnx.state(model))  # neither the step nor its replay
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_fit_trains_through_a_meant_minus_inf_mask(data):
+    model = Masked(nnx.Rngs(0))
+    history = tpukit.fit(
+        model,
+        optax.sgd(0.1),
+        attention_data(*data, whole_row=None),
+        epochs=2,
+        batch_size=8,
+        loss=masked_batch_loss,
+        verbose=False,
+    )
+    assert len(history["loss"]) == 2 and np.all(np.isfinite(history["loss"]))
+    assert history.stopped is None
 
 
 def test_fit_names_the_log_of_zero_in_a_custom_loss_and_keeps_the_state(data):
