@@ -5,6 +5,7 @@ operation, the layer, the source line (marked ``# <- case``) and the part of the
 """
 
 import re
+import warnings
 from pathlib import Path
 
 import jax
@@ -205,6 +206,22 @@ def test_the_record_shows_as_text_and_html_and_the_model_is_unchanged():
     assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
 
 
+def test_a_nan_made_on_one_device_of_a_split_array_is_found():
+    devices = jax.devices()
+    if len(devices) < 2:
+        pytest.skip("needs several devices (the tests' conftest simulates 8 CPUs)")
+    x = np.full((8 * len(devices), 4), 2.0, np.float32)
+    x[0, 0] = -1.0  # on the first device only
+    mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+    split = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data")))
+
+    def f(x):
+        return jnp.sqrt(x - 1.0).sum()  # <- split
+
+    origin = tpukit.find_nan(f, split)
+    assert (origin.operation, origin.made, origin.source) == ("sqrt", "NaN", line_of("split"))
+
+
 def test_a_function_that_is_not_callable_is_refused():
     with pytest.raises(tpukit.ArgumentError, match="not its result"):
         tpukit.find_nan(jnp.ones(3))
@@ -350,3 +367,35 @@ def test_fit_reports_nan_in_the_data_as_the_dataset_example(data):
     assert (error.origin.kind, error.origin.argument) == ("data", "train_data[0]")
     assert error.origin.rows == (13,)  # the dataset's row, whatever the shuffled batch
     assert re.search(r"train_data\[0\] already held NaN \(row 13\)", str(error))
+
+
+# ------------------------------------------------------------------ through evaluate
+def evaluate_warning(model, data, **options):
+    with pytest.warns(tpukit.NonFiniteLossWarning) as caught:
+        figures = tpukit.evaluate(model, data, batch_size=24, **options)
+    (warning,) = [w.message for w in caught if isinstance(w.message, tpukit.NonFiniteLossWarning)]
+    assert not np.isfinite(figures["loss"]) and warning.figures == figures
+    return warning
+
+
+def test_evaluate_names_the_first_bad_operation_in_a_warning(data):
+    model = Net(Norm(), nnx.Rngs(0))
+    before = jax.tree.map(np.array, nnx.state(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a finite evaluation says nothing
+        assert np.isfinite(tpukit.evaluate(model, data, batch_size=24)["loss"])
+    warning = evaluate_warning(model, constant_row(*data))
+    origin = warning.origin
+    assert (origin.operation, origin.made, origin.part) == ("div", "NaN", "forward")
+    assert (origin.layer, origin.layer_class, origin.source) == ("first", "Norm", line_of("div"))
+    assert f"the first non-finite value: {origin.summary()}" in str(warning)
+    after = jax.tree.map(np.array, nnx.state(model))
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_evaluate_reports_nan_in_the_data_as_its_rows(data):
+    x, y = data
+    x = x.copy()
+    x[30, 0] = np.nan  # in the last, smaller batch (rows 24 to 31)
+    origin = evaluate_warning(Net(Identity(), nnx.Rngs(0)), (x, y)).origin
+    assert (origin.kind, origin.argument, origin.rows) == ("data", "data[0]", (30,))

@@ -128,6 +128,16 @@ def _walk(
     return [read(v) for v in jaxpr.outvars]
 
 
+def _nonfinite_code(value: Any) -> jax.Array:
+    """One reduction a value: 2 where it holds a NaN, else 1 where it holds an
+    infinity, else 0. An integer maximum, since a floating one loses NaN where the value
+    is split over devices (XLA:CPU's cross-device max of ``|x|`` over 8 devices drops a
+    NaN held by one of them). Whether a NaN value also holds an infinity does not
+    matter: NaN wins wherever it goes."""
+    code = jnp.where(jnp.isnan(value), 2, jnp.where(jnp.isinf(value), 1, 0))
+    return jnp.max(code.astype(jnp.int8))
+
+
 class Level:
     """One jaxpr with concrete arguments: the flags of its values, and values on request.
 
@@ -223,21 +233,13 @@ class Level:
                 for j, out in enumerate(outs):
                     if inexact(out) and getattr(out, "size", 1):
                         keys.append((key, j))
-                        # One reduction a value: its largest magnitude is NaN where it
-                        # holds a NaN (XLA's max propagates NaN), else inf where it
-                        # holds an infinity. (Whether a NaN value also holds an
-                        # infinity does not matter: NaN wins wherever it goes.)
-                        checks.append(jnp.max(jnp.abs(out)).astype(jnp.float32))
+                        checks.append(_nonfinite_code(out))
 
             _walk(self.jaxpr, consts, args, (), visit)
-            return jnp.stack(checks) if checks else jnp.zeros((0,), jnp.float32)
+            return jnp.stack(checks) if checks else jnp.zeros((0,), jnp.int8)
 
         found = np.asarray(jax.jit(program)(self.consts, self.args))
-        return {
-            k: (bool(np.isnan(f)), bool(np.isinf(f)))
-            for k, f in zip(keys, found, strict=True)
-            if not np.isfinite(f)
-        }
+        return {k: (bool(c == 2), bool(c == 1)) for k, c in zip(keys, found, strict=True) if c}
 
     def values(self, key: Key) -> tuple[list, list]:
         """The inputs and outputs of the equation ``key``: kept by the first run, or
