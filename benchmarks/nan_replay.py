@@ -6,15 +6,17 @@ training pays nothing. For each model this plants a NaN in one example of a batc
 (every later value of that row is then NaN: the most the search enters), then times:
 
 * ``jit step``: ``jax.jit`` of the train step, compiled and run once (the reference);
-* ``values``: the search as it runs on a CPU (the program compiled once, every value
-  returned and checked on the host);
+* ``values``: the program compiled once, every value returned and checked on the host;
 * ``eager``: operations one by one, each distinct operation compiled once per process;
-* ``flags``: the search as it runs on a TPU or GPU (the program compiled once with one
-  reduction per value).
+* ``flags``: the search as ``find_nan`` and ``fit``'s replay run it, on every backend
+  (the program compiled once with one reduction per value).
 
-The table gives seconds; the JSON goes to ``benchmarks/results/nan_replay-<platform>.json``.
+The table gives wall seconds and, beside them, this process's CPU seconds (on a
+machine shared with other work the wall time grows with its load; the load average is
+recorded); the JSON goes to ``benchmarks/results/nan_replay-<platform>.json``.
 
     .venv/bin/python benchmarks/nan_replay.py [--batch 4] [--image-size 224] [--tokens 256]
+        [--modes values,eager,flags]
 """
 
 from __future__ import annotations
@@ -70,14 +72,18 @@ def measure(name: str, args) -> dict:
         return loss, nnx.state(model_out), opt_out
 
     row = {"model": name, "batch": args.batch, "cpu_count": os.cpu_count()}
-    start = time.perf_counter()
+    row["load_before"] = os.getloadavg()[0]
+    start, cpu = time.perf_counter(), time.process_time()
     jax.block_until_ready(jax.jit(pure)(state, opt_state, x, y))
     row["jit_step_s"] = time.perf_counter() - start
-    for label, mode in (("values", "values"), ("eager", "eager"), ("flags", "flags")):
-        start = time.perf_counter()
+    row["jit_step_cpu_s"] = time.process_time() - cpu
+    for mode in args.modes.split(","):
+        start, cpu = time.perf_counter(), time.process_time()
         origin = search(step, (model, opt_state, x, y), {}, mode=mode)
-        row[f"find_nan_{label}_s"] = time.perf_counter() - start
+        row[f"find_nan_{mode}_s"] = time.perf_counter() - start
+        row[f"find_nan_{mode}_cpu_s"] = time.process_time() - cpu
         row["found"] = origin.summary() if origin is not None else None
+    row["load_after"] = os.getloadavg()[0]
     return row
 
 
@@ -87,17 +93,18 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=224)
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--models", default="resnet18,gpt_small")
+    parser.add_argument("--modes", default="values,eager,flags")
     args = parser.parse_args()
-    print(f"{'model':<10} {'jit step':>9} {'values':>9} {'eager':>9} {'flags':>9}  found")
+    modes = args.modes.split(",")
+    print(f"{'model':<10} {'jit step':>17}" + "".join(f" {m:>17}" for m in modes) + "  found")
     rows = []
     for name in args.models.split(","):
         r = measure(name, args)
         rows.append(r)
-        print(
-            f"{r['model']:<10} {r['jit_step_s']:>8.2f}s {r['find_nan_values_s']:>8.2f}s "
-            f"{r['find_nan_eager_s']:>8.2f}s {r['find_nan_flags_s']:>8.2f}s  {r['found']}",
-            flush=True,
-        )
+        cells = [(r["jit_step_s"], r["jit_step_cpu_s"])]
+        cells += [(r[f"find_nan_{m}_s"], r[f"find_nan_{m}_cpu_s"]) for m in modes]
+        text = "".join(f" {w:>7.2f}s ({c:>6.2f}s)" for w, c in cells)
+        print(f"{r['model']:<10}{text}  {r['found']}  load {r['load_before']:.1f}", flush=True)
     out = Path(__file__).parent / "results" / f"nan_replay-{jax.default_backend()}.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps({"args": vars(args), "rows": rows}, indent=2))

@@ -5,6 +5,7 @@ operation, the layer, the source line (marked ``# <- case``) and the part of the
 """
 
 import re
+import warnings
 from pathlib import Path
 
 import jax
@@ -131,12 +132,16 @@ def test_sqrt_of_a_negative_variance():
     assert origin.inputs[0].negatives == 6 and origin.inputs[0].max < 0
 
 
+def bf16_softmax_loss(outputs, labels):
+    """A softmax written by hand in bf16, on logits large enough to overflow its exp."""
+    e = jnp.exp((outputs * 1000).astype(jnp.bfloat16))  # <- exp
+    p = e / e.sum(-1, keepdims=True)
+    return -jnp.log(jnp.take_along_axis(p, labels[:, None], -1).astype(jnp.float32)).mean()
+
+
 def test_exp_overflowing_in_bf16_logits_is_named_before_the_nan_it_makes():
     def soft_loss(model, x, y):
-        logits = (model(x) * 1000).astype(jnp.bfloat16)
-        e = jnp.exp(logits)  # <- exp
-        p = e / e.sum(-1, keepdims=True)
-        return -jnp.log(p[jnp.arange(6), y].astype(jnp.float32)).mean()
+        return bf16_softmax_loss(model(x), y)
 
     origin = tpukit.find_nan(grad_of(soft_loss), Net(Identity(), nnx.Rngs(0)), X, Y)
     assert (origin.operation, origin.made, origin.part) == ("exp", "inf", "loss")
@@ -201,6 +206,22 @@ def test_the_record_shows_as_text_and_html_and_the_model_is_unchanged():
     assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
 
 
+def test_a_nan_made_on_one_device_of_a_split_array_is_found():
+    devices = jax.devices()
+    if len(devices) < 2:
+        pytest.skip("needs several devices (the tests' conftest simulates 8 CPUs)")
+    x = np.full((8 * len(devices), 4), 2.0, np.float32)
+    x[0, 0] = -1.0  # on the first device only
+    mesh = jax.sharding.Mesh(np.array(devices), ("data",))
+    split = jax.device_put(x, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data")))
+
+    def f(x):
+        return jnp.sqrt(x - 1.0).sum()  # <- split
+
+    origin = tpukit.find_nan(f, split)
+    assert (origin.operation, origin.made, origin.source) == ("sqrt", "NaN", line_of("split"))
+
+
 def test_a_function_that_is_not_callable_is_refused():
     with pytest.raises(tpukit.ArgumentError, match="not its result"):
         tpukit.find_nan(jnp.ones(3))
@@ -229,6 +250,104 @@ def data():
     return rng.normal(size=(32, 4)).astype(np.float32), rng.integers(0, 3, 32)
 
 
+def masked_batch_loss(model, batch):
+    return masked_loss(model, batch["x"], batch["mask"], batch["labels"])
+
+
+def attention_data(x, y, whole_row: int | None) -> dict:
+    """Each example's mask over the 8 rows of its batch: causal (every row keeps key 0,
+    whatever the shuffle), and row ``whole_row`` of the dataset masked whole."""
+    mask = np.tril(np.ones((8, 8), bool))[np.arange(len(x)) % 8]
+    if whole_row is not None:
+        mask[whole_row] = False
+    return {"x": x, "mask": mask, "labels": y}
+
+
+def constant_row(x, y):
+    x = x.copy()
+    x[2] = 1.0  # its spread is zero
+    return x, y
+
+
+# name: (model, optimizer, data from the fixture's, loss, what the origin must say)
+FIT_CASES = {
+    "division by zero in a normalization layer": (
+        lambda: Net(Norm(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        constant_row,
+        None,
+        dict(operation="div", made="NaN", part="forward", layer="first", layer_class="Norm"),
+        "div",
+    ),
+    "sqrt of a negative variance": (
+        lambda: Net(BadScale(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: (x, y),
+        None,
+        dict(operation="sqrt", made="NaN", part="forward", layer="first", layer_class="BadScale"),
+        "sqrt",
+    ),
+    "exp overflowing in bf16 logits": (
+        lambda: Net(Identity(), nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: (x, y),
+        bf16_softmax_loss,
+        dict(operation="exp", made="inf", part="loss", layer=None),
+        "exp",
+    ),
+    "adam with eps=0": (
+        lambda: Net(Identity(), nnx.Rngs(0)),
+        lambda: optax.adam(1e-3, eps=0.0),
+        lambda x, y: (x, y),
+        None,
+        dict(operation="div", made="NaN", part="optimizer update"),
+        None,  # optax's line, not the test's: see the assertion on ``function``
+    ),
+    "an attention row masked whole": (
+        lambda: Masked(nnx.Rngs(0)),
+        lambda: optax.sgd(0.1),
+        lambda x, y: attention_data(x, y, whole_row=5),
+        masked_batch_loss,
+        dict(operation="sub", function="softmax", part="forward", layer="attn"),
+        "softmax",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", FIT_CASES)
+def test_fit_names_the_first_bad_operation_and_keeps_the_state(case, data):
+    model_of, optimizer_of, data_of, loss, expected, marker = FIT_CASES[case]
+    model = model_of()
+    before = jax.tree.map(np.array, nnx.state(model))
+    # unshuffled, the bad example is in the first batch: the model must keep its values
+    error = fit_error(model, optimizer_of(), data_of(*data), loss=loss, shuffle=False)
+    origin = error.origin
+    assert error.step == 1 and origin is not None, str(error)
+    assert {k: getattr(origin, k) for k in expected} == expected
+    if marker is not None:
+        assert origin.source == line_of(marker)
+    else:
+        assert "scale_by_adam" in origin.function
+    assert f"The first non-finite value: {origin.summary()}." in str(error)
+    after = jax.tree.map(np.array, nnx.state(model))  # neither the step nor its replay
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_fit_trains_through_a_meant_minus_inf_mask(data):
+    model = Masked(nnx.Rngs(0))
+    history = tpukit.fit(
+        model,
+        optax.sgd(0.1),
+        attention_data(*data, whole_row=None),
+        epochs=2,
+        batch_size=8,
+        loss=masked_batch_loss,
+        verbose=False,
+    )
+    assert len(history["loss"]) == 2 and np.all(np.isfinite(history["loss"]))
+    assert history.stopped is None
+
+
 def test_fit_names_the_log_of_zero_in_a_custom_loss_and_keeps_the_state(data):
     model = Net(Identity(), nnx.Rngs(0))
     before = jax.tree.map(np.array, nnx.state(model))
@@ -248,3 +367,35 @@ def test_fit_reports_nan_in_the_data_as_the_dataset_example(data):
     assert (error.origin.kind, error.origin.argument) == ("data", "train_data[0]")
     assert error.origin.rows == (13,)  # the dataset's row, whatever the shuffled batch
     assert re.search(r"train_data\[0\] already held NaN \(row 13\)", str(error))
+
+
+# ------------------------------------------------------------------ through evaluate
+def evaluate_warning(model, data, **options):
+    with pytest.warns(tpukit.NonFiniteLossWarning) as caught:
+        figures = tpukit.evaluate(model, data, batch_size=24, **options)
+    (warning,) = [w.message for w in caught if isinstance(w.message, tpukit.NonFiniteLossWarning)]
+    assert not np.isfinite(figures["loss"]) and warning.figures == figures
+    return warning
+
+
+def test_evaluate_names_the_first_bad_operation_in_a_warning(data):
+    model = Net(Norm(), nnx.Rngs(0))
+    before = jax.tree.map(np.array, nnx.state(model))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a finite evaluation says nothing
+        assert np.isfinite(tpukit.evaluate(model, data, batch_size=24)["loss"])
+    warning = evaluate_warning(model, constant_row(*data))
+    origin = warning.origin
+    assert (origin.operation, origin.made, origin.part) == ("div", "NaN", "forward")
+    assert (origin.layer, origin.layer_class, origin.source) == ("first", "Norm", line_of("div"))
+    assert f"the first non-finite value: {origin.summary()}" in str(warning)
+    after = jax.tree.map(np.array, nnx.state(model))
+    assert jax.tree.all(jax.tree.map(np.array_equal, before, after))
+
+
+def test_evaluate_reports_nan_in_the_data_as_its_rows(data):
+    x, y = data
+    x = x.copy()
+    x[30, 0] = np.nan  # in the last, smaller batch (rows 24 to 31)
+    origin = evaluate_warning(Net(Identity(), nnx.Rngs(0)), (x, y)).origin
+    assert (origin.kind, origin.argument, origin.rows) == ("data", "data[0]", (30,))

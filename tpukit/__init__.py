@@ -64,7 +64,15 @@ from tpukit.compilation import (
 from tpukit.hlo import Cost, Fusion, MemoryView
 from tpukit.measure import DevicePeak, Profile, ProfileError, TimingResult, peak_for
 from tpukit.runtime import DeviceInfo, DeviceTable, connect, devices, fetch, put
-from tpukit.train import CheckpointError, History, NonFiniteLossError, Trainer, evaluate, fit
+from tpukit.train import (
+    CheckpointError,
+    History,
+    NonFiniteLossError,
+    NonFiniteLossWarning,
+    Trainer,
+    evaluate,
+    fit,
+)
 
 __version__ = "0.1.0"
 
@@ -109,6 +117,7 @@ __all__ = [
     "MemoryView",
     "NanOrigin",
     "NonFiniteLossError",
+    "NonFiniteLossWarning",
     "Profile",
     "ProfileError",
     "RecompileError",

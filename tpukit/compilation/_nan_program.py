@@ -128,6 +128,35 @@ def _walk(
     return [read(v) for v in jaxpr.outvars]
 
 
+def _nonfinite_check(value: Any, split: bool) -> jax.Array:
+    """One reduction a value, read by :func:`_nonfinite_flags`.
+
+    On one device, the largest magnitude: NaN where the value holds a NaN (XLA's max
+    propagates it), else inf where it holds an infinity. (Whether a NaN value also
+    holds an infinity does not matter: NaN wins wherever it goes.) Over arrays
+    ``split`` across devices a floating max loses NaN (XLA:CPU's cross-device max of
+    ``|x|`` over 8 devices drops a NaN that one of them holds), so there it is an
+    integer maximum of codes, 2 for a NaN, 1 for an infinity, 0 else (dearer, by about
+    10% of CPU time in ResNet-18's and GPT-small's searches: one run each, on a loaded
+    2-core CPU)."""
+    if split:
+        code = jnp.where(jnp.isnan(value), 2, jnp.where(jnp.isinf(value), 1, 0))
+        return jnp.max(code.astype(jnp.int8)).astype(jnp.float32)
+    return jnp.max(jnp.abs(value)).astype(jnp.float32)
+
+
+def _nonfinite_flags(check: float, split: bool) -> tuple[bool, bool]:
+    """``(nan, inf)`` from a value's :func:`_nonfinite_check`."""
+    if split:
+        return bool(check == 2), bool(check == 1)
+    return bool(np.isnan(check)), bool(np.isinf(check))
+
+
+def _split(values: Sequence[Any]) -> bool:
+    """Whether any of ``values`` is an array placed over more than one device."""
+    return any(isinstance(v, jax.Array) and len(v.sharding.device_set) > 1 for v in values)
+
+
 class Level:
     """One jaxpr with concrete arguments: the flags of its values, and values on request.
 
@@ -212,6 +241,7 @@ class Level:
 
     def _run_flags(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
         keys: list[tuple[Key, int]] = []
+        split = _split([*self.consts, *self.args])
 
         def program(consts: list, args: list) -> Any:
             keys.clear()
@@ -223,21 +253,14 @@ class Level:
                 for j, out in enumerate(outs):
                     if inexact(out) and getattr(out, "size", 1):
                         keys.append((key, j))
-                        # One reduction a value: its largest magnitude is NaN where it
-                        # holds a NaN (XLA's max propagates NaN), else inf where it
-                        # holds an infinity. (Whether a NaN value also holds an
-                        # infinity does not matter: NaN wins wherever it goes.)
-                        checks.append(jnp.max(jnp.abs(out)).astype(jnp.float32))
+                        checks.append(_nonfinite_check(out, split))
 
             _walk(self.jaxpr, consts, args, (), visit)
             return jnp.stack(checks) if checks else jnp.zeros((0,), jnp.float32)
 
         found = np.asarray(jax.jit(program)(self.consts, self.args))
-        return {
-            k: (bool(np.isnan(f)), bool(np.isinf(f)))
-            for k, f in zip(keys, found, strict=True)
-            if not np.isfinite(f)
-        }
+        flags = {k: _nonfinite_flags(f, split) for k, f in zip(keys, found, strict=True)}
+        return {k: f for k, f in flags.items() if any(f)}
 
     def values(self, key: Key) -> tuple[list, list]:
         """The inputs and outputs of the equation ``key``: kept by the first run, or

@@ -50,7 +50,7 @@ next shuffle a later call on the same model reuses, checked against in-place cha
 from ._evaluate import evaluate
 from ._exceptions import CheckpointError
 from ._fit import Trainer, fit
-from ._guard import NonFiniteLossError
+from ._guard import NonFiniteLossError, NonFiniteLossWarning
 from ._history import History
 from ._layout import ShardingSummary
 from ._losses import accuracy, cross_entropy, top_k_accuracy
@@ -64,6 +64,7 @@ __all__ = [
     "History",
     "MeshRules",
     "NonFiniteLossError",
+    "NonFiniteLossWarning",
     "ShardingSummary",
     "Trainer",
     "TrainingState",

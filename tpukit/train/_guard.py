@@ -65,6 +65,24 @@ class NonFiniteLossError(TpukitError, FloatingPointError):
         self.origin = origin
 
 
+class NonFiniteLossWarning(RuntimeWarning):
+    """:func:`tpukit.evaluate` met a loss that is NaN or infinite.
+
+    ``evaluate`` still returns its figures (the loss among them, non-finite); this
+    warning says where the evaluation's first NaN or infinity was made. ``origin`` is
+    that record (a :class:`tpukit.NanOrigin`, as :func:`tpukit.find_nan` returns: the
+    operation, its source line, layer and inputs' ranges, or the data's rows), found by
+    running the evaluation once more, operation by operation, after it came out
+    non-finite; ``None`` when that run found nothing. ``figures`` are the figures
+    ``evaluate`` returned.
+    """
+
+    def __init__(self, message: str, figures: dict[str, float], origin: NanOrigin | None):
+        super().__init__(message)
+        self.figures = dict(figures)
+        self.origin = origin
+
+
 _KINDS = ("gradient of ", "new value of ", "optimizer state ")
 
 

@@ -42,6 +42,7 @@ import numpy as np
 import optax
 from flax import nnx
 
+from tpukit.compilation import NanOrigin, search
 from tpukit.runtime import settled
 
 from . import _steps
@@ -103,12 +104,16 @@ class Evaluator:
         batch_size: int,
         source: ResidentData,
         prefix: str = "val_",
+        replay: Callable[[int], Callable] | None = None,
+        name: str = "data",
     ):
         self.program = program  # batch size -> the jitted evaluation at that size
         self.batch_size = batch_size
         self.fn = program(batch_size)
         self.source = source
         self.prefix = prefix
+        self._replay = replay  # batch size -> the same evaluation, unjitted, layers named
+        self.name = name
 
     def __call__(
         self, params: Any, rest: Any, started: dict[str, jax.Array] | None = None
@@ -124,6 +129,23 @@ class Evaluator:
 
     def read(self, values: dict[str, jax.Array]) -> dict[str, float]:
         return {f"{self.prefix}{n}": float(v) for n, v in jax.device_get(values).items()}
+
+    def origin(self, params: Any, rest: Any) -> NanOrigin | None:
+        """Where this evaluation of ``(params, rest)`` made its first NaN or infinity: it
+        runs once more, operation by operation (``tpukit.find_nan``'s search), on the
+        same data; NaN in the data is reported as its rows. ``None`` when that run found
+        no non-finite value or could not run (the figures are reported regardless)."""
+        if self._replay is None:
+            return None
+        try:
+            return search(
+                self._replay(self.batch_size),
+                (params, rest, self.source.arrays),
+                {},
+                names=("params", "model state", self.name),
+            )
+        except Exception:  # noqa: BLE001 - a failed diagnosis must not hide the figures
+            return None
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
@@ -252,7 +274,10 @@ def evaluation(
     def program(size: int) -> Callable:
         return _steps.evaluation(graphdef, objective, plan, size, source.n)
 
-    return Evaluator(program, batch_size, source, prefix)
+    def replay(size: int) -> Callable:
+        return _steps.evaluation_replay(graphdef, objective, plan, size, source.n)
+
+    return Evaluator(program, batch_size, source, prefix, replay=replay, name=name)
 
 
 def steps_per_call(value: int | str, steps_per_epoch: int | None) -> int:

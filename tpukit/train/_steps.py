@@ -26,6 +26,7 @@ Builders are cached, so calling :func:`tpukit.fit` again reuses the compiled cod
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -483,6 +484,21 @@ def evaluation(
     rows run as one smaller batch, so every example counts exactly once. The model
     is in eval mode (``model.eval()``) and its state is not changed.
     """
+    return jax.jit(_evaluation_run(graphdef, objective, plan, batch_size, n, scoped=False))
+
+
+def evaluation_replay(
+    graphdef: Any, objective: Objective, plan: Plan, batch_size: int, n: int
+) -> Callable:
+    """:func:`evaluation`'s computation as a plain function whose operations carry the
+    model's layer paths, for ``tpukit.find_nan`` after an evaluation's loss came out
+    non-finite. Built only then: an evaluation never pays for it."""
+    return _evaluation_run(graphdef, objective, plan, batch_size, n, scoped=True)
+
+
+def _evaluation_run(
+    graphdef: Any, objective: Objective, plan: Plan, batch_size: int, n: int, scoped: bool
+) -> Callable:
     full, remainder = divmod(n, batch_size)
     split = plan.batch_shards > 1
 
@@ -497,7 +513,8 @@ def evaluation(
     def forward(params, rest, batch):
         model = nnx.merge(graphdef, params, rest)
         model.eval()
-        loss, metrics = objective(model, batch)
+        with module_scopes(model) if scoped else contextlib.nullcontext():
+            loss, metrics = objective(model, batch)
         return {"loss": loss, **metrics}
 
     def run(params, rest, arrays):
@@ -516,4 +533,4 @@ def evaluation(
             totals = {k: totals[k] + out[k] * remainder for k in totals}
         return {k: v / n for k, v in totals.items()}
 
-    return jax.jit(run)
+    return run
