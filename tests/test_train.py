@@ -259,9 +259,10 @@ def test_progress_is_one_line_per_epoch_on_stdout_with_one_speed_figure(capsys):
         assert "8/8" in line and "loss" in line and "accuracy" in line
         assert line.count("steps/s") == 1 and line.count("examples/s") == 1
         steps, examples = re.search(r"([\d,]+) steps/s, ([\d,]+) examples/s", line).groups()
-        assert int(examples.replace(",", "")) == pytest.approx(
-            64 * int(steps.replace(",", "")), 0.01
-        )
+        # Both are rounded to whole numbers: on a busy machine (16 steps/s) the steps'
+        # rounding alone is 3%, so the examples lie within 64 x (steps +- 0.5).
+        steps, examples = int(steps.replace(",", "")), int(examples.replace(",", ""))
+        assert 64 * (steps - 0.5) * 0.99 <= examples <= 64 * (steps + 0.5) * 1.01, line
     assert "MFU" not in captured.out  # no published peak for a CPU: no MFU
 
 
@@ -298,9 +299,15 @@ def test_progress_shows_mfu_from_one_steps_flops_when_the_peak_is_known(monkeypa
     assert counted[-1].flops_per_step == 2 * 64 * (2 * 16 * 32 + 3 * 32 * 4)
     line = next(line for line in capsys.readouterr().out.splitlines() if "MFU" in line)
     steps = float(re.search(r"([\d,]+) steps/s", line).group(1).replace(",", ""))
-    mfu = float(re.search(r"MFU ([\d,.]+)%", line).group(1).replace(",", "")) / 100
+    shown = re.search(r"MFU ([\d,.]+)%", line).group(1).replace(",", "")
+    mfu = float(shown) / 100
     flops = 2 * 64 * (2 * 16 * 32 + 3 * 32 * 4)
-    assert mfu == pytest.approx(steps * flops / (1e6 * jax.device_count()), rel=0.01)
+    # steps/s is shown rounded to a whole number and MFU to its last digit, so the MFU
+    # lies between what steps -+ 0.5 give, widened by half its last digit.
+    decimals = len(shown.split(".")[1]) if "." in shown else 0
+    digit = 0.5 * 10**-decimals / 100
+    low, high = ((steps + d) * flops / (1e6 * jax.device_count()) for d in (-0.5, 0.5))
+    assert low * 0.99 - digit <= mfu <= high * 1.01 + digit, line
 
 
 def test_restoring_a_checkpoint_quietly_prints_nothing(tmp_path, capsys, caplog):
