@@ -11,28 +11,13 @@ from __future__ import annotations
 
 import jax
 import pytest
+from _notebook_page import FIRST_VIEW_DRAWN
 from test_hlo_counting import SCAN
 from test_hlo_graph_browser import JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
 
 import tpukit
 from tpukit.hlo import diff_graph, graph
 from tpukit.hlo._first_view import first_view
-
-# Boxes drawn, boxes outside the view, edges drawn and the scale of the first view.
-DRAWN = """() => {
-  const root = document.querySelector('.tkg-root');
-  const view = root.querySelector('.tkg-viewport').getBoundingClientRect();
-  let cut = 0;
-  const boxes = root.querySelectorAll('.tkg-node rect.tkg-box');
-  for (const r of boxes) {
-    const b = r.getBoundingClientRect();
-    if (b.left < view.left - 1 || b.right > view.right + 1 || b.top < view.top - 1 ||
-        b.bottom > view.bottom + 1) cut++;
-  }
-  return {nodes: +root.dataset.nodes, boxes: boxes.length, cut,
-          edges: root.querySelectorAll('path.tkg-edge').length,
-          scale: +root.dataset.scale};
-}"""
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +33,7 @@ def lab(browser):
     def show(g):
         page.evaluate("html => window.showOutput(html)", g._repr_html_())
         page.wait_for_function("document.querySelector('.tkg-root[data-state=ready]')")
-        return page.evaluate(DRAWN)
+        return page.evaluate(FIRST_VIEW_DRAWN)
 
     show.page, show.errors = page, errors
     yield show

@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 from _fixtures import mlp_hlo
-from _notebook_page import NOTEBOOK_PAGE, ORIGIN
+from _notebook_page import FIRST_VIEW_DRAWN, NOTEBOOK_PAGE, ORIGIN
 from _steps import tutorial_train_step
 from flax import nnx
 
@@ -820,22 +820,6 @@ def test_the_programs_title_stays_inside_a_view_too_narrow_for_the_drawing(brows
     assert drawing["x"] < view["x"], "the drawing is wider than the view and starts off screen"
     assert title.bounding_box()["x"] >= view["x"]
     assert page.errors == []
-
-
-FIRST_VIEW_DRAWN = """() => {
-  const root = document.querySelector('.tkg-root');
-  const view = root.querySelector('.tkg-viewport').getBoundingClientRect();
-  let cut = 0;
-  const boxes = root.querySelectorAll('.tkg-node rect.tkg-box');
-  for (const r of boxes) {
-    const b = r.getBoundingClientRect();
-    if (b.left < view.left - 1 || b.right > view.right + 1 || b.top < view.top - 1 ||
-        b.bottom > view.bottom + 1) cut++;
-  }
-  return {nodes: +root.dataset.nodes, boxes: boxes.length, cut,
-          edges: root.querySelectorAll('path.tkg-edge').length,
-          scale: +root.dataset.scale};
-}"""
 
 
 def test_the_tutorial_step_opens_with_its_linear_layers_drawn_as_counted(browser, step_graph):
