@@ -16,6 +16,7 @@ from flax import nnx
 import tpukit
 from tpukit import zoo
 from tpukit._compat import iter_modules
+from tpukit.zoo import _init
 
 # ---------------------------------------------------------------- helpers
 
@@ -234,6 +235,41 @@ def test_same_seed_same_weights_other_seed_other_weights():
     for a, b in zip(params(7), params(7)):
         np.testing.assert_array_equal(a, b)
     assert not all(np.array_equal(a, b) for a, b in zip(params(7), params(8)))
+
+
+def test_building_a_model_compiles_no_random_program(caplog):
+    """Weights are drawn on the host: no threefry program compiled per parameter shape
+    (ResNet-50's 57 of them took 25 s of XLA:CPU). Widths no other test uses, so no
+    program compiled earlier in this process could hide one."""
+    with jax.log_compiles(True), caplog.at_level("DEBUG"):
+        zoo.create("mlp", widths=(13, 17, 5), seed=3)
+        zoo.create("gpt_small", vocab_size=11, depth=1, width=6, num_heads=2, context_length=3)
+    compiled = [r.getMessage() for r in caplog.records if "compilation of" in r.getMessage()]
+    assert not [m for m in compiled if re.search(r"normal|uniform|threefry_random", m)], compiled
+
+
+@pytest.mark.parametrize(
+    ("host", "reference"),
+    [
+        (_init.lecun_normal(), jax.nn.initializers.lecun_normal()),
+        (
+            _init.variance_scaling(2.0, "fan_out", "normal"),
+            jax.nn.initializers.variance_scaling(2.0, "fan_out", "normal"),
+        ),
+        (_init.normal(0.02), jax.nn.initializers.normal(0.02)),
+    ],
+    ids=["lecun_normal", "kaiming_fan_out", "normal"],
+)
+def test_host_initializers_draw_jaxs_distributions(host, reference):
+    shape, key = (3, 3, 64, 128), jax.random.key(0)
+    drawn, jaxs = np.asarray(host(key, shape)), np.asarray(reference(key, shape))
+    assert drawn.shape == shape and drawn.dtype == np.float32
+    assert abs(drawn.mean()) < 0.02 * jaxs.std()
+    assert drawn.std() == pytest.approx(jaxs.std(), rel=0.02)
+    assert np.abs(drawn).max() == pytest.approx(np.abs(jaxs).max(), rel=0.25)  # truncated or not
+    traced = jax.jit(host, static_argnums=1)(key, shape)  # a traced key: JAX's own draw
+    np.testing.assert_allclose(traced, jaxs, rtol=1e-5, atol=1e-7)  # jitted: an ulp apart
+    assert host(key, shape, jnp.bfloat16).dtype == jnp.bfloat16
 
 
 # ---------------------------------------------------------------- the small models

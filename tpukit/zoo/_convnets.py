@@ -20,6 +20,7 @@ from tpukit._compat import module_list
 from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
+from tpukit.zoo._init import DENSE
 
 
 def _pad(p: int) -> tuple[tuple[int, int], ...]:
@@ -56,7 +57,7 @@ class LeNet5(ZooModel):
             raise ArgumentError(f"pooling must be 'max' or 'avg'; got {pooling!r}.")
         self.activation, self.pooling = activation, pooling
         self._act = as_activation(activation)
-        kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs, **DENSE)
         self.conv1 = nnx.Conv(1, 6, (5, 5), padding=_pad(2), **kw)
         self.conv2 = nnx.Conv(6, 16, (5, 5), padding="VALID", **kw)
         self.fc1 = nnx.Linear(16 * 5 * 5, 120, **kw)
@@ -116,7 +117,7 @@ class AllConvCIFAR10(ZooModel):
         param_dtype=jnp.float32,
         rngs: nnx.Rngs,
     ):
-        kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        kw = dict(dtype=dtype, param_dtype=param_dtype, rngs=rngs, **DENSE)
         convs, flops, size, cin = [], 0, 32, 3
         for cout, k, s, p in _ALLCONV_LAYERS:
             convs.append(nnx.Conv(cin, cout, (k, k), strides=(s, s), padding=_pad(p), **kw))

@@ -19,6 +19,7 @@ from tpukit._compat import module_list
 from tpukit._errors import ArgumentError
 from tpukit.zoo import _flops
 from tpukit.zoo._base import ZooModel, as_activation
+from tpukit.zoo._init import DENSE
 
 
 class MLP(ZooModel):
@@ -56,7 +57,7 @@ class MLP(ZooModel):
         self._act = as_activation(activation)
         self.layers = module_list(
             [
-                nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+                nnx.Linear(a, b, dtype=dtype, param_dtype=param_dtype, rngs=rngs, **DENSE)
                 for a, b in zip(widths[:-1], widths[1:])
             ]
         )

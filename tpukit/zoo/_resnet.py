@@ -23,7 +23,7 @@ from flax import nnx
 
 from tpukit._compat import module_list
 from tpukit._errors import ArgumentError
-from tpukit.zoo import _flops
+from tpukit.zoo import _flops, _init
 from tpukit.zoo._base import ZooModel
 
 DEPTHS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
@@ -33,7 +33,7 @@ DEPTHS: dict[str, tuple[str, tuple[int, int, int, int]]] = {
     "resnet101": ("bottleneck", (3, 4, 23, 3)),
 }
 
-_conv_init = jax.nn.initializers.variance_scaling(2.0, "fan_out", "normal")
+_conv_init = _init.variance_scaling(2.0, "fan_out", "normal")
 
 
 class _Layers:
@@ -60,7 +60,7 @@ class _Layers:
         return layer, out
 
     def norm(self, channels: int) -> nnx.BatchNorm:
-        return nnx.BatchNorm(channels, momentum=0.9, epsilon=1e-5, **self.kw)
+        return nnx.BatchNorm(channels, momentum=0.9, epsilon=1e-5, **_init.NORM, **self.kw)
 
 
 class BasicBlock(nnx.Module):
@@ -172,7 +172,9 @@ class ResNet(ZooModel):
                 stage_blocks.append(cls(cin, planes, stride, size, layers))
                 size, cin = stage_blocks[-1].out_size, planes * cls.expansion
             setattr(self, f"layer{stage + 1}", module_list(stage_blocks))
-        self.fc = nnx.Linear(cin, num_classes, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
+        self.fc = nnx.Linear(
+            cin, num_classes, dtype=dtype, param_dtype=param_dtype, rngs=rngs, **_init.DENSE
+        )
         self.input_shape = (image_size, image_size, 3)
         self.flops_per_example = layers.flops + _flops.dense(cin, num_classes)
 

@@ -22,9 +22,10 @@ from flax import nnx
 
 from tpukit._compat import module_list
 from tpukit._errors import ArgumentError
+from tpukit.zoo import _init
 from tpukit.zoo._base import ZooModel
 
-_init = jax.nn.initializers.normal(0.02)
+_normal = _init.normal(0.02)
 
 
 class CausalSelfAttention(nnx.Module):
@@ -32,9 +33,13 @@ class CausalSelfAttention(nnx.Module):
 
     def __init__(self, width: int, num_heads: int, depth: int, *, kw: dict, rngs: nnx.Rngs):
         self.num_heads = num_heads
-        self.c_attn = nnx.Linear(width, 3 * width, kernel_init=_init, rngs=rngs, **kw)
-        proj_init = jax.nn.initializers.normal(0.02 / math.sqrt(2 * depth))
-        self.c_proj = nnx.Linear(width, width, kernel_init=proj_init, rngs=rngs, **kw)
+        self.c_attn = nnx.Linear(
+            width, 3 * width, kernel_init=_normal, bias_init=_init.zeros, rngs=rngs, **kw
+        )
+        proj_init = _init.normal(0.02 / math.sqrt(2 * depth))
+        self.c_proj = nnx.Linear(
+            width, width, kernel_init=proj_init, bias_init=_init.zeros, rngs=rngs, **kw
+        )
 
     def __call__(self, x: jax.Array) -> jax.Array:
         b, t, d = x.shape
@@ -52,12 +57,16 @@ class Block(nnx.Module):
     """LayerNorm, attention, residual; LayerNorm, MLP, residual."""
 
     def __init__(self, width: int, num_heads: int, depth: int, dropout: float, *, kw, rngs):
-        self.ln_1 = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **kw)
+        self.ln_1 = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **_init.NORM, **kw)
         self.attn = CausalSelfAttention(width, num_heads, depth, kw=kw, rngs=rngs)
-        self.ln_2 = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **kw)
-        proj_init = jax.nn.initializers.normal(0.02 / math.sqrt(2 * depth))
-        self.c_fc = nnx.Linear(width, 4 * width, kernel_init=_init, rngs=rngs, **kw)
-        self.c_proj = nnx.Linear(4 * width, width, kernel_init=proj_init, rngs=rngs, **kw)
+        self.ln_2 = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **_init.NORM, **kw)
+        proj_init = _init.normal(0.02 / math.sqrt(2 * depth))
+        self.c_fc = nnx.Linear(
+            width, 4 * width, kernel_init=_normal, bias_init=_init.zeros, rngs=rngs, **kw
+        )
+        self.c_proj = nnx.Linear(
+            4 * width, width, kernel_init=proj_init, bias_init=_init.zeros, rngs=rngs, **kw
+        )
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
 
     def __call__(self, x: jax.Array) -> jax.Array:
@@ -103,13 +112,13 @@ class GPT(ZooModel):
             )
         kw = dict(dtype=dtype, param_dtype=param_dtype)
         self.context_length = context_length
-        self.wte = nnx.Embed(vocab_size, width, embedding_init=_init, rngs=rngs, **kw)
-        self.wpe = nnx.Embed(context_length, width, embedding_init=_init, rngs=rngs, **kw)
+        self.wte = nnx.Embed(vocab_size, width, embedding_init=_normal, rngs=rngs, **kw)
+        self.wpe = nnx.Embed(context_length, width, embedding_init=_normal, rngs=rngs, **kw)
         self.dropout = nnx.Dropout(dropout, rngs=rngs)
         self.blocks = module_list(
             [Block(width, num_heads, depth, dropout, kw=kw, rngs=rngs) for _ in range(depth)]
         )
-        self.ln_f = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **kw)
+        self.ln_f = nnx.LayerNorm(width, epsilon=1e-5, rngs=rngs, **_init.NORM, **kw)
         t, d = context_length, width
         self.input_shape = (context_length,)
         self.flops_per_example = depth * (24 * t * d * d + 4 * t * t * d) + 2 * t * d * vocab_size

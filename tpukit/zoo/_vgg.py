@@ -20,7 +20,7 @@ from flax import nnx
 
 from tpukit._compat import module_list
 from tpukit._errors import ArgumentError
-from tpukit.zoo import _flops
+from tpukit.zoo import _flops, _init
 from tpukit.zoo._base import ZooModel
 
 POOL = "M"
@@ -33,8 +33,8 @@ CONFIGS: dict[str, tuple] = {
     + (512, 512, 512, 512, POOL, 512, 512, 512, 512, POOL),
 }
 
-_conv_init = jax.nn.initializers.variance_scaling(2.0, "fan_out", "normal")
-_dense_init = jax.nn.initializers.normal(0.01)
+_conv_init = _init.variance_scaling(2.0, "fan_out", "normal")
+_dense_init = _init.normal(0.01)
 
 
 def adaptive_avg_pool(x: jax.Array, size: int) -> jax.Array:
@@ -117,19 +117,22 @@ class VGG(ZooModel):
                     (3, 3),
                     padding=((1, 1), (1, 1)),
                     kernel_init=_conv_init,
+                    bias_init=_init.zeros,
                     rngs=rngs,
                     **kw,
                 )
             )
             if batch_norm:
-                norms.append(nnx.BatchNorm(item, momentum=0.9, epsilon=1e-5, rngs=rngs, **kw))
+                norms.append(
+                    nnx.BatchNorm(item, momentum=0.9, epsilon=1e-5, rngs=rngs, **_init.NORM, **kw)
+                )
             flops += _flops.conv2d(size, size, cin, item, kernel=3, padding=1)[0]
             cin = item
         self.convs, self.norms = module_list(convs), module_list(norms)
         self.feature_size = 1 if small_input else 7
         hidden = int(head_width or (512 if small_input else 4096))
         flat = cin * self.feature_size**2
-        dense = dict(kernel_init=_dense_init, rngs=rngs, **kw)
+        dense = dict(kernel_init=_dense_init, bias_init=_init.zeros, rngs=rngs, **kw)
         self.fc1 = nnx.Linear(flat, hidden, **dense)
         self.fc2 = nnx.Linear(hidden, hidden, **dense)
         self.fc3 = nnx.Linear(hidden, num_classes, **dense)
