@@ -27,6 +27,9 @@ def test_stop_on_nan_as_a_string_is_refused_and_flags_keep_their_meaning():
     with pytest.raises(TrainingInputError, match="stop_on_nan must be True or False; got 'no'"):
         TrainerOptions(stop_on_nan="no")
     assert TrainerOptions(stop_on_nan=np.False_).stop_on_nan is False
+    with pytest.raises(TrainingInputError, match="find_nan_origin must be True or False; got"):
+        TrainerOptions(find_nan_origin="off")
+    assert TrainerOptions(find_nan_origin=0).find_nan_origin is False
     options = RunOptions(epochs=1, shuffle=0, verbose=2)  # as Keras writes them
     assert options.shuffle is False and options.verbose is True
 

@@ -411,6 +411,7 @@ def test_non_finite_step_names_the_quantity_and_keeps_the_last_good_state(
     marks = np.zeros(len(X), np.int32)
     marks[6 * 64 + 10] = marker  # step 7 of epoch 1 (no shuffle): execution 2 of 4 steps
     data = {"x": X, "labels": Y, "marker": marks}
+    # The origin search (find_nan_origin, on by default) is tested in test_find_nan.py.
     kw = {"batch_size": 64, "loss": poisoned_loss, "shuffle": False, "verbose": False}
     model = Gated(nnx.Rngs(12))
     with pytest.raises(NonFiniteLossError, match=message) as err:
@@ -422,6 +423,7 @@ def test_non_finite_step_names_the_quantity_and_keeps_the_last_good_state(
             steps_per_execution=4,
             checkpoint_dir=tmp_path,
             checkpoint_every=1,
+            find_nan_origin=False,
             **kw,
         )
     e = err.value

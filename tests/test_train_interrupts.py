@@ -228,12 +228,15 @@ def test_a_stopped_run_keeps_bit_for_bit_a_run_of_exactly_the_good_steps(bad_ste
     # final state, and the step-by-step run finds the step.
     kw = {"batch_size": 64, "shuffle": False, "verbose": False, "steps_per_execution": per_call}
     stopped = MLP(nnx.Rngs(0))
+    # The origin search is tested in test_find_nan.py; off here, and its being off said.
+    off = {"find_nan_origin": False}
     data = poisoned(bad_step) if cause == "data" else (X, Y)
     optimizer = optax.adam(1e-2) if cause == "data" else update_goes_bad_at(bad_step)
     with pytest.raises(NonFiniteLossError) as err:
-        fit(stopped, optimizer, data, epochs=1, **kw)
+        fit(stopped, optimizer, data, epochs=1, **kw, **off)
     quantity = "loss" if cause == "data" else "new value of l1/bias"
     assert err.value.step == bad_step + 1 and err.value.quantity == quantity
+    assert err.value.origin is None and "(find_nan_origin=False)" in str(err.value)
     good = MLP(nnx.Rngs(0))
     if bad_step:
         good_data = (X[: bad_step * 64], Y[: bad_step * 64])

@@ -108,6 +108,7 @@ class Trainer:
         shard: Mapping[str, PartitionSpec | str] | None = None,
         sharding: str | Plan | None = None,
         stop_on_nan: bool = True,
+        find_nan_origin: bool = True,
     ):
         given = locals()
         check_module(model)  # its parameters: when a call splits it (_setup.prepare)
@@ -315,6 +316,7 @@ def fit(
     resume: bool | str = False,
     callbacks: Sequence[Callable[[dict], Any]] = (),
     stop_on_nan: bool = True,
+    find_nan_origin: bool = True,
     mesh: Mesh | str | None = None,
     shard: Mapping[str, PartitionSpec | str] | None = None,
     sharding: str | Plan | None = None,

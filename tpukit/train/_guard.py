@@ -139,10 +139,12 @@ class NonFiniteGuard:
         checkpoint_step: int | None,
         history: History,
         origin: NanOrigin | None = None,
+        origin_searched: bool = True,
         **at: int,
     ) -> NonFiniteLossError:
         """The error to raise for a call whose ``finite`` flags are ``finite``; ``origin``
-        is what the replay of the bad step found (:func:`replay_origin`)."""
+        is what the replay of the bad step found (:func:`replay_origin`), not searched
+        for when ``origin_searched`` is false (``find_nan_origin=False``)."""
         bad = self.bad(finite)
         kept = "the model and the optimizer state keep their values from before it"
         if checkpoint_step is not None:
@@ -162,6 +164,9 @@ class NonFiniteGuard:
                 " Then resume=True continues from the checkpoint, with a changed optimizer too."
             )
         found = f" The first non-finite value: {origin.summary()}." if origin is not None else ""
+        if not origin_searched:
+            found = " Where its first non-finite value was made was not searched for "
+            found += "(find_nan_origin=False)."
         message = (
             f"Training stopped: {self.describe(bad)} became NaN or infinite at {where}.{found} "
             f"The step was not applied: {kept}. {advice}"

@@ -391,7 +391,10 @@ class Run:
         if pos.epoch + 1 < spec.options.epochs:
             self._indices = (pos.epoch + 1, epoch_indices_on_device(spec, epoch))
         elif self.kept is not None:
-            self.kept.indices = (shuffle_identity(spec, epoch), epoch_indices_on_device(spec, epoch))
+            self.kept.indices = (
+                shuffle_identity(spec, epoch),
+                epoch_indices_on_device(spec, epoch),
+            )
 
     def _apply(self, state: tuple, stats: dict, steps: int, seconds: float) -> dict:
         """Take one call's new state, advance the position by its steps and add its
@@ -514,7 +517,12 @@ class Run:
             self._where(pos.step + 1, pos.global_step + 1),
             pos.global_step if self.checkpointing else None,
             self.history,
-            origin=replay_origin(flight.fn, flight.data, int(stats["bad_step"]), self.state),
+            origin=(
+                replay_origin(flight.fn, flight.data, int(stats["bad_step"]), self.state)
+                if self.spec.find_nan_origin
+                else None
+            ),
+            origin_searched=self.spec.find_nan_origin,
             epoch=pos.epoch + 1,
             step=pos.step + 1,
             execution=pos.executions,

@@ -79,6 +79,8 @@ class RunSpec:
     steps_per_call: int
     guard: bool
     fingerprint: ProgramFingerprint | None = None
+    #: Whether a stop replays the bad step to find its first NaN (``find_nan_origin``).
+    find_nan_origin: bool = True
 
     @property
     def guard_mode(self) -> str:
@@ -226,6 +228,7 @@ def prepare(
         steps_per_call=steps_per_call(run.steps_per_execution, steps_per_epoch),
         guard=options.stop_on_nan,
         fingerprint=fingerprint,
+        find_nan_origin=options.find_nan_origin,
     )
     state = TrainingState.of(model)
     kept = state.optimizer_state(program.key)
