@@ -315,6 +315,7 @@ FIT_OPTIONS = (
     "resume",
     "callbacks",
     "stop_on_nan",
+    "find_nan_origin",
     "mesh",
     "shard",
     "sharding",
