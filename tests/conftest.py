@@ -67,22 +67,24 @@ def shell():
 #: worker idle while it ran. Files not named keep their order after these.
 SLOWEST_FIRST = [
     "test_notebooks.py",
+    "test_memory_fit.py",
     "test_zoo.py",
     "test_train.py",
-    "test_memory_fit.py",
-    "test_train_interrupts.py",
-    "test_readme.py",
     "test_train_reliability.py",
     "test_docstring_examples.py",
-    "test_model_scopes.py",
+    "test_train_interrupts.py",
     "test_launch.py",
+    "test_readme.py",
+    "test_find_nan.py",
     "test_memory.py",
+    "test_architecture.py",
+    "test_jupyterlab.py",
     "test_train_checkpoint.py",
     "test_cli.py",
-    "test_jupyterlab.py",
+    "test_hlo_graph_browser.py",
+    "test_model_scopes.py",
+    "test_one_in_flight.py",
     "test_scale_out.py",
-    "test_architecture.py",
-    "test_find_nan.py",
 ]
 
 
