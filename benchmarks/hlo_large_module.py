@@ -23,6 +23,10 @@ the wall clock moves with the other load. Every repeat runs in a fresh process (
 the median is printed), since a module drawn once keeps its tree.
 
     .venv/bin/python benchmarks/hlo_large_module.py [--instructions 400000] [--repeats 3]
+    .venv/bin/python benchmarks/hlo_large_module.py --shape chain  # `_large_hlo`'s module
+
+``--shape chain`` generates the older benchmark's module instead (`_large_hlo`: one chain of
+fusions of 1,000 instructions each, longer lines), to compare with figures measured on it.
 
 Prints a table and writes ``benchmarks/results/hlo_large_module.json``.
 """
@@ -63,14 +67,18 @@ def _reset_peak() -> bool:
     return True
 
 
-def one_run(instructions: int, traced: bool) -> dict:
+def one_run(instructions: int, traced: bool, shape: str = "moe") -> dict:
     """Generates the module and measures each stage once, in this process."""
     sys.path.insert(0, str(HERE))
+    from _large_hlo import large_module
     from _realistic_hlo import realistic_module
 
     from tpukit import hlo
 
-    text = realistic_module(instructions)
+    if shape == "moe":
+        text = realistic_module(instructions)
+    else:  # one chain of fusions of 1,000 instructions each (`_large_hlo`)
+        text = large_module(max(1, instructions // 1000), 1000)
     size = len(text.encode())
     gc.collect()
     times: dict[str, float] = {}
@@ -112,12 +120,12 @@ def one_run(instructions: int, traced: bool) -> dict:
     return row
 
 
-def measure(instructions: int, repeats: int, traced: bool) -> dict:
+def measure(instructions: int, repeats: int, traced: bool, shape: str = "moe") -> dict:
     """The median of ``repeats`` fresh processes' stages (and the traced peak, if asked)."""
     runs = []
     for _ in range(repeats):
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(instructions)],
+            [sys.executable, __file__, "--one", str(instructions), "--shape", shape],
             check=True,
             capture_output=True,
             text=True,
@@ -137,7 +145,15 @@ def measure(instructions: int, repeats: int, traced: bool) -> dict:
         result["peak_x_text"] = result["peak_growth_bytes"] / result["hlo_bytes"]
     if traced:
         out = subprocess.run(
-            [sys.executable, __file__, "--one", str(instructions), "--tracemalloc"],
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(instructions),
+                "--shape",
+                shape,
+                "--tracemalloc",
+            ],
             check=True,
             capture_output=True,
             text=True,
@@ -151,7 +167,7 @@ def measure(instructions: int, repeats: int, traced: bool) -> dict:
 
 def table(row: dict) -> str:
     lines = [
-        f"generated module: {row['instructions']:,} instructions, "
+        f"generated module ({row['shape']}): {row['instructions']:,} instructions, "
         f"{row['hlo_bytes'] / 1e6:.1f} MB of HLO text; HTML {row['html_bytes'] / 1e6:.1f} MB; "
         f"first view {row['nodes_drawn_first']} nodes (median of {row['repeats']} processes)",
         "",
@@ -177,14 +193,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--instructions", type=int, default=400_000)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--shape",
+        choices=("moe", "chain"),
+        default="moe",
+        help="moe: `_realistic_hlo` (default); chain: `_large_hlo`'s chain of big fusions",
+    )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python's peak")
     parser.add_argument("--label", default="", help="suffix of the JSON file's name")
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # (one process's run)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(one_run(args.one, args.tracemalloc)))
+        print(json.dumps(one_run(args.one, args.tracemalloc, args.shape)))
         return
-    row = measure(args.instructions, args.repeats, args.tracemalloc)
+    row = measure(args.instructions, args.repeats, args.tracemalloc, args.shape)
+    row["shape"] = args.shape
     print(table(row))
     RESULTS.mkdir(exist_ok=True)
     name = f"hlo_large_module{'_' + args.label if args.label else ''}.json"
