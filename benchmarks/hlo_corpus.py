@@ -86,7 +86,9 @@ def main() -> None:
             continue
         js = subprocess.run(
             ["git", "-C", git_dirs[repo], "show", f"{commit}:{path}"],
-            check=True, capture_output=True, text=True,
+            check=True,
+            capture_output=True,
+            text=True,
         ).stdout
         text = extract(js)
         digest = hashlib.sha256(text.encode()).hexdigest()
@@ -95,14 +97,17 @@ def main() -> None:
             continue
         seen[digest] = name
         (HERE / f"{name}.hlo").write_text(text)
-        rows.append(f"| {name}.hlo | {repo} | `{path}` | {commit[:12]} | {len(text):,} | {digest[:16]} |")
+        rows.append(
+            f"| {name}.hlo | {repo} | `{path}` | {commit[:12]} | {len(text):,} | {digest[:16]} |"
+        )
         print(f"{name}: {len(text):,} chars")
     (HERE / "sources.md").write_text(
         "# Where the corpus's modules come from\n\n"
         "Written by `benchmarks/hlo_corpus.py` (the modules themselves are git-ignored).\n"
         "Each is the HLO text of the file's template literal, stripped, ending in a newline.\n\n"
         "| file | repository | path | commit | chars | sha256 (first 16) |\n|---|---|---|---|---|---|\n"
-        + "\n".join(rows) + "\n"
+        + "\n".join(rows)
+        + "\n"
     )
 
 
