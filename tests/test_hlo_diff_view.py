@@ -434,3 +434,50 @@ def test_the_whole_program_row_equals_the_text_diff_on_a_loop():
     assert whole.flops == (text.row("FLOPs").a, text.row("FLOPs").b) == (65_536, 32_768)
     assert whole.bytes == (text.row("bytes accessed").a, text.row("bytes accessed").b)
     assert whole.delta("bytes") < 0  # 8 steps move less than 16
+
+
+# A softmax's sums as JAX lowers them (printed without metadata: ops named by primitive)
+# and as XLA fuses them (each fusion's op_name names the primitive it came from).
+SOFTMAX_LOWERED = """HloModule jit_softmax
+region_max {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT m = f32[] maximum(a, b)
+}
+region_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[4,128]{1,0} parameter(0)
+  low = f32[] constant(-inf)
+  reduce_max.7 = f32[4]{0} reduce(x, low), dimensions={1}, to_apply=region_max
+  zero = f32[] constant(0)
+  exp.1 = f32[4,128]{1,0} exponential(x)
+  ROOT reduce_sum.7 = f32[4]{0} reduce(exp.1, zero), dimensions={1}, to_apply=region_add
+}"""
+SOFTMAX_OPTIMIZED = """HloModule jit_softmax, is_scheduled=true
+region_add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+fused_sum {
+  p = f32[4,128]{1,0} parameter(0)
+  e = f32[4,128]{1,0} exponential(p)
+  zero = f32[] constant(0)
+  ROOT r = f32[4]{0} reduce(e, zero), dimensions={1}, to_apply=region_add
+}
+ENTRY main {
+  x = f32[4,128]{1,0} parameter(0)
+  ROOT sum_fusion = f32[4]{0} fusion(x), kind=kLoop, calls=fused_sum, metadata={op_name="jit(softmax)/reduce_sum"}
+}"""
+
+
+def test_a_fused_op_pairs_with_the_lowered_op_it_came_from_not_the_first_alike():
+    """Issue 38: lowered against optimized, the fusion XLA made of ``reduce_sum`` pairs
+    with the lowered ``reduce_sum``, though the ``reduce_max`` before it (gone: its
+    result was never used) is as alike by shape and work and comes first."""
+    view = diff_graph(SOFTMAX_LOWERED, SOFTMAX_OPTIMIZED, labels=("lowered", "optimized"))
+    assert view.matched_ops == {"reduce_sum.7": "sum_fusion"}, view.matched_ops

@@ -467,3 +467,24 @@ def test_deflate_on_two_cores_gives_back_the_bytes_and_one_core_deflates_as_zlib
     assert (deflated != zlib.compress(raw, _graph_wire._LEVEL)) == split
     monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 1)
     assert _graph_wire.deflate(raw) == zlib.compress(raw, _graph_wire._LEVEL)
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_the_payload_deflated_in_pieces_is_the_payload_deflated_whole(cores, monkeypatch):
+    """Issue 38: a large module's payload is written (`wire_parts`) and deflated
+    (`deflate_parts`) in pieces, never joined: the bytes are those of `deflate` of
+    `wire_bytes`, on one core and split across two (the cut falls inside a piece), and a
+    wire spent as it is written (`encode_wire(..., spend=True)`) gives the same page."""
+    from tpukit.hlo import _graph_wire
+
+    monkeypatch.setattr(_graph_wire, "_free_cores", lambda: cores)
+    monkeypatch.setattr(_graph_wire, "SPLIT_AT", 1000)  # (a small payload takes the split path)
+    monkeypatch.setattr(_graph_wire, "_LINES_AT_A_TIME", 3)  # (its text in several pieces)
+    data = GraphTree(parse_hlo((HLO_FIXTURES / "gpu_vgg19_forward.hlo").read_text()))
+    wire = graph_wire(data, "t", "optimized")
+    parts = _graph_wire.wire_parts(wire)
+    assert len(parts) > 10 and b"".join(parts) == wire_bytes(wire)
+    assert _graph_wire.deflate_parts(parts) == _graph_wire.deflate(wire_bytes(wire))
+    whole = encode_wire(wire)
+    assert encode_wire(graph_wire(data, "t", "optimized"), spend=True) == whole
+    assert decode_payload(whole) == wire

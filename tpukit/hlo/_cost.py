@@ -288,10 +288,18 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
 
 
 def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
-    if not instr.called_computations and instr.opcode not in FLOP_OPS:
-        return 0  # most instructions: nothing to count, nothing to look up
+    if not instr.called_computations:
+        if instr.opcode not in FLOP_OPS:
+            return 0  # most instructions: nothing to count, nothing to look up
+        # A dot's or convolution's own count, worked out once: a fused dot is counted for
+        # its fusion, for its own node in the graph and for its layer's scope.
+        counted = module._analysis.setdefault("own_flops", {})
+        own = counted.get(id(instr))
+        if own is None:
+            own = counted[id(instr)] = own_dot_conv_flops(instr, module)
+        return own
     own = own_dot_conv_flops(instr, module)
-    if own or not instr.called_computations:
+    if own:
         return own
     opcode = instr.opcode
     called = run_computations(instr, module)

@@ -240,8 +240,8 @@ def _pair_by_shape(
             for op in facts_b.work(node):
                 free[(op, "")].append(node)
     taken: set[int] = set()
-    left = []
-    for node in removed:
+
+    def best_of(node: int) -> tuple[int | None, float]:
         kind = facts_a.kind(node)
         options = list(free.get(kind, []))
         if kind[0] == "fusion":  # an op of the other stage that this fusion fused
@@ -254,6 +254,25 @@ def _pair_by_shape(
             value = _likeness(facts_a, node, facts_b, other, pairs)
             if value > score:
                 best, score = other, value
+        return best, score
+
+    # First the ops that are each other's best: an op of ``b`` goes to the op of ``a`` it
+    # is most like, not to the first in program order that would take it (a lowered
+    # reduce_max must not take the reduce_sum fusion that the reduce_sum after it is).
+    wanted: dict[int, tuple[float, int]] = {}
+    for node in removed:
+        best, score = best_of(node)
+        if best is not None and (best not in wanted or score > wanted[best][0]):
+            wanted[best] = (score, node)
+    for other, (_, node) in wanted.items():
+        pairs[node] = other
+        taken.add(other)
+    # Then the rest in program order, with the operands those pairs made alike.
+    left = []
+    for node in removed:
+        if node in pairs:
+            continue
+        best, _ = best_of(node)
         if best is None:
             left.append(node)
             continue
@@ -341,6 +360,7 @@ def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int
     mine = {pairs.get(k) for k in fa.operands(node)} - {None}
     score += 1.5 * len(mine & set(fb.operands(other)))
     score += ka == kb
+    score += 3.0 * (_source_op(ia) == _source_op(ib))
     return score - 2 * abs(fa.place.get(node, 0.0) - fb.place.get(other, 0.0))
 
 
@@ -375,6 +395,14 @@ def _align_renumbered(a: ProgramGroups, b: ProgramGroups) -> None:
     a.groups = {rename.get(k, k): v for k, v in a.groups.items()}
     a.children = children
     a.key_of = {n: rename.get(k, k) for n, k in a.key_of.items()}
+
+
+def _source_op(instr: HloInstruction) -> str:
+    """The primitive an op came from: the last part of its ``op_name`` (JAX's
+    ``jit(f)/reduce_sum``), or without one its name less XLA's number (a lowered module
+    printed without metadata names its ops by primitive: ``reduce_sum.7``)."""
+    name = instr.metadata.op_name
+    return name.rsplit("/", 1)[-1] if name else _NUMBER.sub("", instr.name)
 
 
 def _exact_name(instr: HloInstruction) -> str:

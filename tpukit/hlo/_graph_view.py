@@ -195,7 +195,7 @@ class HloGraph:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 wire = graph_wire(self._data, self.title, self.stage, self.times, self.memory)
-                self._payload_b64 = encode_wire(wire)
+                self._payload_b64 = encode_wire(wire, spend=True)
         return self._payload_b64
 
     def _repr_html_(self) -> str:

@@ -159,15 +159,20 @@ def encode_payload(payload: dict) -> str:
     return encode_wire(pack(payload))
 
 
-def encode_wire(wire: dict, compress: bool = True) -> str:
+def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> str:
     """A packed payload as the page carries it: `wire_bytes`, deflated (`deflate`), in base64.
 
     Without ``compress`` the bytes go as they are (they open with a zero byte, which no
     zlib stream does): a payload of a few kilobytes (a glance) then needs no inflating,
     which the page can only do asynchronously, so it draws in the script's own task.
+
+    With ``spend`` the columns are taken out of ``wire`` as they are written (the caller
+    reads it no more): a large module's columns are then let go before they are deflated.
     """
-    raw = wire_bytes(wire)
-    return base64.b64encode(deflate(raw) if compress else raw).decode()
+    parts = wire_parts(wire, spend=spend)
+    if not compress:
+        return base64.b64encode(b"".join(parts)).decode()
+    return base64.b64encode(deflate_parts(parts)).decode()
 
 
 def deflate(raw: bytes) -> bytes:
@@ -185,23 +190,64 @@ def deflate(raw: bytes) -> bytes:
         >>> zlib.decompress(deflate(raw)) == raw
         True
     """
-    if len(raw) < SPLIT_AT or _free_cores() < 2:
-        return zlib.compress(raw, _LEVEL)
-    half = len(raw) // 2
-    view = memoryview(raw)
+    return deflate_parts([raw])
+
+
+def deflate_parts(parts: list[bytes]) -> bytes:
+    """`deflate` of ``b"".join(parts)``, the same bytes, without joining them first.
+
+    A large module's payload is tens of megabytes (`wire_parts`): its one joined copy
+    would be the peak of the process's memory while the graph is made. zlib's output does
+    not depend on how its input is cut, so each compressor is fed the parts (or the
+    slices of them) of its half in turn.
+
+        >>> parts = [bytes(range(256)) * 4096, b"x" * 3000, bytes(range(256)) * 4096]
+        >>> deflate_parts(parts) == deflate(b"".join(parts))
+        True
+    """
+    total = sum(map(len, parts))
+    if total < SPLIT_AT or _free_cores() < 2:
+        compressor = zlib.compressobj(_LEVEL)
+        out = [compressor.compress(part) for part in parts]
+        out.append(compressor.flush())
+        return b"".join(out)
+    first_half, second_half = _halves(parts, total // 2)
     second: list[bytes] = []
 
     def deflate_second() -> None:
         compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate
-        second.append(compressor.compress(view[half:]) + compressor.flush())
+        out = [compressor.compress(piece) for piece in second_half]
+        second.append(b"".join(out) + compressor.flush())
 
     worker = threading.Thread(target=deflate_second, name="tpukit-deflate")
     worker.start()
     compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    first = compressor.compress(view[:half]) + compressor.flush(zlib.Z_SYNC_FLUSH)
-    checksum = zlib.adler32(raw).to_bytes(4, "big")
+    first = [compressor.compress(piece) for piece in first_half]
+    first.append(compressor.flush(zlib.Z_SYNC_FLUSH))
+    checksum = 1
+    for part in parts:
+        checksum = zlib.adler32(part, checksum)
     worker.join()
-    return _ZLIB_HEADER + first + second[0] + checksum
+    return b"".join([_ZLIB_HEADER, *first, second[0], checksum.to_bytes(4, "big")])
+
+
+def _halves(parts: list[bytes], half: int) -> tuple[list[memoryview], list[memoryview]]:
+    """``parts`` cut at byte ``half`` of their concatenation: two lists of views."""
+    first: list[memoryview] = []
+    second: list[memoryview] = []
+    start = 0
+    for part in parts:
+        view = memoryview(part)
+        end = start + len(part)
+        if end <= half:
+            first.append(view)
+        elif start >= half:
+            second.append(view)
+        else:
+            first.append(view[: half - start])
+            second.append(view[half - start :])
+        start = end
+    return first, second
 
 
 def _free_cores() -> int:
@@ -214,42 +260,61 @@ def _free_cores() -> int:
 
 def wire_bytes(wire: dict) -> bytes:
     """``wire``'s bytes before deflating: the zero byte, JSON's length, JSON, the arrays."""
-    fields = dict(wire)
+    return b"".join(wire_parts(wire))
+
+
+def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
+    """`wire_bytes` in the pieces it is joined from (`deflate_parts` reads them as they are);
+    with ``spend``, the binary columns are taken out of ``wire`` itself (`encode_wire`)."""
+    fields = wire if spend else dict(wire)
     names = (*NUMBER_COLUMNS, *OWNED_COLUMNS)
     arrays = {}
     for name in names:
         if name in fields:
             values = fields.pop(name)
             kind, raw = _typed(values)
-            arrays[name] = kind, len(values), raw
+            arrays[name] = kind, len(values), [raw]
     for name in LINE_COLUMNS:
         lines = _lines(fields.get(name))
         if lines is not None:
             del fields[name]
-            arrays[name] = "lines", len(lines), lines
+            arrays[name] = "lines", sum(map(len, lines)), lines
     fields["binary"] = [[name, kind, length] for name, (kind, length, _) in arrays.items()]
     text = json.dumps(fields, separators=(",", ":")).encode()
     parts = [b"\0", len(text).to_bytes(4, "little"), text]
     size = 5 + len(text)
-    for _, _, raw in arrays.values():
+    for _, _, pieces in arrays.values():
         pad = -size % 8
-        parts += [b"\0" * pad, raw]
-        size += pad + len(raw)
-    return b"".join(parts)
+        parts.append(b"\0" * pad)
+        parts += pieces
+        size += pad + sum(map(len, pieces))
+    return parts
 
 
-def _lines(values: object) -> bytes | None:
-    """A column of texts as UTF-8 lines (None when a text holds a line break, or for
-    anything else: it goes as JSON)."""
+#: Texts joined and encoded at a time by `_lines`: a column's UTF-8 is made in pieces of
+#: about a megabyte, never beside a whole copy of it as one string.
+_LINES_AT_A_TIME = 8192
+
+
+def _lines(values: object) -> list[bytes] | None:
+    """A column of texts as UTF-8 lines, in pieces that join into them (None when a text
+    holds a line break, or for anything else: it goes as JSON)."""
     if not isinstance(values, list) or not values:
         return None
+    pieces = []
+    step = _LINES_AT_A_TIME
     try:
-        joined = "\n".join(values)
-        if joined.count("\n") != len(values) - 1:
-            return None
-        return joined.encode()
+        for start in range(0, len(values), step):
+            chunk = values[start : start + step]
+            joined = "\n".join(chunk)
+            if joined.count("\n") != len(chunk) - 1:
+                return None
+            if start + step < len(values):
+                joined += "\n"
+            pieces.append(joined.encode())
     except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
         return None
+    return pieces
 
 
 def _typed(values: list) -> tuple[str, bytes]:

@@ -387,7 +387,7 @@ GraphView.prototype.render = function (anchor) {
   this.renders += 1;
   var ms = performance.now() - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
-    fmtGrouped(this.data.instructions) + " instructions in all \u00b7 drawn in " + Math.round(ms) + " ms" +
+    fmtGrouped(this.data.instructions) + " instructions as written \u00b7 drawn in " + Math.round(ms) + " ms" +
     (this.data.glance ? " \u00b7 the rest is loading" : "");
   this.root.setAttribute("data-nodes", String(count));
   this.root.setAttribute("data-edges", String(edges.length));

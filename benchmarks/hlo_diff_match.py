@@ -1,0 +1,183 @@
+"""How many of the operations XLA kept the diff matches, on real before/after pairs.
+
+A pair is one program before and after XLA's optimizations: JAX's lowered HLO (what
+``jax.jit(f).lower(...)`` hands XLA, the ``before_optimizations`` dump) and the optimized
+module XLA compiled from it. `tpukit.diff(before, after).graph()` matches the working ops
+of the two (`_diff_match.match_programs`: fusions, dots, custom calls, collectives; not
+plumbing such as parameters or tuples). For each pair this prints:
+
+- ``after``: the optimized program's working ops;
+- ``added``: those of them XLA made that stand for nothing of the lowered program: copies
+  (``copy``, ``copy-start``, ``copy-done``: layout changes and prefetches);
+- ``kept``: ``after - added``, the ops that carry the lowered program's work;
+- ``matched``: the optimized ops the diff paired with an op of the lowered program, and
+  ``matched / kept`` (the issue's bar: at least 80%);
+- ``layout``: the kept ops that are fusions only laying data out (every op inside is a
+  copy, transpose, bitcast, reshape, broadcast, concatenate, iota or slice), which XLA
+  makes for layouts rather than from an op of the program, and ``matched / (kept -
+  layout)``, the share without them (both are printed: the bar is read on the first).
+
+The pairs: the small JAX programs and zoo training steps of `hlo_first_views` (lowered and
+optimized here, on CPU, cached in the temp directory), the CPU dump under
+``tests/data/hlo/dump``, and any ``--pair BEFORE AFTER`` files given.
+
+    .venv/bin/python benchmarks/hlo_diff_match.py [--pair before.txt after.txt ...]
+
+Prints a table and writes ``benchmarks/results/hlo_diff_match.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+TMP = pathlib.Path(tempfile.gettempdir())
+#: Optimized ops that stand for no op of the lowered program (layouts, prefetches).
+XLA_ADDED = frozenset({"copy", "copy-start", "copy-done"})
+#: What a fusion that only lays data out holds (XLA's ``transpose_copy_fusion``,
+#: ``concatenate_bitcast_fusion``, ``wrapped_iota``): counted apart, in ``layout``.
+MOVES = frozenset(
+    "parameter constant copy transpose bitcast reshape broadcast concatenate iota slice "
+    "tuple get-tuple-element".split()
+)
+
+
+def _cached(name: str, make) -> str:
+    path = TMP / f"tpukit-diffmatch-{name}.hlo.txt"
+    if not path.exists():
+        path.write_text(make())
+    return path.read_text()
+
+
+def pairs(extra: list[list[str]]) -> list[tuple[str, str, str]]:
+    """``(name, before text, after text)`` of every pair measured."""
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import jax
+    from hlo_first_views import ZOO, _programs
+
+    found = []
+    for name, (fn, args) in _programs().items():
+        lowered = jax.jit(fn).lower(*args)
+        found.append(
+            (
+                name,
+                _cached(f"{name}.before", lambda low=lowered: low.as_text(dialect="hlo")),
+                _cached(f"{name}.after", lambda low=lowered: low.compile().as_text()),
+            )
+        )
+    for model in ("mlp", "lenet5"):
+        found.append((f"{model}_step", *_step_pair(model, ZOO[model])))
+    dump = ROOT / "tests" / "data" / "hlo" / "dump"
+    found.append(
+        (
+            "jit_predict (dump)",
+            (dump / "module_0003.jit_predict.before_optimizations.txt").read_text(),
+            (dump / "module_0003.jit_predict.cpu_after_optimizations.txt").read_text(),
+        )
+    )
+    for before, after in extra:
+        found.append(
+            (
+                pathlib.Path(after).name,
+                pathlib.Path(before).read_text(),
+                pathlib.Path(after).read_text(),
+            )
+        )
+    return found
+
+
+def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
+    def make(stage: str) -> str:
+        import optax
+        from _steps import tutorial_train_step
+        from flax import nnx
+
+        import tpukit
+        from tpukit import zoo
+
+        net = zoo.create(model)
+        optimizer = optax.adam(1e-3)
+        state = optimizer.init(nnx.state(net, nnx.Param))
+        x, y = (tpukit.shape(s) for s in shapes)
+        compiled = tpukit.compile(tutorial_train_step(optimizer), net, state, x, y)
+        return compiled.hlo_text(stage)
+
+    return (
+        _cached(f"{model}_step.before", lambda: make("lowered")),
+        _cached(f"{model}_step.after", lambda: make("optimized")),
+    )
+
+
+def measure(name: str, before: str, after: str) -> dict:
+    from tpukit.hlo import graph
+    from tpukit.hlo._diff_match import match_programs
+
+    match = match_programs(graph(before, stage="lowered"), graph(after, stage="optimized"))
+    side_a, side_b = match.sides
+    opcode = {node: side_b.data.instr[node].opcode for node in side_b.ops}
+    added_by_xla = [node for node in side_b.ops if opcode[node] in XLA_ADDED]
+    kept = [node for node in side_b.ops if opcode[node] not in XLA_ADDED]
+    matched = set(match.pairs.values())
+    module = side_b.data.module
+    layout = [
+        node
+        for node in kept
+        if opcode[node] == "fusion"
+        and all(i.opcode in MOVES for c in module.called(side_b.data.instr[node]) for i in c)
+    ]
+    unmatched = sorted(
+        f"{opcode[node]} {side_b.data.label[node]}" for node in kept if node not in matched
+    )
+    return {
+        "name": name,
+        "before_ops": len(side_a.ops),
+        "after_ops": len(side_b.ops),
+        "xla_added": len(added_by_xla),
+        "kept": len(kept),
+        "matched": sum(node in matched for node in kept),
+        "matched_of_kept": sum(node in matched for node in kept) / len(kept) if kept else 1.0,
+        "layout": len(layout),
+        "matched_of_kept_less_layout": (
+            sum(node in matched for node in kept if node not in layout) / (len(kept) - len(layout))
+            if len(kept) > len(layout)
+            else 1.0
+        ),
+        "unmatched": unmatched,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", nargs=2, action="append", default=[], metavar=("BEFORE", "AFTER"))
+    args = parser.parse_args()
+    rows = [measure(*pair) for pair in pairs(args.pair)]
+    print(
+        "| pair | lowered ops | optimized ops | XLA's copies | kept | matched | of kept "
+        "| layout fusions | of kept less layout |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print(
+            f"| {row['name']} | {row['before_ops']} | {row['after_ops']} | {row['xla_added']} | "
+            f"{row['kept']} | {row['matched']} | {row['matched_of_kept']:.0%} | "
+            f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} |"
+        )
+    kept = sum(row["kept"] for row in rows)
+    matched = sum(row["matched"] for row in rows)
+    print(f"\nall pairs: {matched} of {kept} kept ops matched ({matched / kept:.0%})")
+    for row in rows:
+        if row["unmatched"]:
+            print(f"{row['name']}: not matched: {', '.join(row['unmatched'][:12])}")
+    out = ROOT / "benchmarks" / "results"
+    out.mkdir(exist_ok=True)
+    (out / "hlo_diff_match.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+"""How long the graph of a very large module takes to build, and how much memory it takes.
+
+Generates a module shaped like an unrolled mixture-of-experts training step after XLA
+(`_realistic_hlo`: fusions, dots, while loops with tuple state, all-reduces, metadata with
+op names and source lines), 400,000 instructions by default (about 56 MB), then times what
+``tpukit.hlo.open(text).graph()`` and its HTML cost, each stage on its own:
+
+- parse: ``hlo.open(text)`` (the text into an ``HloModule``);
+- group: the graph's tree of layers, sections and parts (``GraphTree``), the first use of
+  ``graph()``'s data;
+- payload: the graph's data for the page, its costs and labels, packed and deflated;
+- html: the rest of ``to_html()``: the first view's glance and the page around the payload.
+
+``graph`` is group + payload + html: what the issue's "at most 2 s" is about. Memory is the
+process's peak resident memory during those three stages less its resident memory just
+before them (the text and the parsed module already held), as a multiple of the text's size
+(Linux: the peak is reset through ``/proc/self/clear_refs``, then read from ``VmHWM``). With
+``--tracemalloc`` the peak of Python's own allocations is measured as well (slower: its times
+are not reported).
+
+Each stage's CPU time (``process_time``) is given beside its wall time: on a shared machine
+the wall clock moves with the other load. Every repeat runs in a fresh process (``--repeats``,
+the median is printed), since a module drawn once keeps its tree.
+
+    .venv/bin/python benchmarks/hlo_large_module.py [--instructions 400000] [--repeats 3]
+    .venv/bin/python benchmarks/hlo_large_module.py --shape chain  # `_large_hlo`'s module
+
+``--shape chain`` generates the older benchmark's module instead (`_large_hlo`: one chain of
+fusions of 1,000 instructions each, longer lines), to compare with figures measured on it.
+
+Prints a table and writes ``benchmarks/results/hlo_large_module.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import pathlib
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = pathlib.Path(__file__).resolve().parent
+RESULTS = HERE / "results"
+STAGES = ("parse", "group", "payload", "html")
+
+
+def _status_kb(field: str) -> int:
+    """A ``/proc/self/status`` field in kB (0 where there is none)."""
+    try:
+        for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _reset_peak() -> bool:
+    """Resets the kernel's peak resident size of this process (``VmHWM``) to the current one."""
+    try:
+        pathlib.Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+def one_run(instructions: int, traced: bool, shape: str = "moe") -> dict:
+    """Generates the module and measures each stage once, in this process."""
+    sys.path.insert(0, str(HERE))
+    from _large_hlo import large_module
+    from _realistic_hlo import realistic_module
+
+    from tpukit import hlo
+
+    if shape == "moe":
+        text = realistic_module(instructions)
+    else:  # one chain of fusions of 1,000 instructions each (`_large_hlo`)
+        text = large_module(max(1, instructions // 1000), 1000)
+    size = len(text.encode())
+    gc.collect()
+    times: dict[str, float] = {}
+    marks = [(time.perf_counter(), time.process_time())]
+    program = hlo.open(text)
+    module = program.hlo_module()
+    marks.append((time.perf_counter(), time.process_time()))
+    gc.collect()
+    reset = _reset_peak()
+    before_kb = _status_kb("VmRSS")
+    if traced:
+        import tracemalloc
+
+        tracemalloc.start()
+    g = program.graph()
+    g._data  # noqa: B018 (grouped on first use)
+    marks.append((time.perf_counter(), time.process_time()))
+    g._payload()
+    marks.append((time.perf_counter(), time.process_time()))
+    page = g.to_html()
+    marks.append((time.perf_counter(), time.process_time()))
+    peak_kb = _status_kb("VmHWM")
+    row: dict = {}
+    if traced:
+        row["traced_peak_bytes"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    for stage, start, end in zip(STAGES, marks, marks[1:]):
+        times[f"{stage}_s"] = end[0] - start[0]
+        times[f"{stage}_cpu_s"] = end[1] - start[1]
+    count = sum(len(c.instructions) for c in module.computations.values())
+    row.update(
+        instructions=count,
+        hlo_bytes=size,
+        html_bytes=len(page.encode()),
+        nodes_drawn_first=g.view_counts()[0],
+        peak_growth_bytes=(peak_kb - before_kb) * 1024 if reset and peak_kb else None,
+        **times,
+    )
+    return row
+
+
+def measure(instructions: int, repeats: int, traced: bool, shape: str = "moe") -> dict:
+    """The median of ``repeats`` fresh processes' stages (and the traced peak, if asked)."""
+    runs = []
+    for _ in range(repeats):
+        out = subprocess.run(
+            [sys.executable, __file__, "--one", str(instructions), "--shape", shape],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    result = dict(runs[0])
+    for key in runs[0]:
+        values = [run[key] for run in runs if isinstance(run[key], (int, float))]
+        if key.endswith("_s") or key == "peak_growth_bytes":
+            result[key] = statistics.median(values) if values else None
+            result[f"{key}_all"] = values
+    for suffix in ("_s", "_cpu_s"):
+        result[f"graph{suffix}"] = sum(
+            result[f"{stage}{suffix}"] for stage in ("group", "payload", "html")
+        )
+    if result["peak_growth_bytes"]:
+        result["peak_x_text"] = result["peak_growth_bytes"] / result["hlo_bytes"]
+    if traced:
+        out = subprocess.run(
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                str(instructions),
+                "--shape",
+                shape,
+                "--tracemalloc",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        traced_run = json.loads(out.stdout.strip().splitlines()[-1])
+        result["traced_peak_bytes"] = traced_run["traced_peak_bytes"]
+        result["traced_x_text"] = traced_run["traced_peak_bytes"] / result["hlo_bytes"]
+    result["repeats"] = repeats
+    return result
+
+
+def table(row: dict) -> str:
+    lines = [
+        f"generated module ({row['shape']}): {row['instructions']:,} instructions, "
+        f"{row['hlo_bytes'] / 1e6:.1f} MB of HLO text; HTML {row['html_bytes'] / 1e6:.1f} MB; "
+        f"first view {row['nodes_drawn_first']} nodes (median of {row['repeats']} processes)",
+        "",
+        "| stage | wall s | CPU s |",
+        "|---|---|---|",
+    ]
+    for stage in (*STAGES, "graph"):
+        lines.append(f"| {stage} | {row[f'{stage}_s']:.2f} | {row[f'{stage}_cpu_s']:.2f} |")
+    if row.get("peak_growth_bytes"):
+        lines.append(
+            f"\npeak resident memory during group + payload + html: "
+            f"+{row['peak_growth_bytes'] / 1e6:.0f} MB = {row['peak_x_text']:.2f}x the text"
+        )
+    if "traced_peak_bytes" in row:
+        lines.append(
+            f"peak of Python's allocations (tracemalloc): "
+            f"{row['traced_peak_bytes'] / 1e6:.0f} MB = {row['traced_x_text']:.2f}x the text"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--instructions", type=int, default=400_000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--shape",
+        choices=("moe", "chain"),
+        default="moe",
+        help="moe: `_realistic_hlo` (default); chain: `_large_hlo`'s chain of big fusions",
+    )
+    parser.add_argument("--tracemalloc", action="store_true", help="also trace Python's peak")
+    parser.add_argument("--label", default="", help="suffix of the JSON file's name")
+    parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # (one process's run)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(one_run(args.one, args.tracemalloc, args.shape)))
+        return
+    row = measure(args.instructions, args.repeats, args.tracemalloc, args.shape)
+    row["shape"] = args.shape
+    print(table(row))
+    RESULTS.mkdir(exist_ok=True)
+    name = f"hlo_large_module{'_' + args.label if args.label else ''}.json"
+    (RESULTS / name).write_text(json.dumps(row, indent=1))
+    print(f"\nwrote {RESULTS / name}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
