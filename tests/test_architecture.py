@@ -209,7 +209,7 @@ def test_magics_import_the_packages_faces_not_the_root():
 def test_every_public_name_loads_from_its_face_and_old_names_warn():
     for name in tpukit.__all__:
         assert getattr(tpukit, name) is not None, name
-    assert set(tpukit.__all__) <= set(dir(tpukit))
+    assert set(tpukit.__all__) <= set(dir(tpukit)) and set(tpukit._FACE_OF) <= set(tpukit.__all__)
     with pytest.warns(DeprecationWarning, match=r"tpukit\.parse_shape .* use tpukit\.shape"):
         assert tpukit.parse_shape is tpukit.shape
     with pytest.warns(DeprecationWarning, match=r"tpukit\.hlo\.HloCost .* tpukit\.hlo\.Cost"):
