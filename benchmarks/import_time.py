@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -44,12 +45,18 @@ CASES = {
 _REPORT = "; import sys; print('HEAVY', *sorted({m.split('.')[0] for m in sys.modules} & {HEAVY}))"
 
 
-def run_once(statement: str) -> tuple[float, float, list[str]]:
-    """Wall seconds of the process, ``-X importtime`` seconds of its imports, heavy libraries."""
+def _child_cpu() -> float:
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
+
+
+def run_once(statement: str) -> tuple[float, float, float, list[str]]:
+    """Wall and CPU seconds of the process, ``-X importtime`` seconds of its imports, and
+    the heavy libraries it loaded. CPU time changes little on a busy machine; wall time does."""
     code = statement + _REPORT.replace("{HEAVY}", repr(set(HEAVY)))
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), _child_cpu()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, _child_cpu() - cpu
     if done.returncode:
         raise SystemExit(f"{statement!r} failed:\n{done.stderr[-2000:]}")
     heavy = done.stdout.split("HEAVY", 1)[1].split()
@@ -58,7 +65,7 @@ def run_once(statement: str) -> tuple[float, float, list[str]]:
     )
     # top-level rows (one space of indent after the bar) are what the statement imported itself
     top = re.findall(r"^import time:\s+\d+ \|\s+(\d+) \| (\S.*)$", timed.stderr, re.M)
-    return wall, sum(int(us) for us, _ in top) / 1e6, heavy
+    return wall, cpu, sum(int(us) for us, _ in top) / 1e6, heavy
 
 
 def main() -> None:
@@ -67,14 +74,14 @@ def main() -> None:
     parser.add_argument("--tag", default="", help="a word for the JSON file name (before/after)")
     args = parser.parse_args()
     rows = []
-    print(f"{'case':42} {'wall s':>8} {'imports s':>10}  heavy libraries loaded")
+    print(f"{'case':42} {'wall s':>8} {'CPU s':>7} {'imports s':>10}  heavy libraries loaded")
     for name, statement in CASES.items():
         runs = [run_once(statement) for _ in range(args.runs)]
-        wall = statistics.median(r[0] for r in runs)
-        imports = statistics.median(r[1] for r in runs)
-        heavy = runs[-1][2]
-        rows.append({"case": name, "wall_s": wall, "imports_s": imports, "heavy": heavy})
-        print(f"{name:42} {wall:8.2f} {imports:10.2f}  {', '.join(heavy) or '-'}")
+        wall, cpu, imports = (statistics.median(r[k] for r in runs) for k in range(3))
+        heavy = runs[-1][3]
+        row = {"case": name, "wall_s": wall, "cpu_s": cpu, "imports_s": imports, "heavy": heavy}
+        rows.append(row)
+        print(f"{name:42} {wall:8.2f} {cpu:7.2f} {imports:10.2f}  {', '.join(heavy) or '-'}")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"import_time{'-' + args.tag if args.tag else ''}.json"
     out.write_text(json.dumps({"python": sys.version, "runs": args.runs, "rows": rows}, indent=1))
