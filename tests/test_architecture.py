@@ -198,18 +198,41 @@ def test_docstring_examples_run(module):
     assert results.attempted > 0 and results.failed == 0
 
 
-def test_magics_use_only_the_public_api():
+def test_magics_import_the_packages_faces_not_the_root():
+    """``tpukit.load_ipython_extension`` imports the magics; they never import ``tpukit``."""
+    faces = {f"tpukit.{package}" for package in import_graph.PACKAGES} | {"tpukit._errors"}
     for name, _ in imports(PACKAGE / "magics.py"):
         if name.split(".")[0] == "tpukit":
-            assert name.removeprefix("tpukit.") in tpukit.__all__, name
+            assert name in faces, f"magics.py imports {name}; import a package's face"
+
+
+def test_every_public_name_loads_from_its_face_and_old_names_warn():
+    for name in tpukit.__all__:
+        assert getattr(tpukit, name) is not None, name
+    assert set(tpukit.__all__) <= set(dir(tpukit)) and set(tpukit._FACE_OF) <= set(tpukit.__all__)
+    with pytest.warns(DeprecationWarning, match=r"tpukit\.parse_shape .* use tpukit\.shape"):
+        assert tpukit.parse_shape is tpukit.shape
+    with pytest.warns(DeprecationWarning, match=r"tpukit\.hlo\.HloCost .* tpukit\.hlo\.Cost"):
+        assert tpukit.hlo.HloCost is tpukit.hlo.Cost
+    with pytest.raises(AttributeError, match="has no attribute 'parse_shapes'"):
+        tpukit.parse_shapes  # noqa: B018
 
 
 # Imports each tpukit module named on its command line as the first tpukit module of the
 # process: tpukit's modules are dropped from sys.modules before each one. The libraries
 # tpukit builds on (JAX, Flax, orbax, matplotlib...) are imported once, up front: a circle
 # can only run through tpukit's own modules, and each library's import costs seconds.
+# Given ``--hlo-first FILE``, the process first opens that HLO file and draws its graph,
+# before any library is loaded, and reports which of them that brought in.
 FIRST_IMPORTS = """
 import importlib, json, sys, traceback
+brought_in = []
+if sys.argv[1] == "--hlo-first":
+    import tpukit.hlo
+    tpukit.hlo.open(open(sys.argv[2]).read()).graph()._repr_html_()
+    brought_in = sorted({m.split(".")[0] for m in sys.modules}
+                        & {"jax", "flax", "orbax", "matplotlib", "optax", "IPython"})
+    del sys.argv[1:3]
 for library in ("jax", "flax.nnx", "optax", "orbax.checkpoint", "numpy", "matplotlib.pyplot",
                 "IPython", "tqdm", "pooch"):
     importlib.import_module(library)
@@ -221,26 +244,45 @@ for name in sys.argv[1:]:
         importlib.import_module(name)
     except BaseException:
         failed.append((name, traceback.format_exc()[-800:]))
-print(json.dumps(failed))
+print(json.dumps({"failed": failed, "brought_in": brought_in}))
 """
+HLO_TEXT = Path(__file__).parent / "data" / "hlo" / "jax_mlp.hlo"
 
 
-def test_every_module_imports_alone_in_a_fresh_interpreter():
-    """No import circle: each module, imported first, brings in what it needs (two
-    processes share the modules; within each, every module starts without tpukit)."""
+@pytest.fixture(scope="module")
+def first_imports() -> dict:
+    """Every module imported first in one of two fresh interpreters; the first of them
+    opens an HLO file before anything else is imported."""
     names = [
         ".".join(p.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
         for p in SOURCES
         if p.name != "__main__.py"
     ]
 
-    def first(batch: list[str]) -> list:
+    def first(arguments: list[str]) -> dict:
         done = subprocess.run(
-            [sys.executable, "-c", FIRST_IMPORTS, *batch], capture_output=True, text=True
+            [sys.executable, "-c", FIRST_IMPORTS, *arguments], capture_output=True, text=True
         )
         assert done.returncode == 0, done.stderr[-3000:]
         return json.loads(done.stdout.splitlines()[-1])
 
+    batches = [["--hlo-first", str(HLO_TEXT), *names[0::2]], names[1::2]]
     with ThreadPoolExecutor(2) as pool:
-        failed = [f for batch in pool.map(first, [names[0::2], names[1::2]]) for f in batch]
-    assert len(names) > 50 and not failed, failed
+        hlo_first, other = pool.map(first, batches)
+    return {
+        "modules": len(names),
+        "failed": hlo_first["failed"] + other["failed"],
+        "brought_in": hlo_first["brought_in"],
+    }
+
+
+def test_every_module_imports_alone_in_a_fresh_interpreter(first_imports):
+    """No import circle: each module, imported first, brings in what it needs (two
+    processes share the modules; within each, every module starts without tpukit)."""
+    assert first_imports["modules"] > 50 and not first_imports["failed"], first_imports["failed"]
+
+
+def test_an_hlo_file_opens_and_draws_without_jax_or_ipython(first_imports):
+    """``import tpukit.hlo`` loads the root's public API lazily (PEP 562): an HLO dump
+    from another machine opens without JAX, Flax, orbax, optax, matplotlib or IPython."""
+    assert first_imports["brought_in"] == []

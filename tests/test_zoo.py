@@ -99,7 +99,7 @@ def test_parameter_counts_equal_the_published_ones(name, batch_norm):
 
 
 def test_list_shows_every_model_with_its_numbers():
-    table = zoo.list()
+    table = zoo.list_models()
     assert [row.name for row in table] == zoo.names()
     assert table["vgg19"].parameters == 143_667_240
     assert table["resnet50"].input_shape == (224, 224, 3)
@@ -126,7 +126,7 @@ TORCHVISION_GMACS = {
 
 @pytest.mark.parametrize("name", list(TORCHVISION_GMACS))
 def test_analytic_flops_agree_with_torchvision(name):
-    flops = zoo.list()[name].flops_per_example
+    flops = zoo.list_models()[name].flops_per_example
     assert flops / 2e9 == pytest.approx(TORCHVISION_GMACS[name], abs=0.006)
 
 

@@ -17,12 +17,15 @@ The same from Python::
     c = tpukit.compile(f, tpukit.shape("f32[128,784]"))
     c.cost.flops, c.op_counts(), c(tpukit.put(x))
 
-This module is the map of the product: everything public is imported here from
-the face (``__init__.py``) of the package that implements it. ``import tpukit`` does not import
-IPython; the magics live in ``tpukit.magics``.
+This module is the map of the product: everything public is named here, with the
+face (``__init__.py``) of the package that implements it, and imported from it on
+first use, so ``import tpukit`` is quick and ``import tpukit.hlo`` loads no JAX.
+``import tpukit`` does not import IPython; the magics live in ``tpukit.magics``.
 """
 
-from tpukit import datasets, hlo, train, zoo
+import importlib
+from typing import Any
+
 from tpukit._errors import (
     ArgumentError,
     CallLineError,
@@ -34,49 +37,77 @@ from tpukit._errors import (
     TpukitError,
     UnknownNameError,
     WrongTypeError,
-)
-from tpukit.compilation import (
-    CallSpec,
-    Compiled,
-    CompilePhases,
-    CompileRecord,
-    Compiles,
-    DiffRow,
-    HloDiff,
-    Memory,
-    NanOrigin,
-    RecompileError,
-    Signature,
-    compile,
-    compiles,
-    diff,
-    enable_compile_cache,
-    find_nan,
-    format_shape,
-    no_recompile,
-    parse_call_line,
-    parse_shape,
-    plot_fusions,
-    plot_ops,
-    plot_roofline,
-    set_device_memory,
-)
-from tpukit.hlo import Cost, Fusion, MemoryView
-from tpukit.measure import DevicePeak, Profile, ProfileError, TimingResult, peak_for
-from tpukit.runtime import DeviceInfo, DeviceTable, connect, devices, fetch, put
-from tpukit.train import (
-    CheckpointError,
-    History,
-    NonFiniteLossError,
-    NonFiniteLossWarning,
-    Trainer,
-    evaluate,
-    fit,
+    old_names,
 )
 
 __version__ = "0.1.0"
 
-shape = parse_shape
+# Each public name, by the face that holds it: imported on first use (PEP 562), so that
+# ``import tpukit.hlo`` reads an HLO dump without loading JAX, Flax, orbax or matplotlib.
+_FACES = {
+    "tpukit.compilation": (
+        "Compiled",
+        "CompilePhases",
+        "CompileRecord",
+        "Compiles",
+        "DiffRow",
+        "HloDiff",
+        "Memory",
+        "NanOrigin",
+        "RecompileError",
+        "Signature",
+        "compile",
+        "compiles",
+        "diff",
+        "enable_compile_cache",
+        "find_nan",
+        "format_shape",
+        "no_recompile",
+        "plot_fusions",
+        "plot_ops",
+        "plot_roofline",
+        "set_device_memory",
+        "shape",
+    ),
+    "tpukit.hlo": ("Cost", "Fusion", "MemoryView"),
+    "tpukit.measure": ("DevicePeak", "Profile", "ProfileError", "TimingResult", "peak_for"),
+    "tpukit.runtime": ("DeviceInfo", "DeviceTable", "connect", "devices", "fetch", "put"),
+    "tpukit.train": (
+        "CheckpointError",
+        "History",
+        "NonFiniteLossError",
+        "NonFiniteLossWarning",
+        "Trainer",
+        "evaluate",
+        "fit",
+    ),
+}
+_FACE_OF = {name: face for face, names in _FACES.items() for name in names}
+# every package is reachable as ``tpukit.<package>`` after ``import tpukit``, as before
+_PACKAGES = ("compilation", "datasets", "display", "hlo", "measure", "runtime", "train", "zoo")
+_old_name = old_names(
+    __name__,
+    {
+        "parse_shape": "tpukit.shape",  # tpukit.hlo.parse_shape reads an HLO shape instead
+        "CallSpec": "tpukit.compilation.CallSpec",
+        "parse_call_line": "tpukit.compilation.parse_call_line",
+    },
+)
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name's package on its first use, and keep what it gave."""
+    if name in _PACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    face = _FACE_OF.get(name)
+    if face is None:
+        return _old_name(name, depth=3)
+    value = globals()[name] = getattr(importlib.import_module(face), name)
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*__all__, *_PACKAGES, "__version__"})
 
 
 def load_ipython_extension(ipython) -> None:
@@ -95,7 +126,6 @@ def unload_ipython_extension(ipython) -> None:
 
 __all__ = [
     "ArgumentError",
-    "CallSpec",
     "CallLineError",
     "CheckpointError",
     "CompileRecord",
@@ -144,8 +174,6 @@ __all__ = [
     "hlo",
     "load_ipython_extension",
     "no_recompile",
-    "parse_call_line",
-    "parse_shape",
     "peak_for",
     "plot_fusions",
     "plot_ops",

@@ -57,10 +57,10 @@ def _load_function(target: str) -> Callable[..., Any]:
 
 
 def _argument(text: str) -> Any:
-    from tpukit.compilation import SHAPE_LITERAL, parse_shape
+    from tpukit.compilation import SHAPE_LITERAL, shape
 
     if SHAPE_LITERAL.fullmatch(text.strip()):
-        return parse_shape(text)
+        return shape(text)
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -1,15 +1,18 @@
-"""The exceptions a tpukit user can meet.
+"""The exceptions a tpukit user can meet, and the warning an old name gives.
 
 Every tpukit error is a ``TpukitError`` so notebooks can catch them all at once;
 each subclass also derives from the built-in exception a Python user would expect
 (``ValueError`` for bad input, ``RuntimeError`` for a missing device), so code
 written against plain JAX keeps working. Messages say what was expected, what was
-received, and what to do next.
+received, and what to do next. A public name that was renamed stays one release
+(`old_names`): using it warns and names what to write instead.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -95,3 +98,40 @@ def user_facing(function: _F) -> _F:
             raise exc.with_traceback(None) from exc.__cause__
 
     return wrapper  # type: ignore[return-value]
+
+
+def old_names(module: str, renamed: dict[str, str]) -> Callable[[str], Any]:
+    """A module's ``__getattr__`` (PEP 562) keeping renamed names one more release.
+
+    ``renamed`` maps each old name to the full dotted path of what replaced it; using
+    an old name raises a ``DeprecationWarning`` at the user's line and gives the new
+    object. Any other missing name is an ``AttributeError``, as Python says it. A
+    module's own ``__getattr__`` that hands names on to this one passes ``depth=3``,
+    so that the warning still points at the user's line.
+
+    >>> import warnings
+    >>> old = old_names("tpukit.zoo", {"list": "tpukit.zoo.list_models"})
+    >>> with warnings.catch_warnings(record=True) as caught:
+    ...     warnings.simplefilter("always")
+    ...     old("list").__name__
+    'list_models'
+    >>> print(caught[0].message)
+    tpukit.zoo.list is deprecated and goes in the next release; use tpukit.zoo.list_models.
+    >>> old("lst")
+    Traceback (most recent call last):
+    AttributeError: module 'tpukit.zoo' has no attribute 'lst'
+    """
+
+    def __getattr__(name: str, depth: int = 2) -> Any:
+        new = renamed.get(name)
+        if new is None:
+            raise AttributeError(f"module {module!r} has no attribute {name!r}")
+        warnings.warn(
+            f"{module}.{name} is deprecated and goes in the next release; use {new}.",
+            DeprecationWarning,
+            stacklevel=depth,
+        )
+        home, _, attribute = new.rpartition(".")
+        return getattr(importlib.import_module(home), attribute)
+
+    return __getattr__

@@ -4,7 +4,9 @@ the line a cell prints when it compiled again something compiled before (``CellN
 
 Magics only read their line, call the Python API (``tpukit.compile``,
 ``tpukit.devices``, ``Compiled.timeit``, ``Compiled.profile``, ``Compiled.graph``,
-``tpukit.find_nan``) and show the result.
+``tpukit.find_nan``) and show the result. They import it from the packages' faces
+(``tpukit.compilation``, ``tpukit.runtime``), never from ``tpukit`` itself, whose
+``load_ipython_extension`` imports this module.
 Mistakes in the line become ``UsageError`` (one red line, no traceback); an error
 raised by the cell's own code is shown by IPython as usual.
 
@@ -30,16 +32,16 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 from IPython.utils.process import arg_split
 
-from tpukit import (
+from tpukit._errors import TpukitError
+from tpukit.compilation import (
     CallSpec,
     Compiled,
-    TpukitError,
     compile,
     compiles,
-    devices,
     find_nan,
     parse_call_line,
 )
+from tpukit.runtime import devices
 
 _MISSING = object()
 
@@ -460,7 +462,7 @@ class TpuMagics(Magics):
     @line_magic
     @usage_errors
     def tpu_compiles(self, line: str) -> Any:
-        """Every XLA compile since tpukit was imported: where, for which arguments, how
+        """Every XLA compile since ``%load_ext tpukit``: where, for which arguments, how
         long, and why a function compiled again (and what avoids it).
 
         The same from Python: ``tpukit.compiles(function, cell=N, recompiles=True)``.

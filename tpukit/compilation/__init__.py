@@ -34,7 +34,7 @@ from tpukit.compilation._nan_search import find_nan, search
 from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
 from tpukit.compilation._placement import parse_mesh, parse_partition_spec
 from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
-from tpukit.compilation._shapes import SHAPE_LITERAL, format_shape, parse_shape
+from tpukit.compilation._shapes import SHAPE_LITERAL, format_shape, shape
 from tpukit.compilation._signature import Signature, bind_arguments
 
 __all__ = [
@@ -69,11 +69,11 @@ __all__ = [
     "parse_call_line",
     "parse_mesh",
     "parse_partition_spec",
-    "parse_shape",
     "plot_fusions",
     "plot_ops",
     "plot_roofline",
     "search",
     "search_batch",
     "set_device_memory",
+    "shape",
 ]

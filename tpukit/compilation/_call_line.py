@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tpukit._errors import CallLineError, ShapeSpecError
-from tpukit.compilation._shapes import SHAPE_LITERAL, VALID_SHAPE_FORMS, parse_shape
+from tpukit.compilation._shapes import SHAPE_LITERAL, VALID_SHAPE_FORMS, shape
 
 #: Magic options written after the call, as in ``f(x) -o y`` or ``f(x) --quiet``.
 _TRAILING_OPTIONS = re.compile(r"(?<=\))\s+(--?[A-Za-z][\w-]*)(\s.*)?$")
@@ -180,7 +180,7 @@ def _replace_shape_literals(source: str, namespace: dict) -> tuple[str, dict[str
         placeholder = f"__tpukit_shape_{len(shapes)}__"
         literal = match.group(0)
         try:
-            shapes[placeholder] = parse_shape(
+            shapes[placeholder] = shape(
                 literal, lambda dim, literal=literal: _evaluate_dim(dim, namespace, literal)
             )
         except ShapeSpecError as exc:

@@ -1,4 +1,7 @@
-"""The ledger: every XLA compile in the process since ``import tpukit``, and why each happened.
+"""The ledger: every XLA compile in the process since this module loaded, and why each happened.
+
+It loads with ``tpukit.compilation``: at ``%load_ext tpukit`` or the first use of
+``tpukit.compile``, ``fit`` or ``compiles`` (``import tpukit`` alone imports no JAX).
 
 JAX reports each compile through ``jax.monitoring``: the seconds of tracing
 (``/jax/core/compile/jaxpr_trace_duration``), of lowering to StableHLO

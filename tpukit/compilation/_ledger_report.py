@@ -182,7 +182,7 @@ class Compiles(Sequence[CompileRecord]):
 
     def _blocks(self) -> list[Line | Table]:
         if not self.records:
-            return [Line("Nothing compiled since tpukit was imported (or in this selection).")]
+            return [Line("Nothing compiled since tpukit began counting (or in this selection).")]
         sites = Table(
             [
                 Column("call site", nowrap=True),
@@ -269,7 +269,10 @@ def compiles(
     recompiles: bool | None = None,
     ops: bool = True,
 ) -> Compiles:
-    """Every XLA compile in this process since ``import tpukit``, and why each happened.
+    """Every XLA compile in this process since tpukit's compile layer loaded, and why.
+
+    The layer loads at ``%load_ext tpukit`` or the first ``tpukit.compile``, ``fit``
+    or ``compiles`` (``import tpukit`` alone imports no JAX).
 
     Each record names the function, the line that called it (a notebook cell's
     ``In [5], line 2``), its arguments as the compile saw them (shapes, dtypes, weak

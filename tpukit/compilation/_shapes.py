@@ -4,9 +4,9 @@ XLA prints every array type as ``<dtype>[<dims>]``; tpukit accepts the same
 notation wherever a user can give an abstract argument instead of real data,
 because only shapes and dtypes matter to a compile.
 
->>> parse_shape("bf16[8,224,224,3]")
+>>> shape("bf16[8,224,224,3]")
 ShapeDtypeStruct(shape=(8, 224, 224, 3), dtype=bfloat16)
->>> format_shape(parse_shape("s32[]"))
+>>> format_shape(shape("s32[]"))
 's32[]'
 """
 
@@ -77,16 +77,17 @@ def format_shape(x: Any) -> str:
 
 
 @user_facing
-def parse_shape(
-    text: str, evaluate_dim: Callable[[str], Any] | None = None
-) -> jax.ShapeDtypeStruct:
-    """Read one shape written in HLO notation into a ``jax.ShapeDtypeStruct``.
+def shape(text: str, evaluate_dim: Callable[[str], Any] | None = None) -> jax.ShapeDtypeStruct:
+    """Read one shape written in HLO notation into a ``jax.ShapeDtypeStruct``: ``tpukit.shape``.
+
+    The abstract array a compile takes in place of data; ``tpukit.hlo.parse_shape``
+    reads the same notation into an ``HloShape`` (nested tuples, byte counts) instead.
 
     ``evaluate_dim`` turns a dimension that is not an integer literal (``f32[batch,784]``)
     into an integer; without it only literals are accepted. A layout suffix as XLA
     prints it (``f32[128,784]{1,0}``) is accepted and ignored.
 
-    >>> parse_shape("f32[128, 784]").shape
+    >>> shape("f32[128, 784]").shape
     (128, 784)
     """
     if not isinstance(text, str):
@@ -151,10 +152,10 @@ def check_extent(dims: tuple[int, ...], dtype: Any, what: str) -> None:
     times the element size: that is what is checked, zero-element shapes included.
 
     >>> check_extent((1024, 1024), np.float32, "f32[1024,1024]")  # fine: no error
-    >>> parse_shape("f32[1099511627776,1099511627776]")  # 2**40 x 2**40
+    >>> shape("f32[1099511627776,1099511627776]")  # 2**40 x 2**40
     Traceback (most recent call last):
     tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776] has 1.2e+24 elements (4.8e+24 bytes); no device holds an array over 9e+15 bytes. Check the dimensions.
-    >>> parse_shape("f32[1099511627776,1099511627776,0]")
+    >>> shape("f32[1099511627776,1099511627776,0]")
     Traceback (most recent call last):
     tpukit._errors.ShapeSpecError: f32[1099511627776,1099511627776,0] has no elements, but its other dimensions multiply to 1.2e+24 (4.8e+24 bytes), past the 64-bit sizes XLA computes with; no device holds an array over 9e+15 bytes. Check the dimensions.
     """

@@ -41,6 +41,7 @@ knows the running shell (`name_locations_with`); here a file keeps its base name
 Imports: ``tpukit.display``, ``tpukit._errors`` (``tests/test_architecture.py`` checks).
 """
 
+from tpukit._errors import old_names
 from tpukit.hlo._cost import (
     dot_conv_flops,
     instruction_bytes,
@@ -71,7 +72,7 @@ from tpukit.hlo._model import (
     HloSourceFrame,
 )
 from tpukit.hlo._parser import parse_hlo, parse_shape
-from tpukit.hlo._program import Cost, HloCost, HloProgram, as_program, check_stage, graph, open
+from tpukit.hlo._program import Cost, HloProgram, as_program, check_stage, graph, open
 from tpukit.hlo._progress import progress as progress
 from tpukit.hlo._sources import describe_location, is_user_file, name_locations_with
 from tpukit.hlo._user_scopes import SECTIONS as SECTIONS
@@ -89,7 +90,6 @@ __all__ = [
     "HloEdge",
     "HloInstruction",
     "HloMetadata",
-    "HloCost",
     "HloModule",
     "HloProgram",
     "HloShape",
@@ -117,6 +117,9 @@ __all__ = [
     "diff_graph",
     "HloDiffView",
 ]
+
+
+__getattr__ = old_names(__name__, {"HloCost": "tpukit.hlo.Cost"})  # renamed when programs came
 
 
 def __dir__() -> list[str]:

@@ -107,9 +107,6 @@ class Cost:
         return self.flops / self.bytes_accessed if self.bytes_accessed else None
 
 
-HloCost = Cost  # the name tpukit.hlo gave it before programs and compiles shared one
-
-
 def program_cost(module: HloModule, xla: Mapping[str, float] | None = None) -> Cost:
     """The `Cost` of ``module`` from its shapes, with XLA's ``cost_analysis`` figures if given."""
     run = executed(module)

@@ -5,15 +5,15 @@ Imports: ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._c
 It imports only Flax, JAX and ``tpukit._compat``: models know nothing of training
 or compiling (``tests/test_architecture.py`` checks this).
 
-``create(name, **config)`` builds a model, ``list()`` shows the catalogue
+``create(name, **config)`` builds a model, ``list_models()`` shows the catalogue
 (name, parameters, FLOPs per example, input shape, reference), and
 ``load_torch_state_dict`` brings in torchvision VGG or ResNet weights.
 
     >>> import jax.numpy as jnp
     >>> from tpukit import zoo
-    >>> zoo.list()["vgg19"].parameters              # the catalogue; a table in notebooks
+    >>> zoo.list_models()["vgg19"].parameters       # the catalogue; a table in notebooks
     143667240
-    >>> zoo.list()["vgg19"].flops_per_example       # 2 per multiply-accumulate
+    >>> zoo.list_models()["vgg19"].flops_per_example  # 2 per multiply-accumulate
     39264124928
     >>> model = zoo.create("lenet5", dtype="bfloat16")
     >>> model.eval()
@@ -25,6 +25,7 @@ compute ``dtype``, batch norm and dropout follow NNX's ``model.train()`` /
 ``model.eval()``, and the same ``seed`` gives the same weights.
 """
 
+from tpukit._errors import old_names
 from tpukit.zoo._base import ZooModel
 from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
 from tpukit.zoo._mlp import MLP
@@ -34,9 +35,8 @@ from tpukit.zoo._torch_weights import StateDictError, load_torch_state_dict
 from tpukit.zoo._transformer import GPT
 from tpukit.zoo._vgg import VGG
 
-# ``zoo.list()`` is the catalogue; it is left out of ``__all__`` so that
-# ``from tpukit.zoo import *`` cannot hide the builtin ``list``.
-list = list_models  # noqa: A001
+# ``zoo.list()`` was the catalogue's other name (it hid the builtin ``list`` here)
+__getattr__ = old_names(__name__, {"list": "tpukit.zoo.list_models"})
 
 __all__ = [
     "GPT",

@@ -1,7 +1,7 @@
 """What every zoo model shares: its input shape, its FLOPs, its dtypes.
 
 A zoo model is an ordinary Flax NNX module. On top of that it carries three
-plain attributes so that tools (the benchmark, ``zoo.list()``, MFU estimates)
+plain attributes so that tools (the benchmark, ``zoo.list_models()``, MFU estimates)
 need not know which model they hold:
 
 * ``input_shape``: the shape of one example, without the batch axis

@@ -4,7 +4,7 @@
 >>> model = zoo.create("resnet18", dtype="bfloat16", seed=1)
 >>> model.input_shape, zoo.count_params(model)
 ((224, 224, 3), 11689512)
->>> print(zoo.list())                            # a table in a notebook
+>>> print(zoo.list_models())                     # a table in a notebook
 name              parameters  FLOPs/example  input shape  reference
 mlp                  109,386        218.4 k          784  MNIST MLP ...
 ...
@@ -125,7 +125,7 @@ def count_params(model: nnx.Module) -> int:
 
 @dataclass(frozen=True)
 class ModelInfo:
-    """One row of ``zoo.list()``: a model's default configuration, summarised."""
+    """One row of ``zoo.list_models()``: a model's default configuration, summarised."""
 
     name: str
     parameters: int
@@ -138,7 +138,7 @@ class ModelTable:
     """The catalogue as a table: HTML in a notebook, aligned text in a terminal.
 
     Iterate it for ``ModelInfo`` rows, or index it by name:
-    ``zoo.list()["vgg19"].parameters``.
+    ``zoo.list_models()["vgg19"].parameters``.
     """
 
     def __init__(self, rows: list[ModelInfo]):
