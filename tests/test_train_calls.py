@@ -174,3 +174,28 @@ def test_every_number_on_the_progress_line_is_labelled():
     # clock started after the epoch's first call was already running).
     found = re.search(r"epoch (\d+(?:\.\d+)?) ms, data placed in 75 ms", text)
     assert found and 60 <= float(found.group(1)) < 1000, text
+
+
+def test_evaluate_keeps_its_data_and_sees_an_array_changed_in_place():
+    from tpukit.train import evaluate
+
+    m = model()
+    x, y = X.copy(), Y.copy()
+    first = evaluate(m, (x, y), batch_size=32)
+    placed = TrainingState.of(m).kept.data["data"]
+    assert evaluate(m, (x, y), batch_size=32) == first and placed.uses == 1
+    x *= -1.0  # in place: the same object, other values
+    changed = evaluate(m, (x, y), batch_size=32)
+    assert TrainingState.of(m).kept.data["data"] is not placed  # placed again
+    assert changed == evaluate(m, (x.copy(), y), batch_size=32) != first
+
+
+def test_a_call_started_over_says_its_sharding_once(capsys):
+    m = model()
+    x, y = X.copy(), Y.copy()
+    train(m, (x, y))
+    x[0, 0] += 1.0
+    train(m, (x, y), verbose=True)
+    out = capsys.readouterr().out
+    assert "changed in place" in out, out
+    assert sum(line.startswith("tpukit.fit: sharding ") for line in out.splitlines()) == 1, out

@@ -30,6 +30,7 @@ from ._memory_fit import evaluate_within_memory
 from ._mesh import Plan
 from ._options import TrainerOptions
 from ._setup import evaluation
+from ._state import TrainingState
 from ._validate import check_model
 
 
@@ -50,7 +51,12 @@ def evaluate(
     off) and is not changed. The data is put on the devices, split over all of
     them; full batches run in a loop inside one compiled call, and the last
     ``len(data) % batch_size`` examples run as one smaller batch, so every example
-    counts once.
+    counts once. As with :func:`fit`, the placed copy is kept beside the model: a
+    later ``evaluate`` given the same array objects uses it without sending them
+    again, after checking (while the device evaluates) that no array was changed in
+    place; one that was is placed again and evaluated again. A slice (``x[:256]``)
+    is a new object each time, so it is placed each call.
+    ``TrainingState.of(model).release_data()`` frees the copy.
 
     Args:
         model: an ``nnx.Module``.
@@ -87,22 +93,35 @@ def evaluate(
     options = TrainerOptions.pick(locals())
     check_model(model)
     graphdef, params, rest = _steps.split_model(model)
-    evaluator = evaluation(
-        options.plan,
-        data,
-        batch_size,
-        graphdef,
-        params,
-        rest,
-        loss=options.loss,
-        metrics=options.metrics,
-        name="data",
-        prefix="",
-    )
-    params, rest, _ = options.plan.put_state(params, rest)
-    figures = evaluate_within_memory(
-        evaluator.program, evaluator.batch_size, options.plan, params, rest, evaluator.source.arrays
-    )
+    kept = TrainingState.of(model).kept
+    for _ in range(2):  # a second time only when the kept data changed in place
+        evaluator = evaluation(
+            options.plan,
+            data,
+            batch_size,
+            graphdef,
+            params,
+            rest,
+            loss=options.loss,
+            metrics=options.metrics,
+            name="data",
+            prefix="",
+            kept=kept,
+        )
+        placed_params, placed_rest, _ = options.plan.put_state(params, rest)
+        figures = evaluate_within_memory(
+            evaluator.program,
+            evaluator.batch_size,
+            options.plan,
+            placed_params,
+            placed_rest,
+            evaluator.source.arrays,
+        )
+        placed = evaluator.source.kept  # checked on the host while the device evaluates
+        if placed is None or placed.unchanged():
+            break
+        kept.forget([placed.name])
+    params, rest = placed_params, placed_rest
     result = evaluator.read(figures)
     if not math.isfinite(result["loss"]):
         origin = evaluator.origin(params, rest)

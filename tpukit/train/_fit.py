@@ -180,7 +180,7 @@ class Trainer:
         kept = TrainingState.of(self.model).kept
         try:
             return self._train_on(train_data, options, started, kept)
-        except StaleData as stale:
+        except StaleData as stale:  # the sharding line was said: the same layout, not again
             kept.forget(stale.names)
             if options.verbose and jax.process_index() == 0:
                 print(
@@ -188,10 +188,15 @@ class Trainer:
                     "call: placing it again and starting this call over",
                     flush=True,
                 )
-            return self._train_on(train_data, options, started, kept)
+            return self._train_on(train_data, options, started, kept, said_sharding=True)
 
     def _train_on(
-        self, train_data: Any, options: RunOptions, started: float, kept: KeptForModel
+        self,
+        train_data: Any,
+        options: RunOptions,
+        started: float,
+        kept: KeptForModel,
+        said_sharding: bool = False,
     ) -> History:
         store = None
         if options.checkpoint_dir is not None:  # a folder that cannot hold them fails first
@@ -213,7 +218,7 @@ class Trainer:
         check_fits(spec, params, rest, opt_state, position)
         history.sharding = self.plan.summary(params, opt_state, spec.batch_size)
         show = options.verbose and jax.process_index() == 0
-        if show:
+        if show and not said_sharding:
             print(f"tpukit.fit: {history.sharding}", flush=True)
         speed = Speed(
             spec.batch_size,

@@ -148,12 +148,14 @@ class StaleData(Exception):
 
 
 class KeptForModel:
-    """Everything kept beside one model for its next ``fit``: data by role, and the
-    next epoch's shuffle, already on the devices."""
+    """Everything kept beside one model for its next ``fit``: data by role, the
+    next epoch's shuffle, already on the devices, and the model's split as the last
+    call wrote it (``_kept_split.KeptSplit``)."""
 
     def __init__(self) -> None:
         self.data: dict[str, KeptData] = {}
         self.indices: tuple[tuple, Any] | None = None  # (what they are, the device array)
+        self.split: Any = None  # the model as the last call wrote it (``_kept_split``)
 
     def resident(self, name: str, form: Any, given: list[Any], build: Callable[[], Any]) -> Any:
         """The source for ``name``'s arrays ``given`` (in structure ``form``): the kept one

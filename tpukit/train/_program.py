@@ -87,16 +87,18 @@ def _abstract(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), tree)
 
 
-def _traced_update(optimizer: optax.GradientTransformation, shapes: Any) -> tuple:
-    """:func:`traced` of ``optimizer.update`` on the parameters' ``shapes``, once per
+def _traced_update(optimizer: optax.GradientTransformation, params: Any) -> tuple:
+    """:func:`traced` of ``optimizer.update`` on the shapes of ``params``, once per
     optimizer and shapes: a second ``fit`` with the same optimizer, or with optax's
     same optimizer made again (``optax.adam(1e-3)`` in the call), skips the trace (tens
     of milliseconds). Other optimizers are kept by object (:mod:`._optax_key`)."""
     init, update = optax_closure_key(optimizer.init), optax_closure_key(optimizer.update)
     if init is None or update is None:
         init, update = optimizer.init, optimizer.update
-    key = (init, update, *abstract_key(shapes))
-    return remembered(_TRACED, key, lambda: _trace_update(optimizer.init, optimizer.update, shapes))
+    key = (init, update, *abstract_key(params))  # the shapes' key, without making them
+    return remembered(
+        _TRACED, key, lambda: _trace_update(optimizer.init, optimizer.update, _abstract(params))
+    )
 
 
 _TRACED: dict[tuple, tuple] = {}
@@ -116,9 +118,8 @@ class OptimizerProgram:
 
     def __init__(self, optimizer: optax.GradientTransformation, params: Any):
         self.optimizer = optimizer
-        shapes = _abstract(params)
         try:
-            self.key, self.constants, self.size = _traced_update(optimizer, shapes)
+            self.key, self.constants, self.size = _traced_update(optimizer, params)
         except Exception as e:
             raise TrainingInputError(
                 f"The optimizer failed on the model's parameters: optimizer.init(params) and "

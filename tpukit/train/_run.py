@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import numpy as np
 from flax import nnx
 
 from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
@@ -34,6 +35,7 @@ from ._data import ResidentData
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
 from ._kept import KeptForModel, StaleData
+from ._kept_split import KeptSplit
 from ._progress import EpochBar, Speed, compile_count
 from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
 from ._state import Position, TrainingState
@@ -277,7 +279,7 @@ class Run:
             following = self._ahead_of(flight, pending)
             self._check_kept_data()  # on the host, while the device runs the first call
             t2 = time.perf_counter()
-            stats = jax.device_get(flight.stats)
+            stats = _on_host(flight.stats)
             t3 = time.perf_counter()
             seconds = self._call_seconds(max(flight.dispatched, self._read), t3)
             self._read = t3
@@ -563,7 +565,10 @@ class Run:
         params, rest, opt_state = state
         pos = self.position
         if _live((params, rest)):
-            nnx.update(self.model, params, rest)
+            if self.kept is not None:
+                KeptSplit.beside(self.kept).write_back(self.model, self.spec.graphdef, params, rest)
+            else:
+                nnx.update(self.model, params, rest)
         TrainingState.of(self.model).advance(
             pos.epoch_base + pos.epoch,
             pos.global_step,
@@ -573,9 +578,10 @@ class Run:
         )
 
 
-#: fit's own jitted functions (the step, the evaluation): they compile in the first epoch
-#: of a call, again for sizes an earlier ``fit`` did not use.
-FIRST_EPOCH_PROGRAMS = frozenset({"fit_step", "run"})
+#: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's
+#: indices: ``_mesh.Plan.put_replicated``): they compile in the first epoch of a call,
+#: again for sizes an earlier ``fit`` did not use.
+FIRST_EPOCH_PROGRAMS = frozenset({"fit_step", "run", "put_indices"})
 
 #: Calls are dispatched ahead only while a third copy of the training state (the
 #: applied one, the current call's result, the next call's) takes at most this share
@@ -598,6 +604,12 @@ def look_ahead_fits(state: tuple) -> bool:
 def _kept_of(source: Any) -> bool:
     """Whether ``source`` is resident data kept for (or taken from) another call."""
     return getattr(source, "kept", None) is not None
+
+
+def _on_host(stats: dict) -> dict:
+    """A call's figures as NumPy values: what ``jax.device_get`` gives, read leaf by leaf
+    (a call's few scalars; ``device_get`` spends some 100 µs of host time on them)."""
+    return jax.tree.map(np.asarray, stats)
 
 
 def _live(tree: Any) -> bool:

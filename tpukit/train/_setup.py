@@ -56,7 +56,9 @@ from ._data import (
 )
 from ._exceptions import TrainingInputError
 from ._kept import KeptForModel
+from ._kept_split import KeptSplit
 from ._losses import Objective
+from ._memo import graph_key
 from ._mesh import Plan
 from ._options import RunOptions, TrainerOptions
 from ._program import OptimizerProgram, ProgramFingerprint
@@ -189,7 +191,10 @@ def prepare(
     )
     batch = source.sample(batch_size)
     objective = objective_for(source.kind, source.labels, options.loss, options.metrics)
-    graphdef, params, rest = _steps.split_model(model)
+    if kept is None:
+        graphdef, params, rest = _steps.split_model(model)
+    else:  # the states the last call wrote, when nothing changed the model since
+        graphdef, params, rest = KeptSplit.beside(kept).split(model)
     check_params(model, params)
     check_objective(objective, graphdef, params, rest, batch, source.labels, "train_data")
     evaluator = None
@@ -321,6 +326,26 @@ def shuffle_identity(spec: RunSpec, epoch: int) -> tuple:
     )
 
 
+_STEPS: dict[tuple, _steps.Step] = {}
+
+
+def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
+    """``_steps.resident_execution`` for ``spec``'s calls of ``steps`` steps, looked up by
+    the graph definition's :class:`~._memo.GraphKey` first (hashed once per object, where
+    the builder's cache would walk the whole graph definition on every lookup)."""
+    key = (graph_key(spec.graphdef), spec.objective, spec.program, spec.plan, steps)
+    key += (spec.guard_mode,)
+    step = _STEPS.get(key)
+    if step is None:
+        step = _steps.resident_execution(
+            spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard_mode
+        )
+        if len(_STEPS) >= 32:
+            _STEPS.pop(next(iter(_STEPS)))
+        _STEPS[key] = step
+    return step
+
+
 def executions(
     spec: RunSpec, pos: Position, indices: jax.Array | None = None
 ) -> Iterator[tuple[int, _steps.Step, dict]]:
@@ -333,9 +358,7 @@ def executions(
         start = pos.step
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
-            fn = _steps.resident_execution(
-                spec.graphdef, spec.objective, spec.program, spec.plan, steps, spec.guard_mode
-            )
+            fn = _resident_step(spec, steps)
             yield (
                 steps,
                 fn,

@@ -23,7 +23,7 @@ from flax import nnx
 
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._losses import Objective, cross_entropy, pick_default_metrics
-from ._memo import abstract_key, remembered
+from ._memo import abstract_key, graph_key, remembered
 
 
 def check_model(model: Any) -> None:
@@ -124,7 +124,7 @@ def check_objective(
 
     The traces depend only on the objective, the model's structure and the shapes, so a
     later ``fit`` with the same ones skips them; the labels' range is checked each time."""
-    key = (objective.key(), graphdef, abstract_key((params, rest, batch)), name)
+    key = (objective.key(), graph_key(graphdef), abstract_key((params, rest, batch)), name)
     classes = remembered(
         _CHECKED, key, lambda: _check_shapes(objective, graphdef, params, rest, batch, name)
     )
