@@ -363,6 +363,7 @@ class Compiled:
             name=self.name,
             device_kind=self.device_kind,
             xla_cost=lambda: xla_cost_analysis(executable),
+            argument_names=self.signature.argument_paths(),
         )
 
     def collectives(self) -> list[Collective]:
