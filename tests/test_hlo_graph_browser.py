@@ -244,7 +244,8 @@ def test_the_hlo_texts_are_decoded_when_the_panel_first_shows_one(browser, forwa
     )
     node(page, data.label[target]).click(position={"x": 60, "y": 18})
     shown = page.page.locator(".tkg-panel pre.tkg-hlo").inner_text()
-    assert re.match(rf"(ROOT )?%{re.escape(data.label[target])} = ", shown), shown
+    # the HLO line names the instruction (a parameter's label is the argument's name)
+    assert re.match(rf"(ROOT )?%{re.escape(data.instr[target].name)} = ", shown), shown
     node(page, data.label[target]).click(position={"x": 60, "y": 18})
     assert page.page.evaluate("window.decodedLengths").count(column) == 1
     assert page.errors == []
