@@ -182,7 +182,10 @@ def test_notices_can_be_turned_off(shell, mark, capsys):
 _probe = jax.jit(lambda v: v.sum())
 
 
-def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
+def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys, tmp_path):
+    """...and says nothing of tpukit's own compiles: the checkpoint's checksums at the first
+    save, evaluate's run at another batch size than fit's evaluation (a cell printed
+    "_summaries" and "run compiled again ... a new run function object" before)."""
     import numpy as np
     import optax
     from flax import nnx
@@ -193,17 +196,31 @@ def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
     x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
     y = (x[:, 0] > 0).astype(np.int32)
     start = tpukit.compiles().end
-    tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=16)
+    tpukit.fit(
+        model,
+        optax.sgd(0.1),
+        (x, y),
+        epochs=2,
+        batch_size=16,
+        eval_data=(x, y),
+        checkpoint_dir=tmp_path / "run",
+    )
+    tpukit.evaluate(model, (x, y), batch_size=32)
     out = capsys.readouterr().out
     assert "inside the epochs" not in out, out
-    # one compile of fit's step (a recompile where another test of this process fitted
-    # at other shapes before: fit's step is a new function object each run)
+    made = tpukit.compiles(since=start)
+    assert made.notices() == [], made.notices()  # what the cell prints after it
+    runs = [r for r in made if r.function == "run"]  # fit's evaluation, then evaluate's
+    assert len(runs) == 2 and all(r.internal and not r.recompile for r in runs)
+    # one compile of fit's step
     assert len(tpukit.compiles("fit_step", since=start)) == 1
-    # another batch size: fit's step compiles again in its first call, as it must
+    # another batch size: another step program, compiled in its first call, as it must;
+    # a first compile of a program tpukit built, not a recompile of the first one
     tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=2, batch_size=32)
     out = capsys.readouterr().out
     assert "inside the epochs" not in out, out
-    assert tpukit.compiles("fit_step", since=start)[-1].recompile
+    second = tpukit.compiles("fit_step", since=start)
+    assert len(second) == 2 and second[-1].internal and not second[-1].recompile
 
     def compiles_each_epoch(record):  # a new shape each epoch: a compile after the first
         _probe(jnp.ones(record["epoch"]))
@@ -215,7 +232,7 @@ def test_fit_says_when_a_call_inside_its_epochs_compiled(capsys):
     )
     out = capsys.readouterr().out
     line = next(line for line in out.splitlines() if "inside the epochs" in line)
-    assert "tpukit.fit: 1 compile(s) inside the epochs after the first call" in line
+    assert "tpukit.fit: 1 compile inside the epochs after the first call" in line
     assert "v: shape f32[1] -> f32[2]" in line
 
 

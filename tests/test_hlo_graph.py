@@ -334,6 +334,24 @@ def test_a_compiled_functions_graph_names_its_stage_once():
         assert (payload["title"], payload["stage"]) == ("f", stage)
 
 
+def test_a_compiled_functions_parameters_are_labelled_with_its_argument_names():
+    """The card names the arguments as the function does; the graph labelled them by
+    their HLO names (``traced_args_0_.1``: tpukit.compile hands XLA a tuple)."""
+
+    def layer(x, params, *rest):
+        return jnp.tanh(x @ params["w"] + params["b"]) + sum(rest)
+
+    scalars = [tpukit.shape("f32[]")] * 10  # traced_args[2] to [11]: [1] prefixes no [11]
+    weights = {"w": tpukit.shape("f32[3,4]"), "b": tpukit.shape("f32[4]")}
+    compiled = tpukit.compile(layer, tpukit.shape("f32[2,3]"), weights, *scalars)
+    expected = {"x", "params['b']", "params['w']", *(f"rest[{i}]" for i in range(10))}
+    for stage in ("optimized", "lowered"):
+        data = compiled.graph(stage)._data
+        entry = data.module.entry.instructions
+        labels = {data.label[i] for i, ins in enumerate(data.instr) if ins in entry}
+        assert expected <= labels and not any("traced" in label for label in labels), labels
+
+
 def test_graph_opens_an_hlo_dump_by_its_path(tmp_path, mlp_hlo):
     dump = tmp_path / "module_0001.jit_mlp_loss.cpu_after_optimizations.txt"
     dump.write_text(mlp_hlo)

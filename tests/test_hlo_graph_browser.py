@@ -25,6 +25,7 @@ from _steps import tutorial_train_step
 from flax import nnx
 
 import tpukit
+from tpukit.display import format_bytes
 from tpukit.hlo import diff_graph, graph, parse_hlo
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_costs import node_costs
@@ -243,7 +244,8 @@ def test_the_hlo_texts_are_decoded_when_the_panel_first_shows_one(browser, forwa
     )
     node(page, data.label[target]).click(position={"x": 60, "y": 18})
     shown = page.page.locator(".tkg-panel pre.tkg-hlo").inner_text()
-    assert re.match(rf"(ROOT )?%{re.escape(data.label[target])} = ", shown), shown
+    # the HLO line names the instruction (a parameter's label is the argument's name)
+    assert re.match(rf"(ROOT )?%{re.escape(data.instr[target].name)} = ", shown), shown
     node(page, data.label[target]).click(position={"x": 60, "y": 18})
     assert page.page.evaluate("window.decodedLengths").count(column) == 1
     assert page.errors == []
@@ -274,6 +276,8 @@ def test_figures_beyond_32_bits_reach_the_panel_exactly(browser):
     shown_bytes = panel.locator('[data-field="bytes (est.)"]').inner_text()
     assert shown_flops.startswith(f"{flops[target]:,} (")
     assert shown_bytes.startswith(f"{nbytes[target]:,} (")
+    # in tpukit's one unit system for bytes, binary, as the tables beside the graph
+    assert shown_bytes.endswith(f" ({format_bytes(nbytes[target])})"), shown_bytes
     assert panel.locator("pre.tkg-hlo").inner_text() == (
         "ROOT d = f32[65536,65536]{1,0} dot(a, b), lhs_contracting_dims={1}, "
         "rhs_contracting_dims={0}"

@@ -17,6 +17,7 @@ module`` events of that program, and the ``/host:metadata`` entry carrying its H
 """
 
 import pathlib
+import re
 
 import pytest
 from test_profile_traces import STEP_HLO, tpu_plane, write_trace
@@ -163,6 +164,16 @@ def test_a_profile_compares_mean_with_mean():
     profile = tpukit.Profile.from_trace(ADD, program="jit_add(11)")
     profile.wall_seconds = [1e-3, 2e-3, 6e-3]
     assert profile.wall_seconds_per_run == pytest.approx(3e-3)  # the median would be 2 ms
+
+
+def test_the_device_is_never_busy_longer_than_the_run():
+    """The trace's clock and the host's differ: a run that kept the device busy nearly all
+    its wall time read "busy 2.43 ms of 2.37 ms" on a CPU."""
+    profile = tpukit.Profile.from_trace(ADD, program="jit_add(11)")
+    busy = profile.busy_seconds or profile.evidence.busy_seconds
+    profile.wall_seconds = [0.97 * busy] * 3
+    found = re.search(r"busy (.+?) of (.+?) per run \((\d+)%\)", profile.verdict())
+    assert found and found.group(1) == found.group(2) and found.group(3) == "100", found
 
 
 def test_hlo_open_of_a_profiler_trace_points_to_from_trace():

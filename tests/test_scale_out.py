@@ -109,6 +109,13 @@ def test_the_choice_is_printed_once_and_kept_in_the_history(capsys):
     assert history.sharding.to_dict()["mesh"] == {"data": 8}
 
 
+def test_the_sharding_line_counts_one_device_and_one_array_in_the_singular():
+    """It read "(1 devices)" and "0 of 1 arrays split" on a one-device machine."""
+    params = {"w": np.zeros((4, 3), np.float32)}
+    line = str(DataParallel(devices=jax.devices()[:1]).summary(params, (), 8))
+    assert "mesh data=1 (1 device);" in line and "(0 of 1 array split)" in line, line
+
+
 def test_mesh_rules_split_parameters_as_asked(one_device):
     mesh = jax.make_mesh((4, 2), ("data", "model"))
     rules = [(r"l1/kernel", P(None, "model")), (r"l2/kernel$", P("model", None))]

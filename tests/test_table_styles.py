@@ -11,6 +11,7 @@ CI=true, where they fail.
 """
 
 import pathlib
+import time
 
 import jax.numpy as jnp
 import pytest
@@ -131,3 +132,70 @@ def test_tables_keep_their_alignment_and_colours_against_the_frontends_rules(
     assert any(c["changed"] and c["background"] != "rgba(0, 0, 0, 0)" for c in cells)
     counts = [c for c in cells if c["table"] == "tpukit-summary" and c["text"].isdigit()]
     assert counts and all(c["align"] == "right" for c in counts)  # the op counts
+
+
+# Each epoch line of fit's HTML progress: where its title, groups and pieces landed.
+PROGRESS_LAYOUT = """() => [...document.querySelectorAll('.tpukit-progress')].map(line => {
+  const title = line.firstElementChild.getBoundingClientRect();
+  const body = line.lastElementChild, box = body.getBoundingClientRect();
+  const groups = [...body.children].map(g => g.children.length && !g.firstElementChild.style.width
+      ? [...g.children] : [g]);
+  return {titleRight: title.right, left: box.left, right: box.right,
+          groups: groups.map(pieces => pieces.map(p => {
+            const r = p.getBoundingClientRect();
+            return {text: p.innerText, rects: p.getClientRects().length, left: r.left,
+                    right: r.right, top: r.top, width: r.width};
+          }))};
+})"""
+
+
+def _epoch_lines() -> list[str]:
+    """fit's three HTML lines of 01's MNIST run, the first with its compile and data note."""
+    from tpukit.train._progress import EpochBar, Speed
+
+    lines, now = [], time.perf_counter()
+    for epoch in (1, 2, 3):
+        bar = EpochBar(
+            epoch,
+            3,
+            468,
+            enabled=False,
+            speed=Speed(128),
+            started=now - (2.5 if epoch == 1 else 0.2),
+            note="data placed in 75 ms" if epoch == 1 else "",
+        )
+        figures = {"loss": 0.3012, "accuracy": 0.9134, "val_loss": 0.2021, "val_accuracy": 0.9412}
+        bar.advance(468, figures, seconds=2.4 if epoch == 1 else 0.19, compiled=epoch == 1)
+        lines.append(bar.html())
+    return lines
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_the_progress_line_wraps_under_its_bar_between_whole_groups(browser, theme):
+    """At JupyterLab's output widths for a 1280 and a 1024 px window (and a narrow 420 px
+    one), each epoch's line wraps under its bar, never under the title, and between whole
+    groups (bar and count, figures, speed and time) before inside one; no figure breaks.
+    It wrapped between single figures before, its second row under the title."""
+    css = JUPYTERLAB_THEMES[theme] + JUPYTERLAB_TABLES
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    tab = browser.new_page(viewport={"width": 1280, "height": 400})
+    for window, width in ((1280, 1100), (1024, 845), (420, 380)):
+        tab.set_content(
+            page(css, _epoch_lines()).replace(
+                'class="jp-Output', f'style="width:{width}px" class="jp-Output'
+            )
+        )
+        tab.screenshot(path=str(SHOTS / f"progress_{theme}_{window}.png"))
+        lines = tab.evaluate(PROGRESS_LAYOUT)
+        assert len(lines) == 3 and len({round(line["left"]) for line in lines}) == 1  # bars aligned
+        for line in lines:
+            pieces = [p for group in line["groups"] for p in group]
+            where = f"{theme} {window}px: {[p['text'] for p in pieces]}"
+            assert all(p["rects"] == 1 and p["right"] <= line["right"] + 1 for p in pieces), where
+            assert all(p["left"] >= line["titleRight"] for p in pieces), where
+            starts = [p for a, p in zip(pieces, pieces[1:]) if p["top"] > a["top"] + 1]
+            assert all(abs(p["left"] - line["left"]) < 1 for p in starts), where  # under the bar
+            for group in line["groups"]:  # a group breaks inside only when a row can't hold it
+                if len({round(p["top"]) for p in group}) > 1:
+                    assert sum(p["width"] for p in group) > line["right"] - line["left"], where
+    tab.close()

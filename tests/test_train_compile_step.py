@@ -99,3 +99,21 @@ def test_the_step_can_be_timed_and_profiled_again_and_again():
         assert updates and max(updates) == 4, updates
     history = trainer.fit((X, Y), epochs=1, batch_size=64, steps_per_execution=4, verbose=False)
     assert np.isfinite(history["loss"][-1])
+
+
+def test_a_model_fit_left_on_8_devices_runs_in_one_device_programs():
+    """After a fit over 8 devices the model's arrays are replicated on all 8; a program
+    compiled for one device refused them ("compiled for input shardings that disagree"),
+    and a one-device step of optax.sgd (a state without arrays, held static and left out
+    of the call) could not be timed."""
+    model = MLP(nnx.Rngs(0))
+    predict = tpukit.compile(lambda m, x: m(x), model, tpukit.shape("f32[4,32]"))
+    mesh = jax.make_mesh((8,), ("data",))
+    replicated = jax.sharding.NamedSharding(mesh, P())
+    nnx.update(model, jax.device_put(nnx.state(model), replicated))  # as fit leaves it
+    assert predict(model, X[:4]).shape == (4, 16)
+    one = tpukit.train.DataParallel(devices=jax.devices()[:1])
+    step = Trainer(model, optax.sgd(0.1), sharding=one).compile_step(
+        (X[:16], Y[:16]), batch_size=16
+    )
+    assert len(step.devices) == 1 and step.timeit(number=1, repeat=1).median > 0

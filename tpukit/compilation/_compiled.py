@@ -363,6 +363,7 @@ class Compiled:
             name=self.name,
             device_kind=self.device_kind,
             xla_cost=lambda: xla_cost_analysis(executable),
+            argument_names=self.signature.argument_paths(),
         )
 
     def collectives(self) -> list[Collective]:
@@ -382,6 +383,8 @@ class Compiled:
         traced = self.signature.check_call(args, kwargs)
         if len(self.devices) > 1:
             traced = _place_like(traced, self.jax_compiled.input_shardings[0])
+        else:
+            traced = _onto_device(traced, self.devices[0])
         return traced
 
     def hlo_text(self, stage: Stage = "optimized") -> str:
@@ -608,6 +611,19 @@ class Compiled:
 
     def _repr_html_(self) -> str:
         return self._summary().html()
+
+
+def _onto_device(tree: Any, device: Any) -> Any:
+    """Copy onto ``device`` the arrays that live elsewhere (a model ``fit`` left replicated
+    over 8 devices, called by a program compiled for one): JAX refuses them ("compiled for
+    input shardings that disagree"). Arrays already there, and host data, pass as they are."""
+
+    def place(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.sharding.device_set != {device}:
+            return jax.device_put(leaf, device)
+        return leaf
+
+    return jax.tree_util.tree_map(place, tree)
 
 
 def _place_like(tree: Any, shardings: Any) -> Any:

@@ -42,6 +42,7 @@ from tpukit.display import (
     Section,
     Table,
     format_bytes,
+    format_count,
     format_flops,
     format_seconds,
     new_figure,
@@ -470,7 +471,7 @@ def check_profiles(
     """
     if not isinstance(profiles, (tuple, list)) or len(profiles) != 2:
         got = (
-            f"{len(profiles)} item(s)"
+            format_count(len(profiles), "item")
             if isinstance(profiles, (tuple, list))
             else type(profiles).__name__
         )

@@ -79,6 +79,7 @@ _ENTRIES = {"cache_miss", "jit_lower", "jit_trace", "_infer_params", "_infer_par
 _EXPLICIT = {"jit_lower", "jit_trace"}  # jax.jit(f).lower(...), .trace(...): compiles asked for
 _MODULE_NAME = re.compile(r"^[\w.]+\((.*)\)$")
 _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax", "tpukit", "IPython", "numpy")
+_TPUKIT_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 _NEAREST_OF = 64  # earlier compiles of a function compared with a new one, newest first
 
 
@@ -106,6 +107,11 @@ class CompileRecord:
     ``explicit``: compiled on request (``jax.jit(f).lower(...).compile()``,
     ``tpukit.compile``, ``%%tpu_compile``), not by calling the function; a cell says
     nothing of those, and ``no_recompile`` lets them be.
+    ``internal``: the function is tpukit's own (``fit``'s step, ``evaluate``'s run, the
+    checkpoint checksums). tpukit builds a new such function for each new set-up (another
+    batch size, mesh or model) and keeps it for the next call, so a compile of a new one is
+    a first compile of another program, not a recompile; a cell says nothing of these
+    (``fit`` says itself when its step compiled where it should not).
     """
 
     number: int
@@ -129,6 +135,7 @@ class CompileRecord:
     redefined: bool = False
     inner_seconds: float = 0.0
     explicit: bool = False
+    internal: bool = False
     settings: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     @property
@@ -170,6 +177,7 @@ class _Call:
     filename: str
     line: int
     explicit: bool = False
+    internal: bool = False  # defined inside tpukit (CompileRecord.internal)
     trace_seconds: float | None = None
     lower_seconds: float | None = None
     inner_seconds: float = 0.0
@@ -337,6 +345,7 @@ def _on_compiled(module: str, seconds: float, frame: Any) -> None:
             redefined=earlier is not None and earlier.definition != call.definition,
             inner_seconds=call.inner_seconds,
             explicit=call.explicit,
+            internal=call.internal,
             settings=settings,
         )
         _records.append(record)
@@ -353,11 +362,15 @@ def _on_compiled(module: str, seconds: float, frame: Any) -> None:
 
 
 def _nearest(call: _Call, settings: tuple) -> CompileRecord | None:
-    """The earlier compile of the same function that differs least from ``call``."""
+    """The earlier compile of the same function that differs least from ``call``. For
+    tpukit's own functions only the same function object is the same function: each
+    new one is another program tpukit built (see ``CompileRecord.internal``)."""
     best, best_count = None, 0
     checked = 0
     for record in reversed(_records):
         if record.function != call.function or record.kind != call.kind:
+            continue
+        if call.internal and not _same_object(_identities[record.number], call.identity):
             continue
         code = _codes[record.number]
         if code is not None and call.code is not None and code != call.code:
@@ -369,6 +382,14 @@ def _nearest(call: _Call, settings: tuple) -> CompileRecord | None:
         if checked >= _NEAREST_OF or count == 0:
             break
     return best
+
+
+def _same_object(before: Any, now: Any) -> bool:
+    """Whether two weak references (or ``None``) name one living function."""
+    if before is None or now is None:
+        return False
+    function = now()
+    return function is not None and before() is function
 
 
 def _changes(earlier: CompileRecord, call: _Call, settings: tuple) -> list[Change]:
@@ -438,6 +459,7 @@ def _inspect_call(frame: Any, module: str) -> _Call:
     name = getattr(target, "__name__", None) or _inner_name(module)
     def_file, def_line = _definition(target)
     kind = "op" if target is None or def_file.startswith(_roots()[2]) else "jit"
+    internal = kind == "jit" and def_file.startswith(_TPUKIT_ROOT)
     holder = wrapper if wrapper is not None else entry
     arguments = None
     if holder is not None:
@@ -461,6 +483,7 @@ def _inspect_call(frame: Any, module: str) -> _Call:
         def_file=def_file,
         arguments=arguments,
         explicit=entry is not None and entry.f_code.co_name in _EXPLICIT,
+        internal=internal,
         filename=user.f_code.co_filename if user is not None else "",
         line=user.f_lineno if user is not None else 0,
     )

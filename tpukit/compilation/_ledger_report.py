@@ -146,13 +146,19 @@ class Compiles(Sequence[CompileRecord]):
 
     def notices(self) -> list[str]:
         """One line per recompile of a function called (not an eager operation, not a
-        compile asked for, not one the persistent cache served)."""
+        compile asked for, not one the persistent cache served, not one of tpukit's own
+        functions: ``fit`` and ``evaluate`` compile theirs once per set-up and shape, and
+        ``fit`` says itself when its step compiled where it should not)."""
         return [
             f"tpukit: {r.function} compiled again ({r.call_site or 'unknown line'}, "
             f"{format_seconds(r.seconds)}): {r.reason}"
             + (f". To avoid it: {r.advice}." if r.advice else ".")
             for r in self.records
-            if r.recompile and r.kind != "op" and not r.cache_hit and not r.explicit
+            if r.recompile
+            and r.kind != "op"
+            and not r.cache_hit
+            and not r.explicit
+            and not r.internal
         ]
 
     def report(self) -> Report:

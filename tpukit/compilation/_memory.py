@@ -141,19 +141,10 @@ def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> Memor
 
 
 def _argument_names(compiled: Any) -> dict[str, str]:
-    """``{"traced_args[0]": "x"}``: ``tpukit.compile`` passes the traced arguments to
-    XLA as ``(traced_args, traced_kwargs)``; the view names them as the user did."""
-    parameters = getattr(getattr(compiled, "signature", None), "parameters", ())
-    traced = [p.name for p in parameters if not p.keyword and p.kind == "array"]
-    names = {f"traced_args[{i}]": name for i, name in enumerate(traced)}
-    names.update(
-        {
-            f"traced_kwargs['{p.name}']": p.name
-            for p in parameters
-            if p.keyword and p.kind == "array"
-        }
-    )
-    return names
+    """``{"traced_args[0]": "x"}``: the view names the arguments as the user did
+    (``Signature.argument_paths``)."""
+    signature = getattr(compiled, "signature", None)
+    return signature.argument_paths() if signature is not None else {}
 
 
 def _output_names(compiled: Any) -> list[str]:

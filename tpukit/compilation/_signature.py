@@ -280,6 +280,22 @@ class Signature:
     def __repr__(self) -> str:
         return f"Signature({self})"
 
+    def argument_paths(self) -> dict[str, str]:
+        """``{"traced_args[0]": "x"}``: ``tpukit.compile`` passes the traced arguments to
+        XLA as ``(traced_args, traced_kwargs)``, so JAX names the program's parameters
+        ``traced_args[0]['w']``; the graph and the memory view name them as the user did
+        (``x['w']``) with these prefixes."""
+        traced = [p.name for p in self.parameters if not p.keyword and p.kind == "array"]
+        paths = {f"traced_args[{i}]": name for i, name in enumerate(traced)}
+        paths.update(
+            {
+                f"traced_kwargs['{p.name}']": p.name
+                for p in self.parameters
+                if p.keyword and p.kind == "array"
+            }
+        )
+        return paths
+
     def split(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[tuple, dict]:
         """Return the traced arguments of a call as ``(positional, keyword)``.
 

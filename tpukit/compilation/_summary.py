@@ -21,6 +21,7 @@ from tpukit.display import (
     Table,
     fact_table,
     format_bytes,
+    format_count,
     format_flops,
     format_seconds,
 )
@@ -76,7 +77,7 @@ def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
     unknown = cost.unknown_loops
     if unknown:  # never silently 1: the figure is a lower bound
         detail.append(
-            f"{len(unknown)} loop(s) with unknown trip count ({', '.join(unknown[:3])}), "
+            f"{format_count(len(unknown), 'loop')} with unknown trip count ({', '.join(unknown[:3])}), "
             "counted once"
         )
     per_device = " per device" if len(c.devices) > 1 else ""
@@ -128,7 +129,7 @@ def _placement_facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
     )
     collectives = p.collectives("optimized")
     return [
-        ("mesh", f"{mesh_text} over {len(c.devices)} devices"),
+        ("mesh", f"{mesh_text} over {format_count(len(c.devices), 'device')}"),
         ("shardings", f"{inputs or '-'} -> {describe_tree_shardings(output_shardings)}"),
         (
             "collectives",

@@ -20,7 +20,7 @@ from tpukit.display._cells import (
 )
 from tpukit.display._html_style import BORDER_COLOR, MUTED_COLOR, root_classes, table_style
 from tpukit.display._table import Column, Figure, Line, Report, Row, Section, Table, fact_table
-from tpukit.display._units import format_bytes, format_flops, format_seconds
+from tpukit.display._units import format_bytes, format_count, format_flops, format_seconds
 
 __all__ = [
     "BORDER_COLOR",
@@ -37,6 +37,7 @@ __all__ = [
     "describe_location",
     "fact_table",
     "format_bytes",
+    "format_count",
     "format_flops",
     "format_seconds",
     "is_cell_file",

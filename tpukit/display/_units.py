@@ -1,7 +1,7 @@
 """Bytes, seconds and FLOPs as people read them, the same everywhere tpukit prints one.
 
->>> format_bytes(1536), format_seconds(0.00123), format_flops(3.9e12)
-('1.5 KiB', '1.23 ms', '3.9 TFLOP')
+>>> format_bytes(1536), format_seconds(0.00123), format_flops(3.9e12), format_count(1, "device")
+('1.5 KiB', '1.23 ms', '3.9 TFLOP', '1 device')
 """
 
 from __future__ import annotations
@@ -38,3 +38,9 @@ def format_flops(flops: float) -> str:
         if flops >= scale:
             return f"{flops / scale:.3g} {unit}"
     return f"{flops:.0f} FLOP"
+
+
+def format_count(n: int, noun: str, plural: str | None = None) -> str:
+    """``(1, "device")`` -> ``'1 device'``, ``(8, "device")`` -> ``'8 devices'``: the noun
+    agrees with the count (``plural`` where adding an s is wrong)."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"

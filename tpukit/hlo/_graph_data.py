@@ -41,6 +41,9 @@ from tpukit.hlo._user_scopes import (
 MAX_CHILDREN = 40
 
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
+#: Key of ``HloModule._analysis``: ``{JAX's argument path prefix: the user's name}``, put
+#: there by the program holding the module (`HloProgram`'s ``argument_names``).
+ARGUMENT_NAMES = "argument_names"
 _NAME = attrgetter("name")
 _CALLED = attrgetter("called_computations")
 #: The children of every leaf once the tree is numbered (`GraphTree._renumber`): never added to.
@@ -121,7 +124,7 @@ class GraphTree:
         edges, order, params = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
-        self.label += names
+        self.label += names if caller is not None else self._entry_labels(instructions, names)
         self.instr += instructions
         self.order += order
         self.children += [[] for _ in range(count)]
@@ -155,6 +158,19 @@ class GraphTree:
         # else nothing to split: the instructions of a small unscoped computation (a
         # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
         self._active.discard(comp.name)
+
+    def _entry_labels(self, instructions: list[HloInstruction], names: list[str]) -> list[str]:
+        """ENTRY's labels: its parameters named as the user named the arguments (JAX's
+        path in their ``op_name``: ``x``, ``params['w']``; through the program's
+        `ARGUMENT_NAMES` where its call renamed them: ``traced_args[0]`` is ``x``), not
+        by their instruction names (``traced_args_0_.1``); the rest by their names."""
+        renames = self.module._analysis.get(ARGUMENT_NAMES, {})
+        labels = list(names)
+        for k, instr in enumerate(instructions):
+            path = instr.metadata.op_name if instr.opcode == "parameter" else ""
+            if path:
+                labels[k] = user_path(path.replace("\\'", "'"), renames)
+        return labels
 
     def _instruction_nodes(self, comp: HloComputation) -> int:
         """The instruction nodes `_add_computation` makes for ``comp``, what it calls
@@ -506,6 +522,15 @@ class GraphTree:
                 return True
             node = self.parent[node]
         return False
+
+
+def user_path(path: str, renames: dict[str, str]) -> str:
+    """``traced_args[0]['w']`` -> ``x['w']`` with ``{"traced_args[0]": "x"}`` (a prefix
+    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``)."""
+    for prefix, name in renames.items():
+        if path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] in ("", "[", "."):
+            return name + path[len(prefix) :]
+    return path
 
 
 def _program_computations(

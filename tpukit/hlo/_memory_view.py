@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError
 from tpukit.display import BORDER_COLOR, MUTED_COLOR, Column, Figure, Report, Table, format_bytes
+from tpukit.hlo._graph_data import user_path
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
 from tpukit.hlo._model import HloInstruction, HloModule
@@ -331,10 +332,7 @@ class MemoryView:
 
     def _argument_name(self, path: str) -> str:
         """``traced_args[0]['w']`` as the user wrote it: ``x['w']``."""
-        for prefix, name in self.argument_names.items():
-            if path.startswith(prefix):
-                return name + path[len(prefix) :]
-        return path
+        return user_path(path, self.argument_names)
 
     def _output_group(self, value: LiveValue) -> str:
         """``outputs › result[1]``: which leaf of the result an output buffer holds (found

@@ -38,6 +38,7 @@ from tpukit.display import BORDER_COLOR, Line, Report, fact_table, format_bytes,
 from tpukit.hlo._cost import op_counts
 from tpukit.hlo._executed import executed
 from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
+from tpukit.hlo._graph_data import ARGUMENT_NAMES
 from tpukit.hlo._graph_view import HloGraph
 from tpukit.hlo._graph_view import graph as graph_of_text
 from tpukit.hlo._hlo_source import (
@@ -169,10 +170,14 @@ class HloProgram:
         source: str | None = None,
         device_kind: str | None = None,
         xla_cost: Callable[[], Mapping[str, float]] | None = None,
+        argument_names: Mapping[str, str] | None = None,
     ):
         """``texts`` maps each stage to its HLO text, or to a function that returns it
         when first asked (a compiled program's lowered text costs a second print);
-        ``xla_cost`` returns XLA's ``cost_analysis`` figures for `cost`."""
+        ``xla_cost`` returns XLA's ``cost_analysis`` figures for `cost`;
+        ``argument_names`` maps the start of JAX's path of an argument to the name the
+        user gave it (``{"traced_args[0]": "x"}``, a ``tpukit.compile``'s): the graph
+        labels the program's parameters with them (``x``, ``x['w']``)."""
         unknown = set(texts) - set(STAGES)
         if not texts or unknown:
             raise ArgumentError(
@@ -183,6 +188,7 @@ class HloProgram:
         self._files: dict[str, str] = {}  # the file each stage was read from
         self._modules: dict[str, HloModule] = {}
         self._xla_cost = xla_cost
+        self._argument_names = dict(argument_names or {})
         self.stages = tuple(s for s in STAGES if s in texts)
         self.stage = self.stages[-1]
         self.source = source
@@ -224,7 +230,10 @@ class HloProgram:
         stage = self._check_stage(stage)
         if stage not in self._modules:
             where = self._files.get(stage) or self.source
-            self._modules[stage] = parse_text(self._text(stage), where, self.name or None)
+            module = parse_text(self._text(stage), where, self.name or None)
+            if self._argument_names:  # read by the graph's tree (`GraphTree`)
+                module._analysis[ARGUMENT_NAMES] = self._argument_names
+            self._modules[stage] = module
         return self._modules[stage]
 
     def op_counts(self, stage: str | None = None, *, open_fusions: bool = True) -> Counter:

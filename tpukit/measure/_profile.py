@@ -413,12 +413,18 @@ class Profile:
         return figures
 
     def verdict(self) -> str:
-        """What bounds the step, in one line (the first of the profile's view)."""
+        """What bounds the step, in one line (the first of the profile's view).
+
+        The busy time is the union of the run's events, at most the run's wall time: the
+        two are read on different clocks (the profiler's, the host's around each call), so
+        a device busy nearly all the time could read busy 2.43 ms of 2.37 ms."""
         evidence = self.evidence
         busy = self.busy_seconds if self.busy_seconds is not None else evidence.busy_seconds
         if busy is None:
             busy = self.total_seconds
         wall = self.wall_seconds_per_run or evidence.period_seconds
+        if wall:
+            busy = min(busy, wall)
         return verdict(
             busy=busy,
             wall=wall,

@@ -165,7 +165,7 @@ def instruction_times(
         hosts=reader.hosts_busy(),
         in_flight=dict(in_flight),
         devices=len({event.line[:2] for event in events}),
-        evidence=reader.evidence(events),
+        evidence=reader.evidence(events, runs),
     )
 
 
@@ -343,19 +343,26 @@ class _Reader:
         ]
         return statistics.mean(gaps) * 1e-9 if gaps else None
 
-    def evidence(self, events: list[OpEvent]) -> RunEvidence:
+    def evidence(self, events: list[OpEvent], runs: int) -> RunEvidence:
         """Busy time and period per run from the runs on ``XLA Modules`` where the trace has
         that line, else from the events of each run (a GPU's kernels grouped by the host's
-        executions, XLA:CPU's by ``run_id``): busy is the time some event of the run ran."""
+        executions, XLA:CPU's by ``run_id``): busy is the time some event of the run ran.
+        Where the events do not say their run, busy is the time some event ran on each
+        device over the ``runs`` (not their times added up: XLA:CPU runs instructions on
+        several threads at once, which made a busy time longer than the run)."""
         launch = statistics.mean(self.launch_ns) * 1e-9 if self.launch_ns else None
         if self._timed_planes():
             period = self.period()
             unknown = "" if period else "each device ran the program once in the trace"
             return RunEvidence(self.busy_per_run(), period, launch, unknown)
         if any(event.run is None for event in events):
+            by_device: dict[Any, list[OpEvent]] = defaultdict(list)
+            for event in events:
+                by_device[event.line[:2]].append(event)
             return RunEvidence(
+                busy_seconds=sum(map(_union, by_device.values())) / max(runs, 1) * 1e-9,
                 unknown="the trace does not say which run each event belongs to (no "
-                "'XLA Modules' line, no host executions of the program around its launches)"
+                "'XLA Modules' line, no host executions of the program around its launches)",
             )
         by_run: dict[Any, list[OpEvent]] = defaultdict(list)
         for event in events:

@@ -36,6 +36,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import jax
@@ -160,7 +161,12 @@ class Trainer:
         run = RunOptions.of({**COMPILE_STEP_DEFAULTS, **options}, call="compile_step()")
         prepared = prepare(self.model, self.optimizer, self.options, train_data, run)
         step, state, data = prepared.first_call()
-        signature = Signature(step.name, bind_arguments(step.function, state, data))
+        # Every part of the state is traced, also one without arrays (optax.sgd's empty
+        # state, which a call's signature would hold static and leave out of the call).
+        signature = Signature(
+            step.name,
+            tuple(replace(p, kind="array") for p in bind_arguments(step.function, state, data)),
+        )
         # Lowering reads shapes and shardings; nothing is donated until the program runs.
         # timeit() and profile() with no arguments run on this state and data, as fit would:
         # random numbers would make Adam's second moments negative and every step non-finite.

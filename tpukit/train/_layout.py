@@ -24,7 +24,7 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
-from tpukit.display import format_bytes
+from tpukit.display import format_bytes, format_count
 
 _KEY_FIELDS = {
     jax.tree_util.DictKey: "key",
@@ -145,9 +145,9 @@ class ShardingSummary:
         mesh = " x ".join(f"{k}={v}" for k, v in self.mesh.items())
         procs = f" in {self.processes} processes" if self.processes > 1 else ""
         return (
-            f"sharding {self.strategy!r}: mesh {mesh} ({self.devices} devices{procs}); "
+            f"sharding {self.strategy!r}: mesh {mesh} ({format_count(self.devices, 'device')}{procs}); "
             f"batch {self.batch_size} = {self.per_device_batch} per device; parameters "
             f"{format_bytes(self.param_bytes)}, {format_bytes(self.param_bytes_per_device)} per device "
-            f"({self.sharded_params} of {self.param_arrays} arrays split); optimizer state "
+            f"({self.sharded_params} of {format_count(self.param_arrays, 'array')} split); optimizer state "
             f"{format_bytes(self.optimizer_bytes)}, {format_bytes(self.optimizer_bytes_per_device)} per device"
         )

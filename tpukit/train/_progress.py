@@ -102,6 +102,7 @@ class EpochBar:
         note: str = "",
     ):
         self.title = f"epoch {epoch}/{epochs}"
+        self._title_width = len(f"epoch {epochs}/{epochs}")  # the run's widest, in ch
         self.note = note
         self.total = total
         self.done = initial
@@ -171,31 +172,45 @@ class EpochBar:
         )
 
     def html(self) -> str:
+        """The line as HTML that wraps cleanly in a narrow output: the title keeps a
+        column as wide as the run's widest (``epoch 10/10``), so the bars of all epochs
+        line up; what follows wraps under the bar, never under the title, and only
+        between whole groups (bar and count, the figures, the speed and time) before it
+        wraps inside one, and never inside a figure."""
         progress, figures, speed = self.parts()
         fraction = self.fraction()
-        bar = ""
+        head = f'<span style="{_NOWRAP}">{html.escape(progress)}</span>'
         if fraction is not None:
-            bar = (
+            head = (
+                f'<span style="{_NOWRAP}">'
                 '<span style="display:inline-block;vertical-align:middle;width:8em;height:.7em;'
                 "border-radius:.35em;background:rgba(128,128,128,.25);overflow:hidden;"
-                'margin:0 .6em">'
+                'margin-right:.6em">'
                 f'<span style="display:block;height:100%;width:{fraction:.1%};'
                 'background:var(--jp-brand-color1,var(--vscode-progressBar-background,#1976d2))">'
-                "</span></span>"
+                f"</span></span>{html.escape(progress)}</span>"
             )
-        cells = "".join(
-            f'<span style="margin-right:.9em;white-space:nowrap">{html.escape(part)}</span>'
-            for part in (*figures, speed, self.elapsed())
-            if part
-        )
+        groups = [head] + [
+            f'<span style="{_ROW}">'
+            + "".join(f'<span style="{_NOWRAP}">{html.escape(part)}</span>' for part in group)
+            + "</span>"
+            for group in (figures, [p for p in (speed, self.elapsed()) if p])
+            if group
+        ]
         return (
-            '<div class="tpukit-out tpukit-progress" style="font-family:var(--jp-code-font-family,'
-            "ui-monospace,Menlo,Consolas,monospace);font-size:var(--jp-code-font-size,12px);"
-            'line-height:1.6;color:var(--jp-ui-font-color1,inherit)">'
-            f'<b style="white-space:nowrap">{html.escape(self.title)}</b>{bar}'
-            f'<span style="margin:0 .9em 0 {"0" if bar else ".6em"}">{html.escape(progress)}'
-            f"</span>{cells}</div>"
+            '<div class="tpukit-out tpukit-progress" style="display:flex;align-items:baseline;'
+            "font-family:var(--jp-code-font-family,ui-monospace,Menlo,Consolas,monospace);"
+            "font-size:var(--jp-code-font-size,12px);line-height:1.6;"
+            'color:var(--jp-ui-font-color1,inherit)">'
+            f'<b style="{_NOWRAP};flex:none;min-width:{self._title_width}ch;margin-right:.6em">'
+            f"{html.escape(self.title)}</b>"
+            f'<div style="{_ROW};min-width:0">{"".join(groups)}</div></div>'
         )
+
+
+# A flex row that wraps between its items (and no item inside itself)
+_ROW = "display:flex;flex-wrap:wrap;align-items:baseline;column-gap:.9em;row-gap:0"
+_NOWRAP = "white-space:nowrap"
 
 
 # ------------------------------------------------------------------ where it goes

@@ -28,6 +28,7 @@ from flax import nnx
 
 from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
 from tpukit.compilation import compiles, device_capacity
+from tpukit.display import format_count
 from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _checkpoint, _steps
@@ -488,19 +489,23 @@ class Run:
     def _say_compiles(self, start: int, first_epoch_end: int) -> None:
         """Say so when a call compiled that should not have: a function compiled again
         inside the epochs, or anything compiled after the first epoch (whose first call,
-        last shorter call and first evaluation compile once, again where an earlier fit
-        ran them at other shapes); the ledger says what and why."""
+        last shorter call and first evaluation compile once); the ledger says what and
+        why. tpukit's other functions (the checkpoint's checksums, compiled at the first
+        save for the state's shapes) are its own business, not the run's."""
         found = compiles(since=start, ops=False).filter(
             where=lambda r: (
-                r.number >= first_epoch_end
-                or (r.recompile and r.function not in FIRST_EPOCH_PROGRAMS)
+                (not r.internal or r.function in FIRST_EPOCH_PROGRAMS)
+                and (
+                    r.number >= first_epoch_end
+                    or (r.recompile and r.function not in FIRST_EPOCH_PROGRAMS)
+                )
             )
         )
         if found and self.progress.show:
             first = found[0]
             why = f": {first.reason}" if first.reason else ""
             print(
-                f"tpukit.fit: {len(found)} compile(s) inside the epochs after the first "
+                f"tpukit.fit: {format_count(len(found), 'compile')} inside the epochs after the first "
                 f"call, which should have none ({first.function}{why}); "
                 f"tpukit.compiles(since={start}) shows them",
                 flush=True,

@@ -20,8 +20,8 @@
 //   paint(i, node, box): fill node i's box (and say its measure in its tooltip)
 //   drawHeader(i, header, chars, width): an open group's measured time at its header's end
 //   rows(i): the panel's rows of node i's measure, [[name, value]]
-/* global svg, el, fmt, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass, heatPosition,
-   heatColour, HEAT_DECADES, CHAR_W */
+/* global svg, el, fmt, fmtBytes, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass,
+   heatPosition, heatColour, HEAT_DECADES, CHAR_W */
 /* exported GraphColour */
 
 "use strict";
@@ -42,7 +42,7 @@ var MEASURES = {
       var out = [["time (measured)", fmtSeconds(value) + " per run \u00b7 " + fmtShare(value / (total || 1)) +
         " of " + fmtSeconds(total)]];
       if (value > 0 && d.flops[i]) out.push(["FLOP/s achieved", fmt(d.flops[i] / value, "FLOP/s")]);
-      if (value > 0 && d.bytes[i]) out.push(["bandwidth achieved", fmt(d.bytes[i] / value, "B/s")]);
+      if (value > 0 && d.bytes[i]) out.push(["bandwidth achieved", fmtBytes(d.bytes[i] / value) + "/s"]);
       return out;
     },
     inHeader: true
@@ -50,16 +50,16 @@ var MEASURES = {
   memory: {
     values: "memory", total: "memoryTotal", keyClass: "tkg-heat-key tkg-memory-key",
     low: "held at the peak: ", none: "nothing at the peak", title: "colour by bytes held at the peak",
-    amount: function (bytes) { return fmt(bytes, "B"); },
+    amount: function (bytes) { return fmtBytes(bytes); },
     tip: function (label, value, share, total) {
-      return label + ": " + fmt(value, "B") + " at the peak, " + fmtShare(share) + " of " + fmt(total, "B");
+      return label + ": " + fmtBytes(value) + " at the peak, " + fmtShare(share) + " of " + fmtBytes(total);
     },
     rows: function (d, i, value, total) {
       if (value === null || value === undefined) {
         return [["memory at the peak", "none: its buffers are not live at the peak (or it makes none)"]];
       }
-      return [["memory at the peak", fmtGrouped(value) + " B (" + fmt(value, "B") + ") \u00b7 " +
-        fmtShare(value / (total || 1)) + " of " + fmt(total, "B")]];
+      return [["memory at the peak", fmtGrouped(value) + " B (" + fmtBytes(value) + ") \u00b7 " +
+        fmtShare(value / (total || 1)) + " of " + fmtBytes(total)]];
     },
     inHeader: false
   }

@@ -21,7 +21,7 @@
 //   route(group, a, b): the inner points of the edge from child a to child b of a group
 //   leastHeight(group): the least height a group can have open, without laying it out
 //   openGroups(): the open groups that the last measure placed
-/* global NODE_H, CHAR_W, HEADER_H, PAD, MAX_CHARS, RANK_SEP, clip, fmt, fmtSeconds, shortShape */
+/* global NODE_H, CHAR_W, HEADER_H, PAD, MAX_CHARS, RANK_SEP, clip, fmt, fmtBytes, fmtSeconds, shortShape */
 /* exported GraphLayout */
 
 "use strict";
@@ -59,7 +59,7 @@ GraphLayout.prototype.costText = function (i, withoutTime) {
   var timed = !withoutTime && d.time && d.time[i] > 0;
   return d.count[i] + (d.count[i] === 1 ? " op" : " ops") +
     (d.flops[i] ? " \u00b7 " + fmt(d.flops[i], "FLOP") : "") +
-    (d.bytes[i] ? " \u00b7 " + fmt(d.bytes[i], "B") : "") +
+    (d.bytes[i] ? " \u00b7 " + fmtBytes(d.bytes[i]) : "") +
     (timed ? " \u00b7 " + fmtSeconds(d.time[i]) : "");
 };
 

@@ -9,7 +9,7 @@
 //   show(i, first, last): the panel of node i, with rows [name, value, class] of the
 //     caller's before (`first`) and after (`last`) its own; a row without a value is left out
 //   hide()
-/* global el, fmt, fmtGrouped */
+/* global el, fmt, fmtBytes, fmtGrouped */
 /* exported GraphPanel */
 
 "use strict";
@@ -80,6 +80,6 @@ GraphPanel.prototype.facts = function (i) {
   row("note", d.strings[d.note[i]]);
   if (group) row("contents", d.count[i] + " instructions");
   row("FLOPs (est.)", fmtGrouped(d.flops[i]) + " (" + fmt(d.flops[i], "FLOP") + ")");
-  row("bytes (est.)", fmtGrouped(d.bytes[i]) + " (" + fmt(d.bytes[i], "B") + ")");
+  row("bytes (est.)", fmtGrouped(d.bytes[i]) + " (" + fmtBytes(d.bytes[i]) + ")");
   return out;
 };

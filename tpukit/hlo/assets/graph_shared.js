@@ -9,14 +9,14 @@
 //   MARGIN: the view's margin around the drawing, in screen pixels
 //   el(tag, cls, parent), svg(tag, attrs, parent): make an HTML or SVG element
 //   clip(text, n), shortShape(shape): shorter text
-//   fmt(value, unit), fmtSeconds(seconds), fmtShare(share), fmtGrouped(value): numbers as the
-//     page writes them
+//   fmt(value, unit), fmtBytes(bytes), fmtSeconds(seconds), fmtShare(share), fmtGrouped(value):
+//     numbers as the page writes them (bytes in KiB, MiB, GiB: as tpukit's Python writes them)
 //   fillCategory(node, data, k): fill an element with colour category k of the payload's palette
 //   categoryClass(name): the CSS class of a colour category
 //   heatPosition(share), heatColour(scale, position), HEAT_DECADES: the heat scale
 /* exported NODE_H, HEADER_H, PAD, RANK_SEP, CHAR_W, MAX_CHARS, MARGIN, el, svg, clip,
-   shortShape, fmt, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass, heatPosition,
-   heatColour, HEAT_DECADES */
+   shortShape, fmt, fmtBytes, fmtSeconds, fmtShare, fmtGrouped, fillCategory, categoryClass,
+   heatPosition, heatColour, HEAT_DECADES */
 
 "use strict";
 
@@ -49,6 +49,14 @@ function fmt(value, unit) {
   var steps = ["", "k", "M", "G", "T", "P"], i = 0;
   while (value >= 999.5 && i < steps.length - 1) { value /= 1000; i++; }  // 999.9 k is 1.00 M
   return (i ? value.toPrecision(3) : String(value)) + " " + steps[i] + unit;
+}
+
+// "1.5 KiB": bytes in binary units, as tpukit.display.format_bytes writes them (one figure
+// reads the same in the graph and in the tables around it).
+function fmtBytes(bytes) {
+  var units = ["B", "KiB", "MiB", "GiB", "TiB"], i = 0;
+  while (Math.abs(bytes) >= 1024 && i < units.length - 1) { bytes /= 1024; i++; }
+  return (i ? bytes.toFixed(1) : bytes.toFixed(0)) + " " + units[i];
 }
 
 function fmtSeconds(seconds) {

@@ -34,7 +34,7 @@
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
 //   render(anchor), leave()
 /* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
-   clip, fmt, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
+   clip, fmtBytes, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
 
 "use strict";
@@ -464,7 +464,7 @@ GraphView.prototype.drawEdge = function (edge, layer) {
     "stroke-width": width.toFixed(2), "marker-end": "url(#" + this.arrowId + ")",
     "data-from": String(a), "data-to": String(b)}, layer);
   var tip = svg("title", {}, line);
-  tip.textContent = d.label[a] + " \u2192 " + d.label[b] + ": " + fmt(edge.bytes, "B");
+  tip.textContent = d.label[a] + " \u2192 " + d.label[b] + ": " + fmtBytes(edge.bytes);
 };
 
 // A uniform B-spline through the points (like d3.curveBasis): it follows dagre's route
