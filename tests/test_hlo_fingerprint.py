@@ -31,14 +31,16 @@ GENERATED = {
 #: Hashes from the code before issue 24 (``PYTHONPATH=.:tests python tests/test_hlo_fingerprint.py`` prints them).
 #: Issue 38 changed ``groups`` (it holds the first view), ``payload`` (the first view and the
 #: ``frame`` it fits) and ``view`` (`view_counts`): the first view opens what fits its frame.
+#: Issue 35 changed ``groups`` and ``payload`` of the four modules with named parameters: a
+#: parameter is labelled with its argument's path (``x``), where it read ``x.1``.
 EXPECTED: dict[str, dict[str, str]] = {
     "dump/module_0003.jit_predict.before_optimizations.txt": {
         "model": "ce26c96d7dc4aca6",
         "ops": "10d5bffc78e53d00",
         "cost": "a02be69de04da786",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "476cc90ad389ad4d",
-        "payload": "9240c20355e5cbe6",
+        "groups": "4e9da88d4daa2cb3",
+        "payload": "6a20000ad786f2df",
         "view": "0fd922e83d21fc2f",
     },
     "dump/module_0003.jit_predict.cpu_after_optimizations.txt": {
@@ -46,8 +48,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "f6e034ba22847b3f",
         "cost": "a6d70c6c748b8371",
         "fusions": "7f26e359fa7a740f",
-        "groups": "c812a0d6c4973ec7",
-        "payload": "86b8628d6530adf0",
+        "groups": "aa59ba515106191e",
+        "payload": "cda557afb85100be",
         "view": "d2bb9d8a2e99bacb",
     },
     "dump/module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt": {
@@ -100,8 +102,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "10d5bffc78e53d00",
         "cost": "a02be69de04da786",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "476cc90ad389ad4d",
-        "payload": "9240c20355e5cbe6",
+        "groups": "4e9da88d4daa2cb3",
+        "payload": "6a20000ad786f2df",
         "view": "0fd922e83d21fc2f",
     },
     "odd_syntax.hlo": {
@@ -127,8 +129,8 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "7e2af2d659602930",
         "cost": "595d7bc16e42aecd",
         "fusions": "8512f8cefb96500f",
-        "groups": "08b26aecbe9cf4ff",
-        "payload": "96d51177ad1a534a",
+        "groups": "3876ff6b9f94dfc2",
+        "payload": "cff0934bf06cf8e4",
         "view": "b9177d892ba92a03",
     },
     "scan16": {

@@ -235,7 +235,7 @@ def test_the_step_screenshot_shows_sections_top_to_bottom(browser, step):
         tops.append(box["y"])
     assert tops == sorted(tops), dict(zip(SECTIONS, tops))
     header = page.locator('.tkg-group[data-name="forward"] .tkg-header > text').text_content()
-    assert re.search(r"forward +· \d+ ops · [\d.]+ MFLOP · [\d.]+ [kM]B", header), header
+    assert re.search(r"forward +· \d+ ops · [\d.]+ MFLOP · [\d.]+ [KM]iB", header), header
     page.locator('.tkg-node[data-name="layers[0] (Linear)"]').click()
     panel = page.locator(".tkg-panel").inner_text()
     assert "its backward pass is in backward › layers[0] (Linear) backward" in panel
