@@ -21,21 +21,17 @@ import numpy as np
 import pytest
 
 import tpukit
+from tests._support.data import DATA
 
 PACKAGE = Path(tpukit.__file__).parent
-DATA = Path(__file__).parents[1] / "data"
 DUMP = DATA / "hlo" / "dump"  # an XLA dump folder (--xla_dump_to)
 TRACE = DATA / "tpu_v6e_jit_f.xplane.pb"  # a TPU v6e's jax.profiler trace file
 NAMESPACE = {"tpukit": tpukit, "jax": jax, "jnp": jnp, "np": np}
 FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
-#: Modules whose examples are left as they are, and why.
-REBUILT = "being rebuilt in parallel (issue 22); its examples change with it"
-LEFT = {
-    "tpukit.hlo._graph_view": f"the graph view is {REBUILT}",
-    "tpukit.hlo._diff_match": f"the graph and its diff view are {REBUILT}",
-    "tpukit.hlo._diff_view": f"the graph and its diff view are {REBUILT}",
-}
+#: Modules whose examples are left as they are, and why (none: the graph's and the diff
+#: view's, left while issue 22 rebuilt them, run since issue 41).
+LEFT: dict[str, str] = {}
 #: Packages whose modules may still mark examples +SKIP (besides those in `LEFT`), and why.
 SKIPS_LEFT: dict[str, str] = {}
 
