@@ -8,6 +8,8 @@ against the general metadata path, and the possessive or reordered ones). `pause
 must leave the collector as it found it. `stack_frames` shares a parent's stack where the
 parents fall, and must give the stacks a walk from each frame gives. A bracket group closes
 where `close_bracket` closes it, and a tuple's array elements read as they read alone.
+A line's rest that calls computations is read once per distinct text, its attributes split
+only when asked for; none of it may change what a record says.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import re
 
 import pytest
 
+from tpukit.hlo import _parser
 from tpukit.hlo._brackets import (
     _NESTING,
     _STRING,
@@ -29,6 +32,7 @@ from tpukit.hlo._brackets import (
 )
 from tpukit.hlo._model import HloMetadata, HloShape
 from tpukit.hlo._module_links import stack_frames
+from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import (
     _ARRAY_SHAPE,
     _CALL_KEY,
@@ -42,6 +46,7 @@ from tpukit.hlo._parser import (
     _metadata_of,
     _module_starts,
     _parse_metadata,
+    metadata_text,
     module_names,
     parse_hlo,
     parse_shape,
@@ -402,3 +407,152 @@ def test_tuple_elements_read_as_shapes_alone():
             continue
         parse_shape.cache_clear()
         assert parse_shape(text) == _tuple_shape(text), text
+
+
+_TEXT = """HloModule m
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %s = f32[] add(%a, %b)
+}
+
+ENTRY %e (x: f32[8]) -> f32[] {
+  %x = f32[8]{0} parameter(0)
+  %z = f32[] constant(0)
+  %r = f32[] reduce(%x, %z), dimensions={0}, to_apply=%add, metadata={op_name="a/r"}
+  %q = f32[] reduce(%x, %z), dimensions={0}, to_apply=%add, metadata={op_name="a/r"}
+  ROOT %n = f32[] negate(%r), metadata={op_name="jit(f)/metadata" source_line=3}
+}
+"""
+
+
+def test_rests_that_call_computations_are_read_once_and_split_when_asked():
+    PARSED.cache_clear()
+    entry = parse_hlo(_TEXT).entry
+    r, q = entry["r"], entry["q"]
+    assert [tuple(ref) for ref in r.called_computations] == [("add", "to_apply")]
+    assert r.called_computations == q.called_computations
+    assert r.called_computations is not q.called_computations  # each record its own list
+    assert r.metadata is q.metadata and r.metadata.op_name == "a/r"
+    assert r.attributes == {
+        "dimensions": "{0}", "to_apply": "%add", "metadata": '{op_name="a/r"}'
+    }  # fmt: skip
+    assert parse_hlo(_TEXT).computations["add"].kind == "applied"
+    PARSED.cache_clear()
+
+
+def test_metadata_text_of_a_rest_naming_metadata_twice():
+    PARSED.cache_clear()
+    n = parse_hlo(_TEXT).entry["n"]
+    assert n.metadata.op_name == "jit(f)/metadata" and n.metadata.source_line == 3
+    assert metadata_text(n) == '{op_name="jit(f)/metadata" source_line=3}'
+    PARSED.cache_clear()
+
+
+def test_parameter_numbers_are_read_without_the_line():
+    PARSED.cache_clear()
+    module = parse_hlo(_TEXT)
+    assert [p.parameter_number for p in module.computations["add"].parameters] == [0, 1]
+    assert [p.operand_text for p in module.entry.parameters] == ["0"]
+    assert module.entry["z"].operand_text == "0"
+    PARSED.cache_clear()
+
+
+def _reference_ending(rest: str) -> tuple:
+    """The metadata and called computations of a full split of ``rest``."""
+    called: list = []
+    metadata = _parser._parse_attributes(rest.strip(), {}, called)
+    return metadata or HloMetadata(), [tuple(ref) for ref in called]
+
+
+_RESTS = [
+    ", kind=kLoop, calls=%fused_computation.3", ", kind=kCustom, calls=f.1",
+    ", dimensions={0,1}, to_apply=%region_1.2", ", to_apply=%add", ", calls=%a, calls=%b",
+    ', metadata={op_name="jit(f)/add" stack_frame_id=3}', ", metadata={}",
+    ', backend_config={"outer_dimension_partitions":[]}', ", body=%b, condition=%c",
+    ', metadata={op_name="a/to_apply=%x"}', ", index=3", ", calls=%{f}", ", to_apply=%f.1}",
+    ', backend_config="metadata={}"', ", kind=kLoop,calls=%f", " ", ",", ", calls=%f ",
+    ", dimensions={}", ", index=7", ", slice={[0:1]}", ", direction=LT", ", body=b",
+    ", select=s", ", x=metadata", ', metadata={op_name="while/body/select" stack_frame_id=9}',
+    ', metadata={op_name="calls=x" source_line=3}', ", metadata={op_type=\"a\\\"b\"}",
+    ', metadata={op_name="while/body=%g" stack_frame_id=2}', ', backend_config={"a":"calls=%g"}',
+    ", metadata={}, calls=%h", ', metadata={op_name="x"}, body=%b',
+]  # fmt: skip
+
+
+def test_a_rest_read_without_a_split_reads_as_its_split():
+    rng = random.Random(7)
+    for _ in range(20000):
+        rest = "".join(rng.choice(_RESTS) for _ in range(rng.randint(1, 4)))
+        got = _parser._ending(rest, {}, {}, HloMetadata())
+        metadata, called = got if got.__class__ is tuple else (got, [])
+        assert (metadata, [tuple(ref) for ref in called]) == _reference_ending(rest), rest
+
+
+def test_common_metadata_reads_as_xla_metadata():
+    """`_XLA_COMMON` reads what `_XLA_METADATA` reads, or nothing."""
+    rng = random.Random(11)
+    odd = ["", " ", "  ", '"', "\\", "x", "}", "{", 'op_type="dot" ', " source_line=1x"]
+    common = 0
+    for _ in range(20000):
+        parts = [
+            "{", rng.choice(['op_name="a/b"', 'op_name="while/body"', 'op_name=""']),
+            rng.choice(["", ' source_file="/m.py" source_line=12']),
+            rng.choice(["", " stack_frame_id=3"]), "}",
+        ]  # fmt: skip
+        if rng.random() < 0.4:
+            at = rng.randrange(len(parts))
+            parts.insert(at, rng.choice(odd))
+        value = "".join(parts)
+        found = _parser._XLA_COMMON.fullmatch(value)
+        if found is None:
+            continue
+        common += 1
+        plain = _parser._XLA_METADATA.fullmatch(value)
+        assert plain is not None, value
+        assert _parser._xla_metadata(found, {}) == _parser._xla_metadata(plain, {}), value
+        assert _parser._xla_metadata(found, {}) == _parser._parse_metadata(value), value
+        assert list(_parser._xla_metadata(found, {}).fields) == list(
+            _parser._parse_metadata(value).fields
+        )
+    assert common > 10000
+
+
+def test_operand_text_with_a_tiled_layout_reads_whole_by_rows_and_by_lines(monkeypatch):
+    text = (
+        "HloModule m\nENTRY e {\n  a = f32[8]{0:T(8)} parameter(0)\n"
+        "  b = f32[8]{0:T(8)} negate(f32[8]{0:T(8)} %a)\n"
+        "  ROOT c = f32[8]{0:T(8)} add(f32[8]{0:T(8)} %a, f32[8]{0:T(8)} %b)\n}\n"
+    )
+    expected = {"b": "f32[8]{0:T(8)} %a", "c": "f32[8]{0:T(8)} %a, f32[8]{0:T(8)} %b"}
+    PARSED.cache_clear()
+    entry = parse_hlo(text).entry
+    assert {name: entry[name].operand_text for name in expected} == expected
+    PARSED.cache_clear()
+    monkeypatch.setattr(_parser, "_rows_apply", lambda text: False)
+    entry = parse_hlo(text).entry
+    assert {name: entry[name].operand_text for name in expected} == expected
+    PARSED.cache_clear()
+
+
+def test_a_fusion_s_kind_is_read_without_splitting_its_attributes():
+    text = """HloModule m
+
+f {
+  p = f32[4]{0} parameter(0)
+  ROOT e = f32[4]{0} exponential(p)
+}
+
+ENTRY main {
+  a = f32[4]{0} parameter(0)
+  ROOT x = f32[4]{0} fusion(a), kind=kLoop, calls=f, metadata={op_name="a/kind=kInput"}
+}
+"""
+    PARSED.cache_clear()
+    fusion = parse_hlo(text).entry["x"]
+    assert fusion.fusion_kind == "kLoop"
+    assert fusion._attributes is None  # the split is still to come, if ever asked for
+    assert fusion.attributes["kind"] == fusion.fusion_kind
+    assert parse_hlo(text).entry["a"].fusion_kind == ""
+    PARSED.cache_clear()

@@ -5,24 +5,25 @@ instruction line at once; any other line (headers, closing braces, continuation 
 comments, odd spacing) goes through the line-by-line reader, which is also what reads a
 text whose line breaks are not all "\\n". Here the same texts are read both ways -- the
 fixtures, and the fixtures with lines split, spaced, commented and moved about at random --
-and every field of every instruction must agree. Also: parsing equal text twice gives one
-module while it is alive (`_parsed.PARSED`), and never a module of other text.
+and every field of every instruction must agree. `_ROW` itself, spelled with possessive
+runs for speed, must match what its plain spelling matches. Also: parsing equal text twice
+gives one module while it is alive (`_parsed.PARSED`), and never a module of other text.
 """
 
 from __future__ import annotations
 
 import gc
-import pathlib
 import random
+import re
 
 import pytest
 
+from tests._support.data import HLO_DATA as DATA
 from tests._support.hlo_fingerprint import _model
 from tpukit.hlo import _parser
 from tpukit.hlo._parsed import PARSED
 from tpukit.hlo._parser import parse_hlo
 
-DATA = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 FIXTURES = sorted(p.name for p in DATA.glob("*.hlo"))
 
 
@@ -289,3 +290,75 @@ def test_tuple_shapes_and_numbered_operands_read_in_place_as_by_the_line_reader(
     read = [text.strip() for text, _ in _calls(monkeypatch, "line", TUPLES)]
     odd = [text.split(" = ")[0] for text in read if " = " in text]
     assert odd == ["%n", "%u", "%o", "%r", "%e"]
+
+
+# `_ROW` spelled without possessive runs (as it was before they were made possessive).
+_PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
+_PLAIN_NAMED = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?([A-Za-z0-9_.\-$]+)"
+_PLAIN_INDEX = r"(?:/\*index=[0-9]+\*/)?"
+_PLAIN_MORE = rf"({_PLAIN_PIECE}(?:, {_PLAIN_INDEX}{_PLAIN_PIECE})*)"
+_PLAIN_LISTED = rf"(?:{_PLAIN_NAMED}(?:, {_PLAIN_NAMED}(?:, {_PLAIN_MORE})?)?)?"
+_PLAIN_IN_LAYOUT = r'[^(){}\[\]"/\n]'
+_PLAIN_ELEMENT = (
+    rf"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{{(?:{_PLAIN_IN_LAYOUT}|\({_PLAIN_IN_LAYOUT}*\))*\}})?"
+)
+_PLAIN_TUPLE = rf"\((?:{_PLAIN_ELEMENT}(?:, {_PLAIN_INDEX}{_PLAIN_ELEMENT})*)?\)"
+
+
+def _plain_row(shape: str) -> re.Pattern[str]:
+    return re.compile(
+        rf"([ \t]*)(?:((?:ROOT )?%?)([A-Za-z0-9_.\-$]+) = ({shape}) ([a-z][a-z0-9\-]*)"
+        rf"\(({_PLAIN_LISTED}|[^()\"\n]*)\)((?:[^\n]*\S)?)|[^\n]*)\n"
+    )
+
+
+_PLAIN_ROW = _plain_row(r"[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\n]*\})?")
+_PLAIN_TUPLE_ROW = _plain_row(_PLAIN_TUPLE)
+
+_PIECES = [
+    "  ", " ", "\t", "ROOT ", "%", "x.1", "p_0", "ROOT", " = ", "=", "f32[8,4]{1,0}", "f32[]",
+    "bf16[2]{0:T(8,128)}", "(", ")", ", ", ",", "add", "fusion", "parameter", "0", "%a",
+    "f32[2]{0} %b", "{", "}", "[", "]", '"', "metadata={op_name=\"a\"}", "calls=%f", "\\",
+    "s32[<=4]", "-", "$", "/*c*/", "  ", "/*index=5*/", "(s32[], f32[2]{0})", "/*index=",
+    "((f32[]), s32[])",
+]  # fmt: skip
+
+
+_OPERANDS = ["%a", "b.1", "f32[2]{0} %c", "bf16[8]{0:T(8)} %d", "", "{1, 2}", "0", "%e"]
+_OPERANDS += ["/*index=5*/%f", "/*index=10*/f32[2]{0} %g"]
+_SHAPES = ["f32[8,4]{1,0}", "f32[]", "s32[<=4]", "(f32[2]{0}, s32[])", "()"]
+_SHAPES += ["(bf16[8]{0:T(8)(2,1)}, /*index=5*/u32[4]{0}, token[])"]
+
+
+def _line(rng: random.Random) -> str:
+    """An instruction line as XLA spells it, a piece of it replaced now and then."""
+    operands = ", ".join(rng.choice(_OPERANDS) for _ in range(rng.randint(0, 4)))
+    parts = [
+        rng.choice(["  ", "", "\t"]), rng.choice(["", "ROOT "]), rng.choice(["%", ""]),
+        rng.choice(["x.1", "p_0", "a-b$"]), " = ", rng.choice(_SHAPES),
+        " ", rng.choice(["add", "fusion", "all-reduce", "parameter"]), "(", operands, ")",
+        rng.choice(["", ", metadata={op_name=\"a\"}", ", calls=%f ", ", x={(1)}"]),
+    ]  # fmt: skip
+    for _ in range(rng.randint(0, 2)):
+        parts[rng.randrange(len(parts))] = rng.choice(_PIECES)
+    return "".join(parts)
+
+
+def test_row_pattern_matches_as_its_plain_spelling():
+    rng = random.Random(3)
+    instructions = tupled = 0
+    for _ in range(20000):
+        lines = [
+            "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 14)))
+            if rng.random() < 0.3
+            else _line(rng)
+            for _ in range(rng.randint(1, 4))
+        ]
+        text = "\n".join(lines) + "\n"
+        rows = _parser._ROW.findall(text)
+        assert rows == _PLAIN_ROW.findall(text), text
+        tuples = _parser._TUPLE_ROW.findall(text)
+        assert tuples == _PLAIN_TUPLE_ROW.findall(text), text
+        instructions += sum(1 for row in rows if row[2])
+        tupled += sum(1 for row in tuples if row[2])
+    assert instructions + tupled > 10000 and tupled > 3000  # most lines read as instructions
