@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -315,10 +316,50 @@ def test_every_notebook_has_a_colab_badge_and_a_parameters_cell(path):
     )
 
 
-def test_make_demo_runs_the_tutorial():
-    makefile = (ROOT / "Makefile").read_text()
-    assert "notebooks/01_mnist_mlp.ipynb" in makefile.split("demo:")[1].split("\n\n")[0]
+def make_demo_command() -> list[str]:
+    """The command ``make demo`` runs, as make reads the Makefile (``-n``: printed, not run;
+    ``-o``: the venv's set-up taken as done), with this test's Python as the venv's."""
+    done = subprocess.run(
+        [
+            "make",
+            "-s",
+            "-n",
+            "demo",
+            "-o",
+            ".venv/.installed",
+            f"BIN={Path(sys.executable).parent}",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stdout.splitlines()
+    return shlex.split(line)
+
+
+def test_make_demo_runs_the_tutorial(tmp_path, monkeypatch):
+    """What ``make demo`` runs, run: the tutorial through scripts/run_notebook.py in a fresh
+    kernel, small (one epoch on 1,024 examples) and written to a folder of the test's own
+    instead of out/ (the last ``-o`` is the one taken)."""
+    command = make_demo_command()
+    assert "notebooks/01_mnist_mlp.ipynb" in command
     assert os.access(ROOT / ".ci" / "run", os.X_OK)
+    monkeypatch.setenv("TPUKIT_MNIST", "sample")
+    monkeypatch.setenv("JAX_PLATFORMS", "cpu")
+    monkeypatch.delenv("XLA_FLAGS", raising=False)  # the notebook runs on the machine's devices
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))  # its signature: not ~
+    output = tmp_path / "01_mnist_mlp.ipynb"
+    small = ["-p", "EPOCHS=1", "-p", "TRAIN_EXAMPLES=1024", "-o", str(output)]
+    done = subprocess.run(command + small, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    assert "notebooks/01_mnist_mlp.ipynb ran end to end in" in done.stdout
+    notebook = nbformat.read(output, as_version=4)
+    assert "restored model: test accuracy" in outputs_text(notebook)
+    assert stderr_text(notebook) == ""
+    assert output.with_suffix(".html").is_file()
+    for folder in re.findall(r"checkpoints: (\S+)", outputs_text(notebook)):
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_vgg19_notebook_runs_small(tmp_path, monkeypatch):
