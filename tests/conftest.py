@@ -11,41 +11,29 @@ import pathlib
 
 import pytest
 
+from tests._support.browser import chromium
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
 
 
-# Headless Chromium for the browser tests: Debian's package (Playwright cannot download
-# its own browser here). Missing, those tests fail under CI=true and skip elsewhere.
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the module's tests (Playwright's sync API), launched as
+    ``_support.browser.chromium`` says: missing, it fails under CI=true and skips elsewhere."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
-def browser():
-    """A headless Chromium for the module's tests (Playwright's sync API)."""
-    if not pathlib.Path(CHROMIUM).exists():
-        message = f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
+def tutorial_step():
+    """The MNIST tutorial's training step (the zoo's MLP, optax Adam, a batch of 128)
+    compiled by tpukit, once per module: ``_support.steps.compiled_tutorial_step``."""
+    from tests._support.steps import compiled_tutorial_step  # imports JAX: after XLA_FLAGS
 
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    return compiled_tutorial_step()
 
 
 @pytest.fixture(scope="module")

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
 from pathlib import Path
 
 import nbformat
 import pytest
 
 from tests._support import jupyterlab as _jupyterlab
+from tests._support.browser import chromium, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "out" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 WIDGET = "window.jupyterapp.shell.currentWidget"
 
 _spec = importlib.util.spec_from_file_location("run_notebook", ROOT / "scripts" / "run_notebook.py")
@@ -76,12 +74,6 @@ DRAWN = f"""() => {{
 }}"""
 
 
-def unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
 def cell_index(page, start: str) -> int:
     return page.evaluate(
         f"s => {WIDGET}.content.widgets.findIndex(c => c.model.sharedModel.getSource().startsWith(s))",
@@ -103,12 +95,6 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
     reason = _jupyterlab.missing()
     if reason:
         unavailable(reason)
-    if not Path(CHROMIUM).exists():
-        unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("Playwright is not installed (pip install playwright)")
     folder.mkdir(parents=True, exist_ok=True)
     found = {}
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -118,9 +104,7 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
             "JUPYTER_DATA_DIR", str(lab.data_dir)
         )
         run_notebook.write_executed(notebook, folder / "demo.ipynb")
-        playwright = stack.enter_context(sync_playwright())
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        stack.callback(browser.close)
+        browser = stack.enter_context(chromium())
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(lab.url("lab/tree/demo.ipynb?reset"))
         page.wait_for_function(

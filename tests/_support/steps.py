@@ -31,3 +31,24 @@ def tutorial_train_step(model, optimizer=None):
         namespace["optimizer"] = optimizer
         namespace["opt_state"] = optimizer.init(nnx.state(model, nnx.Param))
     return namespace["train_step"], namespace["opt_state"]
+
+
+#: The tutorial's batch as ``tpukit.shape`` reads it: 128 flattened MNIST images and labels.
+TUTORIAL_BATCH = ("f32[128,784]", "s32[128]")
+
+
+def compiled_tutorial_step(model=None):
+    """The tutorial's step compiled by tpukit for `TUTORIAL_BATCH`: on the zoo's MLP (seed 0)
+    as the tutorial makes it, or on ``model``; a ``tpukit.Compiled``. The ``tutorial_step``
+    fixture of ``conftest.py`` holds one per test module::
+
+        step = compiled_tutorial_step()
+        step.graph("optimized")
+    """
+    import tpukit  # after conftest has set XLA_FLAGS (tpukit imports JAX)
+
+    if model is None:
+        model = tpukit.zoo.create("mlp", seed=0)
+    train_step, opt_state = tutorial_train_step(model)
+    batch = [tpukit.shape(text) for text in TUTORIAL_BATCH]
+    return tpukit.compile(train_step, model, opt_state, *batch)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.magics.test_bad_inputs import SETUP, assert_one_clear_line, run_in_child_shell
+from tests._support.child_shell import SETUP, assert_one_clear_line, run_in_child_shell
 
 #: (input, words the one-line message must contain)
 REFUSED: list[tuple[str, str]] = [

@@ -50,20 +50,6 @@ class Net(nnx.Module):
         return x
 
 
-def train_step_of(model):
-    """Notebook 01's training step: value_and_grad of the loss, then optax Adam."""
-    return tutorial_train_step(model)
-
-
-@pytest.fixture(scope="module")
-def step():
-    model = tpukit.zoo.create("mlp", seed=0)
-    train_step, opt_state = train_step_of(model)
-    return tpukit.compile(
-        train_step, model, opt_state, tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
-    )
-
-
 def scopes_of(compiled, stage):
     return {
         i.metadata.op_name.rsplit("/", 1)[0]
@@ -79,8 +65,8 @@ def first_view(graph):
 
 
 @pytest.mark.parametrize("stage", ["lowered", "optimized"])
-def test_each_layer_call_is_a_name_scope_in_both_stages(step, stage):
-    scopes = scopes_of(step, stage)
+def test_each_layer_call_is_a_name_scope_in_both_stages(tutorial_step, stage):
+    scopes = scopes_of(tutorial_step, stage)
     for layer in LAYERS:
         assert f"jit(train_step)/jvp(model (MLP))/{layer}" in scopes, sorted(scopes)
         assert f"jit(train_step)/transpose(jvp(model (MLP)))/{layer}" in scopes, sorted(scopes)
@@ -138,9 +124,9 @@ def test_paths_read_as_python():
 
 
 @pytest.mark.parametrize("stage", ["lowered", "optimized"])
-def test_a_training_step_opens_on_its_sections_with_layers_in_order(step, stage):
-    view = first_view(step.graph(stage))
-    data = step.graph(stage)._data
+def test_a_training_step_opens_on_its_sections_with_layers_in_order(tutorial_step, stage):
+    view = first_view(tutorial_step.graph(stage))
+    data = tutorial_step.graph(stage)._data
     assert data.label[0] == "train_step"
     assert view["train_step"] == SECTIONS
     assert [x for x in view["forward"] if "Linear" in x] == LAYERS
@@ -158,8 +144,8 @@ def test_a_training_step_opens_on_its_sections_with_layers_in_order(step, stage)
     assert not [x for x in labels if internal.search(x)], labels
 
 
-def test_each_section_and_layer_carries_its_flops_and_bytes(step):
-    data = step.graph("optimized")._data
+def test_each_section_and_layer_carries_its_flops_and_bytes(tutorial_step):
+    data = tutorial_step.graph("optimized")._data
     payload = graph_payload(data, "train_step", "optimized")
     groups = {data.label[i]: i for i in range(len(data.kind)) if data.kind[i] == SCOPE}
     for name in ("forward", "backward", *LAYERS):
@@ -171,8 +157,8 @@ def test_each_section_and_layer_carries_its_flops_and_bytes(step):
     assert payload["bytes"][groups["optimizer update"]] > 0
 
 
-def test_a_layers_backward_is_tied_to_its_forward(step):
-    data = step.graph("optimized")._data
+def test_a_layers_backward_is_tied_to_its_forward(tutorial_step):
+    data = tutorial_step.graph("optimized")._data
     groups = {data.label[i]: i for i in range(len(data.kind)) if data.kind[i] == SCOPE}
     for layer in LAYERS:
         backward = data.notes[groups[f"{layer} backward"]]
@@ -181,8 +167,8 @@ def test_a_layers_backward_is_tied_to_its_forward(step):
         assert f"backward pass is in backward › {layer} backward" in forward
 
 
-def test_a_fusion_of_several_layers_goes_where_its_flops_are(step):
-    data = step.graph("optimized")._data
+def test_a_fusion_of_several_layers_goes_where_its_flops_are(tutorial_step):
+    data = tutorial_step.graph("optimized")._data
     mixed = [i for i in data.notes if data.kind[i] == INSTRUCTION]
     assert mixed, "the optimized step fuses ops of several scopes"
     for node in mixed:
@@ -215,8 +201,8 @@ def test_user_scopes_and_unscoped_code_keep_their_names():
     assert "encoder" in labels and "decoder" in labels, view
 
 
-def test_the_step_screenshot_shows_sections_top_to_bottom(browser, step):
-    g = step.graph("optimized")
+def test_the_step_screenshot_shows_sections_top_to_bottom(browser, tutorial_step):
+    g = tutorial_step.graph("optimized")
     page = browser.new_page(viewport={"width": 1200, "height": 900})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -261,7 +247,7 @@ def test_every_zoo_familys_layers_are_groups_forward_and_backward(family):
         side = model.input_shape
         x = tpukit.shape(f"f32[2,{','.join(map(str, side))}]")
         labels = tpukit.shape("s32[2]")
-    train_step, opt_state = train_step_of(model)
+    train_step, opt_state = tutorial_train_step(model)
     step = tpukit.compile(train_step, model, opt_state, x, labels)
     data = step.graph("optimized")._data
     groups = {data.label[i] for i in range(len(data.kind)) if data.kind[i] == SCOPE}

@@ -23,7 +23,14 @@ from flax import nnx
 
 import tpukit
 from tests._support.fixtures import mlp_hlo
-from tests._support.notebook_page import FIRST_VIEW_DRAWN, NOTEBOOK_PAGE, ORIGIN
+from tests._support.graph_page import LABEL_PX, Page, node, open_graph
+from tests._support.notebook_page import (
+    FIRST_VIEW_DRAWN,
+    JUPYTERLAB_THEMES,
+    LAB_PAGE,
+    NOTEBOOK_PAGE,
+    ORIGIN,
+)
 from tests._support.steps import tutorial_train_step
 from tpukit.display import format_bytes
 from tpukit.hlo import diff_graph, graph, parse_hlo
@@ -37,7 +44,7 @@ EVIL = "</script><img src=x onerror=alert(1)>"
 
 
 def mlp_loss(x, w1, w2):
-    """`_fixtures.mlp_loss`, written here so that its source lines are in this file."""
+    """`tests._support.fixtures.mlp_loss`, written here so that its source lines are in this file."""
     with jax.named_scope("dense_1"):
         h = jax.nn.relu(x @ w1)
     with jax.named_scope("dense_2"):
@@ -57,59 +64,7 @@ def forward_graph():
     return graph(text, title="mlp", stage="optimized")
 
 
-class Page:
-    """A Playwright page served from a fake origin, recording requests, errors and dialogs."""
-
-    def __init__(self, browser, pages: dict[str, str], **options):
-        self.page = browser.new_page(viewport={"width": 1200, "height": 800}, **options)
-        self.requests, self.errors, self.dialogs = [], [], []
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on(
-            "console",
-            lambda m: self.errors.append(m.text) if m.type in ("error", "warning") else None,
-        )
-        self.page.on("dialog", lambda d: (self.dialogs.append(d.message), d.dismiss()))
-
-        def serve(route):
-            path = route.request.url[len(ORIGIN) :]
-            if path in pages:
-                route.fulfill(status=200, content_type="text/html", body=pages[path])
-            else:
-                route.fulfill(status=404, body="")
-
-        self.page.route("**/*", serve)
-
-    def ready(self, count: int = 1):
-        self.page.wait_for_function(
-            f"document.querySelectorAll('.tkg-root[data-state=ready]').length === {count}",
-            timeout=15000,
-        )
-        return self
-
-    def nodes(self, root=".tkg-root") -> int:
-        return int(self.page.locator(root).first.get_attribute("data-nodes"))
-
-
-def open_graph(browser, graphs, mode: str) -> Page:
-    """Open one or more HloGraphs as a saved page ("standalone") or as notebook outputs."""
-    if mode == "standalone":
-        assert len(graphs) == 1
-        page = Page(browser, {"/graph.html": graphs[0].to_html()})
-        page.page.goto(f"{ORIGIN}/graph.html")
-    else:
-        page = Page(browser, {"/notebook.html": NOTEBOOK_PAGE})
-        page.page.goto(f"{ORIGIN}/notebook.html")
-        for g in graphs:
-            page.page.evaluate("html => window.showOutput(html)", g._repr_html_())
-    return page.ready(len(graphs))
-
-
 MODES = ["standalone", "notebook"]
-
-
-def node(page: Page, name: str):
-    return page.page.locator(f'.tkg-root [data-name="{name}"]').first
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -357,41 +312,6 @@ def test_names_and_paths_from_user_code_show_as_text_and_never_run(browser, mode
 # ---------------------------------------------------------------- as a notebook user meets it
 
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "out" / "screenshots"
-JUPYTERLAB_THEMES = {  # the variables JupyterLab 4's light and dark themes set on :root
-    "light": "--jp-layout-color0:#ffffff;--jp-layout-color1:#ffffff;--jp-layout-color2:#eeeeee;"
-    "--jp-ui-font-color0:rgba(0,0,0,1);--jp-ui-font-color1:rgba(0,0,0,0.87);"
-    "--jp-ui-font-color2:rgba(0,0,0,0.54);--jp-border-color1:#bdbdbd;",
-    "dark": "--jp-layout-color0:#111111;--jp-layout-color1:#212121;--jp-layout-color2:#424242;"
-    "--jp-ui-font-color0:rgba(255,255,255,1);--jp-ui-font-color1:rgba(255,255,255,0.87);"
-    "--jp-ui-font-color2:rgba(255,255,255,0.54);--jp-border-color1:#616161;",
-}
-LAB_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
-:root {%(variables)s --jp-ui-font-size0:0.83333em; --jp-ui-font-size1:13px;
-  --jp-content-font-family:system-ui, sans-serif;}
-html, body {margin: 0; height: 100%%;}
-body {background: var(--jp-layout-color0, #fff); color: var(--jp-ui-font-color1, #000);
-  font-family: var(--jp-content-font-family, sans-serif);}
-#panel {height: 100vh; overflow-y: auto;}
-.jp-Cell {padding: 8px 16px 8px 80px;}
-.jp-InputArea {height: 90px; background: var(--jp-layout-color2, #eee);}
-#out {width: 1000px;}
-</style></head><body %(body)s><div id="panel">
-<div class="jp-Cell"><div class="jp-InputArea"></div><div class="jp-OutputArea-output" id="out"></div></div>
-<div class="jp-Cell"><div class="jp-InputArea" style="height: 1500px"></div></div>
-</div><script>
-// JupyterLab's HTML renderer: innerHTML, then every <script> re-created so that it runs.
-window.showOutput = function (html) {
-  var out = document.getElementById("out");
-  out.innerHTML = html;
-  out.querySelectorAll("script").forEach(function (old) {
-    var script = document.createElement("script");
-    script.textContent = old.textContent;
-    old.parentNode.replaceChild(script, old);
-  });
-};
-</script></body></html>"""
-LABEL_PX = """() => Math.min(...Array.from(document.querySelectorAll('.tkg-node text'), t =>
-  parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"""
 SCALE = "() => +document.querySelector('.tkg-root').dataset.scale"
 TRANSFORM = "() => document.querySelector('.tkg-scene').getAttribute('transform')"
 SCROLL = "() => document.getElementById('panel').scrollTop"

@@ -426,7 +426,7 @@ def test_renumbered_op_names_match_by_shape_opcode_and_place():
 
 
 def test_the_whole_program_row_equals_the_text_diff_on_a_loop():
-    from tests.hlo.test_counting import SCAN
+    from tests._support.hlo_texts import SCAN
 
     a, b = hlo.open(SCAN), hlo.open(SCAN.replace("constant(16)", "constant(8)"))
     whole = diff_graph(a.hlo_module(), b.hlo_module()).group("whole program")

@@ -10,71 +10,10 @@ from __future__ import annotations
 
 import re
 
-from tests.hlo.test_counting import SCAN
+from tests._support.hlo_texts import SCAN, named_module, unnamed_module
 from tpukit import hlo
 from tpukit.hlo._first_view import first_view
 from tpukit.hlo._graph_payload import graph_payload
-
-
-def _unnamed(blocks: int = 200, per_block: int = 100) -> str:
-    """25,000 instructions: constants, copies, multiplies and reshapes; 20 dots."""
-    lines = ["HloModule big_unnamed", "", "ENTRY main {"]
-    lines += ["  x = f32[64,64] parameter(0)", "  w = f32[64,64] parameter(1)"]
-    prev, k = "x", 0
-    for block in range(blocks):
-        for j in range(per_block):
-            k += 1
-            if j % 4 == 0:
-                lines.append(f"  c{k} = f32[64,64] constant({{...}})")
-            elif j % 4 == 1:
-                lines.append(f"  v{k} = f32[64,64] copy({prev})")
-                prev = f"v{k}"
-            elif j % 4 == 2:
-                lines.append(f"  v{k} = f32[64,64] multiply({prev}, c{k - 2})")
-                prev = f"v{k}"
-            else:
-                lines.append(f"  v{k} = f32[4096] reshape({prev})")
-                lines.append(f"  r{k} = f32[64,64] reshape(v{k})")
-                prev = f"r{k}"
-        if block % 10 == 5:
-            lines.append(
-                f"  d{k} = f32[64,64] dot({prev}, w), lhs_contracting_dims={{1}}, "
-                "rhs_contracting_dims={0}"
-            )
-            prev = f"d{k}"
-    lines += [f"  ROOT out = f32[64,64] copy({prev})", "}", ""]
-    return "\n".join(lines)
-
-
-def _named(layers: int = 4, rope: int = 20, filler: int = 5_000) -> str:
-    """20,000+ instructions: a RoPE table from an iota and constants, then the layers."""
-    meta = 'metadata={op_name="jit(step)/rope/%s"}'
-    lines = ["HloModule big_named", "", "ENTRY main {"]
-    lines += ["  x = f32[64,64] parameter(0)", "  w = f32[64,64] parameter(1)"]
-    lines.append(f"  pos = s32[64,64] iota(), iota_dimension=0, {meta % 'iota'}")
-    lines.append(f"  posf = f32[64,64] convert(pos), {meta % 'convert'}")
-    prev = "posf"
-    for r in range(rope):
-        lines.append(f"  rc{r} = f32[] constant(0.5), {meta % 'mul'}")
-        lines.append(f"  rb{r} = f32[64,64] broadcast(rc{r}), dimensions={{}}, {meta % 'mul'}")
-        lines.append(f"  rope{r} = f32[64,64] multiply({prev}, rb{r}), {meta % 'mul'}")
-        prev = f"rope{r}"
-    lines.append(f"  table = f32[64,64] cosine({prev}), {meta % 'cos'}")
-    prev, k = "x", 0
-    for layer in range(layers):
-        scope = f'metadata={{op_name="jit(step)/layers.{layer}/%s"}}'
-        lines.append(
-            f"  d{layer} = f32[64,64] dot({prev}, w), lhs_contracting_dims={{1}}, "
-            f"rhs_contracting_dims={{0}}, {scope % 'dot_general'}"
-        )
-        lines.append(f"  a{layer} = f32[64,64] add(d{layer}, table), {scope % 'add'}")
-        prev = f"a{layer}"
-        for _ in range(filler):
-            k += 1
-            lines.append(f"  t{k} = f32[64,64] tanh({prev}), {scope % 'tanh'}")
-            prev = f"t{k}"
-    lines += [f"  ROOT out = f32[64,64] copy({prev})", "}", ""]
-    return "\n".join(lines)
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
@@ -84,9 +23,9 @@ def _first_view(text: str) -> tuple[list[int], dict, object]:
 
 
 def test_without_op_names_the_view_opens_on_the_dots_and_names_them():
-    program = hlo.open(_unnamed())
+    program = hlo.open(unnamed_module())
     assert sum(program.op_counts().values()) > 20_000
-    opened, payload, _ = _first_view(_unnamed())
+    opened, payload, _ = _first_view(unnamed_module())
     groups = opened[1:]
     assert groups, "the view opens something below the root"
     for node in groups:
@@ -96,7 +35,7 @@ def test_without_op_names_the_view_opens_on_the_dots_and_names_them():
 
 
 def test_with_op_names_the_view_opens_on_the_layers_not_on_setup_constants():
-    opened, payload, data = _first_view(_named())
+    opened, payload, data = _first_view(named_module())
     assert len(data.kind) > 20_000
     labels = {payload["label"][node] for node in opened}
     assert labels & {"layers.0", "layers.1", "layers.2", "layers.3"}  # as many as fit

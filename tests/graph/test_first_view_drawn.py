@@ -13,9 +13,8 @@ import jax
 import pytest
 
 import tpukit
-from tests._support.notebook_page import FIRST_VIEW_DRAWN
-from tests.graph.test_browser import JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
-from tests.hlo.test_counting import SCAN
+from tests._support.hlo_texts import SCAN
+from tests._support.notebook_page import FIRST_VIEW_DRAWN, JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
 from tpukit.hlo import diff_graph, graph
 from tpukit.hlo._first_view import first_view
 
@@ -59,9 +58,9 @@ def test_a_loop_opens_on_its_body_with_its_trip_count_and_never_its_condition(la
 
 
 def test_a_program_too_big_for_the_view_opens_on_its_heaviest_group(lab):
-    from tests.graph.test_first_view import _unnamed
+    from tests._support.hlo_texts import unnamed_module
 
-    g = graph(_unnamed(), title="flat")  # 16 parts of 1,600 ops in a chain
+    g = graph(unnamed_module(), title="flat")  # 16 parts of 1,600 ops in a chain
     data = g._data
     opened = first_view(data)
     below = [k for k in opened[1:] if data.kind[k] != 0]
@@ -116,7 +115,7 @@ def test_a_loops_body_pairs_with_its_renamed_body():
 def test_the_graph_says_which_instruction_total_it_gives():
     """Issue 38: the graph draws a computation once per call site, the summary counts it once
     as written; the graph's text names both."""
-    from tests.hlo.test_counting import TWO_CALLS
+    from tests._support.hlo_texts import TWO_CALLS
 
     g = graph(TWO_CALLS)
     assert g.num_instructions == 13

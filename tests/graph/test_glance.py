@@ -9,17 +9,15 @@ messages, through a shell that says it is a kernel's and through a real kernel. 
 Chromium the browser tests skip, except under CI=true, where they fail.
 """
 
-import pathlib
 import re
 import textwrap
 
 import pytest
 from IPython.core.displaypub import DisplayPublisher
 
-import tpukit
+from tests._support.data import HLO_DATA as DATA
 from tests._support.fixtures import mlp_hlo
 from tests._support.notebook_page import NOTEBOOK_PAGE
-from tests._support.steps import tutorial_train_step
 from tpukit.hlo import _graph_view as graph_view
 from tpukit.hlo import graph, parse_hlo
 from tpukit.hlo._first_view import BodiesLeftOut, first_view
@@ -31,7 +29,6 @@ from tpukit.hlo._graph_payload import glance_wire, graph_wire
 from tpukit.hlo._graph_view import glance_data, graph_data
 from tpukit.hlo._graph_wire import decode_payload
 
-DATA = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 # Real HLO that opens differently: a GPU module whose work is one call (entered), a GPU
 # training step, collectives, and a VGG forward pass.
 FILES = [
@@ -44,12 +41,9 @@ _PAYLOAD = re.compile(r'tpukitGraphView\(document\.getElementById\("[^"]+"\),"([
 
 
 @pytest.fixture(scope="module")
-def step_graph():
+def step_graph(tutorial_step):
     """The MNIST tutorial's training step (an NNX MLP and optax Adam), compiled by tpukit."""
-    model = tpukit.zoo.create("mlp", seed=0)
-    train_step, opt_state = tutorial_train_step(model)
-    x, y = tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
-    return tpukit.compile(train_step, model, opt_state, x, y).graph()
+    return tutorial_step.graph()
 
 
 @pytest.fixture(scope="module", params=["step", *FILES])

@@ -16,6 +16,8 @@ import pytest
 
 import tpukit
 from tests._support import fixtures as _fixtures
+from tests._support.data import HLO_DATA as HLO_FIXTURES
+from tests._support.graph_payload import op_names, payload_of
 from tpukit.hlo import HloGraph, diff_graph, graph, parse_hlo
 from tpukit.hlo._first_view import OPEN_NODES, first_view
 from tpukit.hlo._graph_data import (
@@ -31,26 +33,12 @@ from tpukit.hlo._graph_payload import graph_payload, graph_wire
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
 from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
 
-HLO_FIXTURES = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 EVIL = "</script><img src=x onerror=alert(1)>"
 
 
 @pytest.fixture(scope="module")
 def mlp_hlo():
     return _fixtures.mlp_hlo()
-
-
-def payload_of(fragment: str) -> dict:
-    found = re.search(
-        r'tpukitGraphView\(document\.getElementById\("([\w-]+)"\),"([A-Za-z0-9+/=]+)"', fragment
-    )
-    assert found, "the fragment should boot the viewer with its element id and payload"
-    return decode_payload(found.group(2))
-
-
-def op_names(wire: dict) -> list[str]:
-    """Each node's opcode, which the wire carries as an index into ``ops``."""
-    return [wire["ops"][k] for k in wire["op"]]
 
 
 def long_chain_hlo(n: int) -> str:

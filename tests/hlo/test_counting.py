@@ -1,7 +1,8 @@
 """The figures tpukit reads from anyone's HLO, checked against figures derived by hand (issue 20).
 
-Each module below is written by hand, small enough to count on paper; the comment above
-it gives the derivation. The loop fixtures follow the shape of the modules in openxla/xla
+Each module is written by hand, small enough to count on paper; the comment above it
+gives the derivation (here, or in ``tests/_support/hlo_texts.py`` for `SCAN` and
+`TWO_CALLS`, which other folders' tests read too). The loop fixtures follow the shape of the modules in openxla/xla
 ``xla/hlo/analysis/while_loop_analysis_test.cc`` (a ``(f32[...], s32[])`` loop tuple
 with the counter at index 1, ``compare(gte, constant)`` in the condition) and of
 optimized TPU/GPU dumps, where the comparison sits inside a fusion and the counter's
@@ -15,48 +16,12 @@ import pathlib
 import pytest
 
 import tpukit
+from tests._support.hlo_texts import SCAN, TWO_CALLS
 from tpukit import hlo
 from tpukit._errors import HloTextError
 from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._loops import trip_count
 
-# One step: dot f32[8,16] x f32[16,16] -> f32[8,16]: 2 * 8*16 * 16 = 4,096 FLOPs.
-# Counter at index 1: starts at 0, +1 per step, runs while < 16: 16 steps.
-# dot/conv FLOPs = 16 * 4,096 = 65,536.
-# all FLOPs add the counter's add (1 per step) and the compare (1 per test, 17 tests):
-#   65,536 + 16 + 17 = 65,569.
-# Bytes per step: dot reads 512 + 1,024 and writes 512 = 2,048; add reads 4 + 4 and writes
-# 4 = 12; per condition test: compare reads 4 + 4 and writes pred 1 = 9.
-#   16 * 2,060 + 17 * 9 = 33,113 (parameters, constants, tuples, gte move nothing).
-SCAN = """HloModule scan16
-
-body {
-  p_body = (f32[8,16], s32[], f32[16,16]) parameter(0)
-  x = f32[8,16] get-tuple-element(p_body), index=0
-  i = s32[] get-tuple-element(p_body), index=1
-  w = f32[16,16] get-tuple-element(p_body), index=2
-  y = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  one = s32[] constant(1)
-  inc = s32[] add(i, one)
-  ROOT root = (f32[8,16], s32[], f32[16,16]) tuple(y, inc, w)
-}
-
-condition {
-  p_cond = (f32[8,16], s32[], f32[16,16]) parameter(0)
-  gte = s32[] get-tuple-element(p_cond), index=1
-  limit = s32[] constant(16)
-  ROOT result = pred[] compare(gte, limit), direction=LT
-}
-
-ENTRY entry {
-  x0 = f32[8,16] parameter(0)
-  w0 = f32[16,16] parameter(1)
-  zero = s32[] constant(0)
-  init = (f32[8,16], s32[], f32[16,16]) tuple(x0, zero, w0)
-  loop = (f32[8,16], s32[], f32[16,16]) while(init), condition=condition, body=body
-  ROOT out = f32[8,16] get-tuple-element(loop), index=0
-}
-"""
 STEP_FLOPS = 2 * 8 * 16 * 16
 
 
@@ -304,43 +269,6 @@ def test_dump_folders_pair_dotted_module_names_by_stage_suffix(tmp_path):
     with pytest.raises(tpukit.ArgumentError, match="holds 2 modules") as info:
         hlo.open(tmp_path)
     assert "module_3879.SyncTensorsGraph.2199 (lowered, optimized)" in str(info.value)
-
-
-# A computation called from two places (two `call`s of `layer`, one dot of 4,096 FLOPs):
-# as written it has 5 instructions (ENTRY) + 4 (layer) = 9, counted once;
-# as executed its dot runs twice: 8,192 FLOPs. The computation `dead` is called by
-# nothing, so neither is `dead_inner`, which it calls: both are left out (they would add
-# a dot, a negate and 7 instructions).
-TWO_CALLS = """HloModule two_calls
-
-layer {
-  x = f32[8,16] parameter(0)
-  w = f32[16,16] parameter(1)
-  d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT r = f32[8,16] tanh(d)
-}
-
-dead_inner {
-  x = f32[8,16] parameter(0)
-  w = f32[16,16] parameter(1)
-  d = f32[8,16] dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  ROOT r = f32[8,16] negate(d)
-}
-
-dead {
-  x = f32[8,16] parameter(0)
-  w = f32[16,16] parameter(1)
-  ROOT r = f32[8,16] call(x, w), to_apply=dead_inner
-}
-
-ENTRY main {
-  x = f32[8,16] parameter(0)
-  w = f32[16,16] parameter(1)
-  a = f32[8,16] call(x, w), to_apply=layer
-  b = f32[8,16] call(a, w), to_apply=layer
-  ROOT c = f32[8,16] add(a, b)
-}
-"""
 
 
 def test_one_counting_rule_per_figure_in_summary_graph_and_diff():

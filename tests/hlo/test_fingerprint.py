@@ -10,21 +10,17 @@ say why.
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
 from benchmarks._large_hlo import large_module
+from tests._support.data import HLO_DATA as DATA
 from tests._support.hlo_fingerprint import fingerprint
-from tests.graph.test_first_view import _named, _unnamed
-from tests.hlo.test_counting import SCAN
-
-DATA = pathlib.Path(__file__).parents[1] / "data" / "hlo"
+from tests._support.hlo_texts import SCAN, named_module, unnamed_module
 
 GENERATED = {
     "scan16": lambda: SCAN,
-    "unnamed_25k": _unnamed,
-    "named_20k": _named,
+    "unnamed_25k": unnamed_module,
+    "named_20k": named_module,
     "large_4x300": lambda: large_module(4, 300),
 }
 

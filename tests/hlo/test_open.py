@@ -6,8 +6,6 @@ constants), XLA:GPU (cuBLAS/cuDNN calls inside one command-buffer call) and an S
 step (async all-gather and all-reduce pairs). Every expected figure is derived by hand.
 """
 
-import pathlib
-
 import jax.numpy as jnp
 import matplotlib
 
@@ -17,13 +15,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 import tpukit  # noqa: E402
-from tests.graph.test_browser import LABEL_PX, ORIGIN, node, open_graph  # noqa: E402
+from tests._support.data import HLO_DATA as DATA
+from tests._support.graph_page import LABEL_PX, node, open_graph
+from tests._support.notebook_page import ORIGIN
 from tpukit import hlo  # noqa: E402
 from tpukit.compilation import plot_fusions, plot_ops, plot_roofline
 from tpukit.hlo._first_view import first_view  # noqa: E402
 from tpukit.hlo._graph_data import INSTRUCTION, SCOPE  # noqa: E402
 
-DATA = pathlib.Path(__file__).parents[1] / "data" / "hlo"
 DUMP = DATA / "dump"
 JAX, TF, GPU, SPMD = (
     DATA / "jax_mlp.hlo",

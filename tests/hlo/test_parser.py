@@ -20,6 +20,7 @@ import pytest
 from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from tests._support.data import HLO_DATA as DATA
 from tpukit._errors import HloTextError
 from tpukit.hlo import (
     HloShape,
@@ -32,7 +33,6 @@ from tpukit.hlo import (
     parse_shape,
 )
 
-DATA = Path(__file__).parents[1] / "data" / "hlo"
 THIS_FILE = Path(__file__).read_text().splitlines()
 
 

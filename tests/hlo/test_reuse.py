@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import pathlib
-
+from tests._support.data import HLO_DATA
 from tpukit import hlo
 from tpukit.hlo import _program
 
-MLP = (pathlib.Path(__file__).parents[1] / "data" / "hlo" / "jax_mlp.hlo").read_text()
+MLP = (HLO_DATA / "jax_mlp.hlo").read_text()
 
 
 def test_open_parses_the_text_once(monkeypatch):

@@ -20,8 +20,9 @@ import pytest
 from IPython.core.error import UsageError
 
 import tpukit
+from tests._support.data import DATA
 
-REAL_TPU = pathlib.Path(__file__).parents[1] / "data" / "tpu_v6e_jit_f.xplane.pb"
+REAL_TPU = DATA / "tpu_v6e_jit_f.xplane.pb"
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 

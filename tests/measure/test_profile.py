@@ -17,8 +17,7 @@ from IPython.core.error import UsageError
 from jax.profiler import ProfileData
 
 import tpukit
-from tests._support.steps import tutorial_train_step
-from tests.graph.test_graph import op_names, payload_of
+from tests._support.graph_payload import op_names, payload_of
 from tpukit.hlo import SECTIONS, parse_hlo
 
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "out" / "screenshots"
@@ -191,13 +190,8 @@ def test_a_running_trace_is_named_not_clobbered(compiled, tmp_path):
         jax.profiler.stop_trace()
 
 
-def test_a_training_step_is_timed_by_section_and_layer():
-    model = tpukit.zoo.create("mlp", seed=0)
-    train_step, opt_state = tutorial_train_step(model)
-    step = tpukit.compile(
-        train_step, model, opt_state, tpukit.shape("f32[128,784]"), tpukit.shape("s32[128]")
-    )
-    profile = step.profile(repeat=3)
+def test_a_training_step_is_timed_by_section_and_layer(tutorial_step):
+    profile = tutorial_step.profile(repeat=3)
     groups = {g["group"]: g for g in profile.table("group")}
     for k in range(3):  # the three Linear layers, forward and backward, named without repeats
         assert f"forward › layers[{k}] (Linear)" in groups

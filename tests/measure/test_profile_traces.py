@@ -20,10 +20,10 @@ import jax.numpy as jnp
 import pytest
 
 import tpukit
+from tests._support.data import DATA
 from tpukit.hlo import parse_hlo
 from tpukit.measure._xspace import _CLASSES
 
-DATA = pathlib.Path(__file__).parents[1] / "data"
 REAL_TPU = DATA / "tpu_v6e_jit_f.xplane.pb"
 
 

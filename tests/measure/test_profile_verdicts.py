@@ -16,16 +16,15 @@ module`` events of that program, and the ``/host:metadata`` entry carrying its H
   fused attention (forward two kernels, backward five) in a training step, five runs.
 """
 
-import pathlib
 import re
 
 import pytest
 
 import tpukit
+from tests._support.data import DATA
 from tests.measure.test_profile_traces import STEP_HLO, tpu_plane, write_trace
 from tpukit.measure._verdict import verdict
 
-DATA = pathlib.Path(__file__).parents[1] / "data"
 CONV = DATA / "mi300x_conv.xplane.pb"
 ADD = DATA / "mi300x_add.xplane.pb"
 ATTENTION = DATA / "mi355x_te_attention.xplane.pb"

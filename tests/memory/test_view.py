@@ -273,7 +273,7 @@ def test_tpu_memory_magic(shell):
 
 
 def test_the_graph_colours_each_node_by_the_bytes_it_holds_at_the_peak():
-    from tests.graph.test_graph import payload_of
+    from tests._support.graph_payload import payload_of
 
     view = training_step("mlp").memory_view()
     graph = view.graph()

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 import tpukit
+from tests._support.data import HLO_DATA
 
 PACKAGE = Path(tpukit.__file__).parent
 _spec = importlib.util.spec_from_file_location(
@@ -246,7 +247,7 @@ for name in sys.argv[1:]:
         failed.append((name, traceback.format_exc()[-800:]))
 print(json.dumps({"failed": failed, "brought_in": brought_in}))
 """
-HLO_TEXT = Path(__file__).parents[1] / "data" / "hlo" / "jax_mlp.hlo"
+HLO_TEXT = HLO_DATA / "jax_mlp.hlo"
 
 
 @pytest.fixture(scope="module")

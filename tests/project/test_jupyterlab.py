@@ -15,13 +15,13 @@ or JupyterLab these tests skip, except under CI=true, where they fail.
 
 import contextlib
 import json
-import os
 import pathlib
 import re
 
 import pytest
 
 from tests._support import jupyterlab as _jupyterlab
+from tests._support.browser import unavailable
 from tests._support.steps import tutorial_cell
 
 try:
@@ -31,16 +31,6 @@ except ImportError:  # the browser fixture says what to install
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "out" / "screenshots"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 NOTEBOOK = "tpukit_in_jupyterlab.ipynb"
 
 # The notebook, cell by cell (names for the tests, sources for the kernel).
@@ -165,26 +155,6 @@ GRAPH_COLOURS = f"""root => {{ {THEME_COLOUR}
           placeholder: getComputedStyle(search, '::placeholder').color,
           notebook: themeColour('--jp-layout-color0')}};
 }}"""
-
-
-def unavailable(message: str) -> None:
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not pathlib.Path(CHROMIUM).exists():
-        unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("Playwright is not installed (pip install playwright)")
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
 
 
 @pytest.fixture(scope="module")

@@ -12,6 +12,7 @@ the waits it aborts (exit 134) after XLA's 40 s rendezvous timeout.
 """
 
 import os
+import pathlib
 import subprocess
 import sys
 import textwrap
@@ -21,27 +22,20 @@ import pytest
 
 from tpukit.runtime import devices_of, one_at_a_time, settled
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
 CHILD = textwrap.dedent(
     """
     import os
     os.sched_setaffinity(0, {0})  # one core, before JAX starts a thread
+    import sys
     import jax, numpy as np, optax
     from flax import nnx
     import tpukit
     from tpukit.train import Trainer
 
-    class MLP(nnx.Module):
-        def __init__(self, rngs):
-            self.l1 = nnx.Linear(32, 64, rngs=rngs)
-            self.l2 = nnx.Linear(64, 16, rngs=rngs)
-
-        def __call__(self, x):
-            return self.l2(jax.nn.relu(self.l1(x)))
-
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(512, 32)).astype(np.float32)
-    Y = rng.integers(0, 16, 512).astype(np.int32)
-    layout = dict(mesh="data=4,model=2", shard={r"l1/kernel": "None,model"})
+    sys.path.insert(0, sys.argv[1])  # the repository, for the tests' shared model
+    from tests._support.two_layer import LAYOUT as layout, MLP, X, Y
     trainer = Trainer(MLP(nnx.Rngs(0)), optax.adam(1e-2), **layout)
     step = trainer.compile_step((X, Y), batch_size=64, steps_per_execution=4)
     for _ in range(2):
@@ -63,7 +57,7 @@ def test_programs_over_simulated_devices_run_one_at_a_time_on_one_core():
     env = dict(os.environ, JAX_PLATFORMS="cpu")
     env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8"
     done = subprocess.run(
-        [sys.executable, "-c", CHILD],
+        [sys.executable, "-c", CHILD, str(ROOT)],
         env=env,
         capture_output=True,
         text=True,

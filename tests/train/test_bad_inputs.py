@@ -2,7 +2,6 @@
 given as strings, seeds and callbacks of the wrong kind, a batch size of 0, HLO of two
 entries or an unknown element type, sizes written with quotes or spaces."""
 
-import pathlib
 import warnings
 
 import numpy as np
@@ -11,6 +10,7 @@ import pytest
 from flax import nnx
 
 import tpukit
+from tests._support.data import HLO_DATA
 from tpukit._errors import HloTextError
 from tpukit.train._exceptions import TrainingInputError
 from tpukit.train._options import RunOptions, TrainerOptions
@@ -108,9 +108,7 @@ def test_an_unknown_element_type_is_not_silently_zero_bytes():
 def test_memory_view_of_an_hlo_program_takes_a_size_with_a_unit_and_quotes():
     from tpukit.hlo import parse_bytes
 
-    program = tpukit.hlo.open(
-        pathlib.Path(__file__).parents[1] / "data" / "hlo" / "jax_mlp.hlo", stage="optimized"
-    )
+    program = tpukit.hlo.open(HLO_DATA / "jax_mlp.hlo", stage="optimized")
     assert program.memory_view(capacity="16GiB").capacity == 16 * 2**30
     assert parse_bytes("'16 GiB'") == parse_bytes('"16GiB"') == 16 * 2**30
 

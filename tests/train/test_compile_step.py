@@ -8,6 +8,7 @@ from flax import nnx
 from jax.sharding import PartitionSpec as P
 
 import tpukit
+from tests._support.two_layer import LAYOUT, MLP, X, Y
 from tpukit.train import Trainer, fit
 
 BACKEND_COMPILES: list[str] = []
@@ -16,21 +17,6 @@ jax.monitoring.register_event_duration_secs_listener(
         BACKEND_COMPILES.append(event) if event.endswith("backend_compile_duration") else None
     )
 )
-
-
-class MLP(nnx.Module):
-    def __init__(self, rngs):
-        self.l1 = nnx.Linear(32, 64, rngs=rngs)
-        self.l2 = nnx.Linear(64, 16, rngs=rngs)
-
-    def __call__(self, x):
-        return self.l2(jax.nn.relu(self.l1(x)))
-
-
-rng = np.random.default_rng(0)
-X = rng.normal(size=(512, 32)).astype(np.float32)
-Y = rng.integers(0, 16, 512).astype(np.int32)
-LAYOUT = {"mesh": "data=4,model=2", "shard": {r"l1/kernel": "None,model"}}
 
 
 def params_of(model):
