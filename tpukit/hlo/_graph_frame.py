@@ -21,7 +21,7 @@ import re
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.hlo._graph_nodes import INSTRUCTION, PART
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import GraphTree
@@ -103,6 +103,8 @@ class Frame:
             label = len(data.label[node]) + (
                 5 if instr is not None and instr.opcode == "while" else 0
             )
+            if data.kind[node] == PART:  # named by its work in the payload, at its longest
+                label = MAX_CHARS
             chars = min(MAX_CHARS, max(label, second))
             size = (max(70.0, chars * CHAR_W + 20 + (18 if data.children[node] else 0)), NODE_H)
             self._closed[node] = size
