@@ -23,6 +23,7 @@ from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
+from tpukit.hlo._graph_nodes import PART as PART
 from tpukit.hlo._graph_parts import MAX_CHILDREN as MAX_CHILDREN
 from tpukit.hlo._graph_parts import PartsMixin
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule

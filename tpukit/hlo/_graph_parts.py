@@ -5,13 +5,16 @@ branch) once its user groups are placed:
 
 - a group of more than `MAX_CHILDREN` nodes becomes consecutive parts (a fusion's body
   too: thousands of ops);
-- a group whose children, drawn closed, would not fit the first view's frame (more than
-  `STAGE_RANKS` ranks of data flow, or a rank wider than the frame) becomes *stages*:
-  parts of consecutive ranks of its data flow, each one `STAGE_RANKS` ranks at most and
-  no wider than the frame. A flat PyTorch/XLA program of 40 ops (no layers to group by)
-  so opens as a short chain of stages, each named by the op that holds its FLOPs
-  (`_graph_nodes.part_label`), and the first view opens the heaviest that fits
-  (`_first_view`), instead of a drawing three frames tall.
+- a group whose children, drawn closed, would not fit the first view's frame (more
+  ranks of data flow than its height holds, or a rank wider than it) becomes *stages*:
+  parts of consecutive ranks of its data flow, each `STAGE_RANKS` ranks at most and no
+  wider than the frame, and stages of stages while they are too many. A flat
+  PyTorch/XLA program of 40 ops (no layers to group by) so opens as a short chain of
+  stages, each named by the op that holds its FLOPs (`_graph_nodes.part_label`), and the
+  first view opens the heaviest that fits (`_first_view`), instead of a drawing three
+  frames tall. A training step's sections are never put in a stage; where its forward
+  pass is too tall, its layers are, a stage of layers named by its first and last
+  (``layer1[0] … layer2[1]``); the parameters and outputs stay as they are.
 
 Ranks are the page's (dagre's): the longest path of data flow to a child, an
 operand-less child (parameter, constant) one rank above its first user.
@@ -37,6 +40,8 @@ if TYPE_CHECKING:
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
+#: A part's label in the tree; the payload names it by its work (`_graph_nodes.part_label`).
+PART_LABEL = "part"
 #: Ranks of data flow in one stage: a stage drawn open, with the closed stages around
 #: it, still fits the frame's height (a rank is a box and the gap under it: 70 units).
 STAGE_RANKS = 6
@@ -190,7 +195,7 @@ class PartsMixin:
         return [self._part(kids[index : index + size]) for index in range(0, len(kids), size)]
 
     def _part(self, members: list[int]) -> int:
-        part = self._add(PART, -1, "part", None, self.order[members[0]])
+        part = self._add(PART, -1, PART_LABEL, None, self.order[members[0]])
         for kid in members:
             self.parent[kid] = part
         self.children[part] = members
@@ -212,8 +217,20 @@ class PartsMixin:
             )
             if found is None or len(found) >= len(kids):
                 break
-            kids = [self._part([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
+            kids = [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
         return kept + kids
+
+    def _stage(self, members: list[int]) -> int:
+        """A part of ``members``; one holding layers (user groups) is named by the first
+        and last (``layer1[0] … layer2[1]``, their types left out), any other by its work
+        in the payload (`_graph_nodes.part_label`)."""
+        part = self._part(members)
+        scopes = [self.label[k].split(" (")[0] for k in members if self.kind[k] == SCOPE]
+        if len(scopes) > 1:
+            self.label[part] = f"{scopes[0]} … {scopes[-1]}"
+        elif scopes:
+            self.label[part] = f"{scopes[0]} …"
+        return part
 
     def _links(self, kids: list[int], users: dict[int, list[int]]) -> set[tuple[int, int]]:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
