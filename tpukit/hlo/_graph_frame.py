@@ -35,7 +35,7 @@ FRAME_W, FRAME_H = 900, 760
 #: dagre's placement aligns boxes across ranks and is wider than its widest rank: by
 #: 1.0-1.41x on the modules of benchmarks/hlo_first_views.py (its ``size`` and ``est.``).
 WIDTH_SLACK = 1.45
-_LAYOUT = re.compile(r"\{[^{}]*\}")  # a shape's layout: the page leaves it out (shortShape)
+LAYOUT = re.compile(r"\{[^{}]*\}")  # a shape's layout: the page leaves it out (shortShape)
 # A group's second line ("1,234 ops · 12.3 MFLOP · 4.56 MB"), at its longest.
 _COST_CHARS = 32
 
@@ -93,7 +93,7 @@ class Frame:
             data = self.data
             instr = data.instr[node]
             if data.kind[node] == INSTRUCTION and instr is not None:
-                second = len(instr.opcode) + 1 + len(_LAYOUT.sub("", str(instr.shape)))
+                second = len(instr.opcode) + 1 + len(LAYOUT.sub("", str(instr.shape)))
                 if instr.opcode == "fusion":
                     second += 12
             else:  # "1,234 ops · 12.3 MFLOP · 4.56 MB" (graph_layout.js, costText)

@@ -31,7 +31,15 @@ from collections import defaultdict
 from itertools import compress
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._graph_frame import CHAR_W, FRAME_H, FRAME_W, MAX_CHARS, PAD, WIDTH_SLACK
+from tpukit.hlo._graph_frame import (
+    CHAR_W,
+    FRAME_H,
+    FRAME_W,
+    LAYOUT,
+    MAX_CHARS,
+    PAD,
+    WIDTH_SLACK,
+)
 from tpukit.hlo._graph_nodes import INSTRUCTION, PART, SCOPE
 from tpukit.hlo._user_scopes import INPUTS, OUTPUTS
 
@@ -60,13 +68,10 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     A rank wider than the frame is cut into pieces that fit (two items at least), each
     its own stage.
     """
-    rank = _ranks(len(widths), links)
-    rows: dict[int, list[int]] = defaultdict(list)
-    for item, r in enumerate(rank):
-        rows[r].append(item)
-    wide = {r: _row_width(members, widths) > _FIT_WIDTH for r, members in rows.items()}
-    if len(rows) <= _FIT_RANKS and not any(wide.values()):
+    if _fits(_rows(_ranks(len(widths), links, pull=False)), widths):  # as `Frame` ranks
         return None
+    rows = _rows(_ranks(len(widths), links))
+    wide = {r: _row_width(members, widths) > _FIT_WIDTH for r, members in rows.items()}
     per = math.ceil(len(rows) / math.ceil(len(rows) / STAGE_RANKS))  # even stages
     found: list[list[int]] = []
     current: list[int] = []
@@ -94,10 +99,24 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     return [sorted(stage) for stage in found]
 
 
-def _ranks(count: int, links: set[tuple[int, int]]) -> list[int]:
+def _rows(rank: list[int]) -> dict[int, list[int]]:
+    rows: dict[int, list[int]] = defaultdict(list)
+    for item, r in enumerate(rank):
+        rows[r].append(item)
+    return rows
+
+
+def _fits(rows: dict[int, list[int]], widths: list[float]) -> bool:
+    return len(rows) <= _FIT_RANKS and all(
+        _row_width(members, widths) <= _FIT_WIDTH for members in rows.values()
+    )
+
+
+def _ranks(count: int, links: set[tuple[int, int]], *, pull: bool = True) -> list[int]:
     """Each item's rank: the longest path of ``links`` to it (``a < b`` for each link
-    ``(a, b)``: items are in data-flow order); an item no link enters sits one rank
-    above its first user, as dagre pulls a source next to its user."""
+    ``(a, b)``: items are in data-flow order); with ``pull``, an item no link enters sits
+    one rank above its first user, as dagre pulls a source next to its user (the frame's
+    estimate, `_graph_frame.Frame.ranks`, leaves it at the top: the fit test asks that)."""
     rank = [0] * count
     entered = [False] * count
     users: dict[int, list[int]] = defaultdict(list)
@@ -106,7 +125,7 @@ def _ranks(count: int, links: set[tuple[int, int]]) -> list[int]:
         users[a].append(b)
         if rank[b] < rank[a] + 1:
             rank[b] = rank[a] + 1
-    for item in range(count):
+    for item in range(count) if pull else ():
         if not entered[item] and users[item]:
             rank[item] = max(0, min(rank[u] for u in users[item]) - 1)
     return rank
@@ -120,7 +139,7 @@ def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool
     """A closed box's width, as `_graph_frame.Frame.closed` estimates it from the tree
     (a part, named by its work only in the payload, at its longest)."""
     if kind == INSTRUCTION and instr is not None:
-        shape = str(instr.shape)
+        shape = LAYOUT.sub("", str(instr.shape))
         second = len(instr.opcode) + 1 + len(shape) + (12 if instr.opcode == "fusion" else 0)
     else:
         second = MAX_CHARS if kind == PART else 32
