@@ -222,18 +222,19 @@ class PartsMixin:
 
     def _staged(self, kids: list[int], users: dict[int, list[int]]) -> list[int]:
         """``kids`` as stages that fit (`stages`), stages of stages while there are more
-        than fit; as they are when they fit."""
+        than fit; as they are when they fit. Strict even for a few ops: a loop's body or a
+        branch is drawn open whatever its size (`_first_view`), so it must fit."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
         if kept:
             kids = [k for k in kids if k not in self.section]
         while len(kids) > 2:
-            found = stages(
-                [
-                    box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
-                    for k in kids
-                ],
-                self._links(kids, users),
-            )
+            widths = [
+                box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
+                for k in kids
+            ]
+            if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
+                break  # fits however its data flows: no links to find
+            found = stages(widths, self._links(kids, users))
             if found is None or len(found) >= len(kids):
                 break
             kids = [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
