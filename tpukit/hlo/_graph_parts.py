@@ -255,18 +255,23 @@ class PartsMixin:
     def _links(self, kids: list[int], users: dict[int, list[int]]) -> set[tuple[int, int]]:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
         ``b`` (between the instructions they hold), ``a < b``."""
+        kind, children = self.kind, self.children
         at: dict[int, int] = {}
         for position, kid in enumerate(kids):
+            if kind[kid] == INSTRUCTION:  # most are: no subtree to walk
+                at[kid] = position
+                continue
             stack = [kid]
             while stack:
                 node = stack.pop()
                 at[node] = position
-                if self.kind[node] != INSTRUCTION:
-                    stack.extend(self.children[node])
+                if kind[node] != INSTRUCTION:
+                    stack.extend(children[node])
         links = set()
+        add, find, none = links.add, at.get, ()
         for node, position in at.items():
-            for user in users.get(node, ()):
-                other = at.get(user)
+            for user in users.get(node, none):
+                other = find(user)
                 if other is not None and other != position:
-                    links.add((position, other) if position < other else (other, position))
+                    add((position, other) if position < other else (other, position))
         return links
