@@ -31,7 +31,8 @@ from collections import defaultdict
 from itertools import compress
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._graph_frame import (
+from tpukit.hlo._graph_nodes import INSTRUCTION, PART, SCOPE
+from tpukit.hlo._graph_sizes import (
     CHAR_W,
     FRAME_H,
     FRAME_W,
@@ -40,7 +41,6 @@ from tpukit.hlo._graph_frame import (
     PAD,
     WIDTH_SLACK,
 )
-from tpukit.hlo._graph_nodes import INSTRUCTION, PART, SCOPE
 from tpukit.hlo._user_scopes import INPUTS, OUTPUTS
 
 if TYPE_CHECKING:
