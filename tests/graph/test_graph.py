@@ -29,6 +29,7 @@ from tpukit.hlo._graph_data import (
     SCOPE,
     GraphTree,
 )
+from tpukit.hlo._graph_frame import FRAME_H, Frame
 from tpukit.hlo._graph_payload import graph_payload, graph_wire
 from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
 from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
@@ -89,13 +90,16 @@ def test_name_scopes_become_groups_and_fusions_open_in_place(mlp_hlo):
     assert len(data.params[fusion]) == len(data.instr[fusion].operands)
 
 
-def test_a_wide_computation_is_split_into_parts_and_opens_with_tens_of_nodes():
+def test_a_wide_computation_is_split_into_parts_and_opens_fitting_the_view():
     g = graph(long_chain_hlo(500))
     data = g._data
     assert all(len(kids) <= MAX_CHILDREN for kids in data.children)
     assert sum(1 for k in data.kind if k == PART) >= 500 // MAX_CHILDREN
     nodes, edges = g.view_counts()
-    assert 10 <= nodes <= OPEN_NODES and edges > 0
+    # Issue 38: a chain of 500 ops is stages of stages (`_graph_parts`); the first view
+    # opens the heaviest that fits, where it drew 40 parts three frames tall before.
+    assert 5 <= nodes <= OPEN_NODES and edges > 0
+    assert Frame(data).fits(set(first_view(data)))
     assert g.num_instructions == 501
 
 
@@ -494,3 +498,35 @@ def test_the_payload_deflated_in_pieces_is_the_payload_deflated_whole(cores, mon
     whole = encode_wire(wire)
     assert encode_wire(graph_wire(data, "t", "optimized"), spend=True) == whole
     assert decode_payload(whole) == wire
+
+
+def test_a_flat_program_too_big_for_the_view_becomes_stages_of_its_data_flow():
+    # 60 ops with no names to group by, in 3 chains side by side: too tall and too wide.
+    lines = ["HloModule flat", "", "ENTRY main {"]
+    lines += [f"  p{c} = f32[64,64]{{1,0}} parameter({c})" for c in range(3)]
+    for c in range(3):
+        prev = f"p{c}"
+        for k in range(20):
+            op = "dot" if k == 10 else "tanh"
+            rest = ", lhs_contracting_dims={1}, rhs_contracting_dims={0}" if op == "dot" else ""
+            args = f"{prev}, {prev}" if op == "dot" else prev
+            lines.append(f"  c{c}k{k} = f32[64,64]{{1,0}} {op}({args}){rest}")
+            prev = f"c{c}k{k}"
+    lines += ["  ROOT t = (f32[64,64], f32[64,64], f32[64,64]) tuple(c0k19, c1k19, c2k19)", "}"]
+    g = graph("\n".join(lines) + "\n")
+    data = g._data
+    parts = [n for n, kind in enumerate(data.kind) if kind == PART]
+    assert parts and len(data.children[0]) < 10
+    frame = Frame(data)
+    for part in parts:  # each stage, drawn open alone, fits the frame
+        assert frame.size(part, {part})[1] <= FRAME_H
+    assert frame.fits(set(first_view(data)))
+    # Stages follow the data flow: the ops of one chain's stage are consecutive.
+    chains = 0
+    for part in parts:
+        names = [data.instr[k].name for k in data.children[part] if data.instr[k] is not None]
+        steps = sorted(int(n.split("k")[1]) for n in names if n.startswith("c0k"))
+        if steps:
+            chains += 1
+            assert steps == list(range(steps[0], steps[0] + len(steps)))
+    assert chains >= 3
