@@ -32,9 +32,9 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 #: Modules whose examples are left as they are, and why.
 REBUILT = "being rebuilt in parallel (issue 22); its examples change with it"
 LEFT = {
-    "tpukit.hlo._graph_view": f"the graph view is {REBUILT}",
-    "tpukit.hlo._diff_match": f"the graph and its diff view are {REBUILT}",
-    "tpukit.hlo._diff_view": f"the graph and its diff view are {REBUILT}",
+    "tpukit.graph._graph_view": f"the graph view is {REBUILT}",
+    "tpukit.graph._diff_match": f"the graph and its diff view are {REBUILT}",
+    "tpukit.graph._diff_view": f"the graph and its diff view are {REBUILT}",
 }
 #: Packages whose modules may still mark examples +SKIP (besides those in `LEFT`), and why.
 SKIPS_LEFT: dict[str, str] = {}

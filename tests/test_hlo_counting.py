@@ -17,8 +17,8 @@ import pytest
 import tpukit
 from tpukit import hlo
 from tpukit._errors import HloTextError
-from tpukit.hlo._graph_payload import graph_payload
-from tpukit.hlo._loops import trip_count
+from tpukit.graph._graph_payload import graph_payload
+from tpukit.hlo.analysis._loops import trip_count
 
 # One step: dot f32[8,16] x f32[16,16] -> f32[8,16]: 2 * 8*16 * 16 = 4,096 FLOPs.
 # Counter at index 1: starts at 0, +1 per step, runs while < 16: 16 steps.

@@ -13,8 +13,8 @@ import re
 from test_hlo_counting import SCAN
 
 from tpukit import hlo
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_payload import graph_payload
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_payload import graph_payload
 
 
 def _unnamed(blocks: int = 200, per_block: int = 100) -> str:

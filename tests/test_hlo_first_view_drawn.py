@@ -16,8 +16,8 @@ from test_hlo_counting import SCAN
 from test_hlo_graph_browser import JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
 
 import tpukit
+from tpukit.graph._first_view import first_view
 from tpukit.hlo import diff_graph, graph
-from tpukit.hlo._first_view import first_view
 
 
 @pytest.fixture(scope="module")

@@ -20,16 +20,16 @@ from _steps import tutorial_train_step
 from IPython.core.displaypub import DisplayPublisher
 
 import tpukit
-from tpukit.hlo import _graph_view as graph_view
+from tpukit.graph import _graph_view as graph_view
+from tpukit.graph._first_view import BodiesLeftOut, first_view
+from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_glance import Glance
+from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.graph._graph_page import standalone_page
+from tpukit.graph._graph_payload import glance_wire, graph_wire
+from tpukit.graph._graph_view import glance_data, graph_data
+from tpukit.graph._graph_wire import decode_payload
 from tpukit.hlo import graph, parse_hlo
-from tpukit.hlo._first_view import BodiesLeftOut, first_view
-from tpukit.hlo._graph_data import GraphTree
-from tpukit.hlo._graph_glance import Glance
-from tpukit.hlo._graph_nodes import INSTRUCTION
-from tpukit.hlo._graph_page import standalone_page
-from tpukit.hlo._graph_payload import glance_wire, graph_wire
-from tpukit.hlo._graph_view import glance_data, graph_data
-from tpukit.hlo._graph_wire import decode_payload
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
 # Real HLO that opens differently: a GPU module whose work is one call (entered), a GPU
@@ -241,7 +241,8 @@ def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_i
 
     code = textwrap.dedent(
         f"""
-        from tpukit.hlo import graph, _graph_view
+        from tpukit.graph import _graph_view
+        from tpukit.hlo import graph
         _graph_view.GLANCE_INSTRUCTIONS = 0  # as a step of 5,000 instructions or more shows
         graph({mlp_hlo()!r}, title="mlp")
         """

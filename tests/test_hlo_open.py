@@ -20,8 +20,8 @@ from test_hlo_graph_browser import LABEL_PX, ORIGIN, node, open_graph  # noqa: E
 import tpukit  # noqa: E402
 from tpukit import hlo  # noqa: E402
 from tpukit.compilation import plot_fusions, plot_ops, plot_roofline
-from tpukit.hlo._first_view import first_view  # noqa: E402
-from tpukit.hlo._graph_data import INSTRUCTION, SCOPE  # noqa: E402
+from tpukit.graph._first_view import first_view  # noqa: E402
+from tpukit.graph._graph_data import INSTRUCTION, SCOPE  # noqa: E402
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
 DUMP = DATA / "dump"

@@ -18,7 +18,7 @@ import re
 
 import pytest
 
-from tpukit.hlo._brackets import (
+from tpukit.hlo.text._brackets import (
     _NESTING,
     _STRING,
     _TOKEN,
@@ -27,9 +27,9 @@ from tpukit.hlo._brackets import (
     open_brackets,
     split_top,
 )
-from tpukit.hlo._model import HloMetadata, HloShape
-from tpukit.hlo._module_links import stack_frames
-from tpukit.hlo._parser import (
+from tpukit.hlo.text._model import HloMetadata, HloShape
+from tpukit.hlo.text._module_links import stack_frames
+from tpukit.hlo.text._parser import (
     _ARRAY_SHAPE,
     _CALL_KEY,
     _COMPUTATION_HEADER,

@@ -18,9 +18,9 @@ import random
 import pytest
 from _hlo_fingerprint import _model
 
-from tpukit.hlo import _parser
-from tpukit.hlo._parsed import PARSED
-from tpukit.hlo._parser import parse_hlo
+from tpukit.hlo.text import _parser
+from tpukit.hlo.text._parsed import PARSED
+from tpukit.hlo.text._parser import parse_hlo
 
 DATA = pathlib.Path(__file__).parent / "data" / "hlo"
 FIXTURES = sorted(p.name for p in DATA.glob("*.hlo"))
@@ -151,7 +151,7 @@ def test_metadata_made_without_init_is_a_whole_dataclass():
     the dataclass makes from the same values (a field added later must be set there too)."""
     from dataclasses import fields
 
-    from tpukit.hlo._model import HloMetadata
+    from tpukit.hlo.text._model import HloMetadata
 
     PARSED.cache_clear()
     module = parse_hlo(

@@ -10,10 +10,10 @@ from __future__ import annotations
 import random
 import re
 
-from tpukit.hlo import _parser
-from tpukit.hlo._model import HloMetadata
-from tpukit.hlo._parsed import PARSED
-from tpukit.hlo._parser import metadata_text, parse_hlo
+from tpukit.hlo.text import _parser
+from tpukit.hlo.text._model import HloMetadata
+from tpukit.hlo.text._parsed import PARSED
+from tpukit.hlo.text._parser import metadata_text, parse_hlo
 
 # `_ROW` spelled without possessive runs (as it was before they were made possessive).
 _PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"

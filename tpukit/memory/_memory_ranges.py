@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from tpukit._errors import ArgumentError
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 #: What a buffer holds: an argument of the program, part of its result, a value made
 #: and dropped inside it, or a constant baked into it.

@@ -26,17 +26,16 @@ from collections.abc import Iterable, Mapping
 from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
-from tpukit.hlo._cost import instruction_bytes, instruction_flops, op_category
-from tpukit.hlo._graph_schema import CATEGORIES as CATEGORIES
-from tpukit.hlo._graph_schema import CATEGORY_LABELS as CATEGORY_LABELS
-from tpukit.hlo._graph_schema import COMPUTATION as COMPUTATION
-from tpukit.hlo._graph_schema import FUSION_COLOURED_BY
-from tpukit.hlo._graph_schema import INSTRUCTION as INSTRUCTION
-from tpukit.hlo._graph_schema import PART as PART
-from tpukit.hlo._graph_schema import SCOPE as SCOPE
-from tpukit.hlo._model import HloInstruction, HloModule
-from tpukit.hlo._parser import _METADATA_VALUE, metadata_text
-from tpukit.hlo._user_scopes import split_scope
+from tpukit.graph._graph_schema import CATEGORIES as CATEGORIES
+from tpukit.graph._graph_schema import CATEGORY_LABELS as CATEGORY_LABELS
+from tpukit.graph._graph_schema import COMPUTATION as COMPUTATION
+from tpukit.graph._graph_schema import FUSION_COLOURED_BY
+from tpukit.graph._graph_schema import INSTRUCTION as INSTRUCTION
+from tpukit.graph._graph_schema import PART as PART
+from tpukit.graph._graph_schema import SCOPE as SCOPE
+from tpukit.hlo.analysis import instruction_bytes, instruction_flops, op_category, split_scope
+from tpukit.hlo.text import METADATA_VALUE as _METADATA_VALUE
+from tpukit.hlo.text import HloInstruction, HloModule, metadata_text
 
 _OPCODE = attrgetter("opcode")
 

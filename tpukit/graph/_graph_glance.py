@@ -22,8 +22,8 @@ ends: the first view lays out and draws the same as from the whole payload.
     ...   ROOT b = f32[8]{0} exponential(a)
     ... }
     ... '''
-    >>> from tpukit.hlo._graph_data import GraphTree
-    >>> from tpukit.hlo._parser import parse_hlo
+    >>> from tpukit.graph._graph_data import GraphTree
+    >>> from tpukit.hlo.text._parser import parse_hlo
     >>> glance = Glance(GraphTree(parse_hlo(text)))
     >>> glance.nodes, glance.cut({"kind": [0, 1, 1], "parent": [-1, 0, 0], "open": [0]})["more"]
     ([0, 1, 2], [])
@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_wire import LINE_COLUMNS, NUMBER_COLUMNS, block_columns, link_columns
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_wire import LINE_COLUMNS, NUMBER_COLUMNS, block_columns, link_columns
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
+    from tpukit.graph._graph_data import GraphTree
 
 #: The payload's columns of one value per node (``time`` and ``memory`` when coloured).
 NODE_COLUMNS = (*NUMBER_COLUMNS, *(c for c in LINE_COLUMNS if c != "strings"), "time", "memory")

@@ -34,11 +34,17 @@ from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
 from tpukit.display import Column, Row, Table, format_bytes, format_flops, format_seconds
-from tpukit.hlo._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
-from tpukit.hlo._graph_page import DIFF, new_element_id, save_page, standalone_page, viewer_fragment
-from tpukit.hlo._graph_view import HloGraph, graph
-from tpukit.hlo._graph_wire import encode_payload
-from tpukit.hlo._model import HloModule
+from tpukit.graph._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
+from tpukit.graph._graph_page import (
+    DIFF,
+    new_element_id,
+    save_page,
+    standalone_page,
+    viewer_fragment,
+)
+from tpukit.graph._graph_view import HloGraph, graph
+from tpukit.graph._graph_wire import encode_payload
+from tpukit.hlo.text import HloModule
 
 _TEXT_ROWS = 60  # rows `__repr__` prints before it elides
 

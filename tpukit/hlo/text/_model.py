@@ -47,8 +47,8 @@ from functools import cached_property
 from typing import Any, NamedTuple
 
 from tpukit._errors import HloTextError, UnknownNameError
-from tpukit.hlo._attributes import split_attributes
-from tpukit.hlo._sources import describe_location
+from tpukit.hlo.text._attributes import split_attributes
+from tpukit.hlo.text._sources import describe_location
 
 #: Bits per element of each HLO element type. ``token`` and ``opaque`` carry no data.
 DTYPE_BITS: dict[str, int] = {
@@ -523,9 +523,9 @@ class HloModule:
     _callers: dict[str, list[HloInstruction]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
-    # FLOPs of each computation by name, filled by `tpukit.hlo._cost` as it counts them.
+    # FLOPs of each computation by name, filled by `tpukit.hlo.analysis._cost` as it counts them.
     _flops: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-    # Other analyses computed once per module (`tpukit.hlo._executed`: tallies).
+    # Other analyses computed once per module (`tpukit.hlo.analysis._executed`: tallies).
     _analysis: dict[str, Any] = field(default_factory=dict, init=False, repr=False, compare=False)
     _reachable: set[str] | None = field(default=None, init=False, repr=False, compare=False)
 

@@ -14,20 +14,18 @@ from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import instruction_count
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_frame import FRAME_H, FRAME_W
-from tpukit.hlo._graph_glance import Glance
-from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
-from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
-from tpukit.hlo._graph_wire import block_columns, indexed, link_columns, split_head
-from tpukit.hlo._loops import trip_count
-from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule
-from tpukit.hlo._sources import describe_location
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_frame import FRAME_H, FRAME_W
+from tpukit.graph._graph_glance import Glance
+from tpukit.graph._graph_nodes import OpFacts, clip, display_text
+from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
+from tpukit.graph._graph_wire import block_columns, indexed, link_columns, split_head
+from tpukit.hlo.analysis import instruction_count, trip_count
+from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
+    from tpukit.graph._graph_data import GraphTree
 
 #: The longest shape and HLO text a node carries (the panel shows no more).
 _SHAPE_LIMIT, _TEXT_LIMIT = 400, 4000

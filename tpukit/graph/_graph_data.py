@@ -19,12 +19,10 @@ from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 
-from tpukit.hlo._cost import run_computations
-from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
-from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
-from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
-from tpukit.hlo._user_scopes import (
+from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
+from tpukit.graph._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
+from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
+from tpukit.hlo.analysis import (
     BACKWARD,
     BACKWARD_SUFFIX,
     FORWARD,
@@ -35,7 +33,9 @@ from tpukit.hlo._user_scopes import (
     function_name,
     place_label,
     plan_scopes,
+    run_computations,
 )
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40

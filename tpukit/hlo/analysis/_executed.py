@@ -8,7 +8,7 @@ all use these):
   ENTRY never reaches are left out of every figure.
 - **FLOPs, bytes and collectives** are counted *as executed* in one run of the program:
   a computation counts at every place that calls it, a ``while`` body times the loop's
-  trip count (`tpukit.hlo._loops.trip_count`; a loop whose count is unknown counts once
+  trip count (`tpukit.hlo.analysis._loops.trip_count`; a loop whose count is unknown counts once
   and is listed in ``unknown_loops``), its condition one time more, and a
   ``conditional`` its most expensive branch.
 - **dot/conv FLOPs** are 2 x multiply-adds of dots, convolutions and cuBLAS/cuDNN calls;
@@ -55,7 +55,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from tpukit.hlo._cost import (
+from tpukit.hlo.analysis._cost import (
     COLLECTIVE_OPS,
     ELEMENTWISE_OPS,
     collective_bytes,
@@ -63,8 +63,8 @@ from tpukit.hlo._cost import (
     own_dot_conv_flops,
     run_computations,
 )
-from tpukit.hlo._loops import trip_count
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo.analysis._loops import trip_count
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 #: Instructions whose traffic and work are those of the computations they run.
 RUNS_COMPUTATIONS = frozenset({"call", "while", "conditional", "async-start"})
@@ -129,7 +129,7 @@ def executed_bytes(
 
     The graph asks it of every loop, call and conditional, and has each instruction's
     `instruction_bytes` already: ``own_bytes(comp)`` gives them for a computation, by the
-    instruction's ``id`` (`tpukit.hlo._cost.computation_bytes`). Each computation's bytes
+    instruction's ``id`` (`tpukit.hlo.analysis._cost.computation_bytes`). Each computation's bytes
     are summed once per module (as `_computation` sums its tally); a conditional, whose
     branch is the one with the most FLOPs, takes its tally's bytes.
     """

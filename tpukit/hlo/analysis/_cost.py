@@ -43,8 +43,8 @@ import re
 from collections import Counter
 from operator import attrgetter
 
-from tpukit.hlo._loops import trip_count
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule, HloShape
+from tpukit.hlo.analysis._loops import trip_count
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule, HloShape
 
 #: The categories `op_category` returns, and the opcodes in each.
 MATMUL_OPS = frozenset({"dot", "convolution", "ragged-dot", "scaled-dot"})
@@ -226,7 +226,7 @@ def dot_conv_flops(module: HloModule) -> int:
     Counts ``dot``, ``convolution``, cuBLAS gemm and cuDNN convolution
     custom-calls from their shapes, *as executed*: inside fusions and calls (at every
     call site), while bodies times their trip count (``known_trip_count``, else read
-    from the loop counter by `tpukit.hlo._loops.trip_count`; once when neither
+    from the loop counter by `tpukit.hlo.analysis._loops.trip_count`; once when neither
     gives it), conditions one time more, and for a conditional its most expensive
     branch.
 

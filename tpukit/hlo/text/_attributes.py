@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from tpukit.hlo._brackets import split_top
+from tpukit.hlo.text._brackets import split_top
 
 
 def attribute_pairs(rest: str) -> Iterator[tuple[str, str]]:

@@ -57,22 +57,19 @@ from collections.abc import Callable, Mapping
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import format_bytes, format_seconds, kernel_shell
-from tpukit.hlo._cost import instruction_count
-from tpukit.hlo._first_view import BodiesLeftOut, first_view
-from tpukit.hlo._graph_data import SCOPE, GraphTree
-from tpukit.hlo._graph_page import (
+from tpukit.graph._first_view import BodiesLeftOut, first_view
+from tpukit.graph._graph_data import SCOPE, GraphTree
+from tpukit.graph._graph_page import (
     GRAPH,
     new_element_id,
     save_page,
     standalone_page,
     viewer_fragment,
 )
-from tpukit.hlo._graph_payload import glance_wire, graph_wire
-from tpukit.hlo._graph_wire import encode_wire
-from tpukit.hlo._hlo_source import read_hlo_source
-from tpukit.hlo._model import HloModule
-from tpukit.hlo._parser import parse_hlo, paused_gc
-from tpukit.hlo._progress import progress
+from tpukit.graph._graph_payload import glance_wire, graph_wire
+from tpukit.graph._graph_wire import encode_wire
+from tpukit.hlo.analysis import instruction_count
+from tpukit.hlo.text import HloModule, parse_hlo, paused_gc, progress, read_hlo_source
 
 #: A graph of at least this many instructions shows its first view alone first in a
 #: notebook kernel (`HloGraph._ipython_display_`). Below it the whole graph takes little
@@ -282,7 +279,7 @@ class HloGraph:
 
     def to_dot(self) -> str:
         """The graph in Graphviz DOT: ENTRY's instructions, fusions as nodes, scopes as clusters."""
-        from tpukit.hlo._dot import graph_to_dot
+        from tpukit.graph._dot import graph_to_dot
 
         return graph_to_dot(self._data, self.title)
 

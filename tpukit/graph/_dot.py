@@ -18,11 +18,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._graph_nodes import category
-from tpukit.hlo._graph_schema import COLOURS, INSTRUCTION
+from tpukit.graph._graph_nodes import category
+from tpukit.graph._graph_schema import COLOURS, INSTRUCTION
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
+    from tpukit.graph._graph_data import GraphTree
 
 #: Fill colours by op category, the same as the interactive view's.
 CATEGORY_COLORS = {name: entry.light for name, entry in COLOURS.items()}

@@ -13,8 +13,8 @@ nothing more.
     ...   ROOT d = f32[4,2]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
     ... }
     ... '''
-    >>> from tpukit.hlo._graph_data import GraphTree
-    >>> from tpukit.hlo._parser import parse_hlo
+    >>> from tpukit.graph._graph_data import GraphTree
+    >>> from tpukit.hlo.text._parser import parse_hlo
     >>> flops, nbytes, own = node_costs(GraphTree(parse_hlo(text)))
     >>> flops[0], nbytes[0]  # the root: the whole program's
     (128, 224)
@@ -24,17 +24,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import (
+from tpukit.hlo.analysis import (
     FLOP_OPS,
+    RUNS_COMPUTATIONS,
     bytes_with_operands,
     computation_bytes,
+    executed_bytes,
     instruction_flops,
 )
-from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
-    from tpukit.hlo._model import HloComputation
+    from tpukit.graph._graph_data import GraphTree
+    from tpukit.hlo.text import HloComputation
 
 
 def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:

@@ -47,9 +47,9 @@ import re
 from collections.abc import Iterator
 
 from tpukit._errors import HloTextError, WrongTypeError
-from tpukit.hlo._attributes import attribute_pairs
-from tpukit.hlo._brackets import _GROUP, close_bracket, open_brackets, split_top
-from tpukit.hlo._model import (
+from tpukit.hlo.text._attributes import attribute_pairs
+from tpukit.hlo.text._brackets import _GROUP, close_bracket, open_brackets, split_top
+from tpukit.hlo.text._model import (
     ComputationRef,
     HloComputation,
     HloInstruction,
@@ -57,8 +57,8 @@ from tpukit.hlo._model import (
     HloModule,
     HloShape,
 )
-from tpukit.hlo._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
-from tpukit.hlo._parsed import PARSED
+from tpukit.hlo.text._module_links import _META_FIELD, assign_kinds, link_sources, stack_frames
+from tpukit.hlo.text._parsed import PARSED
 
 _COMMENT = re.compile(r"/\*.*?\*/")
 _INSTRUCTION_START = re.compile(r"\s*(ROOT\s+)?%?([^\s=(){}\[\],]+)\s*=\s*")
@@ -192,7 +192,7 @@ def parse_hlo(text: str) -> HloModule:
 
     Returns:
       The module, with its computations in file order. Equal text parsed again while
-      the first module is alive gives that module (`tpukit.hlo._parsed`): treat it as
+      the first module is alive gives that module (`tpukit.hlo.text._parsed`): treat it as
       read-only.
 
     Raises:

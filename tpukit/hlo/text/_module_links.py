@@ -19,7 +19,7 @@ is how others call it: `assign_kinds` reads it from the callers.
     ...   ROOT f = f32[8]{0} fusion(x), kind=kLoop, calls=fused_computation
     ... }
     ... '''
-    >>> from tpukit.hlo._parser import parse_hlo
+    >>> from tpukit.hlo.text._parser import parse_hlo
     >>> module = parse_hlo(text)  # calls both
     >>> module.computations["fused_computation"].kind
     'fusion'
@@ -30,8 +30,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tpukit.hlo._model import HloInstruction, HloMetadata, HloModule, HloSourceFrame
-from tpukit.hlo._sources import is_user_file
+from tpukit.hlo.text._model import HloInstruction, HloMetadata, HloModule, HloSourceFrame
+from tpukit.hlo.text._sources import is_user_file
 
 # ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
 # found without retrying inside every word of a long op_name).

@@ -27,14 +27,12 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
-from tpukit.hlo._cost import op_counts
-from tpukit.hlo._executed import executed
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.hlo._graph_payload import graph_payload
-from tpukit.hlo._graph_view import HloGraph
-from tpukit.hlo._model import HloInstruction
-from tpukit.hlo._user_scopes import parse_scope, split_scope
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
+from tpukit.graph._graph_payload import graph_payload
+from tpukit.graph._graph_view import HloGraph
+from tpukit.hlo.analysis import executed, op_counts, parse_scope, split_scope
+from tpukit.hlo.text import HloInstruction
 
 ADDED, REMOVED, CHANGED, SAME = "added", "removed", "changed", "same"
 #: Ops that do no work of their own: never matched, never added or removed.
@@ -140,7 +138,7 @@ class ProgramGroups:
         self.key_of = key_of
 
     def whole(self, name: str) -> int:
-        """A whole-program figure as ``tpukit.diff`` counts it (`tpukit.hlo._executed`):
+        """A whole-program figure as ``tpukit.diff`` counts it (`tpukit.hlo.analysis._executed`):
         instructions as written (fusions opened), FLOPs and bytes as executed."""
         module = self.data.module
         if name == "instructions":

@@ -31,7 +31,7 @@ What the figures count (XLA's buffer assignment; measured on CPU, JAX 0.10):
   no heap trace for them), so it is below the headline by ``temp_size_in_bytes``.
 
     >>> from tpukit.hlo import parse_hlo
-    >>> from tpukit.hlo._memory_ranges import estimate_live_ranges
+    >>> from tpukit.memory._memory_ranges import estimate_live_ranges
     >>> module = parse_hlo('''
     ... HloModule f, is_scheduled=true
     ... ENTRY main {
@@ -56,11 +56,10 @@ from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError
 from tpukit.display import BORDER_COLOR, MUTED_COLOR, Column, Figure, Report, Table, format_bytes
-from tpukit.hlo._graph_data import user_path
-from tpukit.hlo._graph_view import HloGraph
-from tpukit.hlo._memory_ranges import KINDS, LiveRanges, LiveValue
-from tpukit.hlo._model import HloInstruction, HloModule
-from tpukit.hlo._user_scopes import FORWARD, place_label, plan_scopes
+from tpukit.graph import HloGraph, user_path
+from tpukit.hlo.analysis import FORWARD, place_label, plan_scopes
+from tpukit.hlo.text import HloInstruction, HloModule
+from tpukit.memory._memory_ranges import KINDS, LiveRanges, LiveValue
 
 _COLORS = {
     "argument": "#4e79a7",

@@ -28,15 +28,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._cost import PARAMETER_CONSTANT_OPS
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_frame import Frame
-from tpukit.hlo._graph_nodes import INSTRUCTION
-from tpukit.hlo._model import HloComputation
-from tpukit.hlo._user_scopes import BACKWARD, FORWARD
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_frame import Frame
+from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.hlo.analysis import BACKWARD, FORWARD, PARAMETER_CONSTANT_OPS
+from tpukit.hlo.text import HloComputation
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
+    from tpukit.graph._graph_data import GraphTree
 
 #: The first view expands groups, breadth first, while at most this many nodes show.
 OPEN_NODES = 60

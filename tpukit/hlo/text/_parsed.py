@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import weakref
 
-from tpukit.hlo._model import HloModule
+from tpukit.hlo.text._model import HloModule
 
 
 class ParsedModules:

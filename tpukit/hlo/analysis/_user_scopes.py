@@ -26,8 +26,8 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tpukit.hlo._cost import instruction_flops
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo.analysis._cost import instruction_flops
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS = (
     "inputs",

@@ -20,11 +20,11 @@ import bisect
 import re
 from typing import TYPE_CHECKING
 
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_nodes import INSTRUCTION
 
 if TYPE_CHECKING:
-    from tpukit.hlo._graph_data import GraphTree
+    from tpukit.graph._graph_data import GraphTree
 
 # Drawing units, as graph_shared.js and graph_layout.js draw.
 NODE_H, CHAR_W, HEADER_H, PAD, MAX_CHARS, RANK_SEP = 36, 6.7, 24, 10, 40, 34

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tpukit.hlo._cost import instruction_bytes, instruction_flops
-from tpukit.hlo._executed import executed
-from tpukit.hlo._model import HloModule
+from tpukit.hlo.analysis._cost import instruction_bytes, instruction_flops
+from tpukit.hlo.analysis._executed import executed
+from tpukit.hlo.text import HloModule
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class Collective:
     """Cross-device communication of one kind in a program: how often, how many bytes.
 
     Counted *as executed* in one run of the program (the rule of
-    `tpukit.hlo._executed`): a collective inside a loop body counts once per
+    `tpukit.hlo.analysis._executed`): a collective inside a loop body counts once per
     iteration, async pairs once (at the ``-start``). ``bytes`` sums what each delivers
     per device: every array of a tuple result (tokens as 0), and what ``send``/``recv``
     carry.

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import re
 
-from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 _KNOWN_TRIP_COUNT = re.compile(r'known_trip_count\\?"\s*:\s*\{\s*\\?"n\\?"\s*:\s*\\?"?(\d+)')
 # Ops that pass a scalar through unchanged (for the counter's value).
