@@ -27,26 +27,19 @@ from tpukit.hlo.text._brackets import (
     open_brackets,
     split_top,
 )
-from tpukit.hlo.text._model import HloMetadata, HloShape
-from tpukit.hlo.text._module_links import stack_frames
-from tpukit.hlo.text._parser import (
-    _ARRAY_SHAPE,
-    _CALL_KEY,
-    _COMPUTATION_HEADER,
-    _META_FIELD,
-    _MODULE_LINE,
+from tpukit.hlo.text._fast_rows import _metadata_of
+from tpukit.hlo.text._instruction_line import _CALL_KEY, _close_group
+from tpukit.hlo.text._line_reader import _COMPUTATION_HEADER
+from tpukit.hlo.text._metadata import (
     _XLA_COMMON,
-    _close_group,
     _common_metadata,
     _metadata_alone,
-    _metadata_of,
-    _module_starts,
     _parse_metadata,
-    module_names,
-    parse_hlo,
-    parse_shape,
-    paused_gc,
 )
+from tpukit.hlo.text._model import HloMetadata, HloShape
+from tpukit.hlo.text._module_links import _META_FIELD, stack_frames
+from tpukit.hlo.text._parser import _MODULE_LINE, _module_starts, module_names, parse_hlo, paused_gc
+from tpukit.hlo.text._shape_text import _ARRAY_SHAPE, parse_shape
 
 CASES = [
     "a, b",

@@ -1,4 +1,4 @@
-"""The whole-text reader (`_parser._ROW`) reads every text as the line-by-line reader does.
+"""The whole-text reader (`_fast_rows._ROW`) reads every text as the line-by-line reader does.
 
 `parse_hlo` cuts the text into lines with one regex and makes the record of each common
 instruction line at once; any other line (headers, closing braces, continuation lines,
@@ -18,7 +18,7 @@ import random
 import pytest
 from _hlo_fingerprint import _model
 
-from tpukit.hlo.text import _parser
+from tpukit.hlo.text import _line_reader, _parser
 from tpukit.hlo.text._parsed import PARSED
 from tpukit.hlo.text._parser import parse_hlo
 
@@ -146,7 +146,7 @@ def test_rows_keep_their_place_in_the_text(name):
 
 
 def test_metadata_made_without_init_is_a_whole_dataclass():
-    """XLA's common metadata is made field by field (`_parser._xla_metadata`, without the
+    """XLA's common metadata is made field by field (`_metadata._xla_metadata`, without the
     dataclass's ``__init__``): each has every field of `HloMetadata`, and equals the one
     the dataclass makes from the same values (a field added later must be set there too)."""
     from dataclasses import fields
@@ -200,17 +200,17 @@ ENTRY %main.3 (x: f32[2]{0}, y: f32[]) -> (f32[2]{0}) {
 
 
 def _calls(monkeypatch, method: str, text: str) -> list[tuple]:
-    """The arguments `_parser._Reader.<method>` is called with while ``text`` is parsed
+    """The arguments `_line_reader._Reader.<method>` is called with while ``text`` is parsed
     afresh: which lines the fast path leaves to the line reader."""
     calls: list[tuple] = []
-    original = getattr(_parser._Reader, method)
+    original = getattr(_line_reader._Reader, method)
 
     def record(reader, *args):
         calls.append(args)
         return original(reader, *args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(_parser._Reader, method, record)
+        patch.setattr(_line_reader._Reader, method, record)
         PARSED.cache_clear()
         parse_hlo(text)
     PARSED.cache_clear()

@@ -1,4 +1,4 @@
-"""The parser's quick paths read as its plain ones (see ``_parser._read_rows``).
+"""The parser's quick paths read as its plain ones (see ``_fast_rows._read_rows``).
 
 `_ROW` is spelled with possessive runs, and a line's rest that calls computations is read
 once per distinct text, its attributes split when asked for; none of it may change what
@@ -10,10 +10,16 @@ from __future__ import annotations
 import random
 import re
 
-from tpukit.hlo.text import _parser
+from tpukit.hlo.text import (
+    _fast_rows,
+    _instruction_line,
+    _metadata,
+    _parser,
+    metadata_text,
+    parse_hlo,
+)
 from tpukit.hlo.text._model import HloMetadata
 from tpukit.hlo.text._parsed import PARSED
-from tpukit.hlo.text._parser import metadata_text, parse_hlo
 
 # `_ROW` spelled without possessive runs (as it was before they were made possessive).
 _PLAIN_PIECE = r"(?:[a-z][a-z0-9]*\[[0-9,<=?]*\](?:\{[^}\s]*\})? )?%?[A-Za-z0-9_.\-$]+"
@@ -78,9 +84,9 @@ def test_row_pattern_matches_as_its_plain_spelling():
             for _ in range(rng.randint(1, 4))
         ]
         text = "\n".join(lines) + "\n"
-        rows = _parser._ROW.findall(text)
+        rows = _fast_rows._ROW.findall(text)
         assert rows == _PLAIN_ROW.findall(text), text
-        tuples = _parser._TUPLE_ROW.findall(text)
+        tuples = _fast_rows._TUPLE_ROW.findall(text)
         assert tuples == _PLAIN_TUPLE_ROW.findall(text), text
         instructions += sum(1 for row in rows if row[2])
         tupled += sum(1 for row in tuples if row[2])
@@ -140,7 +146,7 @@ def test_parameter_numbers_are_read_without_the_line():
 def _reference_ending(rest: str) -> tuple:
     """The metadata and called computations of a full split of ``rest``."""
     called: list = []
-    metadata = _parser._parse_attributes(rest.strip(), {}, called)
+    metadata = _instruction_line._parse_attributes(rest.strip(), {}, called)
     return metadata or HloMetadata(), [tuple(ref) for ref in called]
 
 
@@ -163,7 +169,7 @@ def test_a_rest_read_without_a_split_reads_as_its_split():
     rng = random.Random(7)
     for _ in range(20000):
         rest = "".join(rng.choice(_RESTS) for _ in range(rng.randint(1, 4)))
-        got = _parser._ending(rest, {}, {}, HloMetadata())
+        got = _fast_rows._ending(rest, {}, {}, HloMetadata())
         metadata, called = got if got.__class__ is tuple else (got, [])
         assert (metadata, [tuple(ref) for ref in called]) == _reference_ending(rest), rest
 
@@ -183,16 +189,16 @@ def test_common_metadata_reads_as_xla_metadata():
             at = rng.randrange(len(parts))
             parts.insert(at, rng.choice(odd))
         value = "".join(parts)
-        found = _parser._XLA_COMMON.fullmatch(value)
+        found = _metadata._XLA_COMMON.fullmatch(value)
         if found is None:
             continue
         common += 1
-        plain = _parser._XLA_METADATA.fullmatch(value)
+        plain = _metadata._XLA_METADATA.fullmatch(value)
         assert plain is not None, value
-        assert _parser._xla_metadata(found, {}) == _parser._xla_metadata(plain, {}), value
-        assert _parser._xla_metadata(found, {}) == _parser._parse_metadata(value), value
-        assert list(_parser._xla_metadata(found, {}).fields) == list(
-            _parser._parse_metadata(value).fields
+        assert _metadata._xla_metadata(found, {}) == _metadata._xla_metadata(plain, {}), value
+        assert _metadata._xla_metadata(found, {}) == _metadata._parse_metadata(value), value
+        assert list(_metadata._xla_metadata(found, {}).fields) == list(
+            _metadata._parse_metadata(value).fields
         )
     assert common > 10000
 

@@ -22,6 +22,8 @@ from tpukit.hlo.text._hlo_source import STAGES as STAGES
 from tpukit.hlo.text._hlo_source import parse_dump_name as parse_dump_name
 from tpukit.hlo.text._hlo_source import pick_module as pick_module
 from tpukit.hlo.text._hlo_source import read_hlo_source as read_hlo_source
+from tpukit.hlo.text._metadata import METADATA_VALUE as METADATA_VALUE
+from tpukit.hlo.text._metadata import metadata_text as metadata_text
 from tpukit.hlo.text._model import (
     ComputationRef,
     HloComputation,
@@ -32,12 +34,11 @@ from tpukit.hlo.text._model import (
     HloShape,
     HloSourceFrame,
 )
-from tpukit.hlo.text._parser import _METADATA_VALUE as METADATA_VALUE  # noqa: F401
-from tpukit.hlo.text._parser import metadata_text as metadata_text
-from tpukit.hlo.text._parser import parse_hlo, parse_shape
+from tpukit.hlo.text._parser import parse_hlo
 from tpukit.hlo.text._parser import paused_gc as paused_gc
 from tpukit.hlo.text._parser import split_modules as split_modules
 from tpukit.hlo.text._progress import progress as progress
+from tpukit.hlo.text._shape_text import parse_shape
 from tpukit.hlo.text._sources import describe_location, is_user_file, name_locations_with
 
 # Names imported `as` themselves serve the rooms above (the analysis, the graph, memory).
