@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NamedTuple
 
-from tpukit._errors import TpukitError
+from tpukit._errors import AssetError
 
 _ASSETS = pathlib.Path(__file__).parent / "assets"
 _SOURCE_MAP = re.compile(r"//# sourceMappingURL=\S*")
@@ -69,10 +69,6 @@ GRAPH = Viewer("tpukitGraphView", _GRAPH_SCRIPTS, ("graph_view.css",))
 DIFF = Viewer(
     "tpukitDiffView", (*_GRAPH_SCRIPTS, "diff_view.js"), ("graph_view.css", "diff_view.css")
 )
-
-
-class AssetError(TpukitError, ValueError):
-    """A viewer asset holds text that would end its ``<script>`` early (a broken install)."""
 
 
 def new_element_id(prefix: str) -> str:

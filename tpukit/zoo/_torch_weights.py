@@ -33,15 +33,11 @@ import numpy as np
 from flax import nnx
 
 from tpukit._compat import iter_modules
-from tpukit._errors import TpukitError, WrongTypeError
+from tpukit._errors import StateDictError, WrongTypeError
 from tpukit.zoo._resnet import ResNet
 from tpukit.zoo._vgg import VGG
 
 _Slot = tuple[nnx.Variable, tuple[int, ...], Callable[[np.ndarray], np.ndarray]]
-
-
-class StateDictError(TpukitError, ValueError):
-    """A state dict does not match the model: tensors missing, extra, or mis-shaped."""
 
 
 def _conv_slots(prefix: str, conv: nnx.Conv) -> Iterator[tuple[str, _Slot]]:

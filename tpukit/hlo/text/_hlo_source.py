@@ -24,7 +24,7 @@ import pathlib
 import re
 from dataclasses import dataclass, field
 
-from tpukit._errors import ArgumentError, HloFileError
+from tpukit._errors import ArgumentError, HloFileError, MissingHloFileError
 
 #: The stages a program may have: as the framework lowered it, and after XLA's passes.
 STAGES = ("lowered", "optimized")
@@ -37,10 +37,6 @@ _DUMP_NAME = re.compile(
 )
 _MLIR = re.compile(r"^\s*(module\b|func\.func\b|#loc)|\b(stablehlo|mhlo)\.\w", re.MULTILINE)
 _DUMP_FLAG = "XLA_FLAGS=--xla_dump_to=DIR"
-
-
-class MissingHloFileError(HloFileError, FileNotFoundError):
-    """The path given as an HLO file does not exist."""
 
 
 def read_bytes(path: pathlib.Path) -> bytes:
