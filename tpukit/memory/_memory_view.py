@@ -49,30 +49,18 @@ What the figures count (XLA's buffer assignment; measured on CPU, JAX 0.10):
 
 from __future__ import annotations
 
-import html
 import re
 from collections import defaultdict
 from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError
-from tpukit.display import BORDER_COLOR, MUTED_COLOR, Column, Figure, Report, Table, format_bytes
+from tpukit.display import BORDER_COLOR, Column, Figure, Report, Table, format_bytes
 from tpukit.graph import HloGraph, user_path
 from tpukit.hlo.analysis import FORWARD, place_label, plan_scopes
 from tpukit.hlo.text import HloInstruction, HloModule
+from tpukit.memory._memory_chart import PLURAL, chart_svg
 from tpukit.memory._memory_ranges import KINDS, LiveRanges, LiveValue
 
-_COLORS = {
-    "argument": "#4e79a7",
-    "output": "#59a14f",
-    "temporary": "#f28e2b",
-    "constant": "#9c755f",
-}
-_PLURAL = {
-    "argument": "arguments",
-    "output": "outputs",
-    "temporary": "temporaries",
-    "constant": "constants",
-}
 _TOP = 20
 # Kinds listed together in the roll-up by layer and section, not by where they are made.
 _TOGETHER = frozenset({"argument", "output"})
@@ -256,7 +244,7 @@ class MemoryView:
         for buffer in self.buffers_at_peak():
             if buffer.shares:
                 continue
-            group = _PLURAL[buffer.kind] if buffer.kind in _TOGETHER else buffer.group
+            group = PLURAL[buffer.kind] if buffer.kind in _TOGETHER else buffer.group
             totals[group] += buffer.size
         return sorted(totals.items(), key=lambda item: (-item[1], item[0]))
 
@@ -535,77 +523,15 @@ class MemoryView:
 
     def _chart_svg(self, width: int = 720, height: int = 180) -> str:
         """Live bytes along the schedule, stacked by kind, the peak and capacity marked."""
-        steps = self.timeline()
-        if not steps:
-            return ""
-        top = max(max(sum(s.values()) for s in steps), self.peak_bytes, 1)
-        allocated = self.ranges.allocated_bytes
-        if self.capacity and self.capacity < top * 1.5:
-            top = max(top, self.capacity)
-        left, bottom, plot_w, plot_h = 64, height - 22, width - 74, height - 34
-        x_step = plot_w / max(len(steps) - 1, 1)
-
-        def y(value: float) -> float:
-            return bottom - plot_h * value / top
-
-        shapes, base = [], [0] * len(steps)
-        for kind in KINDS:
-            upper = [b + s[kind] for b, s in zip(base, steps)]
-            if upper == base:
-                continue
-            points = [f"{left + k * x_step:.1f},{y(v):.1f}" for k, v in enumerate(upper)]
-            points += [
-                f"{left + k * x_step:.1f},{y(v):.1f}" for k, v in reversed(list(enumerate(base)))
-            ]
-            shapes.append(
-                f'<polygon points="{" ".join(points)}" fill="{_COLORS[kind]}" fill-opacity=".75">'
-                f"<title>{_PLURAL[kind]}</title></polygon>"
-            )
-            base = upper
-        px = left + self.peak_position * x_step
-        # The label reads away from the chart's right edge, where a late peak would cut it.
-        right = px > left + plot_w * 0.6
-        shapes.append(
-            f'<line x1="{px:.1f}" x2="{px:.1f}" y1="{bottom - plot_h}" y2="{bottom}" '
-            'stroke="#e15759" stroke-dasharray="3,2"/>'
-            f'<text x="{px - 3 if right else px + 3:.1f}" y="{bottom - plot_h + 22}" '
-            f'fill="#e15759" class="halo" text-anchor="{"end" if right else "start"}">XLA\'s peak '
-            f"step {self.peak_position}</text>"
-        )
-        if allocated:
-            ay = y(allocated)
-            shapes.append(
-                f'<line x1="{left}" x2="{left + plot_w}" y1="{ay:.1f}" y2="{ay:.1f}" '
-                f'stroke="{MUTED_COLOR}" stroke-dasharray="4,3"/>'
-                f'<text x="{left + 4}" y="{ay - 3:.1f}" fill="{MUTED_COLOR}">allocated '
-                f"{html.escape(format_bytes(allocated))} (arguments + outputs + packed "
-                "temporaries)</text>"
-            )
-        if self.capacity and self.capacity <= top:
-            cy = y(self.capacity)
-            shapes.append(
-                f'<line x1="{left}" x2="{left + plot_w}" y1="{cy:.1f}" y2="{cy:.1f}" '
-                'stroke="#e15759"/>'
-                f'<text x="{left + plot_w - 4}" y="{cy - 3:.1f}" text-anchor="end" '
-                f'fill="#e15759">capacity {html.escape(format_bytes(self.capacity))}</text>'
-            )
-        legend = "".join(
-            f'<tspan fill="{_COLORS[k]}">■</tspan> {_PLURAL[k]} '
-            for k in KINDS
-            if any(s[k] for s in steps)
-        )
-        return (
-            f'<svg width="{width}" height="{height}" role="img" font-size="11" '
-            'font-family="inherit" style="display:block;margin:4px 0">'
-            f"<title>live bytes along the schedule of {html.escape(self.name)}</title>"
-            f'<line x1="{left}" x2="{left}" y1="{bottom - plot_h}" y2="{bottom}" '
-            f'stroke="{BORDER_COLOR}"/><line x1="{left}" x2="{left + plot_w}" y1="{bottom}" '
-            f'y2="{bottom}" stroke="{BORDER_COLOR}"/>'
-            f'<text x="{left - 4}" y="{bottom - plot_h + 8}" text-anchor="end" '
-            f'fill="{MUTED_COLOR}">{html.escape(format_bytes(top))}</text>'
-            f'<text x="{left - 4}" y="{bottom}" text-anchor="end" fill="{MUTED_COLOR}">0</text>'
-            f'<text x="{left}" y="{height - 6}" fill="{MUTED_COLOR}">{legend} · schedule '
-            f"step 0-{len(steps) - 1} →</text>{''.join(shapes)}</svg>"
+        return chart_svg(
+            self.timeline(),
+            self.name,
+            peak_bytes=self.peak_bytes,
+            peak_position=self.peak_position,
+            allocated=self.ranges.allocated_bytes,
+            capacity=self.capacity,
+            width=width,
+            height=height,
         )
 
 
