@@ -25,7 +25,8 @@ from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compile_phases import CompilePhases
 from tpukit.compilation._compiled import Compiled, compile, compile_lowering
-from tpukit.compilation._diff import DiffRow, HloDiff, diff
+from tpukit.compilation._diff import HloDiff, diff
+from tpukit.compilation._diff_row import DiffRow
 from tpukit.compilation._ledger import CompileRecord, no_recompile
 from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
