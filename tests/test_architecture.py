@@ -60,7 +60,7 @@ ALLOWED = {
     "hlo": {"hlo", "hlo.text", "hlo.analysis", "graph", "memory", "display", "_errors"},
     "runtime": {"runtime", "display", "_errors", "_counts"},
     "measure": {"measure", "hlo", "display", "_errors", "_interrupts"},
-    "compilation": {"compilation", *_BELOW_COMPILATION},
+    "compilation": {"compilation", "memory", *_BELOW_COMPILATION},  # memory: what would fit
     "train": {"train", "compilation", *_BELOW_COMPILATION},
     "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
     "datasets": {"datasets", "_errors"},
