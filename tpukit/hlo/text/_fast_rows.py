@@ -286,12 +286,8 @@ def _ending(
         plain = _PLAIN_THEN_METADATA.match(rest)
         at = 0 if plain is None else plain.end() - 1
     if at:
-        found = _common_metadata(rest, at) or _XLA_METADATA.fullmatch(rest, at)
-        if found is not None:
-            value = rest[at:]
-            metadata = metas.get(value)
-            if metadata is None:
-                metadata = metas[value] = _xla_metadata(found, strings)
+        metadata = _xla_metadata_at(rest, at, metas, strings)
+        if metadata is not None:
             return metadata
     one = _one_call(rest, metas, strings, empty)  # (before `_metadata_of`, which refuses it)
     if one is not None:
@@ -302,6 +298,22 @@ def _ending(
     called: list[ComputationRef] = []
     metadata = _parse_attributes(rest.strip(), {}, called, metas, strings)
     return (empty if metadata is None else metadata), called
+
+
+def _xla_metadata_at(
+    rest: str, at: int, metas: dict[str, HloMetadata], strings: dict[str, str]
+) -> HloMetadata | None:
+    """The metadata whose ``{...}`` ends ``rest`` from ``at`` when XLA's printer spelled
+    it (`_XLA_COMMON`, `_XLA_METADATA`), read once per distinct text (``metas``); None
+    when it is spelled otherwise."""
+    found = _common_metadata(rest, at) or _XLA_METADATA.fullmatch(rest, at)
+    if found is None:
+        return None
+    value = rest[at:]
+    metadata = metas.get(value)
+    if metadata is None:
+        metadata = metas[value] = _xla_metadata(found, strings)
+    return metadata
 
 
 def _one_call(
@@ -368,12 +380,8 @@ def _metadata_of(
         return None
     at = rest.find(", metadata={") + 11
     if at > 10 and rest.count("metadata") == 1:  # most lines end with XLA's own metadata
-        found = _common_metadata(rest, at) or _XLA_METADATA.fullmatch(rest, at)
-        if found is not None:
-            value = rest[at:]
-            metadata = metas.get(value)
-            if metadata is None:
-                metadata = metas[value] = _xla_metadata(found, strings)
+        metadata = _xla_metadata_at(rest, at, metas, strings)
+        if metadata is not None:
             return metadata
     value = _metadata_alone(rest)
     if not value:
