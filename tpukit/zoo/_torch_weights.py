@@ -19,7 +19,7 @@ that do not fit are all listed, and nothing loads:
     >>> zoo.load_torch_state_dict(zoo.create("resnet18"), {"fc.bias": np.zeros(1000)})
     Traceback (most recent call last):
     ...
-    tpukit.zoo._torch_weights.StateDictError: the state dict does not fit this ResNet:
+    tpukit._errors.StateDictError: the state dict does not fit this ResNet:
       missing (101): bn1.weight, bn1.bias, bn1.running_mean, bn1.running_var, ...
 """
 
