@@ -9,7 +9,8 @@ received, and what to do next. A public name that was renamed stays one release
 
 Every package's errors live here, grouped by package, so one file lists what tpukit
 raises; training's are in ``tpukit/train/_exceptions.py``, beside the history and the
-NaN origin that ``NonFiniteLossError`` carries.
+NaN origin that ``NonFiniteLossError`` carries, and the installer's ``InstallError`` stays
+in ``_install.py``, a script that also runs alone before tpukit is installed.
 """
 
 from __future__ import annotations
@@ -136,15 +137,6 @@ class MnistSourceError(TpukitError, ValueError):
 
 class MnistSourceNotFoundError(TpukitError, FileNotFoundError):
     """A local MNIST source that does not exist, or a folder without MNIST's files."""
-
-
-# The installer.
-class InstallError(TpukitError, RuntimeError):
-    """A step failed; ``next_step`` says what the user should do."""
-
-    def __init__(self, message: str, next_step: str):
-        super().__init__(message)
-        self.next_step = next_step
 
 
 def user_facing(function: _F) -> _F:

@@ -39,12 +39,20 @@ from pathlib import Path
 from typing import Any
 
 if __package__:
-    from tpukit._errors import InstallError
+    from tpukit._errors import TpukitError
 else:  # run as a script, before tpukit's requirements exist: the standard-library-only file beside it
-    from _errors import InstallError  # type: ignore[no-redef]
+    from _errors import TpukitError  # type: ignore[no-redef]
 
 # Distributions that make up a JAX build; pinned whenever other packages are installed.
 _JAX_BUILD = re.compile(r"^(jax|jaxlib|libtpu(-nightly)?|jax-cuda\d+-(plugin|pjrt)|jax-rocm.*)$")
+
+
+class InstallError(TpukitError, RuntimeError):
+    """A step failed; ``next_step`` says what the user should do."""
+
+    def __init__(self, message: str, next_step: str):
+        super().__init__(message)
+        self.next_step = next_step
 
 
 def _normal(name: str) -> str:
