@@ -23,7 +23,8 @@ from collections.abc import Callable
 
 _INSTALLED = re.compile(r"[/\\](site-packages|dist-packages)[/\\]")
 _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "numpy")
-_TPUKIT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# tpukit's own folder (this file is tpukit/hlo/text/_sources.py): its frames are not the user's.
+_TPUKIT = os.path.abspath(os.path.join(os.path.dirname(__file__), os.pardir, os.pardir))
 
 
 def _library_folders() -> tuple[str, ...]:
