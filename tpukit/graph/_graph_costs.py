@@ -14,7 +14,7 @@ nothing more.
     ... }
     ... '''
     >>> from tpukit.graph._graph_data import GraphTree
-    >>> from tpukit.hlo.text._parser import parse_hlo
+    >>> from tpukit.hlo.text import parse_hlo
     >>> flops, nbytes, own = node_costs(GraphTree(parse_hlo(text)))
     >>> flops[0], nbytes[0]  # the root: the whole program's
     (128, 224)

@@ -25,8 +25,7 @@ from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
 from tpukit.graph._graph_nodes import PART as PART
 from tpukit.graph._graph_parts import MAX_CHILDREN as MAX_CHILDREN
 from tpukit.graph._graph_parts import PartsMixin
-from tpukit.hlo.analysis._cost import run_computations
-from tpukit.hlo.analysis._user_scopes import (
+from tpukit.hlo.analysis import (
     BACKWARD,
     BACKWARD_SUFFIX,
     FORWARD,
@@ -37,8 +36,9 @@ from tpukit.hlo.analysis._user_scopes import (
     function_name,
     place_label,
     plan_scopes,
+    run_computations,
 )
-from tpukit.hlo.text._model import HloComputation, HloInstruction, HloModule
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 #: Key of ``HloModule._analysis``: ``{JAX's argument path prefix: the user's name}``, put

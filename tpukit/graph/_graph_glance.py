@@ -23,7 +23,7 @@ ends: the first view lays out and draws the same as from the whole payload.
     ... }
     ... '''
     >>> from tpukit.graph._graph_data import GraphTree
-    >>> from tpukit.hlo.text._parser import parse_hlo
+    >>> from tpukit.hlo.text import parse_hlo
     >>> glance = Glance(GraphTree(parse_hlo(text)))
     >>> glance.nodes, glance.cut({"kind": [0, 1, 1], "parent": [-1, 0, 0], "open": [0]})["more"]
     ([0, 1, 2], [])

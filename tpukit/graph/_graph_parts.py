@@ -41,10 +41,10 @@ from tpukit.graph._graph_sizes import (
     PAD,
     WIDTH_SLACK,
 )
-from tpukit.hlo.analysis._user_scopes import INPUTS, OUTPUTS
+from tpukit.hlo.analysis import INPUTS, OUTPUTS
 
 if TYPE_CHECKING:
-    from tpukit.hlo.text._model import HloInstruction
+    from tpukit.hlo.text import HloInstruction
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40

@@ -22,10 +22,8 @@ from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import block_columns, indexed, link_columns, split_head
-from tpukit.hlo.analysis._cost import instruction_count
-from tpukit.hlo.analysis._loops import trip_count
-from tpukit.hlo.text._model import HloInstruction, HloMetadata, HloModule
-from tpukit.hlo.text._sources import describe_location
+from tpukit.hlo.analysis import instruction_count, trip_count
+from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
 
 if TYPE_CHECKING:
     from tpukit.graph._graph_data import GraphTree
