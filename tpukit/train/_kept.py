@@ -149,20 +149,29 @@ class StaleData(Exception):
 
 class KeptForModel:
     """Everything kept beside one model for its next ``fit``: data by role, the
-    next epoch's shuffle, already on the devices, and the model's split as the last
-    call wrote it (``_kept_split.KeptSplit``)."""
+    next epoch's shuffle, already on the devices, the model's split as the last
+    call wrote it (``_kept_split.KeptSplit``) and the last call's set-up
+    (``_again.LastSetUp``)."""
 
     def __init__(self) -> None:
         self.data: dict[str, KeptData] = {}
         self.indices: tuple[tuple, Any] | None = None  # (what they are, the device array)
         self.split: Any = None  # the model as the last call wrote it (``_kept_split``)
+        self.last: Any = None  # the last call's set-up, for a call that repeats it
+
+    def find(self, name: str, form: Any, given: list[Any]) -> KeptData | None:
+        """The copy kept of ``name`` when ``given`` are its very arrays (in structure
+        ``form``), else ``None``; nothing is placed, and the copy is not yet counted
+        as reused (:meth:`KeptData.reuse`)."""
+        kept = self.data.get(name)
+        return kept if kept is not None and kept.matches(form, given) else None
 
     def resident(self, name: str, form: Any, given: list[Any], build: Callable[[], Any]) -> Any:
         """The source for ``name``'s arrays ``given`` (in structure ``form``): the kept one
         when they are the same objects, else ``build()``, timed and kept. The source's
         ``kept`` is its :class:`KeptData`."""
-        kept = self.data.get(name)
-        if kept is not None and kept.matches(form, given):
+        kept = self.find(name, form, given)
+        if kept is not None:
             kept.reuse()
             return kept.source
         self.data.pop(name, None)  # free the old copy before placing the new one
@@ -174,7 +183,7 @@ class KeptForModel:
         def lost(_: Any) -> None:  # the user let go of an array: free the device copy now
             me = owner()
             if me is not None and me.data.get(name) is kept:
-                del me.data[name]
+                me.forget([name])
 
         kept = KeptData(form, given, source, time.perf_counter() - start, lost)
         kept.name = name
@@ -187,6 +196,7 @@ class KeptForModel:
         """Drop the kept copies of ``names`` (all when ``None``)."""
         for name in list(self.data) if names is None else names:
             self.data.pop(name, None)
+        self.last = None  # its set-up held the copies
 
     def take_indices(self, what: tuple) -> Any:
         """The shuffle kept for ``what`` (settings and epoch), or ``None``."""

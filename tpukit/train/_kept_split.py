@@ -163,12 +163,14 @@ class KeptSplit:
         self._record(model, graphdef, params, rest)
         return graphdef, params, rest
 
-    def write_back(self, model: Any, graphdef: Any, params: Any, rest: Any) -> None:
+    def write_back(
+        self, model: Any, graphdef: Any, params: Any, rest: Any, *, checked: bool = False
+    ) -> None:
         """``nnx.update(model, params, rest)`` (states of ``graphdef``'s model); straight
         into the Variables when the model is as the kept states left it and the new
-        states have their structure."""
-        now = walk(model) if self._walk is not None else None
-        if now is not None and now.same_as(self._walk):
+        states have their structure. ``checked``: nothing but ``fit`` touched the model
+        since its :meth:`split` this call (no callback ran), so it is not walked again."""
+        if self._walk is not None and (checked or self._walk.same_as(walk(model) or Walk())):
             leaves_p, tree_p = jax.tree.flatten(params)
             leaves_r, tree_r = jax.tree.flatten(rest)
             if (tree_p, tree_r) == self._treedefs:

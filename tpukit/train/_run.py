@@ -189,6 +189,7 @@ class Run:
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
         self.state: tuple = ()
+        self._outputs = False  # whether ``state`` holds a compiled call's results
         self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
         # the next epoch's first call, dispatched ahead, and the rest of its calls
         self._next_epoch: tuple[_Flight, Iterator] | None = None
@@ -221,10 +222,8 @@ class Run:
         self.state = state  # the newest applied state, whatever stops the loop
         # On several simulated CPU devices each call is waited for as it is dispatched
         # (tpukit.runtime.settled): one dispatched ahead would only hold ^C meanwhile.
-        self._look_ahead = (
-            not self.spec.options.callbacks
-            and look_ahead_fits(state)
-            and not one_at_a_time(devices_of(state))
+        self._look_ahead = not self.spec.options.callbacks and self.spec.once(
+            "look_ahead", lambda: look_ahead_fits(state) and not one_at_a_time(devices_of(state))
         )
         start, first_epoch_end = compiles().end, None
         try:
@@ -416,6 +415,7 @@ class Run:
             "steps_per_s": steps / max(seconds, 1e-9),
         }
         self.state = state
+        self._outputs = True
         pos.step += done
         pos.global_step += done
         pos.executions += 1
@@ -569,18 +569,29 @@ class Run:
         """Put the run's state into the model and its :class:`TrainingState`."""
         params, rest, opt_state = state
         pos = self.position
-        if _live((params, rest)):
+        # a call's results are live (fit never deletes them); the state given may not be
+        live = self._outputs or _live((params, rest, opt_state))
+        if live or _live((params, rest)):
             if self.kept is not None:
-                KeptSplit.beside(self.kept).write_back(self.model, self.spec.graphdef, params, rest)
+                KeptSplit.beside(self.kept).write_back(
+                    self.model,
+                    self.spec.graphdef,
+                    params,
+                    rest,
+                    checked=not self.spec.options.callbacks,  # only callbacks touch the model
+                )
             else:
                 nnx.update(self.model, params, rest)
         TrainingState.of(self.model).advance(
             pos.epoch_base + pos.epoch,
             pos.global_step,
             self.spec.program.key,
-            opt_state if _live(opt_state) else None,
+            opt_state if live or _live(opt_state) else None,
             in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
+        last = getattr(self.kept, "last", None)
+        if last is not None and last.spec.memo is self.spec.memo:  # the next call's state
+            last.written = (params, rest, opt_state) if live else ()
 
 
 #: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's
