@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._optax_key import optax_closure_key
+from ._optax_key import same_optax
 
 #: Values compared by ``==`` (anything else by identity): an equal one is the same setting.
 _PLAIN = (int, float, bool, str, bytes, type(None))
@@ -64,13 +64,6 @@ def same(a: Any, b: Any) -> bool:
     return False
 
 
-def optimizer_key(optimizer: Any) -> tuple | None:
-    """optax's key of ``optimizer``'s ``init`` and ``update`` (:mod:`._optax_key`), or
-    ``None`` for an optimizer that is only itself."""
-    keys = (optax_closure_key(optimizer.init), optax_closure_key(optimizer.update))
-    return None if None in keys else keys
-
-
 class LastSetUp:
     """The set-up of the last ``fit`` call on a model (``spec``, a ``_setup.RunSpec``,
     and its ``evaluator``), with the settings it was made from: ``trainer`` and ``run``
@@ -86,7 +79,6 @@ class LastSetUp:
         self.trainer = trainer
         self.run = run
         self.optimizer = optimizer
-        self._optimizer_key: tuple | None | bool = False  # False: not worked out yet
         self.written: tuple = ()  # (params, rest, opt_state), set by the run's write-back
 
     def same_settings(self, trainer: tuple, run: tuple) -> bool:
@@ -94,11 +86,10 @@ class LastSetUp:
 
     def same_optimizer(self, optimizer: Any) -> bool:
         """Whether ``optimizer`` is the last call's, or optax's same one made again."""
-        if optimizer is self.optimizer:
-            return True
-        if self._optimizer_key is False:
-            self._optimizer_key = optimizer_key(self.optimizer)
-        return self._optimizer_key is not None and optimizer_key(optimizer) == self._optimizer_key
+        last = self.optimizer
+        return optimizer is last or (
+            same_optax(optimizer.update, last.update) and same_optax(optimizer.init, last.init)
+        )
 
     def placed(self, params: Any, rest: Any, opt_state: Any) -> bool:
         """Whether ``(params, rest, opt_state)`` is the state the last call wrote."""

@@ -293,22 +293,26 @@ def _repeated(
         return None
     for copy in copies:
         copy.reuse()  # its contents are checked while the first call runs
-    prepared = _started(replace(spec, options=run), model, params, rest, last.evaluator)
-    if last.placed(prepared.params, prepared.rest, prepared.opt_state):
-        prepared = replace(prepared, placed=True)
-    return prepared
+    return _started(replace(spec, options=run), model, params, rest, last.evaluator, last)
 
 
 def _started(
-    spec: RunSpec, model: nnx.Module, params: Any, rest: Any, evaluator: Evaluator | None
+    spec: RunSpec,
+    model: nnx.Module,
+    params: Any,
+    rest: Any,
+    evaluator: Evaluator | None,
+    last: LastSetUp | None = None,
 ) -> Prepared:
     """The :class:`Prepared` run of ``spec`` from where the model's training got to: the
-    optimizer state it kept for this program (else a fresh one), and its position."""
+    optimizer state it kept for this program (else a fresh one), and its position; the
+    state is placed already when it is what ``last`` wrote."""
     state = TrainingState.of(model)
     kept = state.optimizer_state(spec.program.key)
     opt_state = spec.program.init(params) if kept is None else kept
     position = Position.continuing(state, spec.settings())
-    return Prepared(spec, params, rest, opt_state, position, evaluator)
+    placed = last is not None and last.placed(params, rest, opt_state)
+    return Prepared(spec, params, rest, opt_state, position, evaluator, placed)
 
 
 def evaluation(
