@@ -41,21 +41,22 @@ from typing import Any
 import jax
 import numpy as np
 
-_WORDS = (np.uint64, np.uint32, np.uint16, np.uint8)
+#: The widest machine word that divides a row's bytes, by the lowest set bit of its width.
+_WORDS = (np.uint8, np.uint16, np.uint32)
 
 
 def content_fingerprint(array: np.ndarray) -> tuple:
     """``(shape, dtype, crc)`` of ``array``'s contents: each example's (row's) bytes
     summed as machine words, then the CRC-32 of those sums in example order, so a
     changed value and a moved example both change it. One pass, at memory speed."""
-    a = np.ascontiguousarray(array)
+    a = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     rows = a.reshape(a.shape[0] if a.ndim else 1, -1).view(np.uint8)
     width = rows.shape[1]
     if width == 0:
-        return a.shape, str(a.dtype), 0
-    words = next(rows.view(w) for w in _WORDS if width % np.dtype(w).itemsize == 0)
-    sums = words.sum(axis=1, dtype=np.uint64)
-    return a.shape, str(a.dtype), zlib.crc32(sums.data)
+        return a.shape, a.dtype.str, 0
+    word = _WORDS[(width & -width).bit_length() - 1] if width % 8 else np.uint64
+    sums = rows.view(word).sum(axis=1, dtype=np.uint64)
+    return a.shape, a.dtype.str, zlib.crc32(sums.data)
 
 
 def _weak(x: Any, lost: Callable[[Any], None]) -> Callable[[], Any] | None:
