@@ -48,8 +48,10 @@ def same(a: Any, b: Any) -> bool:
 
     Example::
 
-        >>> same(["accuracy", 1e-3], ["accuracy", 1e-3]), same({"a": []}, {"a": []})
-        (True, False)
+        >>> same(["accuracy", 1e-3], ["accuracy", 1e-3]), same([print], [print])
+        (True, True)
+        >>> same([lambda o, y: o], [lambda o, y: o])   # two functions: two metrics
+        False
     """
     if a is b:
         return True

@@ -59,13 +59,13 @@ from ._data import (
 from ._exceptions import TrainingInputError
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
-from ._losses import Objective
 from ._memo import graph_key
 from ._mesh import Plan
+from ._objective import Objective, check_objective, objective_for
 from ._options import RunOptions, TrainerOptions
 from ._program import OptimizerProgram, ProgramFingerprint
 from ._state import Position, TrainingState
-from ._validate import check_objective, check_params, objective_for
+from ._validate import check_params
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
