@@ -10,9 +10,8 @@ The guarantee against stale data: a NumPy array can be changed in place
 (``x /= 255``, ``rng.shuffle(x)``), so each kept host array has a content
 fingerprint (:func:`content_fingerprint`: one pass over its bytes, summing each
 example's words, then a CRC of those sums in order). A later call recomputes it on
-a worker thread of the host *while the call sets up and the device runs its first
-compiled call* (off the thread that starts the calls) and compares before applying
-anything; when an array changed, nothing of the call is kept, the data is
+the host *while the device runs that call's first compiled call* and compares before
+applying anything; when an array changed, nothing of the call is kept, the data is
 placed again and the call starts over (it says so). The fingerprint finds any
 changed value and any reordering of examples; it cannot see two values swapped
 inside one example (a sum of words), which in-place edits of real data do not do.
@@ -37,7 +36,6 @@ import time
 import weakref
 import zlib
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import jax
@@ -91,7 +89,6 @@ class KeptData:
         self.uses = 0  # later calls that reused it
         self._host = [i for i, x in enumerate(given) if not isinstance(x, jax.Array)]
         self._fingerprints: list[tuple] | None = None
-        self._check: Future | None = None  # the fingerprints a later call is computing
         self._pending = False  # a later call holds it, unchecked
 
     @property
@@ -117,13 +114,9 @@ class KeptData:
             self._fingerprints = self.fingerprints()
 
     def reuse(self) -> None:
-        """A later call takes this copy; :meth:`unchanged` must pass before it applies.
-        The host arrays' fingerprints are computed now on a worker thread (NumPy's sums
-        let go of the GIL), beside the call's own set-up and first compiled call."""
+        """A later call takes this copy; :meth:`unchanged` must pass before it applies."""
         self.uses += 1
         self._pending = bool(self._host)
-        if self._pending and self._fingerprints is not None:
-            self._check = _worker().submit(self.fingerprints)
 
     def unchanged(self) -> bool:
         """Whether the host arrays still hold what was placed (``True`` when nothing is
@@ -132,27 +125,15 @@ class KeptData:
             self.record()
             return True
         self._pending = False
-        check, self._check = self._check, None
         if self._fingerprints is None:  # placed, never fingerprinted: cannot vouch for it
             return False
-        now = check.result() if check is not None else self.fingerprints()
-        return now == self._fingerprints
+        return self.fingerprints() == self._fingerprints
 
     def note(self) -> str:
         """What the progress line says about this data."""
         if self.uses:
             return "data kept on device"
         return f"data placed in {_ms(self.seconds)}"
-
-
-_WORKER: list[ThreadPoolExecutor] = []
-
-
-def _worker() -> ThreadPoolExecutor:
-    """The one thread that fingerprints kept data while a call goes on (made on first use)."""
-    if not _WORKER:
-        _WORKER.append(ThreadPoolExecutor(max_workers=1, thread_name_prefix="tpukit-kept"))
-    return _WORKER[0]
 
 
 def _ms(seconds: float) -> str:
