@@ -345,7 +345,11 @@ def fit(
     state, which the next call continues when its optimizer is the same program (the
     same object, or a new one with the same settings, e.g. ``optax.adam(1e-3)``
     again); another optimizer starts from its ``init``. The compiled step is reused
-    when model, loss and optimizer program are the same.
+    when model, loss and optimizer program are the same, and a call that repeats the
+    last one on the model (the same model, data arrays, optimizer settings, loss,
+    metrics, layout and batch sizes; ``epochs``, ``seed``, ``shuffle``, ``callbacks``
+    and ``verbose`` may change) takes its whole set-up: nothing is checked, traced or
+    placed again but the data's contents.
 
     Args:
         model: an ``nnx.Module``; updated in place. BatchNorm runs in train mode and
