@@ -32,7 +32,8 @@ PACKAGE = ROOT / "tpukit"
 # Packages on one line stand beside each other and never import each other.
 LAYERS = (
     ("_errors", "_compat", "_interrupts"),
-    ("_counts",),
+    ("_counts", "_pytree"),
+    ("checkpoint",),  # a run's checkpoints: orbax, checksums, the folder probe
     ("display",),
     ("hlo.text",),  # the HLO layer's rooms, each a package with its face
     ("hlo.analysis",),

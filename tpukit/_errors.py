@@ -8,8 +8,8 @@ received, and what to do next. A public name that was renamed stays one release
 (`old_names`): using it warns and names what to write instead.
 
 Every package's errors live here, grouped by package, so one file lists what tpukit
-raises; training's are in ``tpukit/train/_exceptions.py``, beside the history and the
-NaN origin that ``NonFiniteLossError`` carries, and the installer's ``InstallError`` stays
+raises; ``NonFiniteLossError`` is in ``tpukit/train/_exceptions.py``, beside the history and
+the NaN origin it carries, and the installer's ``InstallError`` stays
 in ``_install.py``, a script that also runs alone before tpukit is installed.
 """
 
@@ -137,6 +137,21 @@ class MnistSourceError(TpukitError, ValueError):
 
 class MnistSourceNotFoundError(TpukitError, FileNotFoundError):
     """A local MNIST source that does not exist, or a folder without MNIST's files."""
+
+
+# training and its checkpoints (``NonFiniteLossError`` is in tpukit/train/_exceptions.py)
+
+
+class TrainingInputError(TpukitError, ValueError):
+    """An input of ``fit`` or ``evaluate`` cannot work: data, batch size, loss, options."""
+
+
+class TrainingTypeError(TpukitError, TypeError):
+    """An input of ``fit`` or ``evaluate`` is the wrong kind of object."""
+
+
+class CheckpointError(TpukitError, ValueError):
+    """A checkpoint is missing, unfinished, damaged, or from another run or program."""
 
 
 def user_facing(function: _F) -> _F:

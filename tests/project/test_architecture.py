@@ -62,12 +62,14 @@ ALLOWED = {
     "runtime": {"runtime", "display", "_errors", "_counts"},
     "measure": {"measure", "hlo", "display", "_errors", "_interrupts"},
     "compilation": {"compilation", "memory", *_BELOW_COMPILATION},  # memory: what would fit
-    "train": {"train", "compilation", *_BELOW_COMPILATION},
+    "train": {"train", "compilation", "checkpoint", "_pytree", *_BELOW_COMPILATION},
+    "checkpoint": {"checkpoint", "_errors", "_counts", "_pytree"},
     "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
     "datasets": {"datasets", "_errors"},
     "_errors": set(),
     "_counts": {"_errors"},
     "_compat": set(),
+    "_pytree": set(),
     "_interrupts": set(),
     "_install": {"_errors"},  # runs as a plain script before tpukit's requirements exist
 }

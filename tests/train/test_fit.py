@@ -405,7 +405,7 @@ def poisoned_loss(model, batch):
 def test_non_finite_step_names_the_quantity_and_keeps_the_last_good_state(
     tmp_path, marker, quantity, message
 ):
-    from tpukit.train._checkpoint import RunCheckpoints, flatten
+    from tpukit.checkpoint import RunCheckpoints, flatten
     from tpukit.train._steps import split_model
 
     marks = np.zeros(len(X), np.int32)

@@ -35,7 +35,8 @@ CHILD = textwrap.dedent(
     import jax, numpy as np, optax
     from flax import nnx
     import tpukit
-    from tpukit.train import _checkpoint, _run, _steps
+    from tpukit.checkpoint import _store as _checkpoint
+    from tpukit.train import _run, _steps
     from tpukit.train._state import TrainingState
 
     class Net(nnx.Module):

@@ -25,8 +25,8 @@ from flax import nnx
 import tpukit
 from tests.train.test_fit import IDS_DATA, MLP, X, Y, assert_same, batch_order, loss_showing_ids
 from tests.train.test_fit import params_of as param_tree
+from tpukit.checkpoint import RunCheckpoints, flatten
 from tpukit.train import CheckpointError, NonFiniteLossError, Trainer, fit
-from tpukit.train._checkpoint import RunCheckpoints, flatten
 from tpukit.train._steps import resident_execution, split_model
 
 
@@ -217,7 +217,7 @@ def test_values_that_differ_from_their_checksums_or_are_not_finite_are_refused(
         fit(broken, optax.adam(1e-2), (X, Y), **kw)
     assert finished_steps(tmp_path / "nan") == []
     # ... and when a checkpoint holds them anyway (an older tpukit wrote it), it is refused
-    from tpukit.train import _checkpoint
+    from tpukit.checkpoint import _store as _checkpoint
 
     summary = _checkpoint.array_summary
     monkeypatch.setattr(

@@ -1,6 +1,6 @@
 """Training loops that run on the device: ``fit``, ``evaluate``, ``History``.
 
-Imports: ``tpukit.compilation``, ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``, ``tpukit._interrupts``.
+Imports: ``tpukit.compilation``, ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit.checkpoint``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._pytree``, ``tpukit._compat``, ``tpukit._interrupts``.
 
 It may import ``tpukit.compilation``, ``runtime``, ``hlo`` and ``display``, never the
 zoo (any NNX model trains); ``tests/test_architecture.py`` checks this.
@@ -39,12 +39,11 @@ checkpoints record), ``_steps`` (the compiled functions), ``_memory_fit`` (wheth
 fit's program fits the device, and what would), ``_guard`` (the NaN stop), ``_data``
 (device-resident and streamed data), ``_mesh`` (every sharding decision: the plans,
 and ``resolve_plan``, the one reader of ``sharding``/``mesh``/``shard``), ``_layout``
-(array paths, multi-process placement, the sharding summary), ``_losses``,
+(multi-process placement, the sharding summary), ``_losses``,
 ``_validate``, ``_memo`` (set-up a second call skips), ``_kept`` (the placed data and
 next shuffle a later call on the same model reuses, checked against in-place changes),
-``_history``, ``_progress``,
-``_checkpoint`` (orbax), ``_integrity`` (checksums and file digests) and
-``_exceptions``.
+``_history``, ``_progress`` and ``_exceptions``. The checkpoints themselves (orbax,
+checksums, file digests) are their own room, ``tpukit.checkpoint``.
 """
 
 from ._evaluate import evaluate

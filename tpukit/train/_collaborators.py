@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import warnings
 
-from . import _checkpoint
+import tpukit.checkpoint as _checkpoint
+
 from ._history import History
 from ._progress import EpochBar, Speed
 from ._setup import RunSpec

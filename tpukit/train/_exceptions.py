@@ -15,24 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from tpukit._errors import CheckpointError as CheckpointError
 from tpukit._errors import TpukitError
+from tpukit._errors import TrainingInputError as TrainingInputError
+from tpukit._errors import TrainingTypeError as TrainingTypeError
 
 if TYPE_CHECKING:
     from tpukit.compilation import NanOrigin
 
     from ._history import History
-
-
-class TrainingInputError(TpukitError, ValueError):
-    """An input of ``fit`` or ``evaluate`` cannot work: data, batch size, loss, options."""
-
-
-class TrainingTypeError(TpukitError, TypeError):
-    """An input of ``fit`` or ``evaluate`` is the wrong kind of object."""
-
-
-class CheckpointError(TpukitError, ValueError):
-    """A checkpoint is missing, unfinished, damaged, or from another run or program."""
 
 
 class NonFiniteLossError(TpukitError, FloatingPointError):

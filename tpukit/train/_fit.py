@@ -44,11 +44,11 @@ import optax
 from flax import nnx
 from jax.sharding import Mesh, PartitionSpec
 
+import tpukit.checkpoint as _checkpoint
 from tpukit._errors import user_facing
 from tpukit.compilation import Compiled, Signature, bind_arguments, compile_lowering
 from tpukit.measure import peak_for
 
-from . import _checkpoint
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
 from ._kept import KeptForModel, StaleData

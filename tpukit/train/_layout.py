@@ -1,7 +1,8 @@
-"""Small tools the plans of ``_mesh`` build on: array paths, placing, and the summary.
+"""Small tools the plans of ``_mesh`` build on: placing, and the summary.
 
-- :func:`leaf_paths` names each array of a pytree by its '/'-joined path, the
-  names that :class:`~tpukit.train.MeshRules` patterns and checkpoints use.
+(Arrays are named by ``tpukit._pytree.leaf_paths``, the names that
+:class:`~tpukit.train.MeshRules` patterns and checkpoints use.)
+
 - :func:`place` puts one array on a sharding, also when the sharding spans
   devices of other processes (each process passes the same global value and
   keeps its own pieces).
@@ -10,8 +11,10 @@
 Example::
 
     >>> import numpy as np
-    >>> [p for p, _ in leaf_paths({"l1": {"kernel": np.zeros(2)}})]
-    ['l1/kernel']
+    >>> from jax.sharding import SingleDeviceSharding
+    >>> placed = place(np.zeros(2, np.float32), SingleDeviceSharding(jax.devices()[0]))
+    >>> placed.shape, placed.committed
+    ((2,), True)
 """
 
 from __future__ import annotations
@@ -24,41 +27,8 @@ import jax
 import numpy as np
 from jax.sharding import Sharding
 
+from tpukit._pytree import is_key
 from tpukit.display import format_bytes, format_count
-
-_KEY_FIELDS = {
-    jax.tree_util.DictKey: "key",
-    jax.tree_util.GetAttrKey: "name",
-    jax.tree_util.SequenceKey: "idx",
-    jax.tree_util.FlattenedIndexKey: "key",
-}
-
-
-def _key_name(k: Any) -> str:
-    field = _KEY_FIELDS.get(type(k))
-    if field is not None:
-        return str(getattr(k, field))
-    for attr in ("key", "name", "idx"):
-        if hasattr(k, attr):
-            return str(getattr(k, attr))
-    return str(k)
-
-
-def leaf_paths(tree: Any) -> list[tuple[str, Any]]:
-    """``[(path, leaf), ...]`` with paths like ``layers/0/kernel`` (NNX's ``value`` dropped)."""
-    flat, _ = jax.tree_util.tree_flatten_with_path(tree)
-    out = []
-    for path, leaf in flat:
-        parts = [_key_name(k) for k in path]
-        if parts and parts[-1] == "value":
-            parts = parts[:-1]
-        out.append(("/".join(parts), leaf))
-    return out
-
-
-def is_key(x: Any) -> bool:
-    """Whether ``x`` is a typed PRNG key array (``jax.random.key``)."""
-    return jax.dtypes.issubdtype(getattr(x, "dtype", None), jax.dtypes.prng_key)
 
 
 def place(x: Any, sharding: Sharding) -> jax.Array:

@@ -44,10 +44,11 @@ import jax
 import numpy as np
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
+from tpukit._pytree import is_key, leaf_paths
 from tpukit.compilation import parse_mesh, parse_partition_spec
 
 from ._exceptions import TrainingInputError, TrainingTypeError
-from ._layout import ShardingSummary, is_key, leaf_paths, place
+from ._layout import ShardingSummary, place
 from ._memo import abstract_key, remembered
 
 #: Each plan's state shardings and sharding summary, by the state's structure, shapes

@@ -26,7 +26,7 @@ Example::
     >>> RunOptions(epochs=0)
     Traceback (most recent call last):
     ...
-    tpukit.train._exceptions.TrainingInputError: epochs must be a positive whole number; got 0.
+    tpukit._errors.TrainingInputError: epochs must be a positive whole number; got 0.
     >>> TrainerOptions(mesh="data=8").plan.kind
     'rules'
 """
@@ -271,7 +271,7 @@ def flag(value: Any, name: str, allowed: tuple[int, ...] = (0, 1)) -> bool:
         (False, True)
         >>> flag("no", "shuffle")
         Traceback (most recent call last):
-        tpukit.train._exceptions.TrainingInputError: shuffle must be True or False; got 'no' (str).
+        tpukit._errors.TrainingInputError: shuffle must be True or False; got 'no' (str).
     """
     if isinstance(value, (bool, np.bool_)):
         return bool(value)

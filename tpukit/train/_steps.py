@@ -38,11 +38,11 @@ import numpy as np
 import optax
 from flax import nnx
 
+from tpukit._pytree import leaf_paths
 from tpukit.compilation import module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
-from ._layout import leaf_paths
 from ._mesh import Plan
 from ._objective import Objective
 

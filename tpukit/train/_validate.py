@@ -8,7 +8,7 @@ Example::
     >>> check_optimizer("adam")
     Traceback (most recent call last):
     ...
-    tpukit.train._exceptions.TrainingTypeError: optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got str.
+    tpukit._errors.TrainingTypeError: optimizer should be an optax.GradientTransformation such as optax.adam(1e-3); got str.
 """
 
 from __future__ import annotations

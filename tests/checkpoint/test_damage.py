@@ -17,7 +17,8 @@ from flax import nnx
 
 from tests.train.test_checkpoint import KW
 from tests.train.test_fit import MLP, X, Y, assert_same, params_of
-from tpukit.train import CheckpointError, _integrity, fit
+from tpukit.checkpoint import _integrity
+from tpukit.train import CheckpointError, fit
 
 
 def model():
@@ -121,7 +122,7 @@ def test_the_probe_leaves_nothing_behind(tmp_path):
 
 
 def test_a_refused_probe_removes_the_folders_it_created(tmp_path, monkeypatch):
-    from tpukit.train import _checkpoint_folder
+    from tpukit.checkpoint import _folder as _checkpoint_folder
 
     def refuse_writes(*args, **kwargs):  # a full or read-only filesystem, also for root
         raise OSError(28, "No space left on device")

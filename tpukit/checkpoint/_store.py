@@ -45,12 +45,12 @@ import orbax.checkpoint as ocp
 from jax.experimental import multihost_utils
 
 from tpukit._counts import as_count
+from tpukit._errors import CheckpointError, TrainingInputError
+from tpukit._pytree import is_key as _is_key
+from tpukit._pytree import leaf_paths
 
-from ._checkpoint_folder import check_writable, os_reason, refuse
-from ._exceptions import CheckpointError, TrainingInputError
+from ._folder import check_writable, os_reason, refuse
 from ._integrity import array_summary, check_file_digests, write_file_digests
-from ._layout import is_key as _is_key
-from ._layout import leaf_paths
 
 FORMAT = "tpukit.fit/1"
 STOPPED = "tpukit_stopped.json"

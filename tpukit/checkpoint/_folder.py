@@ -11,7 +11,7 @@ Example::
 
     >>> check_writable(Path("/proc/self/fd/run1"))
     Traceback (most recent call last):
-    tpukit.train._exceptions.CheckpointError: checkpoint_dir '/proc/self/fd/run1' cannot be created ...
+    tpukit._errors.CheckpointError: checkpoint_dir '/proc/self/fd/run1' cannot be created ...
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import contextlib
 import os
 from pathlib import Path
 
-from ._exceptions import CheckpointError
+from tpukit._errors import CheckpointError
 
 _PROBE = ".tpukit-write-probe"
 
