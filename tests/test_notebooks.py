@@ -43,11 +43,15 @@ def execute(
 
 
 def outputs_text(notebook: nbformat.NotebookNode) -> str:
+    return "\n".join(cell_text(cell) for cell in notebook.cells)
+
+
+def cell_text(cell: nbformat.NotebookNode) -> str:
+    """Everything one cell's outputs say: streams and every representation of each display."""
     parts = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            parts.extend(str(v) for v in output.get("data", {}).values())
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.extend(str(v) for v in output.get("data", {}).values())
     return "\n".join(parts)
 
 
@@ -147,6 +151,20 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     )
     every, once = (int(counted[k].replace(",", "")) for k in (1, 2))
     assert every >= 20 * once > 0, counted[0]
+    # ... and the summary's FLOPs line is that count, as executed, with XLA's one body beside it
+    newton = next(c for c in nb.cells if c.source.startswith("%%tpu_compile newton_sqrt"))
+    shown = cell_text(newton)
+    headline = re.search(
+        r"FLOPs +(\S+ \S+) +\(dot/conv counted by tpukit: 0 FLOP; "
+        r"all FLOPs counted by tpukit: (\S+ \S+); XLA cost analysis: "
+        r"\S+ \S+, each loop body once\)",
+        shown,
+    )
+    assert headline and headline[1] == headline[2], shown[:600]
+    # the RNN's bytes count every step, as its FLOPs do (one rule: as executed)
+    rnn = next(c for c in nb.cells if c.source.startswith("%%tpu_compile rnn"))
+    shown = cell_text(rnn)
+    assert "counted by tpukit at every loop iteration" in shown, shown[:600]
     # bf16 halves what the arguments and output hold on every device; the rest is the device's
     halved = re.search(r"bf16 / f32 on (.+?): arguments and output x([\d.]+), bytes accessed", text)
     assert halved and float(halved[2]) == 0.5, text[text.find("bf16 / f32") :][:300]
