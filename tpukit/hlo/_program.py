@@ -129,11 +129,11 @@ def program_cost(module: HloModule, xla: Mapping[str, float] | None = None) -> C
     backend_flops = _non_negative(xla.get("flops"))
     xla_bytes = _non_negative(xla.get("bytes accessed"))
     repeats = repeated_loops(module)
-    if repeats:  # XLA counts each loop body once: its figures are not one run as executed
-        other_flops, nbytes = float(run.all_flops), float(run.bytes)
-    else:
-        other_flops = backend_flops or 0.0
-        nbytes = float(run.bytes) if xla_bytes is None else xla_bytes
+    other_flops, nbytes = backend_flops or 0.0, xla_bytes
+    if repeats and backend_flops is not None:  # XLA counts each loop body once, so
+        other_flops = float(run.all_flops)  # its figures are not one run as executed
+    if repeats or nbytes is None:
+        nbytes = float(run.bytes)
     return Cost(
         flops=float(max(run.dot_flops, other_flops)),
         counted_flops=run.dot_flops,
