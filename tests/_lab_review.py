@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import _jupyterlab
@@ -155,3 +157,89 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
                     page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS)
                 )
     return found
+
+
+def whole_notebooks(paths: list[Path], shots: Path, tile: int = 1600) -> dict:
+    """Open each executed notebook of ``paths`` in one JupyterLab, light and dark, at 1280
+    and 1024 px, and write each view whole into ``shots``, cut into tiles ``tile`` px tall
+    (``{stem}_{theme}_{width}_{k}.png``), for a person to look at every output as a
+    learner sees it. Returns what each ``(stem, theme, width)`` view found (`DRAWN`, and
+    ``faults``: `LAYOUT_FAULTS`).
+
+    The notebook panel scrolls inside the page, and JupyterLab leaves cells out of view
+    unrendered; the view is made as tall as the notebook, so every cell is drawn at once.
+
+        python -c "import sys; sys.path.insert(0, 'tests'); import _lab_review; \\
+            _lab_review.whole_notebooks([...], Path('shots'))"               # doctest: +SKIP
+    """
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    shots.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="tpukit-review-"))
+    found = {}
+    with _jupyterlab.lab_server(folder) as lab, contextlib.ExitStack() as stack:
+        stack.enter_context(pytest.MonkeyPatch.context()).setenv(
+            "JUPYTER_DATA_DIR", str(lab.data_dir)
+        )
+        for path in paths:
+            notebook = nbformat.read(path, as_version=4)
+            run_notebook.write_executed(notebook, folder / path.name)
+        playwright = stack.enter_context(sync_playwright())
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        stack.callback(browser.close)
+        for path in paths:
+            for theme in ("light", "dark"):
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(lab.url(f"lab/tree/{path.name}?reset"))
+                page.wait_for_function(
+                    f"() => window.jupyterapp && {WIDGET} && {WIDGET}.content"
+                    f" && {WIDGET}.content.widgets.length > 3",
+                    timeout=120000,
+                )
+                page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+                if theme == "dark":
+                    page.evaluate(
+                        "() => window.jupyterapp.commands.execute('apputils:change-theme',"
+                        " {theme: 'JupyterLab Dark'})"
+                    )
+                page.wait_for_timeout(3000)
+                for width in (1280, 1024):
+                    height = 900
+                    for _ in range(4):  # the notebook's height settles as its outputs draw
+                        page.set_viewport_size({"width": width, "height": height})
+                        page.wait_for_timeout(2500)
+                        tall = page.evaluate(  # (not scrollHeight: it adds a view's
+                            f"() => {{ const cells = {WIDGET}.content.widgets; "  # height)
+                            "return cells[cells.length - 1].node.getBoundingClientRect()"
+                            ".bottom + 60; }"
+                        )
+                        if abs(tall - height) < 20:
+                            break
+                        height = min(int(tall), 32000)
+                    with contextlib.suppress(Exception):
+                        page.wait_for_function(
+                            "() => [...document.querySelectorAll('.tkg-root')]"
+                            ".every(r => r.dataset.state === 'ready')",
+                            timeout=30000,
+                        )
+                    whole = shots / f"{path.stem}_{theme}_{width}.png"
+                    page.screenshot(path=str(whole))
+                    with Image.open(whole) as image:
+                        for k, top in enumerate(range(0, image.height, tile)):
+                            part = image.crop((0, top, image.width, min(image.height, top + tile)))
+                            part.save(shots / f"{path.stem}_{theme}_{width}_{k}.png")
+                    whole.unlink()
+                    found[path.stem, theme, width] = dict(
+                        page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS)
+                    )
+                page.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
+if __name__ == "__main__":  # python tests/_lab_review.py SHOTS NOTEBOOK...
+    import sys
+
+    for key, value in whole_notebooks([Path(p) for p in sys.argv[2:]], Path(sys.argv[1])).items():
+        print(key, value)

@@ -51,10 +51,12 @@ class Progress:
         self.speed = speed
         self.note = note
         self.bar: EpochBar | None = None
+        self._final: dict | None = None  # the open line's final figures (`end_epoch`)
 
     def start_epoch(
         self, epoch: int, epochs: int, total: int | None, initial: int, started: float
     ) -> None:
+        self.close_epoch()  # the epoch before's, when nothing closed it
         note, self.note = self.note, ""
         self.bar = EpochBar(
             epoch,
@@ -70,7 +72,13 @@ class Progress:
     def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
         self.bar.advance(steps, figures, seconds, compiled=compiled)
 
+    def end_epoch(self, figures: dict) -> None:
+        """The epoch's figures are final; its line stays open until `close_epoch`, after
+        the epoch's checkpoint, so that its time is the epoch's wall time (``History``'s)."""
+        self._final = figures
+
     def close_epoch(self, figures: dict | None = None) -> None:
+        figures, self._final = figures or self._final, None
         if self.bar is not None:
             self.bar.close(figures)
             self.bar = None
@@ -235,6 +243,7 @@ class Run:
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
                     self._save()
                     self._end_epoch_clock()  # the epoch's save is part of its seconds
+                self.progress.close_epoch()  # its line's time: the epoch's seconds
             self._say_compiles(
                 start, compiles().end if first_epoch_end is None else first_epoch_end
             )
@@ -449,9 +458,10 @@ class Run:
             pos.epoch += 1
             pos.step = 0
             pos.epoch_sums = {}
-        self.progress.close_epoch(figures)
+        self.progress.end_epoch(figures)  # closed after the epoch's checkpoint (`_run`)
         note = self.input.verdict()
         if note and self.progress.show:
+            self.progress.close_epoch()
             print(f"tpukit.fit: {note}", flush=True)
 
     def _end_epoch_clock(self) -> None:
