@@ -186,7 +186,9 @@ def whole_notebooks(paths: list[Path], shots: Path, tile: int = 1600) -> dict:
             notebook = nbformat.read(path, as_version=4)
             run_notebook.write_executed(notebook, folder / path.name)
         playwright = stack.enter_context(sync_playwright())
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(  # scrollbars drawn, as a learner sees them
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, ignore_default_args=["--hide-scrollbars"]
+        )
         stack.callback(browser.close)
         for path in paths:
             for theme in ("light", "dark"):
@@ -198,11 +200,10 @@ def whole_notebooks(paths: list[Path], shots: Path, tile: int = 1600) -> dict:
                     timeout=120000,
                 )
                 page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
-                if theme == "dark":
-                    page.evaluate(
-                        "() => window.jupyterapp.commands.execute('apputils:change-theme',"
-                        " {theme: 'JupyterLab Dark'})"
-                    )
+                page.evaluate(  # (the theme is a setting: it stays from the view before)
+                    "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
+                    f"JupyterLab {theme.title()}",
+                )
                 page.wait_for_timeout(3000)
                 for width in (1280, 1024):
                     height = 900

@@ -528,3 +528,20 @@ def test_a_program_without_loops_keeps_xlas_figures():
     assert cost.repeated_loops == ()
     assert cost.bytes_accessed == cost.backend_bytes
     assert cost.flops == max(cost.counted_flops, cost.backend_flops)
+
+
+def test_the_summary_says_how_many_optimized_instructions_are_fusion_parameters():
+    """Opened, a fusion counts a parameter per value it reads (VGG read "240 -> 455" as if
+    XLA had doubled the program): the summary's HLO line says how many."""
+    import jax.numpy as jnp
+
+    compiled = tpukit.compile(
+        lambda x, w: jnp.tanh(x @ w) * 2.0 + 1.0,
+        tpukit.shape("f32[64,128]"),
+        tpukit.shape("f32[128,32]"),
+    )
+    opened = compiled.program.op_counts("optimized")
+    closed = compiled.program.op_counts("optimized", open_fusions=False)
+    fused = opened["parameter"] - closed["parameter"]
+    assert fused > 0
+    assert f"{fused} of the {sum(opened.values())} are fusion parameters" in repr(compiled)

@@ -119,13 +119,24 @@ def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
         )
     lowered = sum(p.op_counts("lowered").values())
     optimized_closed = p.op_counts("optimized", open_fusions=False)
-    optimized = sum(p.op_counts("optimized").values())
+    opened = p.op_counts("optimized")
+    optimized = sum(opened.values())
+    # Opened, each fusion adds a parameter per value it reads: say so, or XLA seems to
+    # have grown the program (VGG's "240 -> 455").
+    fused_parameters = opened.get("parameter", 0) - optimized_closed.get("parameter", 0)
     facts.append(
         (
             "HLO",
             f"{lowered} instructions lowered -> {optimized} optimized "
             f"({optimized_closed.get('fusion', 0)} fusions, {sum(optimized_closed.values())} "
-            "outside fusion bodies)",
+            "outside fusion bodies"
+            + (
+                f"; {fused_parameters} of the {optimized} are fusion parameters, one per "
+                "value a fusion reads"
+                if fused_parameters > 0
+                else ""
+            )
+            + ")",
         )
     )
     return facts
