@@ -100,7 +100,7 @@ def test_mnist_tutorial_runs_end_to_end(colab_run):
     shown = " ".join(str(o.get("data", {})) for o in memory.outputs)
     assert "Memory of train_step" in shown and "Buffers live at the peak" in shown
     assert "<svg" in shown and "layers[0]" in shown
-    records = next(c for c in nb.cells if c.source.startswith("train_step_profile.table"))
+    records = next(c for c in nb.cells if "train_step_profile.table(" in c.source)
     assert "'seconds':" in str(records.outputs[0]["data"]["text/plain"])
     assert "image/png" in str(
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
@@ -120,6 +120,27 @@ def test_mnist_tutorial_runs_end_to_end(colab_run):
     ]
     assert len(progress) == 2, progress
     assert all(str(o["data"]["text/plain"]).count("steps/s") <= 1 for o in progress)
+    # each line's time is its epoch's seconds in History (the checkpoint write included)
+    lines = [_seconds(str(o["data"]["text/plain"]), r"epoch ") for o in progress]
+    fit_cell = next(c for c in nb.cells if "history = tpukit.fit(" in c.source)
+    table = next(
+        str(o["data"]["text/plain"])
+        for o in fit_cell.outputs
+        if str(o.get("data", {}).get("text/plain", "")).startswith("History")
+    )
+    kept = [_seconds(row, r"\s") for row in table.splitlines()[2:] if row.strip()]
+    if all(t is not None for t in lines):  # (tqdm's widget, where installed, says no time)
+        assert len(lines) == len(kept) == 2, (lines, kept)
+        assert all(abs(a - b) <= 0.1 * b for a, b in zip(lines, kept)), (lines, kept)
+
+
+def _seconds(text: str, before: str) -> float | None:
+    """The last ``<number> ms`` or ``<number> s`` after ``before`` in ``text``, in seconds."""
+    found = re.findall(before + r"(\d+(?:\.\d+)?) (ms|s)\b", text)
+    if not found:
+        return None
+    value, unit = found[-1]
+    return float(value) * (1e-3 if unit == "ms" else 1.0)
 
 
 def test_hlo_tour_runs(tmp_path, monkeypatch):
