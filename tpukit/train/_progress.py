@@ -309,3 +309,45 @@ class _WidgetLine(_Throttled):
         self.tqdm.update(self.bar.done - self.tqdm.n)
         if final:
             self.tqdm.close()
+
+
+class Progress:
+    """The epoch line (``_progress.EpochBar``) and the speed figure it shows; ``note``
+    goes on the call's first line (how the data got to the devices)."""
+
+    def __init__(self, show: bool, speed: Speed, note: str = ""):
+        self.show = show
+        self.speed = speed
+        self.note = note
+        self.bar: EpochBar | None = None
+        self._final: dict | None = None  # the open line's final figures (`end_epoch`)
+
+    def start_epoch(
+        self, epoch: int, epochs: int, total: int | None, initial: int, started: float
+    ) -> None:
+        self.close_epoch()  # the epoch before's, when nothing closed it
+        note, self.note = self.note, ""
+        self.bar = EpochBar(
+            epoch,
+            epochs,
+            total,
+            self.show,
+            initial=initial,
+            speed=self.speed,
+            started=started,
+            note=note,
+        )
+
+    def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
+        self.bar.advance(steps, figures, seconds, compiled=compiled)
+
+    def end_epoch(self, figures: dict) -> None:
+        """The epoch's figures are final; its line stays open until `close_epoch`, after
+        the epoch's checkpoint, so that its time is the epoch's wall time (``History``'s)."""
+        self._final = figures
+
+    def close_epoch(self, figures: dict | None = None) -> None:
+        figures, self._final = figures or self._final, None
+        if self.bar is not None:
+            self.bar.close(figures)
+            self.bar = None

@@ -3,7 +3,7 @@
 :class:`Run` is complete when constructed: it holds the ``RunSpec`` (everything
 fixed for the call, made by ``_setup.prepare``), where the run is (``Position``),
 the :class:`~tpukit.train.History`, and one collaborator per job:
-:class:`Progress` (the epoch line), :class:`Checkpointing` (when to save and what),
+:class:`~tpukit.train._progress.Progress` (the epoch line), :class:`Checkpointing` (when to save and what),
 :class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and the ``Evaluator``
 (``eval_data`` after each epoch). :meth:`Run.train` is the loop that starts compiled
 calls and hands their figures to them.
@@ -37,51 +37,9 @@ from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
 from ._kept import KeptForModel, StaleData
 from ._kept_split import KeptSplit
-from ._progress import EpochBar, Speed, compile_count
+from ._progress import Progress, compile_count
 from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
 from ._state import Position, TrainingState
-
-
-class Progress:
-    """The epoch line (``_progress.EpochBar``) and the speed figure it shows; ``note``
-    goes on the call's first line (how the data got to the devices)."""
-
-    def __init__(self, show: bool, speed: Speed, note: str = ""):
-        self.show = show
-        self.speed = speed
-        self.note = note
-        self.bar: EpochBar | None = None
-        self._final: dict | None = None  # the open line's final figures (`end_epoch`)
-
-    def start_epoch(
-        self, epoch: int, epochs: int, total: int | None, initial: int, started: float
-    ) -> None:
-        self.close_epoch()  # the epoch before's, when nothing closed it
-        note, self.note = self.note, ""
-        self.bar = EpochBar(
-            epoch,
-            epochs,
-            total,
-            self.show,
-            initial=initial,
-            speed=self.speed,
-            started=started,
-            note=note,
-        )
-
-    def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
-        self.bar.advance(steps, figures, seconds, compiled=compiled)
-
-    def end_epoch(self, figures: dict) -> None:
-        """The epoch's figures are final; its line stays open until `close_epoch`, after
-        the epoch's checkpoint, so that its time is the epoch's wall time (``History``'s)."""
-        self._final = figures
-
-    def close_epoch(self, figures: dict | None = None) -> None:
-        figures, self._final = figures or self._final, None
-        if self.bar is not None:
-            self.bar.close(figures)
-            self.bar = None
 
 
 class InputWait:
