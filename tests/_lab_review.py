@@ -26,6 +26,12 @@ SHOTS = ROOT / "out" / "screenshots"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run"]
 WIDGET = "window.jupyterapp.shell.currentWidget"
+# The notebook is open and its cells are made. ``window.jupyterapp`` comes a moment after
+# the page: without the first test the predicate throws, and Playwright does not retry.
+OPENED = (
+    f"() => window.jupyterapp && {WIDGET} && {WIDGET}.content"
+    f" && {WIDGET}.content.widgets.length > 3"
+)
 
 _spec = importlib.util.spec_from_file_location("run_notebook", ROOT / "scripts" / "run_notebook.py")
 run_notebook = importlib.util.module_from_spec(_spec)
@@ -124,10 +130,7 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
         stack.callback(browser.close)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(lab.url("lab/tree/demo.ipynb?reset"))
-        page.wait_for_function(
-            f"() => {WIDGET} && {WIDGET}.content && {WIDGET}.content.widgets.length > 3",
-            timeout=90000,
-        )
+        page.wait_for_function(OPENED, timeout=90000)
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
         with contextlib.suppress(Exception):  # an untrusted notebook never gets there
             page.wait_for_function(
@@ -194,11 +197,7 @@ def whole_notebooks(paths: list[Path], shots: Path, tile: int = 1600) -> dict:
             for theme in ("light", "dark"):
                 page = browser.new_page(viewport={"width": 1280, "height": 900})
                 page.goto(lab.url(f"lab/tree/{path.name}?reset"))
-                page.wait_for_function(
-                    f"() => window.jupyterapp && {WIDGET} && {WIDGET}.content"
-                    f" && {WIDGET}.content.widgets.length > 3",
-                    timeout=120000,
-                )
+                page.wait_for_function(OPENED, timeout=120000)
                 page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
                 page.evaluate(  # (the theme is a setting: it stays from the view before)
                     "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
