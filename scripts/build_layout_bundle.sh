@@ -6,7 +6,7 @@
 #   scripts/build_layout_bundle.sh --check    # only verify the copy in the package
 #
 # To move to a new release, change VERSION and SHA256 below (and in assets/README.md),
-# run this script, and run tests/test_hlo_graph_browser.py.
+# run this script, and run tests/graph/test_browser.py.
 set -euo pipefail
 
 PACKAGE="@dagrejs/dagre"

@@ -12,7 +12,7 @@ Run it from the repository root::
     python scripts/import_graph.py            # the package map, cycles, private imports
     python scripts/import_graph.py --modules  # also every module-level arrow
 
-``tests/test_architecture.py`` loads this file and checks its answers: no cycle between
+``tests/project/test_architecture.py`` loads this file and checks its answers: no cycle between
 modules, no package reaching into another's private modules, no arrow up the layers.
 """
 
@@ -230,7 +230,7 @@ def _private(name: str) -> bool:
 def test_imports(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
     """Each test file's imports of private tpukit modules (``tpukit.x._y``)."""
     found: dict[str, list[str]] = {}
-    for path in sorted(tests.glob("*.py")):
+    for path in sorted(tests.rglob("*.py")):
         private = set()
         for node in ast.walk(ast.parse(path.read_text())):
             names = []
@@ -251,7 +251,7 @@ def test_imports(tests: Path = ROOT / "tests") -> dict[str, list[str]]:
                 if first is not None:
                     private.add(".".join(parts[: first + 1]))
         if private:
-            found[path.name] = sorted(private)
+            found[path.relative_to(tests).as_posix()] = sorted(private)
     return found
 
 
@@ -294,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
     tests = test_imports()
     print(
         f"Test files importing private modules: {len(tests)} of "
-        f"{len(list((ROOT / 'tests').glob('test_*.py')))}"
+        f"{len(list((ROOT / 'tests').rglob('test_*.py')))}"
     )
     if args.modules:
         print("\nModule arrows:")

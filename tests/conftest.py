@@ -3,7 +3,7 @@
 JAX reads ``XLA_FLAGS`` once, when its CPU backend starts, so the eight simulated
 CPU devices that the sharding tests need are requested here, before any test
 imports JAX. Tests never touch the network or ``../shared``. Plain helpers (small
-models and their programs) are in ``_fixtures.py``.
+models and their programs) are in ``_support/``.
 """
 
 import os
@@ -11,41 +11,29 @@ import pathlib
 
 import pytest
 
+from tests._support.browser import chromium
+
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
 
 
-# Headless Chromium for the browser tests: Debian's package (Playwright cannot download
-# its own browser here). Missing, those tests fail under CI=true and skip elsewhere.
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+@pytest.fixture(scope="module")
+def browser():
+    """A headless Chromium for the module's tests (Playwright's sync API), launched as
+    ``_support.browser.chromium`` says: missing, it fails under CI=true and skips elsewhere."""
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture(scope="module")
-def browser():
-    """A headless Chromium for the module's tests (Playwright's sync API)."""
-    if not pathlib.Path(CHROMIUM).exists():
-        message = f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(message)
-        pytest.skip(message)
-    from playwright.sync_api import sync_playwright
+def tutorial_step():
+    """The MNIST tutorial's training step (the zoo's MLP, optax Adam, a batch of 128)
+    compiled by tpukit, once per module: ``_support.steps.compiled_tutorial_step``."""
+    from tests._support.steps import compiled_tutorial_step  # imports JAX: after XLA_FLAGS
 
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
-        chromium.close()
+    return compiled_tutorial_step()
 
 
 @pytest.fixture(scope="module")
@@ -63,31 +51,44 @@ def shell():
 
 #: The slowest files, slowest first (pytest --durations on the 2-core machine). The suite
 #: runs on two workers that each take whole files (``--dist loadfile``) in collection
-#: order; alphabetical order left the longest file (test_zoo) for last, with the other
+#: order; alphabetical order left the longest file (zoo/test_models.py) for last, with the other
 #: worker idle while it ran. Files not named keep their order after these.
 SLOWEST_FIRST = [
-    "test_notebooks.py",
-    "test_memory_fit.py",
-    "test_zoo.py",
-    "test_train.py",
-    "test_train_reliability.py",
-    "test_docstring_examples.py",
-    "test_train_interrupts.py",
-    "test_launch.py",
-    "test_readme.py",
-    "test_find_nan.py",
-    "test_memory.py",
-    "test_architecture.py",
-    "test_jupyterlab.py",
-    "test_train_checkpoint.py",
-    "test_cli.py",
-    "test_hlo_graph_browser.py",
-    "test_model_scopes.py",
-    "test_one_in_flight.py",
-    "test_scale_out.py",
+    "project/test_notebooks.py",
+    "train/test_memory_fit.py",
+    "zoo/test_models.py",
+    "train/test_fit.py",
+    "train/test_reliability.py",
+    "project/test_docstring_examples.py",
+    "train/test_interrupts.py",
+    "runtime/test_launch.py",
+    "project/test_readme.py",
+    "compilation/test_find_nan.py",
+    "memory/test_view.py",
+    "project/test_architecture.py",
+    "project/test_jupyterlab.py",
+    "train/test_checkpoint.py",
+    "project/test_cli.py",
+    "graph/test_browser.py",
+    "compilation/test_model_scopes.py",
+    "runtime/test_one_in_flight.py",
+    "train/test_scale_out.py",
 ]
 
 
+TESTS = pathlib.Path(__file__).parent
+
+
 def pytest_collection_modifyitems(items):
+    missing = [name for name in SLOWEST_FIRST if not (TESTS / name).is_file()]
+    if missing:  # a renamed file would silently lose its place
+        raise pytest.UsageError(f"conftest.SLOWEST_FIRST names no file: {', '.join(missing)}")
     rank = {name: place for place, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable within a file
+
+    def place(item: pytest.Item) -> int:
+        path = item.path.resolve()
+        if not path.is_relative_to(TESTS.resolve()):
+            return len(rank)
+        return rank.get(path.relative_to(TESTS.resolve()).as_posix(), len(rank))
+
+    items.sort(key=place)  # stable within a file

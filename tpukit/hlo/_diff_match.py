@@ -16,9 +16,17 @@ name first, then the same name without its number, then program order). What is 
 pairs by what it does (`_pair_by_shape`): the work inside, dimensions, operands already
 paired, and place; never by shape alone.
 
-    >>> match = match_programs(graph(a), graph(b))  # doctest: +SKIP
-    >>> [g.name for g in match.groups if g.status == "added"]  # doctest: +SKIP
-    ['forward › layers[2] (Linear)', 'backward › layers[2] (Linear) backward']
+    >>> from tpukit.hlo import graph
+    >>> def layers(depth):  # a program of ``depth`` layers, each under its own name scope
+    ...     def f(x):
+    ...         for k in range(depth):
+    ...             with jax.named_scope(f"layers[{k}]"):
+    ...                 x = jnp.tanh(x @ x)
+    ...         return x.sum()
+    ...     return jax.jit(f).lower(jnp.ones((8, 8))).compile().as_text()
+    >>> match = match_programs(graph(layers(2)), graph(layers(3)))
+    >>> [g.name for g in match.groups if g.status == "added"]
+    ['layers[2]']
 """
 
 from __future__ import annotations

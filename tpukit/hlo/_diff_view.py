@@ -310,10 +310,13 @@ def diff_graph(
       An `HloDiffView`: shown by notebooks; ``rows()``, ``repr``, ``save(path)``.
 
     Example:
-        >>> view = diff_graph(a.hlo_module("optimized"), b.hlo_module("optimized"),
-        ...                   labels=("2 layers", "3 layers"))  # doctest: +SKIP
-        >>> view.group("forward › layers[2] (Linear)").status  # doctest: +SKIP
-        'added'
+        >>> module = f"{dump}/module_0003.jit_predict"  # in an --xla_dump_to folder
+        >>> view = diff_graph(f"{module}.before_optimizations.txt",  # what XLA's passes did
+        ...                   f"{module}.cpu_after_optimizations.txt", labels=("lowered", "optimized"))
+        >>> view.group("dense_1").status, view.group("dense_1").delta("bytes")
+        ('changed', -6148)
+        >>> view.group("dense_2").status
+        'same'
     """
     if (
         isinstance(labels, str)

@@ -4,7 +4,8 @@ A big training step has thousands of instructions in its ENTRY computation, and
 no layout library lays that out interactively. `GraphTree` therefore turns an
 `HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
 training step's sections, its layers and name scopes: `_user_scopes`),
-consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, and
+consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
+its data flow when its children would not fit the view (`_graph_parts`), and
 every fusion, while, call or conditional as one node whose called computations
 open in place. What each node is and says lives in `_graph_nodes`, which groups
 the first view opens in `_first_view`, and the JSON the browser reads in
@@ -14,7 +15,6 @@ the first view opens in `_first_view`, and the JSON the browser reads in
 from __future__ import annotations
 
 import heapq
-import math
 from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
@@ -22,7 +22,10 @@ from operator import attrgetter
 from tpukit.hlo._cost import run_computations
 from tpukit.hlo._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.hlo._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
-from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
+from tpukit.hlo._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
+from tpukit.hlo._graph_nodes import PART as PART
+from tpukit.hlo._graph_parts import MAX_CHILDREN as MAX_CHILDREN
+from tpukit.hlo._graph_parts import PartsMixin
 from tpukit.hlo._model import HloComputation, HloInstruction, HloModule
 from tpukit.hlo._user_scopes import (
     BACKWARD,
@@ -37,9 +40,6 @@ from tpukit.hlo._user_scopes import (
     plan_scopes,
 )
 
-#: A group with more children than this is split into consecutive parts.
-MAX_CHILDREN = 40
-
 _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 #: Key of ``HloModule._analysis``: ``{JAX's argument path prefix: the user's name}``, put
 #: there by the program holding the module (`HloProgram`'s ``argument_names``).
@@ -50,7 +50,7 @@ _CALLED = attrgetter("called_computations")
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
-class GraphTree:
+class GraphTree(PartsMixin):
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
@@ -154,7 +154,7 @@ class GraphTree:
                     group = self._add(COMPUTATION, node, label, None, 0.0)
                     self._add_computation(sub, group, scoped=_is_program(sub), caller=instr)
         if scoped or len(self.children[owner]) > MAX_CHILDREN:
-            self._split_into_parts(owner)
+            self._split_into_parts(owner, edges if scoped else None)
         # else nothing to split: the instructions of a small unscoped computation (a
         # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
         self._active.discard(comp.name)
@@ -390,53 +390,6 @@ class GraphTree:
             else:
                 pieces.append({source})
         return pieces
-
-    def _split_into_parts(self, node: int) -> None:
-        """Keep groups at most MAX_CHILDREN wide: runs of loose instructions become parts."""
-        stack = [node]
-        while stack:
-            group = stack.pop()
-            kids = sorted(self.children[group], key=self.order.__getitem__)
-            self.children[group] = kids
-            kinds = list(map(self.kind.__getitem__, kids))
-            stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
-            if len(kids) <= MAX_CHILDREN:
-                continue
-            runs: list[list[int]] = [[]]
-            if kinds.count(INSTRUCTION) == len(kinds):  # a fusion's ops: one run
-                runs[-1] = kids
-            else:
-                for kid, kind in zip(kids, kinds):
-                    if kind == INSTRUCTION:
-                        runs[-1].append(kid)
-                    else:
-                        runs.extend([[kid], []])
-            kids = []
-            for run in runs:
-                if len(run) > 4 and self.kind[run[0]] == INSTRUCTION:
-                    kids.extend(self._chunk(run))
-                else:
-                    kids.extend(run)
-            while len(kids) > MAX_CHILDREN:
-                kids = self._chunk(kids)
-            self.children[group] = []
-            for kid in kids:
-                self.parent[kid] = group
-                self.children[group].append(kid)
-
-    def _chunk(self, kids: list[int]) -> list[int]:
-        """Consecutive parts of at most MAX_CHILDREN nodes each, as new PART nodes."""
-        count = math.ceil(len(kids) / MAX_CHILDREN)
-        size = math.ceil(len(kids) / count)
-        parts = []
-        for index in range(0, len(kids), size):
-            chunk = kids[index : index + size]
-            part = self._add(PART, -1, "part", None, self.order[chunk[0]])
-            for kid in chunk:
-                self.parent[kid] = part
-            self.children[part] = chunk
-            parts.append(part)
-        return parts
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""

@@ -17,25 +17,28 @@ The sizes are the page's own (graph_shared.js), and travel to it in the payload
 from __future__ import annotations
 
 import bisect
-import re
 from typing import TYPE_CHECKING
 
 from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_nodes import INSTRUCTION
+from tpukit.hlo._graph_nodes import INSTRUCTION, PART
+from tpukit.hlo._graph_sizes import (
+    CHAR_W,
+    EDGE_SEP,
+    FRAME_H,
+    FRAME_W,
+    HEADER_H,
+    LAYOUT,
+    MAX_CHARS,
+    NODE_H,
+    NODE_SEP,
+    PAD,
+    RANK_SEP,
+    WIDTH_SLACK,
+)
 
 if TYPE_CHECKING:
     from tpukit.hlo._graph_data import GraphTree
 
-# Drawing units, as graph_shared.js and graph_layout.js draw.
-NODE_H, CHAR_W, HEADER_H, PAD, MAX_CHARS, RANK_SEP = 36, 6.7, 24, 10, 40, 34
-NODE_SEP, EDGE_SEP = 18, 8
-#: The first view's frame: the drawing fits this box (drawing units at the page's readable
-#: scale, a notebook output about 900 pixels wide), and the view grows to its height.
-FRAME_W, FRAME_H = 900, 760
-#: dagre's placement aligns boxes across ranks and is wider than its widest rank: by
-#: 1.0-1.41x on the modules of benchmarks/hlo_first_views.py (its ``size`` and ``est.``).
-WIDTH_SLACK = 1.45
-_LAYOUT = re.compile(r"\{[^{}]*\}")  # a shape's layout: the page leaves it out (shortShape)
 # A group's second line ("1,234 ops · 12.3 MFLOP · 4.56 MB"), at its longest.
 _COST_CHARS = 32
 
@@ -93,7 +96,7 @@ class Frame:
             data = self.data
             instr = data.instr[node]
             if data.kind[node] == INSTRUCTION and instr is not None:
-                second = len(instr.opcode) + 1 + len(_LAYOUT.sub("", str(instr.shape)))
+                second = len(instr.opcode) + 1 + len(LAYOUT.sub("", str(instr.shape)))
                 if instr.opcode == "fusion":
                     second += 12
             else:  # "1,234 ops · 12.3 MFLOP · 4.56 MB" (graph_layout.js, costText)
@@ -103,6 +106,8 @@ class Frame:
             label = len(data.label[node]) + (
                 5 if instr is not None and instr.opcode == "while" else 0
             )
+            if data.kind[node] == PART:  # named by its work in the payload, at its longest
+                label = MAX_CHARS
             chars = min(MAX_CHARS, max(label, second))
             size = (max(70.0, chars * CHAR_W + 20 + (18 if data.children[node] else 0)), NODE_H)
             self._closed[node] = size

@@ -20,6 +20,7 @@ from tpukit.hlo._graph_costs import node_costs
 from tpukit.hlo._graph_frame import FRAME_H, FRAME_W
 from tpukit.hlo._graph_glance import Glance
 from tpukit.hlo._graph_nodes import OpFacts, clip, display_text
+from tpukit.hlo._graph_parts import PART_LABEL
 from tpukit.hlo._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.hlo._graph_wire import block_columns, indexed, link_columns, split_head
 from tpukit.hlo._loops import trip_count
@@ -259,7 +260,8 @@ def _labels_with_parts_named(
     facts: OpFacts,
     nodes: list[int] | None = None,
 ) -> list[str]:
-    """The nodes' labels, every part named by the work it holds (`part_label`): with
+    """The nodes' labels, every part named by the work it holds (`part_label`) unless the
+    tree named it (a stage of layers, `_graph_parts`): with
     ``nodes``, the parts among them.
 
     A copy: ``data`` is shared by every view of the module (it is cached on the module,
@@ -268,7 +270,7 @@ def _labels_with_parts_named(
     """
     label, instrs, kinds = list(data.label), data.instr, data.kind
     for node in range(len(kinds)) if nodes is None else nodes:
-        if kinds[node] == PART:
+        if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
             members = _members(data, node)
             label[node] = facts.part_label(
                 [instrs[k] for k in members], [(flops[k], own[k]) for k in members]

@@ -14,11 +14,16 @@ graph scrolls the notebook; Ctrl/Cmd + wheel, a touchpad pinch, or the wheel
 after a click inside the graph zooms.
 
     >>> from tpukit.hlo import graph
+    >>> def f(x):
+    ...     return jnp.tanh(x @ x.T).sum()
+    >>> x = jnp.ones((8, 16))
     >>> g = graph(jax.jit(f).lower(x).compile().as_text(), title="f")
-    >>> g                     # in a notebook: the interactive graph
-    >>> print(repr(g))        # in a terminal: a summary
+    >>> g                     # in a notebook: the interactive graph; in a terminal, a summary
+    HloGraph 'f': module 'jit_f', ... instructions in ... computations ...
     >>> g.save("f.html")      # a standalone page
-    >>> g.to_dot()            # Graphviz DOT
+    PosixPath('f.html')
+    >>> g.to_dot()[:12]       # Graphviz DOT
+    'digraph "f" '
 
 How the graph is organised: a big training step has thousands of instructions
 in its ENTRY computation and no layout library lays that out interactively
@@ -358,7 +363,9 @@ def graph(
     Example:
         >>> compiled = jax.jit(f).lower(x).compile()
         >>> tpukit.hlo.graph(compiled.as_text(), title="f", stage="optimized")
-        >>> tpukit.hlo.graph("dump/module_0001.jit_f.sm_8.0_gpu_after_optimizations.txt")
+        HloGraph 'f' (optimized): module 'jit_f', ...
+        >>> tpukit.hlo.graph(f"{dump}/module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt")
+        HloGraph 'jit_train_step': module 'jit_train_step', 42 instructions in 5 computations ...
     """
     if isinstance(hlo, HloModule):
         module = hlo

@@ -38,13 +38,19 @@ Initializer = Callable[..., jax.Array]
 _TRUNCATED_STDDEV = 0.87962566103423978
 
 
-def _generator(key: jax.Array) -> np.random.Generator | None:
-    """A NumPy generator seeded by ``key``'s bits, or None when the key is traced."""
+def _key_bits(key: jax.Array) -> np.ndarray | None:
+    """``key``'s bits on the host, or None when the key is traced (inside ``nnx.jit``,
+    ``nnx.eval_shape``, a sharded init), where JAX's own initializer must run."""
     try:
-        bits = np.asarray(jax.random.key_data(key))
+        return np.asarray(jax.random.key_data(key))
     except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
         return None
-    return np.random.default_rng([int(b) for b in bits.ravel()])
+
+
+def _generator(key: jax.Array) -> np.random.Generator | None:
+    """A NumPy generator seeded by ``key``'s bits, or None when the key is traced."""
+    bits = _key_bits(key)
+    return None if bits is None else np.random.default_rng([int(b) for b in bits.ravel()])
 
 
 def _drawn_on_host(draw: Callable, traced: Initializer) -> Initializer:
@@ -114,7 +120,7 @@ def lecun_normal() -> Initializer:
 
 def _constant(value: float, traced: Initializer) -> Initializer:
     def init(key: jax.Array, shape, dtype=jnp.float32) -> jax.Array:
-        if isinstance(key, jax.core.Tracer):
+        if _key_bits(key) is None:
             return traced(key, shape, dtype)
         return jnp.asarray(np.full(tuple(int(n) for n in shape), value, dtype=np.dtype(dtype)))
 

@@ -1,0 +1,1 @@
+"""Helpers several test folders share (HLO fixtures, the tutorial step, browser, JupyterLab)."""

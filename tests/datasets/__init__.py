@@ -1,0 +1,1 @@
+"""Tests of tpukit.datasets: MNIST download, cache, parsing and the bundled sample."""

@@ -1,0 +1,1 @@
+"""Tests of tpukit.display: the one table description and its styles in the frontends."""

@@ -1,0 +1,127 @@
+"""The first view the page draws is the one the text counts, and it opens on the work
+(issue 38): a loop on its body, a program too big for the view on its heaviest group;
+the diff pairs ops by what they do. (The tutorial's step, with its Linear layers showing,
+is in graph/test_browser.py, which compiles it.)
+
+One Chromium page per file (module fixtures); the notebook output is 1000 pixels wide,
+as in JupyterLab. Without Chromium the browser tests skip, except under CI=true.
+"""
+
+from __future__ import annotations
+
+import jax
+import pytest
+
+import tpukit
+from tests._support.hlo_texts import SCAN
+from tests._support.notebook_page import FIRST_VIEW_DRAWN, JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
+from tpukit.hlo import diff_graph, graph
+from tpukit.hlo._first_view import first_view
+
+
+@pytest.fixture(scope="module")
+def lab(browser):
+    """One page shaped like JupyterLab; `show` puts a graph in its output and waits."""
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    body = LAB_PAGE % {"variables": JUPYTERLAB_THEMES["light"], "body": ""}
+    page.route("**/*", lambda r: r.fulfill(status=200, content_type="text/html", body=body))
+    page.goto(f"{ORIGIN}/lab.html")
+
+    def show(g):
+        page.evaluate("html => window.showOutput(html)", g._repr_html_())
+        page.wait_for_function("document.querySelector('.tkg-root[data-state=ready]')")
+        return page.evaluate(FIRST_VIEW_DRAWN)
+
+    show.page, show.errors = page, errors
+    yield show
+    page.close()
+
+
+def test_a_loop_opens_on_its_body_with_its_trip_count_and_never_its_condition(lab):
+    g = graph(SCAN, title="scan")
+    data = g._data
+    opened = first_view(data)
+    loop = next(k for k in opened if data.instr[k] is not None and data.instr[k].opcode == "while")
+    body, condition = data.children[loop]
+    assert body in opened and condition not in opened
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{loop}"] .tkg-header').first
+    assert "x16" in header.text_content()  # the loop's box says its trip count
+    view = lab.page.locator(".tkg-viewport").bounding_box()
+    # (the body's ops may sit in stages of its data flow: `_graph_parts`; the dot's is open)
+    nodes, _ = data.visible(set(opened))
+    dot = next(k for k in nodes if data.instr[k] is not None and data.instr[k].opcode == "dot")
+    assert data._contains(body, dot)
+    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{dot}"]').bounding_box()
+    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"]
+
+
+def test_a_program_too_big_for_the_view_opens_on_its_heaviest_group(lab):
+    from tests._support.hlo_texts import unnamed_module
+
+    g = graph(unnamed_module(), title="flat")  # 16 parts of 1,600 ops in a chain
+    data = g._data
+    opened = first_view(data)
+    below = [k for k in opened[1:] if data.kind[k] != 0]
+    assert len({data.parent[k] for k in below}) == len(below)  # one group per level
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    heaviest = opened[1]
+    box = lab.page.locator(f'.tkg-root .tkg-group[data-node="{heaviest}"] rect').first
+    view = lab.page.locator(".tkg-viewport").bounding_box()
+    top = box.bounding_box()["y"]
+    assert view["y"] <= top <= view["y"] + view["height"] / 2  # the view starts on it
+
+
+def _dense_relu(x, w):
+    return jax.nn.relu(x @ w)
+
+
+def _fused_ops(module, name: str) -> set[str]:
+    return {i.opcode for c in module.called(module.entry.get(name)) for i in c}
+
+
+def test_the_diff_pairs_f32_relu_with_bf16_relu_not_with_its_input_convert():
+    """The HLO tour's f32-against-bf16 diff: f32's ReLU fusion and bf16's convert of its
+    input are both f32[512,1024]; the ReLU pairs with bf16's ReLU (a maximum between
+    converts), and nothing of bf16 that computes a maximum is left "added"."""
+    a, b = (
+        tpukit.compile(
+            _dense_relu, tpukit.shape(f"{t}[512,1024]"), tpukit.shape(f"{t}[1024,1024]")
+        ).hlo_module("optimized")
+        for t in ("f32", "bf16")
+    )
+    view = diff_graph(a, b)
+    relu = [x for x in view.matched_ops if "maximum" in _fused_ops(a, x)]
+    assert len(relu) == 1, view.matched_ops
+    assert "maximum" in _fused_ops(b, view.matched_ops[relu[0]]), view.matched_ops
+    assert not any("maximum" in _fused_ops(b, y) for y in view.ops_added), view.ops_added
+
+
+def test_a_loops_body_pairs_with_its_renamed_body():
+    """XLA renames a loop's body between stages (``region_0.4`` to ``wide.region_0.4.clone``):
+    the bodies pair by their role."""
+    renamed = SCAN.replace("body=body", "body=wide.body.4.clone").replace(
+        "\nbody {", "\nwide.body.4.clone {"
+    )
+    assert renamed.count("wide.body.4.clone") == 2, "the SCAN fixture's body moved"
+    view = diff_graph(SCAN, renamed)
+    statuses = {g.name: g.status for g in view.groups}
+    assert "added" not in statuses.values() and "removed" not in statuses.values(), statuses
+    assert view.ops_added == view.ops_removed == []
+
+
+def test_the_graph_says_which_instruction_total_it_gives():
+    """Issue 38: the graph draws a computation once per call site, the summary counts it once
+    as written; the graph's text names both."""
+    from tests._support.hlo_texts import TWO_CALLS
+
+    g = graph(TWO_CALLS)
+    assert g.num_instructions == 13
+    assert "13 instructions in 4 computations (drawn, each call site's own; 9 as written)" in repr(
+        g
+    )

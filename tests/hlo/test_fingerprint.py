@@ -1,0 +1,199 @@
+"""Every number stays the same while the parser and the graph get faster (issue 24).
+
+The parsed model and every figure (op counts, FLOPs, bytes, fusions, the graph's groups
+and first view, the viewer's payload) of the fixtures under ``tests/data/hlo`` and of
+generated modules, hashed by `tests._support.hlo_fingerprint` and compared with the hashes the
+code gave before issue 24's speed work. A change that alters a number fails here; if
+the change is meant (a counting rule fixed), update the hashes in the same commit and
+say why.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks._large_hlo import large_module
+from tests._support.data import HLO_DATA as DATA
+from tests._support.hlo_fingerprint import fingerprint
+from tests._support.hlo_texts import SCAN, named_module, unnamed_module
+
+GENERATED = {
+    "scan16": lambda: SCAN,
+    "unnamed_25k": unnamed_module,
+    "named_20k": named_module,
+    "large_4x300": lambda: large_module(4, 300),
+}
+
+#: Hashes from the code before issue 24 (``python -m tests.hlo.test_fingerprint`` prints them).
+#: Issue 38 (session 45) changed ``groups``, ``payload`` and ``view`` again where a group did not
+#: fit the first view's frame: its members became stages of its data flow (`_graph_parts`).
+#: Issue 38 changed ``groups`` (it holds the first view), ``payload`` (the first view and the
+#: ``frame`` it fits) and ``view`` (`view_counts`): the first view opens what fits its frame.
+#: Issue 35 changed ``groups`` and ``payload`` of the four modules with named parameters: a
+#: parameter is labelled with its argument's path (``x``), where it read ``x.1``.
+EXPECTED: dict[str, dict[str, str]] = {
+    "dump/module_0003.jit_predict.before_optimizations.txt": {
+        "model": "ce26c96d7dc4aca6",
+        "ops": "10d5bffc78e53d00",
+        "cost": "a02be69de04da786",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "7384ae7fa33dec1e",
+        "payload": "9272199ac10d7154",
+        "view": "ee2b9476ed9d338f",
+    },
+    "dump/module_0003.jit_predict.cpu_after_optimizations.txt": {
+        "model": "6e32db3550e8adf6",
+        "ops": "f6e034ba22847b3f",
+        "cost": "a6d70c6c748b8371",
+        "fusions": "7f26e359fa7a740f",
+        "groups": "aa59ba515106191e",
+        "payload": "cda557afb85100be",
+        "view": "d2bb9d8a2e99bacb",
+    },
+    "dump/module_0007.jit_train_step.sm_9.0_gpu_after_optimizations.txt": {
+        "model": "b60a8fe71a21123f",
+        "ops": "d48257b33189f74b",
+        "cost": "fdbd3dac0025bb5a",
+        "fusions": "a25566d5f116d601",
+        "groups": "8c9d2052c4d0faee",
+        "payload": "f220233b38902d9d",
+        "view": "b429cfba2b04edb7",
+    },
+    "gpu_command_buffer.hlo": {
+        "model": "b60a8fe71a21123f",
+        "ops": "d48257b33189f74b",
+        "cost": "fdbd3dac0025bb5a",
+        "fusions": "a25566d5f116d601",
+        "groups": "8c9d2052c4d0faee",
+        "payload": "f220233b38902d9d",
+        "view": "b429cfba2b04edb7",
+    },
+    "gpu_cublas_gemm.hlo": {
+        "model": "966ff5f0e2d9c7b9",
+        "ops": "9d5e847a9d4cb34e",
+        "cost": "c07ec958d4481e0e",
+        "fusions": "445274e32c8d2deb",
+        "groups": "56a1431653351348",
+        "payload": "b5faa67ff241f550",
+        "view": "7299d904b504d1a8",
+    },
+    "gpu_cudnn_conv.hlo": {
+        "model": "4344eef34d0fb94b",
+        "ops": "574dd9a4f8da7b0c",
+        "cost": "f85f1a6cbb6b54be",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "a4fcff1c00d25d9b",
+        "payload": "1ada09afeec065b9",
+        "view": "5685f78dafe303b6",
+    },
+    "gpu_vgg19_forward.hlo": {
+        "model": "7bcaf17fff15c70b",
+        "ops": "5c9042c2ca88fe03",
+        "cost": "a2f38a9267024b43",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "b0eeb8b004e84d7a",
+        "payload": "21ce40bbe1df9a00",
+        "view": "bb4652729f977016",
+    },
+    "jax_mlp.hlo": {
+        "model": "ce26c96d7dc4aca6",
+        "ops": "10d5bffc78e53d00",
+        "cost": "a02be69de04da786",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "7384ae7fa33dec1e",
+        "payload": "9272199ac10d7154",
+        "view": "ee2b9476ed9d338f",
+    },
+    "odd_syntax.hlo": {
+        "model": "41ffddf00068497b",
+        "ops": "7bc883923c34893e",
+        "cost": "df4e3109227e30fc",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "1945ecaa91f01f60",
+        "payload": "f6283fd40f1176c3",
+        "view": "986892150e66df72",
+    },
+    "spmd_async_collectives.hlo": {
+        "model": "ed8c5a8a26214f1e",
+        "ops": "6c1af1d0503c670c",
+        "cost": "90527b581faa22a3",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "fb562ff959c7f7d7",
+        "payload": "fc63a2f8b58f2043",
+        "view": "fb943933c1673637",
+    },
+    "tf_conv_block.hlo": {
+        "model": "88180efc95b47aef",
+        "ops": "7e2af2d659602930",
+        "cost": "595d7bc16e42aecd",
+        "fusions": "8512f8cefb96500f",
+        "groups": "3876ff6b9f94dfc2",
+        "payload": "cff0934bf06cf8e4",
+        "view": "b9177d892ba92a03",
+    },
+    "scan16": {
+        "model": "914c9a116cd545ae",
+        "ops": "5bf4a874f3b2a47c",
+        "cost": "907502e9503810a5",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "dd9847596a6c1ed1",
+        "payload": "9566458bcd0a83a1",
+        "view": "143dd1217781de7b",
+    },
+    "unnamed_25k": {
+        "model": "12924e9b2c311c7a",
+        "ops": "e503174a15dc2560",
+        "cost": "e6aad1e865f7cd65",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "1384c0fe58822da8",
+        "payload": "cde31ea74187351c",
+        "view": "e7acebe8c919a28c",
+    },
+    "named_20k": {
+        "model": "29ad6a88803e830a",
+        "ops": "83fb42790e51cfb5",
+        "cost": "cf21a825fc4808bb",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "9a04710265e088a3",
+        "payload": "9fdb2a20b3332cf0",
+        "view": "fb73e7f83485009d",
+    },
+    "large_4x300": {
+        "model": "45d62cfec4790c46",
+        "ops": "c9f7878ef5ddbc71",
+        "cost": "e92b9ab69ba13e15",
+        "fusions": "02084089e64ea939",
+        "groups": "06cc84e4930ec8d4",
+        "payload": "4778580387a2430c",
+        "view": "935b9e01bcf627f4",
+    },
+}
+
+
+def _files() -> list[str]:
+    return sorted(
+        str(p.relative_to(DATA))
+        for p in DATA.rglob("*")
+        if p.is_file() and "buffer-assignment" not in p.name
+    )
+
+
+def _text(case: str) -> str:
+    return GENERATED[case]() if case in GENERATED else (DATA / case).read_text()
+
+
+CASES = [*_files(), *GENERATED]
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_figures_are_the_ones_before_the_speed_work(case):
+    assert fingerprint(_text(case)) == EXPECTED[case]
+
+
+def test_every_case_has_its_expected_hashes():
+    assert sorted(EXPECTED) == sorted(CASES)
+
+
+if __name__ == "__main__":
+    for case in CASES:
+        print(f"    {case!r}: {fingerprint(_text(case))!r},")

@@ -1,0 +1,1 @@
+"""Tests of tpukit.magics: the IPython magics in a real shell, and bad input typed into them."""

@@ -1,0 +1,1 @@
+"""Tests of tpukit.measure: profiles, traces of real machines and their verdicts."""

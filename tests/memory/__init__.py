@@ -1,0 +1,1 @@
+"""Tests of memory: the memory view, live ranges and the explained out-of-memory."""

@@ -1,0 +1,1 @@
+"""Tests of the project as a whole: README, notebooks, JupyterLab, install, CLI, architecture."""

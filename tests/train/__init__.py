@@ -1,0 +1,1 @@
+"""Tests of tpukit.train: fit, evaluate, checkpoints, interrupts, options, sharding."""

@@ -1,0 +1,1 @@
+"""Tests of tpukit.zoo: the models, their counts against the compiler, torch weights."""
