@@ -1,4 +1,4 @@
-// ESLint for the HLO graph viewer (tpukit/hlo/assets/*.js); `make lint` runs it.
+// ESLint for the HLO graph viewer (tpukit/graph/assets/*.js); `make lint` runs it.
 //
 // The viewer's files are plain scripts that _graph_view.py joins into one <script> per
 // output (no modules, no bundler: the output must work offline and in Colab's sandboxed
@@ -12,7 +12,7 @@ const globals = require("globals");
 const viewerScope = require("./scripts/eslint_viewer_scope.js");
 
 module.exports = [
-  {ignores: ["node_modules/", "tpukit/hlo/assets/dagre.min.js", ".venv*/", "build/", "out/"]},
+  {ignores: ["node_modules/", "tpukit/graph/assets/dagre.min.js", ".venv*/", "build/", "out/"]},
   js.configs.recommended,
   {
     files: ["tpukit/**/*.js"],

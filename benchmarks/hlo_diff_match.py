@@ -115,8 +115,8 @@ def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
 
 
 def measure(name: str, before: str, after: str) -> dict:
+    from tpukit.graph._diff_match import match_programs
     from tpukit.hlo import graph
-    from tpukit.hlo._diff_match import match_programs
 
     match = match_programs(graph(before, stage="lowered"), graph(after, stage="optimized"))
     side_a, side_b = match.sides

@@ -183,8 +183,8 @@ def corpus(extra: list[str]) -> list[tuple[str, str, str]]:
 def _estimate(g) -> str:
     """The drawing's size as `_graph_frame` estimates it, where this tpukit has one."""
     try:
-        from tpukit.hlo._first_view import first_view
-        from tpukit.hlo._graph_frame import Frame
+        from tpukit.graph._first_view import first_view
+        from tpukit.graph._graph_frame import Frame
     except ImportError:
         return "-"
     w, h = Frame(g._data).size(0, set(first_view(g._data)))

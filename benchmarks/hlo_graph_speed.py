@@ -161,8 +161,8 @@ def python_side(hlo_text: str, title: str) -> tuple[dict, object]:
     """Seconds to parse, group and build the HTML, as ``%tpu_graph`` does on a fresh module:
     in a kernel, a graph of `GLANCE_INSTRUCTIONS` instructions or more sends its glance first
     (grouped from ENTRY alone), then groups the whole graph and writes its HTML."""
+    from tpukit.graph._graph_view import HloGraph
     from tpukit.hlo import parse_hlo
-    from tpukit.hlo._graph_view import HloGraph
 
     _clear_caches()  # nothing of this module parsed or drawn yet
     gc.collect()  # the last repeat's garbage, not this one's work
@@ -200,8 +200,8 @@ def large_row(instructions: int, parses: int = 3) -> dict:
     generated module of about ``instructions`` instructions."""
     from _large_hlo import large_module
 
+    from tpukit.graph._graph_view import HloGraph
     from tpukit.hlo import parse_hlo
-    from tpukit.hlo._graph_view import HloGraph
 
     text = large_module(max(1, instructions // 1_000), 1_000)
     walls, cpus = [], []
@@ -370,8 +370,8 @@ def deflate_times(g, repeats: int = 9) -> dict:
     """Wall seconds to deflate the graph's payload with one ``zlib.compress`` and with
     `_graph_wire.deflate` (two halves at once on two cores), alternated, the quickest of
     ``repeats`` each; and their ratio."""
-    from tpukit.hlo._graph_payload import graph_wire
-    from tpukit.hlo._graph_wire import _LEVEL, deflate, wire_bytes
+    from tpukit.graph._graph_payload import graph_wire
+    from tpukit.graph._graph_wire import _LEVEL, deflate, wire_bytes
 
     raw = wire_bytes(graph_wire(g._data, g.title, g.stage))
     runs: dict[str, list[float]] = {"one": [], "two": []}

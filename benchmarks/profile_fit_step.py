@@ -17,10 +17,11 @@ The three take turns, ``--rounds`` times, so a slow spell of a shared machine hu
 alike; each program's median call counts. Then ``fit``'s guarded step is profiled with
 ``Compiled.profile``: its time by section and its longest instructions.
 
-Then the host's share of a short call (``--call-rounds``; 0 skips it): whole ``fit``
-calls of one 8-step epoch (1,024 examples, the same NumPy arrays each call, a fresh
-``optax.adam``) against the hand-written scan's call of the same epoch, in turns: what
-``fit`` adds per call beyond the scan, in wall and CPU time.
+Then the host's share of short calls (``--call-rounds``; 0 skips it): whole ``fit``
+calls of one and of three 8-step epochs (1,024 examples), on the same NumPy arrays each
+call and on device arrays, with a fresh ``optax.adam`` as a notebook cell writes it,
+against the hand-written scan's call of as many epochs, in turns: what ``fit`` adds per
+call beyond the scan, in wall time, the process's CPU time and the calling thread's.
 
 Prints a table and writes ``benchmarks/results/profile_fit_step-<platform>.json``.
 Targets: fit's guarded step at most 1.05x the scan, and guard-on within 5% of
@@ -244,15 +245,18 @@ def main() -> int:
     if args.call_rounds:
         x = rng.random((8 * BATCH, 784), dtype=np.float32)
         y = rng.integers(0, 10, 8 * BATCH).astype(np.int32)
-        calls = whole_calls(x, y, (1,), args.call_rounds)
-        print_rows(calls, f"8-step calls, median of {args.call_rounds} alternating rounds")
-        host = next(r for r in calls if r["call"] == "fit, host data")
+        calls = whole_calls(x, y, (1, 3), args.call_rounds)
+        print_rows(
+            calls,
+            f"calls of 8-step epochs, median of {args.call_rounds} alternating rounds",
+        )
+        host = next(r for r in calls if r["call"] == "fit, host data" and r["epochs"] == 1)
         ok = host["beyond_scan_ms"] <= 0.5
         failed |= not ok
         print(
             f"{'PASS' if ok else 'FAIL'}  fit's host time per 8-step call beyond the scan's: "
-            f"{host['beyond_scan_ms']:.2f} ms wall, {host['cpu_beyond_scan_ms']:.2f} ms CPU "
-            "(target <= 0.5 ms)\n"
+            f"{host['beyond_scan_ms']:.2f} ms wall, {host['cpu_beyond_scan_ms']:.2f} ms CPU, "
+            f"{host['host_beyond_scan_ms']:.2f} ms on the calling thread (target <= 0.5 ms)\n"
         )
 
     result = {

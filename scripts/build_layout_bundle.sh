@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Rebuild tpukit/hlo/assets/dagre.min.js, the layout library the HLO graph view bundles,
+# Rebuild tpukit/graph/assets/dagre.min.js, the layout library the HLO graph view bundles,
 # from the npm registry, and check it against the recorded sha256.
 #
 #   scripts/build_layout_bundle.sh            # fetch, verify, copy
@@ -14,7 +14,7 @@ VERSION="3.1.3"
 SHA256="54a503e346f93ca0bb10abe7999587e037262935687aca45eb4e4b0f64bbb578"
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ASSETS="$ROOT/tpukit/hlo/assets"
+ASSETS="$ROOT/tpukit/graph/assets"
 
 verify() {
   local got

@@ -1,4 +1,4 @@
-// An ESLint rule for the HLO graph viewer's scripts (tpukit/hlo/assets/*.js), which the page
+// An ESLint rule for the HLO graph viewer's scripts (tpukit/graph/assets/*.js), which the page
 // joins into one function scope: what one file declares at its top level, every other file
 // sees. ESLint reads one file at a time, so this rule reads the files beside the one it
 // checks and reports:

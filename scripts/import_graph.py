@@ -3,7 +3,7 @@
 Every import statement is counted: module level, under ``if TYPE_CHECKING:`` and inside
 functions, absolute and relative. An import names the module it reaches: ``from
 tpukit.hlo import graph`` reaches ``tpukit.hlo`` (the package's face, its ``__init__``),
-``from tpukit.hlo._cost import op_counts`` reaches ``tpukit.hlo._cost`` and ``from
+``from tpukit.hlo.analysis._cost import op_counts`` reaches ``tpukit.hlo.analysis._cost`` and ``from
 tpukit.compilation import _plots`` reaches ``tpukit.compilation._plots``. The parent
 packages Python runs on the way are not counted: they are the same for every import.
 
@@ -34,7 +34,11 @@ LAYERS = (
     ("_errors", "_compat", "_interrupts"),
     ("_counts",),
     ("display",),
-    ("hlo",),
+    ("hlo.text",),  # the HLO layer's rooms, each a package with its face
+    ("hlo.analysis",),
+    ("graph",),
+    ("memory",),
+    ("hlo",),  # the HLO layer's face and its program, above its rooms
     ("runtime",),
     ("measure",),
     ("compilation",),
@@ -116,7 +120,12 @@ class Graph:
         return found
 
 
-PACKAGES = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+# Every package, a folder with a face, by its dotted path under tpukit: "hlo", "hlo.text".
+PACKAGES = {
+    ".".join(p.parent.relative_to(PACKAGE).parts)
+    for p in PACKAGE.rglob("__init__.py")
+    if p.parent != PACKAGE
+}
 
 
 def module_name(path: Path) -> str:
@@ -125,9 +134,19 @@ def module_name(path: Path) -> str:
 
 
 def package_of(module: str) -> str:
-    """``tpukit.hlo._cost`` -> ``hlo``; ``tpukit._errors`` -> ``_errors``; ``tpukit`` -> itself."""
+    """The innermost package holding ``module``, or the top-level module it is.
+
+    ``tpukit.hlo.text._parser`` -> ``hlo.text``; ``tpukit.hlo._program`` -> ``hlo``;
+    ``tpukit._errors`` -> ``_errors``; ``tpukit`` -> itself.
+    """
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 else parts[0]
+    if len(parts) == 1:
+        return parts[0]
+    for end in range(len(parts), 1, -1):
+        name = ".".join(parts[1:end])
+        if name in PACKAGES:
+            return name
+    return parts[1]
 
 
 def _resolve(node: ast.ImportFrom, here: str, is_package: bool) -> str:
@@ -168,7 +187,7 @@ def read(package: Path = PACKAGE) -> Graph:
                     targets.append(sub if sub in names else base)
             reached = set()
             for target in targets:
-                while target and target not in names:  # `import tpukit.hlo._cost as c`
+                while target and target not in names:  # `import tpukit.hlo.analysis._cost as c`
                     target = target.rpartition(".")[0]
                 if target and target.split(".")[0] == "tpukit" and target != here:
                     reached.add(target)
@@ -272,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in names:
             out = sorted((t, n) for (s, t), n in arrows.items() if s == name)
             listed = ", ".join(f"{t} {n}" for t, n in out) or "-"
-            print(f"  {name:<12} -> {listed}")
+            print(f"  {name:<14} -> {listed}")
     cycles = graph.module_cycles()
     print(f"\nModule cycles: {len(cycles)}")
     for group in cycles:

@@ -84,7 +84,18 @@ _FACES = {
 }
 _FACE_OF = {name: face for face, names in _FACES.items() for name in names}
 # every package is reachable as ``tpukit.<package>`` after ``import tpukit``, as before
-_PACKAGES = ("compilation", "datasets", "display", "hlo", "measure", "runtime", "train", "zoo")
+_PACKAGES = (
+    "compilation",
+    "datasets",
+    "display",
+    "graph",
+    "hlo",
+    "measure",
+    "memory",
+    "runtime",
+    "train",
+    "zoo",
+)
 _old_name = old_names(
     __name__,
     {

@@ -6,6 +6,11 @@ each subclass also derives from the built-in exception a Python user would expec
 written against plain JAX keeps working. Messages say what was expected, what was
 received, and what to do next. A public name that was renamed stays one release
 (`old_names`): using it warns and names what to write instead.
+
+Every package's errors live here, grouped by package, so one file lists what tpukit
+raises; training's are in ``tpukit/train/_exceptions.py``, beside the history and the
+NaN origin that ``NonFiniteLossError`` carries, and the installer's ``InstallError`` stays
+in ``_install.py``, a script that also runs alone before tpukit is installed.
 """
 
 from __future__ import annotations
@@ -79,6 +84,59 @@ class HloTextError(TpukitError, ValueError):
 
 class HloFileError(TpukitError, OSError):
     """An HLO file or dump folder that cannot be read (missing, unreadable, not text)."""
+
+
+# The HLO layer and its viewer.
+class MissingHloFileError(HloFileError, FileNotFoundError):
+    """The path given as an HLO file does not exist."""
+
+
+class AssetError(TpukitError, ValueError):
+    """A viewer asset holds text that would end its ``<script>`` early (a broken install)."""
+
+
+# The machine.
+class LaunchError(TpukitError, ValueError):
+    """``launch`` was given something it cannot run (no script, a bad count)."""
+
+
+# Measuring.
+class ProfileError(TpukitError, RuntimeError):
+    """A trace could not be taken or read, or held no per-instruction times for the program."""
+
+
+# Compiling.
+class CompileCacheError(TpukitError, OSError):
+    """The compile cache folder cannot be created or written."""
+
+
+class RecompileError(TpukitError, RuntimeError):
+    """A function compiled again inside ``tpukit.no_recompile()``."""
+
+
+# Models and data.
+class StateDictError(TpukitError, ValueError):
+    """A state dict does not match the model: tensors missing, extra, or mis-shaped."""
+
+
+class DownloadError(TpukitError, OSError):
+    """No mirror could deliver a file: offline, not found, or the transfer broke off."""
+
+
+class ChecksumError(TpukitError, ValueError):
+    """A file arrived whole but its SHA-256 is not the published one."""
+
+
+class IDXFormatError(TpukitError, ValueError):
+    """A file is not a valid IDX file (bad magic number, truncated, corrupt gzip)."""
+
+
+class MnistSourceError(TpukitError, ValueError):
+    """A local MNIST source (``source=`` or ``TPUKIT_MNIST``) that mnist() cannot read as MNIST."""
+
+
+class MnistSourceNotFoundError(TpukitError, FileNotFoundError):
+    """A local MNIST source that does not exist, or a folder without MNIST's files."""
 
 
 def user_facing(function: _F) -> _F:

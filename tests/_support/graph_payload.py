@@ -6,7 +6,7 @@ assert "dot" in op_names(wire)
 
 import re
 
-from tpukit.hlo._graph_wire import decode_payload
+from tpukit.graph._graph_wire import decode_payload
 
 
 def payload_of(fragment: str) -> dict:

@@ -13,10 +13,10 @@ import hashlib
 import json
 
 from tpukit import hlo
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_payload import graph_payload
 from tpukit.hlo import HloInstruction, HloModule
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_data import GraphTree
-from tpukit.hlo._graph_payload import graph_payload
 from tpukit.hlo._program import program_cost
 
 

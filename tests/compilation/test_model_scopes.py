@@ -18,10 +18,10 @@ import tpukit
 from tests._support.steps import tutorial_train_step
 from tpukit._compat import iter_modules, module_list
 from tpukit.compilation._module_scopes import module_scopes, path_text
-from tpukit.hlo._cost import instruction_count
-from tpukit.hlo._first_view import first_view as groups_opened
-from tpukit.hlo._graph_data import INSTRUCTION, PART, SCOPE
-from tpukit.hlo._graph_payload import graph_payload
+from tpukit.graph._first_view import first_view as groups_opened
+from tpukit.graph._graph_data import INSTRUCTION, PART, SCOPE
+from tpukit.graph._graph_payload import graph_payload
+from tpukit.hlo.analysis._cost import instruction_count
 
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "out" / "screenshots"
 SECTIONS = ["inputs", "forward", "loss", "backward", "optimizer update", "outputs"]

@@ -33,12 +33,12 @@ from tests._support.notebook_page import (
 )
 from tests._support.steps import tutorial_train_step
 from tpukit.display import format_bytes
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_payload import graph_payload
+from tpukit.graph._graph_schema import SCHEMA
+from tpukit.graph._graph_wire import read_wire
 from tpukit.hlo import diff_graph, graph, parse_hlo
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_payload import graph_payload
-from tpukit.hlo._graph_schema import SCHEMA
-from tpukit.hlo._graph_wire import read_wire
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 

@@ -19,8 +19,8 @@ import tpukit
 from tests._support.notebook_page import NOTEBOOK_PAGE, ORIGIN
 from tpukit import hlo
 from tpukit._compat import module_list
+from tpukit.graph._diff_view import ADDED, CHANGED, REMOVED, SAME, HloDiffView, diff_graph
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._diff_view import ADDED, CHANGED, REMOVED, SAME, HloDiffView, diff_graph
 
 BATCH, IN, HIDDEN, OUT = 8, 16, 32, 4
 SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "out" / "screenshots"

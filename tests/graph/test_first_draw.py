@@ -16,10 +16,10 @@ import zlib
 import pytest
 
 from tests._support.fixtures import mlp_hlo
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_page import GRAPH, standalone_page, viewer_fragment
 from tpukit.hlo import graph
-from tpukit.hlo._cost import instruction_count
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_page import GRAPH, standalone_page, viewer_fragment
+from tpukit.hlo.analysis._cost import instruction_count
 
 STAGES = ("data-script-ms", "data-decoded-ms", "data-ready-ms")
 
@@ -156,7 +156,7 @@ def test_a_payload_deflated_on_two_cores_draws_as_one_deflated_whole(browser, mo
     """Issue 24: a large payload is deflated in two halves at once (`_graph_wire.deflate`);
     the page's DecompressionStream reads the two as one stream, checksum included, and
     draws the same graph, panel text and all."""
-    from tpukit.hlo import _graph_wire
+    from tpukit.graph import _graph_wire
 
     monkeypatch.setattr(_graph_wire, "SPLIT_AT", 0)
     monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 2)

@@ -12,8 +12,8 @@ import re
 
 from tests._support.hlo_texts import SCAN, named_module, unnamed_module
 from tpukit import hlo
-from tpukit.hlo._first_view import first_view
-from tpukit.hlo._graph_payload import graph_payload
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_payload import graph_payload
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:

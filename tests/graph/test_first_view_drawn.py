@@ -15,8 +15,8 @@ import pytest
 import tpukit
 from tests._support.hlo_texts import SCAN
 from tests._support.notebook_page import FIRST_VIEW_DRAWN, JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
+from tpukit.graph._first_view import first_view
 from tpukit.hlo import diff_graph, graph
-from tpukit.hlo._first_view import first_view
 
 
 @pytest.fixture(scope="module")

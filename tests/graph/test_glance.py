@@ -18,16 +18,16 @@ from IPython.core.displaypub import DisplayPublisher
 from tests._support.data import HLO_DATA as DATA
 from tests._support.fixtures import mlp_hlo
 from tests._support.notebook_page import NOTEBOOK_PAGE
-from tpukit.hlo import _graph_view as graph_view
+from tpukit.graph import _graph_view as graph_view
+from tpukit.graph._first_view import BodiesLeftOut, first_view
+from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_glance import Glance
+from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.graph._graph_page import standalone_page
+from tpukit.graph._graph_payload import glance_wire, graph_wire
+from tpukit.graph._graph_view import glance_data, graph_data
+from tpukit.graph._graph_wire import decode_payload
 from tpukit.hlo import graph, parse_hlo
-from tpukit.hlo._first_view import BodiesLeftOut, first_view
-from tpukit.hlo._graph_data import GraphTree
-from tpukit.hlo._graph_glance import Glance
-from tpukit.hlo._graph_nodes import INSTRUCTION
-from tpukit.hlo._graph_page import standalone_page
-from tpukit.hlo._graph_payload import glance_wire, graph_wire
-from tpukit.hlo._graph_view import glance_data, graph_data
-from tpukit.hlo._graph_wire import decode_payload
 
 # Real HLO that opens differently: a GPU module whose work is one call (entered), a GPU
 # training step, collectives, and a VGG forward pass.

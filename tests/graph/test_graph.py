@@ -18,9 +18,8 @@ import tpukit
 from tests._support import fixtures as _fixtures
 from tests._support.data import HLO_DATA as HLO_FIXTURES
 from tests._support.graph_payload import op_names, payload_of
-from tpukit.hlo import HloGraph, diff_graph, graph, parse_hlo
-from tpukit.hlo._first_view import OPEN_NODES, first_view
-from tpukit.hlo._graph_data import (
+from tpukit.graph._first_view import OPEN_NODES, first_view
+from tpukit.graph._graph_data import (
     CATEGORIES,
     CATEGORY_LABELS,
     INSTRUCTION,
@@ -29,10 +28,11 @@ from tpukit.hlo._graph_data import (
     SCOPE,
     GraphTree,
 )
-from tpukit.hlo._graph_frame import FRAME_H, Frame
-from tpukit.hlo._graph_payload import graph_payload, graph_wire
-from tpukit.hlo._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
-from tpukit.hlo._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
+from tpukit.graph._graph_frame import FRAME_H, Frame
+from tpukit.graph._graph_payload import graph_payload, graph_wire
+from tpukit.graph._graph_schema import COLOURS, HEAT, PLOT_COLOURS, SCHEMA
+from tpukit.graph._graph_wire import decode_payload, encode_wire, pack, read_wire, wire_bytes
+from tpukit.hlo import HloGraph, diff_graph, graph, parse_hlo
 
 EVIL = "</script><img src=x onerror=alert(1)>"
 
@@ -249,7 +249,7 @@ def test_the_payload_carries_its_schema_kinds_and_palette(mlp_hlo):
 
 
 def test_the_viewer_reads_the_schema_python_writes_and_keeps_no_palette_of_its_own():
-    assets = pathlib.Path(tpukit.hlo.__file__).parent / "assets"
+    assets = pathlib.Path(tpukit.graph.__file__).parent / "assets"
     script = (assets / "graph_view.js").read_text()
     assert re.findall(r"^var SCHEMA = (\d+);", script, re.MULTILINE) == [str(SCHEMA)]
     for name in ("graph_view.js", "graph_layout.js", "graph_camera.js", "diff_view.js"):
@@ -467,7 +467,7 @@ def test_deflate_on_two_cores_gives_back_the_bytes_and_one_core_deflates_as_zlib
     """`_graph_wire.deflate`: from `SPLIT_AT` bytes on, with two cores free, the halves are
     deflated at once into one zlib stream that inflates to the same bytes (checksum and
     all); below it, or with one core, it is ``zlib.compress`` itself."""
-    from tpukit.hlo import _graph_wire
+    from tpukit.graph import _graph_wire
 
     raw = (random.Random(size).randbytes(size // 3 + 1) * 3)[:size]  # (repeats: it compresses)
     monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 2)
@@ -485,7 +485,7 @@ def test_the_payload_deflated_in_pieces_is_the_payload_deflated_whole(cores, mon
     (`deflate_parts`) in pieces, never joined: the bytes are those of `deflate` of
     `wire_bytes`, on one core and split across two (the cut falls inside a piece), and a
     wire spent as it is written (`encode_wire(..., spend=True)`) gives the same page."""
-    from tpukit.hlo import _graph_wire
+    from tpukit.graph import _graph_wire
 
     monkeypatch.setattr(_graph_wire, "_free_cores", lambda: cores)
     monkeypatch.setattr(_graph_wire, "SPLIT_AT", 1000)  # (a small payload takes the split path)

@@ -10,18 +10,23 @@ read in part and in whole.
 
 from __future__ import annotations
 
-from tpukit.hlo import parse_hlo
-from tpukit.hlo._cost import computation_bytes, instruction_bytes, instruction_count, op_counts
-from tpukit.hlo._executed import RUNS_COMPUTATIONS, executed_bytes, instruction_tally
-from tpukit.hlo._graph_costs import node_costs
-from tpukit.hlo._graph_data import GraphTree
-from tpukit.hlo._graph_nodes import (
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_nodes import (
     OpFacts,
     category,
     display_text,
     part_label,
     what_it_does,
 )
+from tpukit.hlo import parse_hlo
+from tpukit.hlo.analysis._cost import (
+    computation_bytes,
+    instruction_bytes,
+    instruction_count,
+    op_counts,
+)
+from tpukit.hlo.analysis._executed import RUNS_COMPUTATIONS, executed_bytes, instruction_tally
 
 # Two dots of equal FLOPs (2 * 4*4 * 4 = 128 each) under different op names, then a third
 # op; an elementwise fusion; a fusion whose first matmul is a cuBLAS call after a

@@ -17,8 +17,8 @@ import pytest
 
 import tpukit
 from tpukit import hlo
-from tpukit.hlo import _progress
-from tpukit.hlo._progress import progress
+from tpukit.hlo.text import _progress
+from tpukit.hlo.text._progress import progress
 
 # Two computations and a loop-free ENTRY, as XLA writes them (ENTRY last).
 WHOLE = """HloModule jit_f, is_scheduled=true

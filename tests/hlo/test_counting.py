@@ -19,8 +19,8 @@ import tpukit
 from tests._support.hlo_texts import SCAN, TWO_CALLS
 from tpukit import hlo
 from tpukit._errors import HloTextError
-from tpukit.hlo._graph_payload import graph_payload
-from tpukit.hlo._loops import trip_count
+from tpukit.graph._graph_payload import graph_payload
+from tpukit.hlo.analysis._loops import trip_count
 
 STEP_FLOPS = 2 * 8 * 16 * 16
 

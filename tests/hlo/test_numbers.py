@@ -11,6 +11,8 @@ import jax.numpy as jnp
 import pytest
 from jax import lax
 
+from tpukit.graph._graph_data import INSTRUCTION
+from tpukit.graph._graph_payload import graph_payload
 from tpukit.hlo import (
     fusions_of,
     graph,
@@ -19,8 +21,6 @@ from tpukit.hlo import (
     op_category,
     parse_hlo,
 )
-from tpukit.hlo._graph_data import INSTRUCTION
-from tpukit.hlo._graph_payload import graph_payload
 
 
 def conv(x, w, padding):

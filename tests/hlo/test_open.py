@@ -20,8 +20,8 @@ from tests._support.graph_page import LABEL_PX, node, open_graph
 from tests._support.notebook_page import ORIGIN
 from tpukit import hlo  # noqa: E402
 from tpukit.compilation import plot_fusions, plot_ops, plot_roofline
-from tpukit.hlo._first_view import first_view  # noqa: E402
-from tpukit.hlo._graph_data import INSTRUCTION, SCOPE  # noqa: E402
+from tpukit.graph._first_view import first_view  # noqa: E402
+from tpukit.graph._graph_data import INSTRUCTION, SCOPE  # noqa: E402
 
 DUMP = DATA / "dump"
 JAX, TF, GPU, SPMD = (

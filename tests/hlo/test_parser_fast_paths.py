@@ -20,8 +20,8 @@ import re
 
 import pytest
 
-from tpukit.hlo import _parser
-from tpukit.hlo._brackets import (
+from tpukit.hlo.text import _fast_rows, _instruction_line, _metadata, _parser
+from tpukit.hlo.text._brackets import (
     _NESTING,
     _STRING,
     _TOKEN,
@@ -30,28 +30,21 @@ from tpukit.hlo._brackets import (
     open_brackets,
     split_top,
 )
-from tpukit.hlo._model import HloMetadata, HloShape
-from tpukit.hlo._module_links import stack_frames
-from tpukit.hlo._parsed import PARSED
-from tpukit.hlo._parser import (
-    _ARRAY_SHAPE,
-    _CALL_KEY,
-    _COMPUTATION_HEADER,
-    _META_FIELD,
-    _MODULE_LINE,
+from tpukit.hlo.text._fast_rows import _metadata_of
+from tpukit.hlo.text._instruction_line import _CALL_KEY, _close_group
+from tpukit.hlo.text._line_reader import _COMPUTATION_HEADER
+from tpukit.hlo.text._metadata import (
     _XLA_COMMON,
-    _close_group,
     _common_metadata,
     _metadata_alone,
-    _metadata_of,
-    _module_starts,
     _parse_metadata,
     metadata_text,
-    module_names,
-    parse_hlo,
-    parse_shape,
-    paused_gc,
 )
+from tpukit.hlo.text._model import HloMetadata, HloShape
+from tpukit.hlo.text._module_links import _META_FIELD, stack_frames
+from tpukit.hlo.text._parsed import PARSED
+from tpukit.hlo.text._parser import _MODULE_LINE, _module_starts, module_names, parse_hlo, paused_gc
+from tpukit.hlo.text._shape_text import _ARRAY_SHAPE, parse_shape
 
 CASES = [
     "a, b",
@@ -462,7 +455,7 @@ def test_parameter_numbers_are_read_without_the_line():
 def _reference_ending(rest: str) -> tuple:
     """The metadata and called computations of a full split of ``rest``."""
     called: list = []
-    metadata = _parser._parse_attributes(rest.strip(), {}, called)
+    metadata = _instruction_line._parse_attributes(rest.strip(), {}, called)
     return metadata or HloMetadata(), [tuple(ref) for ref in called]
 
 
@@ -485,7 +478,7 @@ def test_a_rest_read_without_a_split_reads_as_its_split():
     rng = random.Random(7)
     for _ in range(20000):
         rest = "".join(rng.choice(_RESTS) for _ in range(rng.randint(1, 4)))
-        got = _parser._ending(rest, {}, {}, HloMetadata())
+        got = _fast_rows._ending(rest, {}, {}, HloMetadata())
         metadata, called = got if got.__class__ is tuple else (got, [])
         assert (metadata, [tuple(ref) for ref in called]) == _reference_ending(rest), rest
 
@@ -505,16 +498,16 @@ def test_common_metadata_reads_as_xla_metadata():
             at = rng.randrange(len(parts))
             parts.insert(at, rng.choice(odd))
         value = "".join(parts)
-        found = _parser._XLA_COMMON.fullmatch(value)
+        found = _metadata._XLA_COMMON.fullmatch(value)
         if found is None:
             continue
         common += 1
-        plain = _parser._XLA_METADATA.fullmatch(value)
+        plain = _metadata._XLA_METADATA.fullmatch(value)
         assert plain is not None, value
-        assert _parser._xla_metadata(found, {}) == _parser._xla_metadata(plain, {}), value
-        assert _parser._xla_metadata(found, {}) == _parser._parse_metadata(value), value
-        assert list(_parser._xla_metadata(found, {}).fields) == list(
-            _parser._parse_metadata(value).fields
+        assert _metadata._xla_metadata(found, {}) == _metadata._xla_metadata(plain, {}), value
+        assert _metadata._xla_metadata(found, {}) == _metadata._parse_metadata(value), value
+        assert list(_metadata._xla_metadata(found, {}).fields) == list(
+            _metadata._parse_metadata(value).fields
         )
     assert common > 10000
 

@@ -1,4 +1,4 @@
-"""The whole-text reader (`_parser._ROW`) reads every text as the line-by-line reader does.
+"""The whole-text reader (`_fast_rows._ROW`) reads every text as the line-by-line reader does.
 
 `parse_hlo` cuts the text into lines with one regex and makes the record of each common
 instruction line at once; any other line (headers, closing braces, continuation lines,
@@ -20,9 +20,9 @@ import pytest
 
 from tests._support.data import HLO_DATA as DATA
 from tests._support.hlo_fingerprint import _model
-from tpukit.hlo import _parser
-from tpukit.hlo._parsed import PARSED
-from tpukit.hlo._parser import parse_hlo
+from tpukit.hlo.text import _fast_rows, _line_reader, _parser
+from tpukit.hlo.text._parsed import PARSED
+from tpukit.hlo.text._parser import parse_hlo
 
 FIXTURES = sorted(p.name for p in DATA.glob("*.hlo"))
 
@@ -147,12 +147,12 @@ def test_rows_keep_their_place_in_the_text(name):
 
 
 def test_metadata_made_without_init_is_a_whole_dataclass():
-    """XLA's common metadata is made field by field (`_parser._xla_metadata`, without the
+    """XLA's common metadata is made field by field (`_metadata._xla_metadata`, without the
     dataclass's ``__init__``): each has every field of `HloMetadata`, and equals the one
     the dataclass makes from the same values (a field added later must be set there too)."""
     from dataclasses import fields
 
-    from tpukit.hlo._model import HloMetadata
+    from tpukit.hlo.text._model import HloMetadata
 
     PARSED.cache_clear()
     module = parse_hlo(
@@ -201,17 +201,17 @@ ENTRY %main.3 (x: f32[2]{0}, y: f32[]) -> (f32[2]{0}) {
 
 
 def _calls(monkeypatch, method: str, text: str) -> list[tuple]:
-    """The arguments `_parser._Reader.<method>` is called with while ``text`` is parsed
+    """The arguments `_line_reader._Reader.<method>` is called with while ``text`` is parsed
     afresh: which lines the fast path leaves to the line reader."""
     calls: list[tuple] = []
-    original = getattr(_parser._Reader, method)
+    original = getattr(_line_reader._Reader, method)
 
     def record(reader, *args):
         calls.append(args)
         return original(reader, *args)
 
     with monkeypatch.context() as patch:
-        patch.setattr(_parser._Reader, method, record)
+        patch.setattr(_line_reader._Reader, method, record)
         PARSED.cache_clear()
         parse_hlo(text)
     PARSED.cache_clear()
@@ -355,9 +355,9 @@ def test_row_pattern_matches_as_its_plain_spelling():
             for _ in range(rng.randint(1, 4))
         ]
         text = "\n".join(lines) + "\n"
-        rows = _parser._ROW.findall(text)
+        rows = _fast_rows._ROW.findall(text)
         assert rows == _PLAIN_ROW.findall(text), text
-        tuples = _parser._TUPLE_ROW.findall(text)
+        tuples = _fast_rows._TUPLE_ROW.findall(text)
         assert tuples == _PLAIN_TUPLE_ROW.findall(text), text
         instructions += sum(1 for row in rows if row[2])
         tupled += sum(1 for row in tuples if row[2])

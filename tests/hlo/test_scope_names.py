@@ -13,7 +13,7 @@ import re
 import pytest
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo._user_scopes import (
+from tpukit.hlo.analysis._user_scopes import (
     _first_component,
     _owner,
     _parse_op_name,

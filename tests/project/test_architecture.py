@@ -1,10 +1,13 @@
 """The package's layers, checked from the source: who may import whom, and only through faces.
 
-    _errors, _compat < _counts < display < hlo < runtime < measure < compilation
-        < train, datasets, zoo < tpukit (the public API) < magics and the tools
+    _errors, _compat < _counts < display < hlo.text < hlo.analysis < graph < memory < hlo
+        < runtime < measure < compilation < train, datasets, zoo < tpukit (the public API)
+        < magics and the tools
 
 `tpukit.hlo` is the pure HLO layer: it imports neither JAX nor a compilation, so anyone
-can use it on a text file. `tpukit.measure` runs what it is handed and never compiles.
+can use it on a text file. Its rooms are packages of their own (the text reader and model
+``hlo.text``, the analysis ``hlo.analysis``, the viewer ``graph``, ``memory``), and its face
+stands above them. `tpukit.measure` runs what it is handed and never compiles.
 Each package's `__init__.py` is its face: the only module other packages import, with
 one line saying what it may import. `scripts/import_graph.py` reads every import
 (module level, `TYPE_CHECKING` and in functions) and these tests check its answers: no
@@ -41,7 +44,7 @@ _spec.loader.exec_module(import_graph)
 _BELOW_COMPILATION = {
     "measure",
     "runtime",
-    "hlo",
+    "hlo",  # its face: the rooms below it are the HLO layer's own
     "display",
     "_errors",
     "_counts",
@@ -51,10 +54,14 @@ _BELOW_COMPILATION = {
 # package (or top-level module) -> the tpukit packages and modules it may import
 ALLOWED = {
     "display": {"display"},
-    "hlo": {"hlo", "display", "_errors"},
+    "hlo.text": {"hlo.text", "_errors"},
+    "hlo.analysis": {"hlo.analysis", "hlo.text"},
+    "graph": {"graph", "hlo.text", "hlo.analysis", "display", "_errors"},
+    "memory": {"memory", "graph", "hlo.text", "hlo.analysis", "display", "_errors"},
+    "hlo": {"hlo", "hlo.text", "hlo.analysis", "graph", "memory", "display", "_errors"},
     "runtime": {"runtime", "display", "_errors", "_counts"},
     "measure": {"measure", "hlo", "display", "_errors", "_interrupts"},
-    "compilation": {"compilation", *_BELOW_COMPILATION},
+    "compilation": {"compilation", "memory", *_BELOW_COMPILATION},  # memory: what would fit
     "train": {"train", "compilation", *_BELOW_COMPILATION},
     "zoo": {"zoo", "display", "_errors", "_counts", "_compat"},
     "datasets": {"datasets", "_errors"},
@@ -64,15 +71,20 @@ ALLOWED = {
     "_interrupts": set(),
     "_install": {"_errors"},  # runs as a plain script before tpukit's requirements exist
 }
+_PURE_HLO = {"jax", "jaxlib", "flax", "IPython"}
 FORBIDDEN_LIBRARIES = {
-    "hlo": {"jax", "jaxlib", "flax", "IPython"},
+    **dict.fromkeys(("hlo", "hlo.text", "hlo.analysis", "graph", "memory"), _PURE_HLO),
     "measure": {"flax", "IPython"},
     "display": {"jax", "flax"},
     "datasets": {"jax", "flax"},
 }
 # (module, imported module) pairs that load lazily on purpose
 LAZY = {
-    ("hlo/_graph_view.py", "tpukit.hlo._dot"),  # Graphviz export, rarely used
+    ("graph/_graph_view.py", "tpukit.graph._dot"),  # Graphviz export, rarely used
+    # the HLO face's program, viewer and memory load on first use (PEP 562)
+    ("hlo/__init__.py", "tpukit.hlo._program"),
+    ("hlo/__init__.py", "tpukit.graph"),
+    ("hlo/__init__.py", "tpukit.memory"),
     ("__init__.py", "tpukit.magics"),  # IPython only when the extension loads
     ("display/__init__.py", "tpukit.display._figures"),  # matplotlib on the first figure
     ("train/_history.py", "tpukit.display"),  # the same, from train's first plot
@@ -82,8 +94,9 @@ TOOLS = {"__main__.py", "_doctor.py", "_demo.py"}  # command-line tools import w
 
 
 def layer(path: Path) -> str:
-    relative = path.relative_to(PACKAGE)
-    return relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 else relative.stem
+    """The package a file is in (``hlo.text`` for ``hlo/text/_parser.py``), or its module."""
+    module = ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return import_graph.package_of(module.removesuffix(".__init__"))
 
 
 def imports(path: Path):
@@ -117,7 +130,7 @@ def test_each_module_imports_only_the_layers_below_it(path):
         assert root not in FORBIDDEN_LIBRARIES.get(own, ()), f"{path.name} imports {name}"
         if allowed is None or root != "tpukit" or name == "tpukit":
             continue
-        target = name.split(".")[1]
+        target = import_graph.package_of(name)
         assert target in allowed, f"{own}/{path.name} imports {name}; {own} may use {allowed}"
 
 
@@ -175,9 +188,10 @@ def test_packages_reach_each_other_only_through_their_faces():
 @pytest.mark.parametrize("package", sorted(import_graph.PACKAGES))
 def test_each_face_says_in_one_line_what_its_package_may_import(package):
     face = importlib.import_module(f"tpukit.{package}")
-    lines = [line for line in (face.__doc__ or "").splitlines() if line.startswith("Imports:")]
+    # the paragraph that starts "Imports:" (one line, or a few when the list is long)
+    lines = re.findall(r"^Imports:.*(?:\n.+)*", face.__doc__ or "", flags=re.M)
     assert len(lines) == 1, f"tpukit/{package}/__init__.py: one 'Imports:' line in its docstring"
-    said = set(re.findall(r"``tpukit\.(\w+)``", lines[0]))
+    said = set(re.findall(r"``tpukit\.([\w.]+)``", lines[0]))
     allowed = ALLOWED[package] - {package}
     assert said == allowed, f"{package}: the face says {said}, the rule is {allowed}"
 
@@ -186,7 +200,7 @@ def test_each_face_says_in_one_line_what_its_package_may_import(package):
     "module",
     [
         "tpukit.hlo",
-        "tpukit.hlo._sources",
+        "tpukit.hlo.text._sources",
         "tpukit.display._units",
         "tpukit._compat",
         "tpukit.compilation._call_line",

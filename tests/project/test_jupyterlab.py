@@ -57,7 +57,7 @@ def layer(x, w):
     "train step": 'model = tpukit.zoo.create("mlp", seed=0)\n' + tutorial_cell(),
     "step graph": "%tpu_graph train_step(model, opt_state, f32[128,784], s32[128])",
     "glance graph": """\
-from tpukit.hlo import _graph_view
+from tpukit.graph import _graph_view
 _graph_view.GLANCE_INSTRUCTIONS, usual = 0, _graph_view.GLANCE_INSTRUCTIONS  # as a large step
 step = tpukit.compile(train_step, model, opt_state, tpukit.shape("f32[128,784]"),
                       tpukit.shape("s32[128]"))

@@ -98,7 +98,7 @@ def test_hlo_text_with_two_entry_computations_is_refused():
 
 
 def test_an_unknown_element_type_is_not_silently_zero_bytes():
-    from tpukit.hlo._model import HloShape
+    from tpukit.hlo.text._model import HloShape
 
     assert HloShape("f6e3m2fn", (16,)).nbytes == 12  # a type newer than the table: 6 bits
     with pytest.raises(HloTextError, match="Unknown HLO element type 'zz'"):

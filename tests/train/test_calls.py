@@ -199,3 +199,59 @@ def test_a_call_started_over_says_its_sharding_once(capsys):
     out = capsys.readouterr().out
     assert "changed in place" in out, out
     assert sum(line.startswith("tpukit.fit: sharding ") for line in out.splitlines()) == 1, out
+
+
+def test_a_repeated_call_takes_the_last_set_up_and_any_change_sets_up_afresh():
+    m = model()
+    x, y = X.copy(), Y.copy()
+    train(m, (x, y))
+    kept = TrainingState.of(m).kept
+    first = kept.last
+    train(m, (x, y), epochs=2, seed=3)  # epochs and seed are each call's own
+    assert kept.last is first and first.written  # taken whole; its state placed already
+    for change in ({"batch_size": 32}, {"eval_data": (x, y)}, {"steps_per_execution": 2}):
+        train(m, (x, y), **change)
+        assert kept.last is not first, change
+        first = kept.last
+    fit(m, optax.adam(1e-3), (x, y), epochs=1, batch_size=16, verbose=False)  # another rate
+    assert kept.last is not first
+    first = kept.last
+    train(m, (x, y[::-1].copy()))  # other labels: other arrays
+    assert kept.last is not first
+
+
+def test_a_repeated_call_sees_a_layer_replaced_between_calls():
+    kept, fresh = model(), model()
+    x, y = X.copy(), Y.copy()
+    train(kept, (x, y))
+    train(fresh, (x, y))
+    for m in (kept, fresh):
+        m.bias = nnx.Param(jax.numpy.full((2,), 0.5))  # a new Variable, set by hand
+    TrainingState.of(fresh).release_data()  # (set up afresh: nothing kept)
+    train(kept, (x, y))
+    train(fresh, (x, y))
+    assert same(kept, fresh)  # trained from the new bias, not the kept split's
+
+
+def test_the_side_by_side_optimizer_comparison_agrees_with_the_optax_keys():
+    from tpukit.train._optax_key import optax_closure_key, same_optax
+
+    makers = [
+        lambda: optax.adam(1e-3),
+        lambda: optax.adam(1e-2),
+        lambda: optax.adam(-0.0),
+        lambda: optax.adam(0.0),
+        lambda: optax.adamw(1e-3),
+        lambda: optax.sgd(0.1, momentum=0.9),
+        lambda: optax.chain(optax.clip_by_global_norm(1.0), optax.adam(1e-3)),
+        lambda: optax.adam(optax.linear_schedule(1e-3, 0.0, 100)),
+    ]
+    for make_a in makers:
+        for make_b in makers:
+            a, b = make_a(), make_b()
+            for fa, fb in ((a.init, b.init), (a.update, b.update)):
+                key = optax_closure_key(fa)
+                agree = key is not None and key == optax_closure_key(fb)
+                assert same_optax(fa, fb) == agree
+    user = lambda updates, state, params=None: (updates, state)  # noqa: E731
+    assert not same_optax(user, user)  # only optax's own closures are known by content

@@ -1,6 +1,6 @@
 """Compiling a call for the device, and everything said about the result.
 
-Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``, ``tpukit._interrupts``.
+Imports: ``tpukit.measure``, ``tpukit.runtime``, ``tpukit.hlo``, ``tpukit.memory``, ``tpukit.display``, ``tpukit._errors``, ``tpukit._counts``, ``tpukit._compat``, ``tpukit._interrupts``.
 
 ``tpukit.compile`` (``_compiled.py``) turns a function and its arguments' shapes into a
 ``Compiled``: the executable, what the call is (``_signature.py``, ``_call_line.py``,
@@ -19,23 +19,26 @@ recorded as ``_nan_origin.NanOrigin``). Timing and profiling are
 ``tpukit.measure``'s. This face is what tpukit's other packages import.
 """
 
+from tpukit._errors import RecompileError
 from tpukit.compilation._analysis import Memory
 from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compile_phases import CompilePhases
 from tpukit.compilation._compiled import Compiled, compile, compile_lowering
-from tpukit.compilation._diff import DiffRow, HloDiff, diff
-from tpukit.compilation._ledger import CompileRecord, RecompileError, no_recompile
+from tpukit.compilation._diff import HloDiff, diff
+from tpukit.compilation._diff_row import DiffRow
+from tpukit.compilation._ledger import CompileRecord, no_recompile
 from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._nan_origin import NanOrigin, ValueRange
 from tpukit.compilation._nan_search import find_nan, search
-from tpukit.compilation._out_of_memory import Fix, explain, measuring, needed_bytes, search_batch
+from tpukit.compilation._out_of_memory import explain, measuring, needed_bytes
 from tpukit.compilation._placement import parse_mesh, parse_partition_spec
 from tpukit.compilation._plots import plot_fusions, plot_ops, plot_roofline
 from tpukit.compilation._shapes import SHAPE_LITERAL, format_shape, shape
 from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.memory import Fix, search_batch
 
 __all__ = [
     "CallSpec",

@@ -19,17 +19,13 @@ from pathlib import Path
 
 import jax
 
-from tpukit._errors import TpukitError
+from tpukit._errors import CompileCacheError
 
 _hits = 0
 _hits_lock = threading.Lock()
 _listening = False
 
 _COLAB_DRIVE = Path("/content/drive/MyDrive")
-
-
-class CompileCacheError(TpukitError, OSError):
-    """The compile cache folder cannot be created or written."""
 
 
 def default_cache_dir() -> Path:

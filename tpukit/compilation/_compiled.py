@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import inspect
 import os
 import time
 from collections import Counter
@@ -38,16 +37,16 @@ from tpukit.compilation._compile_cache import cache_hit_count
 from tpukit.compilation._compile_phases import CompilePhases, compile_phases
 from tpukit.compilation._ledger import CompileRecord, record_count, records_since
 from tpukit.compilation._memory import configured_capacity, memory_view_of
-from tpukit.compilation._module_scopes import module_scopes
 from tpukit.compilation._out_of_memory import (
     compile_fixes,
     explain,
     is_measuring,
     needed_bytes,
 )
-from tpukit.compilation._placement import mesh_of, place_arguments
+from tpukit.compilation._placement import mesh_of, onto_device, place_arguments, place_like
 from tpukit.compilation._sample_data import concrete_arguments
 from tpukit.compilation._signature import Signature, bind_arguments
+from tpukit.compilation._staged import module_call, output_info, staged_function
 from tpukit.compilation._summary import CompileFacts, summary
 from tpukit.compilation._user_errors import describe_compile_error
 from tpukit.display import Report, describe_location
@@ -125,7 +124,7 @@ def compile(  # noqa: A001
     bound: tuple[Any, ...] = ()
     if isinstance(function, nnx.Module):
         bound = (function,)
-        function = _module_call(function)
+        function = module_call(function)
         args = (*bound, *args)
     if shard and mesh is None:
         raise ArgumentError(
@@ -146,7 +145,7 @@ def compile(  # noqa: A001
         tuple(p.value for p in parameters if not p.keyword),
         {p.name: p.value for p in parameters if p.keyword},
     )
-    staged = _staged_function(function, name, parameters)
+    staged = staged_function(function, name, parameters)
     return compile_lowering(
         lambda: jax.jit(staged).lower(traced_args, traced_kwargs),
         original,
@@ -191,7 +190,7 @@ def compile_lowering(
             ) from None
         raise CompileError(describe_compile_error(exc, str(signature))) from exc
     done = time.perf_counter()
-    signature.output = _output_info(lowered, executable)
+    signature.output = output_info(lowered, executable)
     compiled = Compiled(
         function=function,
         bound_arguments=bound_arguments,
@@ -208,52 +207,6 @@ def compile_lowering(
     compiled.compile_record = ours[-1] if ours else None
     compiled._check_configured_capacity()  # memory hook: a set capacity refuses at compile
     return compiled
-
-
-def _module_call(module: nnx.Module) -> Callable[..., Any]:
-    """A function of ``(self, *args)`` that calls ``module``'s class on traced weights."""
-
-    def call(self: nnx.Module, *args: Any, **kwargs: Any) -> Any:
-        return self(*args, **kwargs)
-
-    call.__name__ = call.__qualname__ = type(module).__name__
-    try:
-        method = inspect.signature(module.__call__)
-        self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-        call.__signature__ = method.replace(
-            parameters=[self_parameter, *method.parameters.values()]
-        )
-    except (TypeError, ValueError):
-        pass  # no introspectable signature: arguments are named arg0, arg1, ...
-    return call
-
-
-def _staged_function(function: Callable[..., Any], name: str, parameters) -> Callable[..., Any]:
-    """A function of the traced arguments only, with the static ones closed over."""
-    positional = [p for p in parameters if not p.keyword]
-    static_kwargs = {p.name: p.value for p in parameters if p.keyword and p.kind == "static"}
-
-    def staged(traced_args: tuple, traced_kwargs: dict) -> Any:
-        traced = iter(traced_args)
-        call_args = [next(traced) if p.kind == "array" else p.value for p in positional]
-        named = {p.name: value for p, value in zip(positional, call_args)}
-        with module_scopes(**named, **static_kwargs, **traced_kwargs):  # layers name their ops
-            return function(*call_args, **static_kwargs, **traced_kwargs)
-
-    staged.__name__ = name
-    staged.__qualname__ = getattr(function, "__qualname__", name)
-    staged.__wrapped__ = function  # the compile ledger names the user's function
-    staged.__signature__ = inspect.signature(lambda traced_args, traced_kwargs: None)
-    return staged
-
-
-def _output_info(lowered: Any, executable: Any) -> Any:
-    info = getattr(lowered, "out_info", None)
-    if info is None:
-        info = getattr(executable, "out_info", None)
-    if info is None:
-        return None
-    return jax.tree_util.tree_map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), info)
 
 
 class Compiled:
@@ -382,9 +335,9 @@ class Compiled:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
         traced = self.signature.check_call(args, kwargs)
         if len(self.devices) > 1:
-            traced = _place_like(traced, self.jax_compiled.input_shardings[0])
+            traced = place_like(traced, self.jax_compiled.input_shardings[0])
         else:
-            traced = _onto_device(traced, self.devices[0])
+            traced = onto_device(traced, self.devices[0])
         return traced
 
     def hlo_text(self, stage: Stage = "optimized") -> str:
@@ -611,27 +564,3 @@ class Compiled:
 
     def _repr_html_(self) -> str:
         return self._summary().html()
-
-
-def _onto_device(tree: Any, device: Any) -> Any:
-    """Copy onto ``device`` the arrays that live elsewhere (a model ``fit`` left replicated
-    over 8 devices, called by a program compiled for one): JAX refuses them ("compiled for
-    input shardings that disagree"). Arrays already there, and host data, pass as they are."""
-
-    def place(leaf: Any) -> Any:
-        if isinstance(leaf, jax.Array) and leaf.sharding.device_set != {device}:
-            return jax.device_put(leaf, device)
-        return leaf
-
-    return jax.tree_util.tree_map(place, tree)
-
-
-def _place_like(tree: Any, shardings: Any) -> Any:
-    """Move the leaves whose placement differs from the compiled one (host data, other layouts)."""
-
-    def place(leaf: Any, sharding: Any) -> Any:
-        if isinstance(leaf, jax.Array) and leaf.sharding == sharding:
-            return leaf
-        return jax.device_put(leaf, sharding)
-
-    return jax.tree_util.tree_map(place, tree, shardings)

@@ -46,7 +46,7 @@ from typing import Any
 
 import jax
 
-from tpukit._errors import TpukitError
+from tpukit._errors import RecompileError
 from tpukit.compilation._ledger_arguments import CallArguments, Change, changes, describe_call
 from tpukit.display import cell_line, describe_location
 
@@ -81,10 +81,6 @@ _MODULE_NAME = re.compile(r"^[\w.]+\((.*)\)$")
 _LIBRARIES = ("jax", "jaxlib", "flax", "optax", "orbax", "tpukit", "IPython", "numpy")
 _TPUKIT_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")
 _NEAREST_OF = 64  # earlier compiles of a function compared with a new one, newest first
-
-
-class RecompileError(TpukitError, RuntimeError):
-    """A function compiled again inside ``tpukit.no_recompile()``."""
 
 
 @dataclass(frozen=True)

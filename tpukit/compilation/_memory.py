@@ -2,7 +2,7 @@
 
 ``Compiled.memory_view()`` compiles the program's lowering once more with XLA's dump
 options (``xla_dump_to``, ``xla_dump_hlo_as_text``) into a temporary folder and reads
-the buffer assignment and live ranges XLA wrote there (`tpukit.hlo._memory_ranges`): the
+the buffer assignment and live ranges XLA wrote there (`tpukit.memory._memory_ranges`): the
 figures are XLA's, not tpukit's. When XLA writes no live-range report (a persistent-cache
 hit skips the compiler; older XLA versions), the view falls back to live ranges computed
 from the optimized program's schedule and says it is an estimate.

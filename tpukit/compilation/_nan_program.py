@@ -195,16 +195,8 @@ class Level:
         flags: dict[tuple[Key, int], tuple[bool, bool]] = {}
 
         def visit(key: Key, eqn: Any, ins: list, outs: list) -> None:
-            if inner_jaxpr(eqn) is not None:
-                return
-            bad = False
-            for j, out in enumerate(outs):
-                nan, inf = state(out)
-                if nan or inf:
-                    flags[(key, j)] = (nan, inf)
-                    bad = True
-            if bad:
-                self._kept[key] = (list(ins), list(outs))
+            if inner_jaxpr(eqn) is None:
+                self._flag(flags, key, ins, outs)
 
         _walk(self.jaxpr, self.consts, self.args, (), visit, eager=True)
         return flags
@@ -229,15 +221,22 @@ class Level:
 
         flags: dict[tuple[Key, int], tuple[bool, bool]] = {}
         for key, (ins, outs) in zip(keys, jax.jit(program)(self.consts, self.args), strict=True):
-            bad = False
-            for j, out in enumerate(outs):
-                nan, inf = state(out)
-                if nan or inf:
-                    flags[(key, j)] = (nan, inf)
-                    bad = True
-            if bad:
-                self._kept[key] = (list(ins), list(outs))
+            self._flag(flags, key, ins, outs)
         return flags
+
+    def _flag(
+        self, flags: dict[tuple[Key, int], tuple[bool, bool]], key: Key, ins: list, outs: list
+    ) -> None:
+        """Note which outputs of the operation at ``key`` hold a NaN or an infinity in
+        ``flags``, and keep its values when one does."""
+        bad = False
+        for j, out in enumerate(outs):
+            nan, inf = state(out)
+            if nan or inf:
+                flags[(key, j)] = (nan, inf)
+                bad = True
+        if bad:
+            self._kept[key] = (list(ins), list(outs))
 
     def _run_flags(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
         keys: list[tuple[Key, int]] = []

@@ -205,3 +205,27 @@ def place_arguments(
         tuple(place(n, v) for n, v in zip(names, args)),
         {n: place(n, v) for n, v in kwargs.items()},
     )
+
+
+def onto_device(tree: Any, device: Any) -> Any:
+    """Copy onto ``device`` the arrays that live elsewhere (a model ``fit`` left replicated
+    over 8 devices, called by a program compiled for one): JAX refuses them ("compiled for
+    input shardings that disagree"). Arrays already there, and host data, pass as they are."""
+
+    def place(leaf: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.sharding.device_set != {device}:
+            return jax.device_put(leaf, device)
+        return leaf
+
+    return jax.tree_util.tree_map(place, tree)
+
+
+def place_like(tree: Any, shardings: Any) -> Any:
+    """Move the leaves whose placement differs from the compiled one (host data, other layouts)."""
+
+    def place(leaf: Any, sharding: Any) -> Any:
+        if isinstance(leaf, jax.Array) and leaf.sharding == sharding:
+            return leaf
+        return jax.device_put(leaf, sharding)
+
+    return jax.tree_util.tree_map(place, tree, shardings)

@@ -5,7 +5,7 @@ a file or a dump folder with ``tpukit.hlo.open``) and returns a ``matplotlib.fig
 (saved with ``fig.savefig("ops.png")``). In a notebook it shows once, whether it is
 the cell's value, assigned, or the line ends with ``;`` (see ``tpukit.display._figures``).
 Pass ``ax=`` to draw into an axes of your own figure instead. Bars are coloured by op
-category in the HLO graph's hues, darker (``tpukit.hlo._graph_schema``, their one home).
+category in the HLO graph's hues, darker (``tpukit.graph._graph_schema``, their one home).
 
     >>> def f(x, w):
     ...     return jnp.tanh(x @ w)

@@ -16,8 +16,8 @@ Offline, :func:`mnist` falls back to a sample of real MNIST bundled with tpukit 
 warns with :class:`SampleDataWarning`; ``mnist(source=...)`` reads local files instead.
 """
 
-from tpukit.datasets._download import ChecksumError, DownloadError
-from tpukit.datasets._idx import IDXFormatError, read_idx, write_idx
+from tpukit._errors import ChecksumError, DownloadError, IDXFormatError
+from tpukit.datasets._idx import read_idx, write_idx
 from tpukit.datasets._mnist import (
     CHECKSUMS,
     MIRRORS,

@@ -29,19 +29,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
 
-from tpukit._errors import TpukitError
+from tpukit._errors import ChecksumError, DownloadError
 
 _CHUNK = 1 << 16  # pooch's 1 KiB default flushes every KiB: 3x slower on a local 10 MB file
 _USER_AGENT = "tpukit-datasets (+https://github.com/tpukit)"
 _ADVICE = "download the file yourself and pass its folder as source= (or set TPUKIT_MNIST to it)."
-
-
-class DownloadError(TpukitError, OSError):
-    """No mirror could deliver a file: offline, not found, or the transfer broke off."""
-
-
-class ChecksumError(TpukitError, ValueError):
-    """A file arrived whole but its SHA-256 is not the published one."""
 
 
 def fetch(

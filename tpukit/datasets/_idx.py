@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tpukit._errors import TpukitError, WrongTypeError
+from tpukit._errors import IDXFormatError, WrongTypeError
 
 _DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype("u1"),
@@ -41,10 +41,6 @@ _DTYPES: dict[int, np.dtype] = {
     0x0E: np.dtype(">f8"),
 }
 _GZIP_MAGIC = b"\x1f\x8b"
-
-
-class IDXFormatError(TpukitError, ValueError):
-    """A file is not a valid IDX file (bad magic number, truncated, corrupt gzip)."""
 
 
 def read_idx(source: bytes | str | os.PathLike[str]) -> np.ndarray:

@@ -33,18 +33,15 @@ from pathlib import Path
 
 import numpy as np
 
-from tpukit._errors import ArgumentError, TpukitError
-from tpukit.datasets._download import DownloadError, fetch
-from tpukit.datasets._idx import IDXFormatError, read_idx
-
-
-class MnistSourceError(TpukitError, ValueError):
-    """A local MNIST source (``source=`` or ``TPUKIT_MNIST``) that mnist() cannot read as MNIST."""
-
-
-class MnistSourceNotFoundError(TpukitError, FileNotFoundError):
-    """A local MNIST source that does not exist, or a folder without MNIST's files."""
-
+from tpukit._errors import (
+    ArgumentError,
+    DownloadError,
+    IDXFormatError,
+    MnistSourceError,
+    MnistSourceNotFoundError,
+)
+from tpukit.datasets._download import fetch
+from tpukit.datasets._idx import read_idx
 
 #: Where :func:`mnist` downloads from, in order. A URL ending in ``/`` is a folder that
 #: holds the four IDX ``.gz`` files; any other URL is a keras-style ``mnist.npz``.

@@ -5,7 +5,7 @@ and bytes, list its fusions and collectives, and draw it as an interactive graph
 Nothing here imports JAX or knows how the text was made, so it works as well on a
 dump from another machine (``--xla_dump_to``) as on a program compiled here::
 
-    >>> from tpukit.hlo import parse_hlo, op_counts, dot_conv_flops
+    >>> from tpukit.hlo import dot_conv_flops, graph, op_counts, parse_hlo
     >>> module = parse_hlo('''
     ... HloModule f
     ... ENTRY main {
@@ -24,6 +24,7 @@ dump from another machine (``--xla_dump_to``) as on a program compiled here::
 (``XLA_FLAGS=--xla_dump_to=DIR``), into an ``HloProgram`` with a ``Compiled``'s
 analysis surface::
 
+    >>> from tpukit.hlo import open
     >>> program = open('''
     ... HloModule g, is_scheduled=true
     ... ENTRY main {
@@ -38,30 +39,37 @@ JAX lowered and XLA optimized, with XLA's own cost figures in its `Cost`. How a 
 line is named (a notebook cell's ``In [7], line 3``) is handed in by the layer that
 knows the running shell (`name_locations_with`); here a file keeps its base name.
 
-Imports: ``tpukit.display``, ``tpukit._errors`` (``tests/test_architecture.py`` checks).
+The layer is four rooms, each with its face: ``tpukit.hlo.text`` reads the text into
+the model, ``tpukit.hlo.analysis`` answers questions about it, ``tpukit.graph`` draws it
+and ``tpukit.memory`` shows what fills the device. This face and `HloProgram`
+(``_program``) sit above all four and name everything public; the graph's and memory's
+names, and ``open``'s program, load on first use (PEP 562).
+
+Imports: ``tpukit.hlo.text``, ``tpukit.hlo.analysis``, ``tpukit.graph``,
+``tpukit.memory``, ``tpukit.display``, ``tpukit._errors`` (``tests/test_architecture.py``
+checks).
 """
 
+from typing import Any
+
 from tpukit._errors import old_names
-from tpukit.hlo._cost import (
+from tpukit.hlo.analysis import SECTIONS as SECTIONS
+from tpukit.hlo.analysis import (
+    Collective,
+    Fusion,
+    Tally,
+    collectives_of,
     dot_conv_flops,
+    executed,
+    fusions_of,
     instruction_bytes,
     instruction_flops,
     op_category,
     op_counts,
 )
-from tpukit.hlo._diff_view import HloDiffView, diff_graph
-from tpukit.hlo._executed import Tally, executed
-from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
-from tpukit.hlo._graph_schema import FUSION_COLOURED_BY as FUSION_COLOURED_BY
-from tpukit.hlo._graph_schema import PLOT_COLOURS as PLOT_COLOURS
-from tpukit.hlo._graph_view import HloGraph
-from tpukit.hlo._memory_ranges import LiveRanges as LiveRanges
-from tpukit.hlo._memory_ranges import dump_memory_files as dump_memory_files
-from tpukit.hlo._memory_ranges import estimate_live_ranges as estimate_live_ranges
-from tpukit.hlo._memory_ranges import read_live_ranges as read_live_ranges
-from tpukit.hlo._memory_view import MemoryView
-from tpukit.hlo._memory_view import parse_bytes as parse_bytes
-from tpukit.hlo._model import (
+from tpukit.hlo.analysis import place_label as place_label
+from tpukit.hlo.analysis import plan_scopes as plan_scopes
+from tpukit.hlo.text import (
     ComputationRef,
     HloComputation,
     HloEdge,
@@ -70,17 +78,30 @@ from tpukit.hlo._model import (
     HloModule,
     HloShape,
     HloSourceFrame,
+    describe_location,
+    is_user_file,
+    name_locations_with,
+    parse_hlo,
+    parse_shape,
 )
-from tpukit.hlo._parser import parse_hlo, parse_shape
-from tpukit.hlo._program import Cost, HloProgram, as_program, check_stage, graph, open
-from tpukit.hlo._progress import progress as progress
-from tpukit.hlo._sources import describe_location, is_user_file, name_locations_with
-from tpukit.hlo._user_scopes import SECTIONS as SECTIONS
-from tpukit.hlo._user_scopes import place_label as place_label
-from tpukit.hlo._user_scopes import plan_scopes as plan_scopes
+from tpukit.hlo.text import progress as progress
 
-# Names imported `as` themselves are for tpukit's other packages, not public API: the plots'
-# colours, XLA's memory ranges, progress lines and the profile's scope plan.
+# Loaded on first use, by the module that holds them: the program (which draws and shows
+# memory), the graph viewer and memory. Those not in `__all__` serve tpukit's other
+# packages: the plots' colours, XLA's memory ranges.
+_PROGRAM = ("Cost", "HloProgram", "as_program", "check_stage", "graph", "open")
+_GRAPH = ("HloGraph", "HloDiffView", "diff_graph", "FUSION_COLOURED_BY", "PLOT_COLOURS")
+_MEMORY = (
+    "MemoryView",
+    "LiveRanges",
+    "dump_memory_files",
+    "estimate_live_ranges",
+    "parse_bytes",
+    "read_live_ranges",
+)
+
+# Names imported `as` themselves are for tpukit's other packages, not public API: progress
+# lines and the profile's scope plan.
 __all__ = [
     "Collective",
     "ComputationRef",
@@ -119,7 +140,20 @@ __all__ = [
 ]
 
 
-__getattr__ = old_names(__name__, {"HloCost": "tpukit.hlo.Cost"})  # renamed when programs came
+_old_name = old_names(__name__, {"HloCost": "tpukit.hlo.Cost"})  # renamed when programs came
+
+
+def __getattr__(name: str) -> Any:
+    if name in _PROGRAM:
+        import tpukit.hlo._program as holder
+    elif name in _GRAPH:
+        import tpukit.graph as holder
+    elif name in _MEMORY:
+        import tpukit.memory as holder
+    else:
+        return _old_name(name, depth=3)
+    value = globals()[name] = getattr(holder, name)
+    return value
 
 
 def __dir__() -> list[str]:

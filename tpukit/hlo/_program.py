@@ -35,30 +35,37 @@ from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_facing
 from tpukit.display import BORDER_COLOR, Line, Report, fact_table, format_bytes, format_flops
-from tpukit.hlo._cost import op_counts
-from tpukit.hlo._executed import executed
-from tpukit.hlo._fusions import Collective, Fusion, collectives_of, fusions_of
-from tpukit.hlo._graph_data import ARGUMENT_NAMES
-from tpukit.hlo._graph_view import HloGraph
-from tpukit.hlo._graph_view import graph as graph_of_text
-from tpukit.hlo._hlo_source import (
+from tpukit.graph import ARGUMENT_NAMES, HloGraph
+from tpukit.graph import graph as graph_of_text
+from tpukit.hlo.analysis import (
+    Collective,
+    Fusion,
+    collectives_of,
+    executed,
+    fusions_of,
+    op_counts,
+    repeated_loops,
+    trip_count,
+)
+from tpukit.hlo.text import (
     PATH_MAX,
     STAGES,
+    HloModule,
     parse_dump_name,
+    parse_hlo,
     pick_module,
+    progress,
     read_hlo_source,
+    split_modules,
 )
-from tpukit.hlo._loops import repeated_loops, trip_count
-from tpukit.hlo._memory_ranges import (
+from tpukit.memory import (
     LiveRanges,
+    MemoryView,
     dump_memory_files,
     estimate_live_ranges,
+    parse_bytes,
     read_live_ranges,
 )
-from tpukit.hlo._memory_view import MemoryView, parse_bytes
-from tpukit.hlo._model import HloModule
-from tpukit.hlo._parser import parse_hlo, split_modules
-from tpukit.hlo._progress import progress
 
 _TOP_FUSIONS = 5
 
@@ -68,7 +75,7 @@ class Cost:
     """FLOPs and bytes of one run of a program: tpukit's count, and XLA's where it gave one.
 
     tpukit counts from the HLO's shapes *as executed* (every call site, loop bodies
-    times their trip count; the rules are in `tpukit.hlo._executed`). XLA's own
+    times their trip count; the rules are in `tpukit.hlo.analysis._executed`). XLA's own
     ``cost_analysis`` is best effort: on GPU it leaves out convolutions that become
     cuDNN calls (VGG19 on 100 images: about 6.8e9 FLOPs where the network needs about
     3.9e12), so ``flops`` is the larger of the two counts.
@@ -376,7 +383,7 @@ def graph(
 ) -> HloGraph:
     """An interactive graph of a program: an `HloProgram` (or a ``tpukit.Compiled``'s), HLO
     text, an HLO file's path or a parsed `HloModule`. The arguments and the graph are
-    `tpukit.hlo._graph_view.graph`'s; a program's stage defaults to its `HloProgram.stage`
+    `tpukit.graph._graph_view.graph`'s; a program's stage defaults to its `HloProgram.stage`
     and its title to its name.
 
         >>> view = graph(program)  # the program opened above

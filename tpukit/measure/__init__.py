@@ -12,10 +12,10 @@ published device peaks (``_peaks.py``) place it on the roofline. A profile
 kernels matched to instructions by ``_gpu_kernels.py`` and to runs by ``_gpu_runs.py``.
 """
 
+from tpukit._errors import ProfileError
 from tpukit.measure._peaks import DevicePeak, peak_for
 from tpukit.measure._profile import Profile, profile_call
 from tpukit.measure._timing import TimingResult, time_call
-from tpukit.measure._xspace import ProfileError
 
 __all__ = [
     "DevicePeak",

@@ -35,26 +35,27 @@ import jax
 from tpukit import hlo
 from tpukit._errors import ArgumentError, user_facing
 from tpukit.display import (
-    MUTED_COLOR,
     Column,
     Line,
     Report,
     Table,
-    format_bytes,
-    format_flops,
     format_seconds,
 )
 from tpukit.hlo import (
     SECTIONS,
-    HloComputation,
     HloInstruction,
     HloModule,
     instruction_bytes,
     instruction_flops,
-    place_label,
-    plan_scopes,
 )
 from tpukit.measure._peaks import DevicePeak, peak_for
+from tpukit.measure._profile_cells import _KIND, _RULES, table_columns
+from tpukit.measure._profile_places import (
+    _NESTED_PROGRAM,
+    instruction_places,
+    short_place,
+    source_of,
+)
 from tpukit.measure._trace_events import InstructionTimes, RunEvidence, instruction_times
 from tpukit.measure._trace_programs import (
     entry_shapes,
@@ -69,8 +70,6 @@ from tpukit.measure._xspace import TraceFile, from_profile_data, read_xspace
 
 #: Rows of each table in the notebook view (``table()`` has them all).
 TOP_ROWS = 15
-# Computation kinds whose instructions run as program steps with events of their own.
-_NESTED_PROGRAM = frozenset({"while_body", "while_condition", "branch", "called", "async"})
 
 
 def profile_call(
@@ -334,7 +333,7 @@ class Profile:
         return [dict(record) for record in self._records[by]]
 
     def _instruction_records(self) -> list[dict[str, Any]]:
-        groups = _groups(self.module)
+        groups = instruction_places(self.module)
         records = []
         for instr in self.module.instructions():
             if instr.name not in self._own:
@@ -356,7 +355,7 @@ class Profile:
                     "opcode": instr.opcode,
                     "fusion_kind": instr.fusion_kind,
                     "group": short_place(section, path),
-                    "source": _source_of(instr, self.module),
+                    "source": source_of(instr, self.module),
                     "calls": round(calls, 3),
                     **self._figures(seconds, None if uncounted else flops, nbytes, uncounted),
                 }
@@ -365,7 +364,7 @@ class Profile:
         return records
 
     def _group_records(self, instructions: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        groups = _groups(self.module)
+        groups = instruction_places(self.module)
         summed: dict[str, dict[str, Any]] = {}
         for record in instructions:
             section, path = groups.get(record["name"], ("", []))
@@ -524,34 +523,7 @@ class Profile:
 
     def _columns(self, by: str) -> list[Column]:
         """The columns of a table of records (each cell is given the whole record)."""
-        first = (
-            [
-                Column("instruction", format=lambda r: r["name"]),
-                Column("op", format=lambda r: r["fusion_kind"] or r["opcode"]),
-                Column("group", format=lambda r: r["group"]),
-                Column("source", format=lambda r: r["source"] or "-"),
-            ]
-            + self._calls_column()
-            if by == "instruction"
-            else [
-                Column("group", format=lambda r: r["group"]),
-                Column("ops", "right", lambda r: str(r["instructions"])),
-            ]
-        )
-        rest = [
-            Column("time", "right", lambda r: format_seconds(r["seconds"])),
-            Column("share", "right", _share, markup=_share_bar),
-            Column("FLOPs", "right", lambda r: format_flops(r["flops"]) if r["flops"] else "-"),
-            Column("bytes", "right", lambda r: format_bytes(r["bytes"]) if r["bytes"] else "-"),
-            Column("FLOP/s", "right", lambda r: _rate(r["flops_per_second"], "FLOP/s")),
-            Column("bandwidth", "right", lambda r: _rate(r["bytes_per_second"], "B/s")),
-        ]
-        if self.peak is not None:
-            rest += [
-                Column("roofline", "right", _roofline_text),
-                Column("reached", "right", lambda r: _reached(r["roofline_share"])),
-            ]
-        return first + rest
+        return table_columns(by, self._calls_column(), with_peak=self.peak is not None)
 
     def _calls_column(self) -> list[Column]:
         """Runs per program run, shown only when some instruction runs more than once."""
@@ -597,54 +569,6 @@ class Profile:
         return self._report().html()
 
 
-_KIND = "tpukit-profile"
-_RULES = (
-    f"&{{border:1px solid {MUTED_COLOR};border-radius:4px;padding:6px 10px;max-width:100%;"
-    "box-sizing:border-box;overflow-x:auto}"
-    "& > div, & summary{white-space:normal}"
-    f"& .note{{color:{MUTED_COLOR}}}"
-    "& .warn{color:#b45309}"
-    "& td{white-space:nowrap}"
-    "& .bar{display:inline-block;height:8px;margin-right:6px;vertical-align:middle;"
-    "background:#e8710a;border-radius:1px;opacity:.85}"
-)
-
-
-def _share(record: dict[str, Any]) -> str:
-    return f"{record['share']:.1%}"
-
-
-def _share_bar(record: dict[str, Any]) -> str:
-    """The share with a bar as long as it (60 px for all the time) before it."""
-    width = max(1, round(60 * record["share"]))
-    return f'<span class="bar" style="width:{width}px"></span>{_share(record)}'
-
-
-def _rate(value: float | None, unit: str) -> str:
-    if not value:
-        return "-"
-    if unit == "FLOP/s":
-        return format_flops(value) + "/s"
-    return format_bytes(value) + "/s"
-
-
-def _reached(value: float | None) -> str:
-    """The share of the roofline reached; over 100% means the estimate, not the chip, is off."""
-    if value is not None and value > 1:
-        return f"{value:.0%}*"
-    return _percent(value)
-
-
-def _percent(value: float | None) -> str:
-    return f"{value:.0%}" if value is not None else "-"
-
-
-def _roofline_text(record: dict[str, Any]) -> str:
-    if not record.get("roofline_seconds"):
-        return "-"
-    return f"{format_seconds(record['roofline_seconds'])} {record['bound']}"
-
-
 def _same_shapes(module: HloModule, chosen: Any, programs: list[Any], where: str) -> None:
     """Refuse a module compiled for other shapes than the program of the trace it is
     paired with (the same name, another program): its FLOPs and bytes would be wrong."""
@@ -663,54 +587,3 @@ def _same_shapes(module: HloModule, chosen: Any, programs: list[Any], where: str
         f"module compiled for those shapes, leave hlo_module out to use the HLO the trace "
         f"carries, or pass program= another program{listed}."
     )
-
-
-def short_place(section: str, path: list[str]) -> str:
-    """Where an instruction sits, without what the deeper names repeat.
-
-    ``backward › layer2[0] (Bottleneck) backward › layer2[0].conv2 (Conv) backward`` reads
-    ``backward › layer2[0].conv2 (Conv)``: a module's path holds its parents', and the
-    section already says backward. A user's scope inside a module keeps the module.
-
-        >>> short_place("backward", ["layer2[0] (Bottleneck) backward",
-        ...                          "layer2[0].conv2 (Conv) backward"])
-        'backward › layer2[0].conv2 (Conv)'
-    """
-    names = [p.removesuffix(f" {section}") if section else p for p in path]
-    kept = [
-        name
-        for name, deeper in zip(names, [*names[1:], None])
-        if deeper is None or not deeper.startswith(name.split(" (", 1)[0] + ".")
-    ]
-    return place_label(section, kept)
-
-
-def _groups(module: HloModule) -> dict[str, tuple[str, list[str]]]:
-    """Each instruction's (section, path) as the graph groups it. The body of a loop or
-    call is grouped in its own right, under the place of the instruction that runs it
-    (fit's step: the training step inside the loop over batches)."""
-    placed: dict[str, tuple[str, list[str]]] = {}
-    seen: set[str] = set()
-
-    def place(comp: HloComputation, caller: HloInstruction | None, where: tuple[str, list[str]]):
-        seen.add(comp.name)
-        plan = plan_scopes(comp, module, caller)
-        for instr in comp.instructions:
-            section = plan.section.get(instr.name, "") or where[0]
-            here = (section, [*where[1], *plan.path.get(instr.name, [])])
-            placed.setdefault(instr.name, here)
-            for called in module.called(instr):
-                if called.kind in _NESTED_PROGRAM and called.name not in seen:
-                    place(called, instr, here)
-
-    place(module.entry, None, ("", []))
-    return placed
-
-
-def _source_of(instr: HloInstruction, module: HloModule) -> str:
-    """The instruction's source line; for a fusion without one, that of the work inside."""
-    if instr.source_location:
-        return instr.source_location
-    inside = [i for comp in module.called(instr) for i in comp.instructions if i.source_location]
-    inside.sort(key=lambda i: -instruction_flops(i, module))
-    return inside[0].source_location if inside else ""

@@ -41,12 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tpukit._errors import ProfileError
 from tpukit.hlo import HloModule
 from tpukit.measure._gpu_kernels import attribute_kernels, kernel_name
 from tpukit.measure._gpu_runs import host_executions, kernel_runs, launch_groups
 from tpukit.measure._peaks import gpu_kind
 from tpukit.measure._trace_programs import MODULE_LINE, split_program
-from tpukit.measure._xspace import ProfileError, TraceEvent, TraceFile, TracePlane
+from tpukit.measure._xspace import TraceEvent, TraceFile, TracePlane
 
 #: The trace's plane of the host CPU (XLA:CPU runs each instruction on its client's threads).
 CPU_PLANE = "/host:CPU"

@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from tpukit._errors import ArgumentError
+from tpukit._errors import ArgumentError, ProfileError
 from tpukit.display import format_seconds
-from tpukit.measure._xspace import ProfileError, TraceFile
+from tpukit.measure._xspace import TraceFile
 
 METADATA_PLANE = "/host:metadata"
 HLO_PROTO_STAT = "Hlo Proto"

@@ -27,9 +27,9 @@ from typing import Any
 
 import jax
 
-from tpukit._errors import TpukitError
+from tpukit._errors import ProfileError, TpukitError
 from tpukit._interrupts import deferred_interrupts
-from tpukit.measure._xspace import ProfileError, TraceFile, read_xspace
+from tpukit.measure._xspace import TraceFile, read_xspace
 
 TRACE_FILES = "*.xplane.pb"
 #: Runs from which a trace says what it is doing (a long trace, then a long read).

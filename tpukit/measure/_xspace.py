@@ -26,11 +26,7 @@ from typing import Any
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from tpukit._errors import TpukitError
-
-
-class ProfileError(TpukitError, RuntimeError):
-    """A trace could not be taken or read, or held no per-instruction times for the program."""
+from tpukit._errors import ProfileError
 
 
 @dataclass(frozen=True)

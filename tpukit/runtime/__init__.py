@@ -11,6 +11,7 @@ one ``jax.distributed`` run (``_launch.py``). (Named ``runtime`` rather than
 other packages import.
 """
 
+from tpukit._errors import LaunchError
 from tpukit.runtime._devices import (
     DeviceInfo,
     DeviceTable,
@@ -20,7 +21,7 @@ from tpukit.runtime._devices import (
     devices,
 )
 from tpukit.runtime._environment import Environment, detect_environment, missing_platform_advice
-from tpukit.runtime._launch import LaunchError, free_port, launch, process_environment
+from tpukit.runtime._launch import free_port, launch, process_environment
 from tpukit.runtime._one_in_flight import devices_of, one_at_a_time, settled
 from tpukit.runtime._transfer import fetch, put
 

@@ -42,12 +42,7 @@ from pathlib import Path
 from typing import TextIO
 
 from tpukit._counts import as_count
-from tpukit._errors import TpukitError
-
-
-class LaunchError(TpukitError, ValueError):
-    """``launch`` was given something it cannot run (no script, a bad count)."""
-
+from tpukit._errors import LaunchError
 
 # Gloo announces every peer connection ("[Gloo] Rank 5 is connected to 7 peer ranks.
 # Expected number of connected peer ranks is : 7"); it says nothing the user needs. Its

@@ -48,9 +48,9 @@ next shuffle a later call on the same model reuses, checked against in-place cha
 """
 
 from ._evaluate import evaluate
-from ._exceptions import CheckpointError
+from ._exceptions import CheckpointError, NonFiniteLossError
 from ._fit import Trainer, fit
-from ._guard import NonFiniteLossError, NonFiniteLossWarning
+from ._guard import NonFiniteLossWarning
 from ._history import History
 from ._layout import ShardingSummary
 from ._losses import accuracy, cross_entropy, top_k_accuracy

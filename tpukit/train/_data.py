@@ -182,9 +182,26 @@ def resident(data: Any, plan: Plan, name: str, kept: KeptForModel | None) -> Res
     the run's first call runs: ``_kept``)."""
     if kept is None:
         return ResidentData(data, plan, name)
+    form, given = _form(data, plan, name)
+    return kept.resident(name, form, given, lambda: ResidentData(data, plan, name))
+
+
+def kept_copy(data: Any, plan: Plan, name: str, kept: KeptForModel) -> KeptData | None:
+    """The copy ``kept`` holds of in-memory ``data``'s very arrays on this layout, or
+    ``None``; nothing is placed or checked (``_setup``'s repeated call)."""
+    data = arrays_of_dataset(data)
+    if not is_array_dataset(data):
+        return None
+    form, given = _form(data, plan, name)
+    return kept.find(name, form, given)
+
+
+def _form(data: Any, plan: Plan, name: str) -> tuple[tuple, list[Any]]:
+    """``(form, arrays)``: how ``_kept`` knows in-memory data again (its kind and
+    structure, and the layout) and the arrays as given."""
     kind, arrays = _kind_and_arrays(data, name)
     given, treedef = jax.tree.flatten(arrays)
-    return kept.resident(name, (kind, treedef, plan), given, lambda: ResidentData(data, plan, name))
+    return (kind, treedef, plan), given
 
 
 class ResidentData:

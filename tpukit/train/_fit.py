@@ -220,9 +220,12 @@ class Trainer:
             note = TrainingState.of(self.model).unfinished_epoch_note(spec.settings())
             if note is not None:
                 warnings.warn(note, stacklevel=4)
-        # Before any step: a program over the device's memory is refused, explained.
-        check_fits(spec, params, rest, opt_state, position)
-        history.sharding = self.plan.summary(params, opt_state, spec.batch_size)
+        # Before any step: a program over the device's memory is refused, explained (once
+        # for the set-up: calls that repeat it, ``_again``, run the same program).
+        spec.once("fits", lambda: check_fits(spec, params, rest, opt_state, position))
+        history.sharding = spec.once(
+            "sharding", lambda: self.plan.summary(params, opt_state, spec.batch_size)
+        )
         show = options.verbose and jax.process_index() == 0
         if show and not said_sharding:
             print(f"tpukit.fit: {history.sharding}", flush=True)
@@ -244,8 +247,9 @@ class Trainer:
             started=started,
             kept=kept,
         )
+        state = (params, rest, opt_state)  # placed already when the last call wrote it
         with explained_out_of_memory(spec, params, rest, opt_state, position):
-            return run.train(self.plan.put_state(params, rest, opt_state))
+            return run.train(state if prepared.placed else self.plan.put_state(*state))
 
     def _restore(
         self, store: _checkpoint.RunCheckpoints, spec: RunSpec, params, rest, opt_state
@@ -341,7 +345,11 @@ def fit(
     state, which the next call continues when its optimizer is the same program (the
     same object, or a new one with the same settings, e.g. ``optax.adam(1e-3)``
     again); another optimizer starts from its ``init``. The compiled step is reused
-    when model, loss and optimizer program are the same.
+    when model, loss and optimizer program are the same, and a call that repeats the
+    last one on the model (the same model, data arrays, optimizer settings, loss,
+    metrics, layout and batch sizes; ``epochs``, ``seed``, ``shuffle``, ``callbacks``
+    and ``verbose`` may change) takes its whole set-up: nothing is checked, traced or
+    placed again but the data's contents.
 
     Args:
         model: an ``nnx.Module``; updated in place. BatchNorm runs in train mode and

@@ -41,21 +41,22 @@ from typing import Any
 import jax
 import numpy as np
 
-_WORDS = (np.uint64, np.uint32, np.uint16, np.uint8)
+#: The widest machine word that divides a row's bytes, by the lowest set bit of its width.
+_WORDS = (np.uint8, np.uint16, np.uint32)
 
 
 def content_fingerprint(array: np.ndarray) -> tuple:
     """``(shape, dtype, crc)`` of ``array``'s contents: each example's (row's) bytes
     summed as machine words, then the CRC-32 of those sums in example order, so a
     changed value and a moved example both change it. One pass, at memory speed."""
-    a = np.ascontiguousarray(array)
+    a = array if array.flags.c_contiguous else np.ascontiguousarray(array)
     rows = a.reshape(a.shape[0] if a.ndim else 1, -1).view(np.uint8)
     width = rows.shape[1]
     if width == 0:
-        return a.shape, str(a.dtype), 0
-    words = next(rows.view(w) for w in _WORDS if width % np.dtype(w).itemsize == 0)
-    sums = words.sum(axis=1, dtype=np.uint64)
-    return a.shape, str(a.dtype), zlib.crc32(sums.data)
+        return a.shape, a.dtype.str, 0
+    word = _WORDS[(width & -width).bit_length() - 1] if width % 8 else np.uint64
+    sums = rows.view(word).sum(axis=1, dtype=np.uint64)
+    return a.shape, a.dtype.str, zlib.crc32(sums.data)
 
 
 def _weak(x: Any, lost: Callable[[Any], None]) -> Callable[[], Any] | None:
@@ -149,20 +150,29 @@ class StaleData(Exception):
 
 class KeptForModel:
     """Everything kept beside one model for its next ``fit``: data by role, the
-    next epoch's shuffle, already on the devices, and the model's split as the last
-    call wrote it (``_kept_split.KeptSplit``)."""
+    next epoch's shuffle, already on the devices, the model's split as the last
+    call wrote it (``_kept_split.KeptSplit``) and the last call's set-up
+    (``_again.LastSetUp``)."""
 
     def __init__(self) -> None:
         self.data: dict[str, KeptData] = {}
         self.indices: tuple[tuple, Any] | None = None  # (what they are, the device array)
         self.split: Any = None  # the model as the last call wrote it (``_kept_split``)
+        self.last: Any = None  # the last call's set-up, for a call that repeats it
+
+    def find(self, name: str, form: Any, given: list[Any]) -> KeptData | None:
+        """The copy kept of ``name`` when ``given`` are its very arrays (in structure
+        ``form``), else ``None``; nothing is placed, and the copy is not yet counted
+        as reused (:meth:`KeptData.reuse`)."""
+        kept = self.data.get(name)
+        return kept if kept is not None and kept.matches(form, given) else None
 
     def resident(self, name: str, form: Any, given: list[Any], build: Callable[[], Any]) -> Any:
         """The source for ``name``'s arrays ``given`` (in structure ``form``): the kept one
         when they are the same objects, else ``build()``, timed and kept. The source's
         ``kept`` is its :class:`KeptData`."""
-        kept = self.data.get(name)
-        if kept is not None and kept.matches(form, given):
+        kept = self.find(name, form, given)
+        if kept is not None:
             kept.reuse()
             return kept.source
         self.data.pop(name, None)  # free the old copy before placing the new one
@@ -174,7 +184,7 @@ class KeptForModel:
         def lost(_: Any) -> None:  # the user let go of an array: free the device copy now
             me = owner()
             if me is not None and me.data.get(name) is kept:
-                del me.data[name]
+                me.forget([name])
 
         kept = KeptData(form, given, source, time.perf_counter() - start, lost)
         kept.name = name
@@ -187,6 +197,7 @@ class KeptForModel:
         """Drop the kept copies of ``names`` (all when ``None``)."""
         for name in list(self.data) if names is None else names:
             self.data.pop(name, None)
+        self.last = None  # its set-up held the copies
 
     def take_indices(self, what: tuple) -> Any:
         """The shuffle kept for ``what`` (settings and epoch), or ``None``."""

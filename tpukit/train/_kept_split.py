@@ -98,11 +98,13 @@ def walk(model: Any) -> Walk | None:
     ``__dict__``, Variable metadata not a dict): such a model is split every call."""
     out = Walk()
     objects, names = out.objects, out.names
+    kinds = _KINDS
     seen: set[int] = set()
     objects.append(model)
     stack = [(model, _kind(model))]
+    pop, push = stack.pop, stack.append
     while stack:
-        node, kind = stack.pop()
+        node, kind = pop()
         if id(node) in seen:  # a node met before (shared): its place is recorded
             continue
         seen.add(id(node))
@@ -128,9 +130,11 @@ def walk(model: Any) -> Walk | None:
             names.extend(attributes)
         objects.extend(values)
         for value in values:
-            inner = _kind(value)
+            inner = kinds.get(type(value))
+            if inner is None:
+                inner = _kind(value)
             if inner != _STATIC:
-                stack.append((value, inner))
+                push((value, inner))
     return out
 
 
@@ -163,21 +167,23 @@ class KeptSplit:
         self._record(model, graphdef, params, rest)
         return graphdef, params, rest
 
-    def write_back(self, model: Any, graphdef: Any, params: Any, rest: Any) -> None:
+    def write_back(
+        self, model: Any, graphdef: Any, params: Any, rest: Any, *, checked: bool = False
+    ) -> None:
         """``nnx.update(model, params, rest)`` (states of ``graphdef``'s model); straight
         into the Variables when the model is as the kept states left it and the new
-        states have their structure."""
-        now = walk(model) if self._walk is not None else None
-        if now is not None and now.same_as(self._walk):
+        states have their structure. ``checked``: nothing but ``fit`` touched the model
+        since its :meth:`split` this call (no callback ran), so it is not walked again."""
+        if self._walk is not None and (checked or self._walk.same_as(walk(model) or Walk())):
             leaves_p, tree_p = jax.tree.flatten(params)
             leaves_r, tree_r = jax.tree.flatten(rest)
             if (tree_p, tree_r) == self._treedefs:
                 leaves = leaves_p + leaves_r
                 objects = self._walk.objects
-                for variable, at, i in zip(
-                    self._walk.variables, self._walk.raw_at, self._leaf_of, strict=True
+                for n, (variable, at, i) in enumerate(
+                    zip(self._walk.variables, self._walk.raw_at, self._leaf_of, strict=True)
                 ):
-                    _set_raw(variable, leaves[i])
+                    _set_raw(variable, leaves[i], checked=n > 0)
                     objects[at] = leaves[i]
                 self.params, self.rest = params, rest
                 return
@@ -201,9 +207,23 @@ class KeptSplit:
         self._walk, self._leaf_of, self._treedefs = found, leaf_of, (tree_p, tree_r)
 
 
-def _set_raw(variable: nnx.Variable, value: Any) -> None:
+def _set_raw(variable: nnx.Variable, value: Any, checked: bool = False) -> None:
+    """``variable``'s array set to ``value``; ``checked``: flax's check that the Variable
+    may be updated here (not from inside another trace) passed for the write-back's
+    first Variable, and holds for its others (fit runs outside any trace)."""
     setter = getattr(variable, "set_raw_value", None)  # flax >= 0.12
-    if setter is not None:
-        setter(value)
-    else:
+    if setter is None:
         object.__setattr__(variable, "raw_value", value)
+    elif checked and _BYPASS:
+        setter(value, _unsafe_bypass_check=True)
+    else:
+        setter(value)
+
+
+def _can_bypass() -> bool:
+    """Whether flax's ``Variable.set_raw_value`` can skip its trace check (flax >= 0.12.x)."""
+    code = getattr(getattr(nnx.Variable, "set_raw_value", None), "__code__", None)
+    return code is not None and "_unsafe_bypass_check" in code.co_varnames
+
+
+_BYPASS = _can_bypass()

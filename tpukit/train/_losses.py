@@ -1,4 +1,4 @@
-"""Loss and metric functions, and the per-batch objective the training loop compiles.
+"""Loss and metric functions; the per-batch objective built from them is in ``_objective``.
 
 A *loss* for ``(inputs, labels)`` data is ``loss(outputs, labels)`` returning a
 scalar (or per-example values, which are averaged). For dict data it is
@@ -20,16 +20,14 @@ Example::
 
 from __future__ import annotations
 
-import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from ._exceptions import TrainingInputError, TrainingTypeError
+from ._exceptions import TrainingInputError
 
 Metric = str | Callable[[jax.Array, jax.Array], jax.Array]
 
@@ -138,101 +136,3 @@ def resolve_metrics(metrics: Sequence[Metric]) -> tuple[tuple[str, Callable], ..
     if len(set(names)) != len(names) or "loss" in names:
         raise TrainingInputError(f"Metric names must be unique and not 'loss'; got {names}.")
     return tuple(out)
-
-
-def _check_arity(fn: Callable, expected: str) -> None:
-    """Raise if ``fn`` cannot be called with two positional arguments."""
-    try:
-        sig = inspect.signature(fn)
-    except (TypeError, ValueError):
-        return
-    try:
-        sig.bind(None, None)
-    except TypeError:
-        raise TrainingTypeError(
-            f"loss={getattr(fn, '__name__', fn)!r} has signature {sig}, but tpukit calls it as "
-            f"{expected}. Write a function with exactly those two arguments."
-        ) from None
-
-
-class Objective:
-    """What one batch contributes: a mean loss and mean metrics, from a model and a batch.
-
-    ``kind`` is ``"pair"`` for ``(inputs, labels)`` batches and ``"dict"`` for
-    dict batches.
-    """
-
-    def __init__(self, kind: str, loss: Callable | None, metrics: Sequence[Metric]):
-        self.kind = kind
-        self.default_loss = loss is None
-        self.loss = cross_entropy if loss is None else loss
-        if not callable(self.loss):
-            raise TrainingTypeError(f"loss must be a function; got {type(loss).__name__}.")
-        expected = "loss(outputs, labels)" if kind == "pair" else "loss(model, batch)"
-        _check_arity(self.loss, expected)
-        self.metrics = resolve_metrics(metrics)
-        self.metric_names = tuple(n for n, _ in self.metrics)
-
-    def key(self) -> tuple:
-        """A hashable identity, used to reuse compiled functions."""
-        return (self.kind, self.loss, self.metrics)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Objective) and other.key() == self.key()
-
-    def __hash__(self) -> int:
-        return hash(self.key())
-
-    def __call__(self, model: Any, batch: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """``(mean loss, {metric: batch mean})`` of ``model`` on ``batch``, in float32."""
-        loss, terms = self.terms(model, batch)
-        return loss, {name: jnp.mean(terms[name]) for name in self.metric_names}
-
-    def terms(self, model: Any, batch: Any) -> tuple[jax.Array, dict[str, jax.Array]]:
-        """``(mean loss, terms)``: the loss to differentiate, and each figure as the
-        values whose mean is its batch mean (``"loss"`` first, then the metrics).
-
-        Per-example values where the loss or metric gives them (the default
-        cross-entropy, a loss that returns per-example values, the built-in accuracies),
-        else the batch mean. ``fit``'s step adds the terms up elementwise, step after
-        step, and takes their means once per call: an addition that fuses into the
-        kernel computing them, where a mean per step costs reductions of its own
-        (on a GPU, kernel launches that made ``fit`` 1.2x the hand-written step).
-
-        Example::
-
-            >>> objective = Objective("pair", None, ["accuracy"])
-            >>> model = lambda x: x
-            >>> loss, terms = objective.terms(model, (jnp.eye(3), jnp.array([0, 1, 0])))
-            >>> terms["accuracy"].tolist()
-            [1.0, 1.0, 0.0]
-        """
-        if self.kind == "pair":
-            inputs, labels = batch
-            outputs = model(inputs)
-            if self.default_loss:
-                values = _per_example_cross_entropy(outputs, labels)
-            else:
-                values = self.loss(outputs, labels)
-        else:
-            values = self.loss(model, batch)
-            outputs = None
-            if isinstance(values, tuple):
-                values, outputs = values
-            labels = batch.get("labels") if isinstance(batch, dict) else None
-        values = jnp.asarray(values)
-        terms = {"loss": values.astype(jnp.float32)}
-        for name, fn in self.metrics:
-            per_example = getattr(fn, "per_example", None)
-            value = per_example(outputs, labels) if per_example else jnp.mean(fn(outputs, labels))
-            terms[name] = jnp.asarray(value).astype(jnp.float32)
-        return jnp.mean(values).astype(jnp.float32), terms
-
-
-def pick_default_metrics(kind: str, loss: Callable | None, labels: Any) -> tuple[str, ...]:
-    """``("accuracy",)`` when the labels look like integer classes, otherwise none."""
-    if kind == "pair" and labels is not None and jnp.issubdtype(labels.dtype, jnp.integer):
-        return ("accuracy",)
-    if kind == "dict" and loss is None:
-        return ("accuracy",)
-    return ()

@@ -73,3 +73,63 @@ def _function_key(fn: types.FunctionType, depth: int) -> tuple | None:
     if None in captured or defaults is None or keyword_defaults is None:
         return None
     return ("function", fn.__code__, captured, defaults, keyword_defaults)
+
+
+def same_optax(a: Any, b: Any) -> bool:
+    """Whether ``optax_closure_key(a) == optax_closure_key(b)`` with both keys found,
+    told by walking the two side by side: no key is built, and the walk stops at the
+    first difference (a repeated ``fit`` compares its optimizer with the last call's).
+
+    Example::
+
+        >>> import optax
+        >>> same_optax(optax.adam(1e-3).update, optax.adam(1e-3).update)
+        True
+        >>> same_optax(optax.adam(1e-3).update, optax.adam(1e-2).update)
+        False
+    """
+    return _same(a, b, _DEPTH)
+
+
+def _same(a: Any, b: Any, depth: int) -> bool:
+    kind = type(a)
+    if depth == 0 or kind is not type(b):
+        return False
+    if kind is types.FunctionType:
+        if a.__code__ != b.__code__ or not (a.__module__ or "").startswith("optax."):
+            return False
+        cells_a, cells_b = a.__closure__ or (), b.__closure__ or ()
+        if len(cells_a) != len(cells_b):
+            return False
+        depth -= 1
+        for x, y in zip(cells_a, cells_b):
+            if not _same(x.cell_contents, y.cell_contents, depth):
+                return False
+        return _same(a.__defaults__, b.__defaults__, depth) and _same(
+            a.__kwdefaults__, b.__kwdefaults__, depth
+        )
+    if a is None or kind in _PLAIN:
+        return a == b
+    if isinstance(a, float):
+        return a.hex() == b.hex()  # 0.0 and -0.0 apart, nan equal to nan
+    if isinstance(a, (tuple, list)):  # named tuples too (GradientTransformation)
+        if len(a) != len(b):
+            return False
+        for x, y in zip(a, b):
+            if not _same(x, y, depth - 1):
+                return False
+        return True
+    if kind is dict:
+        return a.keys() == b.keys() and all(
+            _same(k, k, depth - 1) and _same(v, b[k], depth - 1) for k, v in a.items()
+        )
+    if kind is functools.partial:
+        return (
+            _same(a.func, b.func, depth - 1)
+            and _same(a.args, b.args, depth - 1)
+            and _same(a.keywords, b.keywords, depth - 1)
+        )
+    return False
+
+
+_PLAIN = (bool, int, str, bytes)

@@ -62,8 +62,12 @@ class _Declared:
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
-        """The options declared here, in order."""
-        return tuple(f.name for f in dataclasses.fields(cls) if f.init)
+        """The options declared here, in order (read once per class: every call picks them)."""
+        names = cls.__dict__.get("_names")
+        if names is None:
+            names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+            cls._names = names
+        return names
 
     @classmethod
     def defaults(cls) -> dict[str, Any]:

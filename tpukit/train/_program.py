@@ -39,8 +39,8 @@ import optax
 from flax import nnx
 
 from ._exceptions import TrainingInputError
-from ._losses import Objective
 from ._memo import abstract_key, remembered
+from ._objective import Objective
 from ._optax_key import optax_closure_key
 
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")

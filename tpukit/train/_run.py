@@ -1,9 +1,10 @@
-"""One ``fit`` call while it runs: the loop, and the small collaborators it reports to.
+"""One ``fit`` call while it runs: the loop that starts compiled calls and applies them.
 
 :class:`Run` is complete when constructed: it holds the ``RunSpec`` (everything
 fixed for the call, made by ``_setup.prepare``), where the run is (``Position``),
 the :class:`~tpukit.train.History`, and one collaborator per job:
-:class:`~tpukit.train._progress.Progress` (the epoch line), :class:`Checkpointing` (when to save and what),
+:class:`Progress` (the epoch line) and :class:`Checkpointing` (when to save and what),
+both in ``_collaborators``,
 :class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and the ``Evaluator``
 (``eval_data`` after each epoch). :meth:`Run.train` is the loop that starts compiled
 calls and hands their figures to them.
@@ -17,7 +18,6 @@ Example::
 from __future__ import annotations
 
 import time
-import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,89 +31,16 @@ from tpukit.compilation import compiles, device_capacity
 from tpukit.display import format_count
 from tpukit.runtime import devices_of, one_at_a_time
 
-from . import _checkpoint, _steps
+from . import _steps
+from ._collaborators import Checkpointing, InputWait, Progress
 from ._data import ResidentData
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
 from ._kept import KeptForModel, StaleData
 from ._kept_split import KeptSplit
-from ._progress import Progress, compile_count
+from ._progress import compile_count
 from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
 from ._state import Position, TrainingState
-
-
-class InputWait:
-    """Whether the device waited for the host's data, for streamed ``train_data``.
-
-    While a call runs, the host prepares the next call's chunk (draws batches from the
-    iterable, stacks them, starts the transfer). When that takes longer than the call,
-    the host no longer waits for the device afterwards: the device was idle, waiting
-    for input. :meth:`verdict` says so once an epoch shows it, with the figures.
-    """
-
-    def __init__(self, streamed: bool):
-        self.streamed = streamed
-        self.prepared = self.device_wait = self.seconds = 0.0
-        self.told = False
-
-    def add(self, prepared: float, device_wait: float, seconds: float) -> None:
-        self.prepared += prepared
-        self.device_wait += device_wait
-        self.seconds += seconds
-
-    def verdict(self) -> str | None:
-        """One line when preparing input took most of the time and the device sat idle."""
-        bound = self.prepared > 0.5 * self.seconds and self.device_wait < 0.1 * self.seconds
-        if not self.streamed or self.told or not bound:
-            return None
-        self.told = True
-        return (
-            f"waiting on the host for input: preparing the chunks took {self.prepared:.2f} s "
-            f"of {self.seconds:.2f} s of calls, and the device finished each call before the "
-            "next chunk was ready. Pass in-memory arrays (kept on the device) or make the "
-            "iterable faster (fewer Python steps per batch, batches prepared ahead)."
-        )
-
-
-class Checkpointing:
-    """When the run saves, and what a checkpoint records besides the arrays."""
-
-    def __init__(self, store: _checkpoint.RunCheckpoints, spec: RunSpec):
-        self.store = store
-        self.spec = spec
-        self._warned = False
-
-    def due_after_execution(self, executions: int) -> bool:
-        return bool(self.store.every) and executions % self.store.every == 0
-
-    def due_after_epoch(self, epoch: int) -> bool:
-        return self.store.every is None or epoch == self.spec.options.epochs
-
-    def save(self, position: Position, history: History, state: tuple) -> None:
-        params, rest, opt_state = state
-        names, leaves, _ = _checkpoint.flatten(
-            {"params": params, "state": rest, "optimizer": opt_state}
-        )
-        record = {
-            **position.to_record(),
-            **self.spec.settings(),
-            "history": history.to_dict(),
-            "fingerprint": self.spec.fingerprint.to_record() if self.spec.fingerprint else None,
-        }
-        if not self.store.save(position.global_step, names, leaves, record) and not self._warned:
-            self._warned = True
-            warnings.warn(
-                f"Checkpoint step {position.global_step} was not written: the model holds NaN "
-                "or infinite values (stop_on_nan=False let them through). tpukit never saves "
-                "such a step; the older checkpoints are kept.",
-                stacklevel=2,
-            )
-
-    def mark_stopped(self, step: int, message: str) -> None:
-        self.store.mark_stopped(step, message)
-
-    def close(self) -> None:
-        self.store.close()
 
 
 @dataclass
@@ -155,6 +82,7 @@ class Run:
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
         self.state: tuple = ()
+        self._outputs = False  # whether ``state`` holds a compiled call's results
         self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
         # the next epoch's first call, dispatched ahead, and the rest of its calls
         self._next_epoch: tuple[_Flight, Iterator] | None = None
@@ -187,10 +115,8 @@ class Run:
         self.state = state  # the newest applied state, whatever stops the loop
         # On several simulated CPU devices each call is waited for as it is dispatched
         # (tpukit.runtime.settled): one dispatched ahead would only hold ^C meanwhile.
-        self._look_ahead = (
-            not self.spec.options.callbacks
-            and look_ahead_fits(state)
-            and not one_at_a_time(devices_of(state))
+        self._look_ahead = not self.spec.options.callbacks and self.spec.once(
+            "look_ahead", lambda: look_ahead_fits(state) and not one_at_a_time(devices_of(state))
         )
         start, first_epoch_end = compiles().end, None
         try:
@@ -383,6 +309,7 @@ class Run:
             "steps_per_s": steps / max(seconds, 1e-9),
         }
         self.state = state
+        self._outputs = True
         pos.step += done
         pos.global_step += done
         pos.executions += 1
@@ -537,18 +464,29 @@ class Run:
         """Put the run's state into the model and its :class:`TrainingState`."""
         params, rest, opt_state = state
         pos = self.position
-        if _live((params, rest)):
+        # a call's results are live (fit never deletes them); the state given may not be
+        live = self._outputs or _live((params, rest, opt_state))
+        if live or _live((params, rest)):
             if self.kept is not None:
-                KeptSplit.beside(self.kept).write_back(self.model, self.spec.graphdef, params, rest)
+                KeptSplit.beside(self.kept).write_back(
+                    self.model,
+                    self.spec.graphdef,
+                    params,
+                    rest,
+                    checked=not self.spec.options.callbacks,  # only callbacks touch the model
+                )
             else:
                 nnx.update(self.model, params, rest)
         TrainingState.of(self.model).advance(
             pos.epoch_base + pos.epoch,
             pos.global_step,
             self.spec.program.key,
-            opt_state if _live(opt_state) else None,
+            opt_state if live or _live(opt_state) else None,
             in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
+        last = getattr(self.kept, "last", None)
+        if last is not None and last.spec.memo is self.spec.memo:  # the next call's state
+            last.written = (params, rest, opt_state) if live else ()
 
 
 #: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's

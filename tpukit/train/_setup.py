@@ -34,7 +34,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import jax
@@ -46,6 +46,7 @@ from tpukit.compilation import NanOrigin, search
 from tpukit.runtime import settled
 
 from . import _steps
+from ._again import LastSetUp, run_settings, trainer_settings
 from ._data import (
     ResidentData,
     check_batch_size,
@@ -53,17 +54,18 @@ from ._data import (
     epoch_indices,
     epoch_key,
     in_memory,
+    kept_copy,
 )
 from ._exceptions import TrainingInputError
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
-from ._losses import Objective
 from ._memo import graph_key
 from ._mesh import Plan
+from ._objective import Objective, check_objective, objective_for
 from ._options import RunOptions, TrainerOptions
 from ._program import OptimizerProgram, ProgramFingerprint
 from ._state import Position, TrainingState
-from ._validate import check_objective, check_params, objective_for
+from ._validate import check_params
 
 
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
@@ -83,6 +85,17 @@ class RunSpec:
     fingerprint: ProgramFingerprint | None = None
     #: Whether a stop replays the bad step to find its first NaN (``find_nan_origin``).
     find_nan_origin: bool = True
+    #: What calls on this set-up work out once (:meth:`once`), shared by the calls that
+    #: repeat it (``_again``): the compiled steps, the sharding summary, ...
+    memo: dict = field(default_factory=dict, repr=False)
+
+    def once(self, name: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, worked out once for this set-up and the calls repeating it."""
+        try:
+            return self.memo[name]
+        except KeyError:
+            value = self.memo[name] = compute()
+            return value
 
     @property
     def guard_mode(self) -> str:
@@ -163,9 +176,13 @@ class Prepared:
     opt_state: Any
     position: Position
     evaluator: Evaluator | None
+    #: Whether the state is already placed (the state the last call wrote: ``_again``).
+    placed: bool = False
 
     def placed_state(self) -> tuple:
         """``(params, rest, opt_state)`` placed on the devices as the layout says."""
+        if self.placed:
+            return self.params, self.rest, self.opt_state
         return self.spec.plan.put_state(self.params, self.rest, self.opt_state)
 
     def first_call(self) -> tuple[_steps.Step, tuple, dict]:
@@ -184,7 +201,12 @@ def prepare(
     kept: KeptForModel | None = None,
 ) -> Prepared:
     """Set a ``fit`` call up, every input checked before any step runs. In-memory data
-    that ``kept`` holds a placed copy of (the same arrays) is not placed again."""
+    that ``kept`` holds a placed copy of (the same arrays) is not placed again, and a
+    call that repeats the last one on the model takes its set-up (``_again``)."""
+    if kept is not None and run.checkpoint_dir is None:
+        again = _repeated(kept, model, optimizer, options, train_data, run)
+        if again is not None:
+            return again
     plan = options.plan
     source, batch_size = data_source(
         train_data, plan, run.batch_size, run.epochs, "train_data", kept
@@ -235,11 +257,62 @@ def prepare(
         fingerprint=fingerprint,
         find_nan_origin=options.find_nan_origin,
     )
+    if kept is not None:
+        kept.last = None
+        if run.checkpoint_dir is None:
+            trainer, settings = trainer_settings(options), run_settings(run)
+            kept.last = LastSetUp(spec, evaluator, trainer, settings, optimizer)
+    return _started(spec, model, params, rest, evaluator)
+
+
+def _repeated(
+    kept: KeptForModel,
+    model: nnx.Module,
+    optimizer: optax.GradientTransformation,
+    options: TrainerOptions,
+    train_data: Any,
+    run: RunOptions,
+) -> Prepared | None:
+    """The last call's set-up for a call that repeats it (``_again``), else ``None``
+    (and nothing placed or counted)."""
+    last: LastSetUp | None = kept.last
+    if last is None or not last.same_settings(trainer_settings(options), run_settings(run)):
+        return None
+    spec = last.spec
+    train = kept_copy(train_data, spec.plan, "train_data", kept)
+    if train is None or train.source is not spec.source:
+        return None
+    copies = [train]
+    if run.eval_data is not None:
+        copy = kept_copy(run.eval_data, spec.plan, "eval_data", kept)
+        if copy is None or copy.source is not last.evaluator.source:
+            return None
+        copies.append(copy)
+    graphdef, params, rest = KeptSplit.beside(kept).split(model)
+    if graphdef is not spec.graphdef or not last.same_optimizer(optimizer):
+        return None
+    for copy in copies:
+        copy.reuse()  # its contents are checked while the first call runs
+    return _started(replace(spec, options=run), model, params, rest, last.evaluator, last)
+
+
+def _started(
+    spec: RunSpec,
+    model: nnx.Module,
+    params: Any,
+    rest: Any,
+    evaluator: Evaluator | None,
+    last: LastSetUp | None = None,
+) -> Prepared:
+    """The :class:`Prepared` run of ``spec`` from where the model's training got to: the
+    optimizer state it kept for this program (else a fresh one), and its position; the
+    state is placed already when it is what ``last`` wrote."""
     state = TrainingState.of(model)
-    kept = state.optimizer_state(program.key)
-    opt_state = program.init(params) if kept is None else kept
+    kept = state.optimizer_state(spec.program.key)
+    opt_state = spec.program.init(params) if kept is None else kept
     position = Position.continuing(state, spec.settings())
-    return Prepared(spec, params, rest, opt_state, position, evaluator)
+    placed = last is not None and last.placed(params, rest, opt_state)
+    return Prepared(spec, params, rest, opt_state, position, evaluator, placed)
 
 
 def evaluation(
@@ -333,6 +406,9 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
     """``_steps.resident_execution`` for ``spec``'s calls of ``steps`` steps, looked up by
     the graph definition's :class:`~._memo.GraphKey` first (hashed once per object, where
     the builder's cache would walk the whole graph definition on every lookup)."""
+    step = spec.memo.get(("step", steps))
+    if step is not None:  # a call repeating the set-up (_again): no key to build
+        return step
     key = (graph_key(spec.graphdef), spec.objective, spec.program, spec.plan, steps)
     key += (spec.guard_mode,)
     step = _STEPS.get(key)
@@ -343,6 +419,7 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
         if len(_STEPS) >= 32:
             _STEPS.pop(next(iter(_STEPS)))
         _STEPS[key] = step
+    spec.memo[("step", steps)] = step
     return step
 
 

@@ -43,8 +43,8 @@ from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
 from ._layout import leaf_paths
-from ._losses import Objective
 from ._mesh import Plan
+from ._objective import Objective
 
 
 def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:

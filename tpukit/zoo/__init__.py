@@ -25,13 +25,13 @@ compute ``dtype``, batch norm and dropout follow NNX's ``model.train()`` /
 ``model.eval()``, and the same ``seed`` gives the same weights.
 """
 
-from tpukit._errors import old_names
+from tpukit._errors import StateDictError, old_names
 from tpukit.zoo._base import ZooModel
 from tpukit.zoo._convnets import AllConvCIFAR10, LeNet5
 from tpukit.zoo._mlp import MLP
 from tpukit.zoo._registry import ModelInfo, ModelTable, count_params, create, list_models, names
 from tpukit.zoo._resnet import ResNet
-from tpukit.zoo._torch_weights import StateDictError, load_torch_state_dict
+from tpukit.zoo._torch_weights import load_torch_state_dict
 from tpukit.zoo._transformer import GPT
 from tpukit.zoo._vgg import VGG
 

@@ -19,7 +19,7 @@ that do not fit are all listed, and nothing loads:
     >>> zoo.load_torch_state_dict(zoo.create("resnet18"), {"fc.bias": np.zeros(1000)})
     Traceback (most recent call last):
     ...
-    tpukit.zoo._torch_weights.StateDictError: the state dict does not fit this ResNet:
+    tpukit._errors.StateDictError: the state dict does not fit this ResNet:
       missing (101): bn1.weight, bn1.bias, bn1.running_mean, bn1.running_var, ...
 """
 
@@ -33,15 +33,11 @@ import numpy as np
 from flax import nnx
 
 from tpukit._compat import iter_modules
-from tpukit._errors import TpukitError, WrongTypeError
+from tpukit._errors import StateDictError, WrongTypeError
 from tpukit.zoo._resnet import ResNet
 from tpukit.zoo._vgg import VGG
 
 _Slot = tuple[nnx.Variable, tuple[int, ...], Callable[[np.ndarray], np.ndarray]]
-
-
-class StateDictError(TpukitError, ValueError):
-    """A state dict does not match the model: tensors missing, extra, or mis-shaped."""
 
 
 def _conv_slots(prefix: str, conv: nnx.Conv) -> Iterator[tuple[str, _Slot]]:

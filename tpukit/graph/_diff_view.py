@@ -1,0 +1,339 @@
+"""Two HLO programs side by side: their graphs, matched group by group, and what changed.
+
+`diff_graph` draws the graphs of two modules (before and after a code change, f32 and
+bf16, with and without a layer) next to each other and says, for every group of the
+graph, what it costs in each program. Groups are matched by where they sit in the
+user's terms, the same tree the single graph shows (`_user_scopes`): a training step's
+sections, layers such as ``layers[0] (Linear)``, ``jax.named_scope``\\ s, loops and
+calls, then the consecutive parts of big groups are looked through. A group only in
+``b`` is *added*, only in ``a`` *removed*.
+
+Fusions cannot be matched by name: XLA numbers them in the order it makes them, so
+``ynn_fusion.2`` of one compile is ``ynn_fusion.4`` of the next. So each fusion (and
+each other op that does work: a dot, a custom call, a collective) is matched by what it
+is: the scope its ``op_name`` names, its kind (``kLoop``, ``kCustom``...), the ops at its
+root and the heavy ops inside; among equals the same name, then program order, decides.
+Those left over are added in ``b`` or removed from ``a`` and are highlighted in green and
+red; a group whose cost or ops changed is amber (the matching: `_diff_match`)::
+
+    view = diff_graph(before.hlo_module("optimized"), after.hlo_module("optimized"),
+                      labels=("2 layers", "3 layers"))
+    view                          # in a notebook: the table of groups above both graphs
+    print(repr(view))             # in a terminal: the table of per-group deltas
+    view.rows()[0]["flops_delta"] # the same table as data, for scripts
+
+Nothing here imports JAX: the modules may come from dumps of another machine.
+"""
+
+from __future__ import annotations
+
+import html
+import os
+import pathlib
+from collections.abc import Mapping
+
+from tpukit._errors import ArgumentError, UnknownNameError, user_facing
+from tpukit.display import Column, Row, Table, format_bytes, format_flops, format_seconds
+from tpukit.graph._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
+from tpukit.graph._graph_page import (
+    DIFF,
+    new_element_id,
+    save_page,
+    standalone_page,
+    viewer_fragment,
+)
+from tpukit.graph._graph_view import HloGraph, graph
+from tpukit.graph._graph_wire import encode_payload
+from tpukit.hlo.text import HloModule
+
+_TEXT_ROWS = 60  # rows `__repr__` prints before it elides
+
+
+class HloDiffView:
+    """Two programs' graphs side by side, matched group by group (see `diff_graph`).
+
+    ``groups`` lists a `GroupDiff` per group of either program, depth first;
+    ``ops_added`` and ``ops_removed`` name the working ops only ``b`` or only ``a`` has;
+    ``matched_ops`` maps each op of ``a`` to its match in ``b``. In a notebook the view
+    shows the table of groups above the two graphs; ``print(repr(view))`` prints the
+    table, ``rows()`` gives it as data, ``save(path)`` writes a standalone page.
+    """
+
+    def __init__(self, a: HloGraph, b: HloGraph, *, labels: tuple[str, str]) -> None:
+        self.a, self.b = a, b
+        self.labels = labels
+        match = match_programs(a, b)
+        self._sides = side_a, side_b = match.sides
+        self.groups: list[GroupDiff] = match.groups
+        self._pairs, self._removed, self._added = match.pairs, match.removed, match.added
+        self.matched_ops = {
+            side_a.data.instr[x].name: side_b.data.instr[y].name for x, y in match.pairs.items()
+        }
+        self.ops_removed = [side_a.data.instr[x].name for x in match.removed]
+        self.ops_added = [side_b.data.instr[y].name for y in match.added]
+
+    @property
+    def timed(self) -> bool:
+        """Whether both programs carry measured times (then deltas of time are shown)."""
+        return bool(self.a.times) and bool(self.b.times)
+
+    def group(self, name: str) -> GroupDiff:
+        """The group called ``name`` (``"forward › layers[0] (Linear)"``, ``"whole program"``)."""
+        for group in self.groups:
+            if group.name == name:
+                return group
+        known = ", ".join(g.name for g in self.groups[:12])
+        raise UnknownNameError(
+            f"no group {name!r}; groups are {known}{', ...' if len(self.groups) > 12 else ''}."
+        )
+
+    def rows(self) -> list[dict]:
+        """The per-group table as plain records, for scripts (one dict per `GroupDiff`).
+
+        Keys: ``group``, ``path``, ``status``, then ``flops_a``, ``flops_b``,
+        ``flops_delta`` and the same for ``bytes``, ``instructions`` and ``time``, and
+        ``ops_added``, ``ops_removed``.
+        """
+        records = []
+        for g in self.groups:
+            record: dict = {"group": g.name, "path": g.path, "status": g.status}
+            for metric in ("flops", "bytes", "instructions", "time"):
+                a, b = getattr(g, metric)
+                record[f"{metric}_a"], record[f"{metric}_b"] = a, b
+                record[f"{metric}_delta"] = g.delta(metric)
+            record["ops_added"], record["ops_removed"] = g.ops_added, g.ops_removed
+            records.append(record)
+        return records
+
+    def _counts(self) -> dict[str, int]:
+        counts = dict.fromkeys((ADDED, REMOVED, CHANGED, SAME), 0)
+        for g in self.groups:
+            counts[g.status] += 1
+        return counts
+
+    def _summary(self) -> str:
+        c = self._counts()
+        return (
+            f"{len(self.groups)} groups: {c[ADDED]} added, {c[REMOVED]} removed, "
+            f"{c[CHANGED]} changed, {c[SAME]} the same; ops: {len(self.ops_added)} added, "
+            f"{len(self.ops_removed)} removed, {len(self.matched_ops)} matched"
+        )
+
+    def _title(self) -> str:
+        return f"HLO diff: {self.labels[0]} vs {self.labels[1]}"
+
+    def _cells(self, g: GroupDiff) -> list[str]:
+        """The table's cells for one group, after its name."""
+        cells = [
+            _figure(g.flops[0], format_flops),
+            _figure(g.flops[1], format_flops),
+            _signed(g.delta("flops"), format_flops),
+            _signed(g.delta("bytes"), format_bytes),
+            f"{_figure(g.instructions[0], str)} → {_figure(g.instructions[1], str)}",
+            f"+{g.ops_added} −{g.ops_removed}" if g.ops_added or g.ops_removed else "",
+        ]
+        if self.timed:
+            cells.append(_signed(g.delta("time"), format_seconds))
+        return cells
+
+    def _table(self) -> Table:
+        """The groups' table, for the text and the notebook alike: a row per group, indented
+        by depth, marked by status; in HTML each row carries what ``diff_view.js`` links."""
+        a, b = self.labels
+        header = [f"FLOPs {a}", f"FLOPs {b}", "Δ FLOPs", "Δ bytes", "instructions", "ops ±"]
+        header += ["Δ time"] if self.timed else []
+        group = Column("group", format=_group_text, markup=_group_markup, html_class="tkd-group")
+        rows = [
+            Row(
+                (g, *self._cells(g)),
+                mark=f"tkd-{g.status}",
+                attributes=(
+                    ("data-row", str(index)),
+                    ("data-status", g.status),
+                    ("data-name", g.name),
+                    ("tabindex", "0"),
+                ),
+            )
+            for index, g in enumerate(self.groups)
+        ]
+        columns = [group, *(Column(name, align="right") for name in header)]
+        return Table(
+            columns, rows, text_limit=_TEXT_ROWS, more="rows() has all", html_class="tkd-table"
+        )
+
+    def __repr__(self) -> str:
+        return "\n".join(
+            (
+                f"{self._title()}: {self._summary()}",
+                self._table().text("  "),
+                "  (+ only in b, - only in a, ~ changed)",
+            )
+        )
+
+    # -- HTML ------------------------------------------------------------------
+
+    def _marks(self) -> dict:
+        """What the viewer paints and links: per side, node -> status and node -> its match."""
+        status: list[dict[str, str]] = [{}, {}]
+        link: list[dict[str, int]] = [{}, {}]
+        rows, notes = [], []
+        for g in self.groups:
+            na, nb = g.nodes
+            rows.append([-1 if na is None else na, -1 if nb is None else nb])
+            notes.append(self._note(g))
+            if g.status != SAME:
+                for side, node in ((0, na), (1, nb)):
+                    if node is not None:
+                        status[side][str(node)] = g.status
+            if na is not None and nb is not None:
+                link[0][str(na)], link[1][str(nb)] = nb, na
+        for x, y in self._pairs.items():
+            link[0][str(x)], link[1][str(y)] = y, x
+        for node in self._removed:
+            status[0][str(node)] = REMOVED
+        for node in self._added:
+            status[1][str(node)] = ADDED
+        return {
+            "labels": list(self.labels),
+            "status": status,
+            "link": link,
+            "rows": rows,
+            "names": [g.name for g in self.groups],
+            "notes": notes,
+        }
+
+    def _note(self, g: GroupDiff) -> str:
+        a, b = self.labels
+        if g.status == ADDED:
+            return f"only in {b}: {_figure(g.flops[1], format_flops)}, {g.instructions[1]} instructions"
+        if g.status == REMOVED:
+            return f"only in {a}: {_figure(g.flops[0], format_flops)}, {g.instructions[0]} instructions"
+        parts = [
+            f"FLOPs {_signed(g.delta('flops'), format_flops) or 'same'}",
+            f"bytes {_signed(g.delta('bytes'), format_bytes) or 'same'}",
+        ]
+        if g.ops_added or g.ops_removed:
+            parts.append(f"ops +{g.ops_added} −{g.ops_removed}")
+        if self.timed and g.delta("time") is not None:
+            parts.append(f"time {_signed(g.delta('time'), format_seconds) or 'same'}")
+        return f"{b} vs {a}: " + ", ".join(parts)
+
+    def _repr_html_(self) -> str:
+        """One self-contained fragment: the table, both graphs, their viewer, no request."""
+        element_id = new_element_id("tkd")
+        payloads = [encode_payload(side.payload) for side in self._sides]
+        a, b = (html.escape(label) for label in self.labels)
+        fallback = html.escape(
+            "The two graphs draw with JavaScript: run the cell in a trusted notebook, or "
+            "open a file written by HloDiffView.save()."
+        )
+        panes = "".join(
+            f'<div class="tkd-pane"><div class="tkd-pane-label tkd-pane-{side}">'
+            f"{html.escape(label)}</div>"
+            f'<div id="{element_id}-{side}" class="tkg-root tkd-side" data-side="{index}"></div></div>'
+            for index, (side, label) in enumerate((("a", self.labels[0]), ("b", self.labels[1])))
+        )
+        body = (
+            f'<div class="tkd-head"><div class="tkd-title"><b>{html.escape(self._title())}</b>'
+            f" · {html.escape(self._summary())}</div>"
+            '<div class="tkd-key"><span><i class="tkd-key-added"></i>added in '
+            f'{b}</span><span><i class="tkd-key-removed"></i>removed from {a}</span>'
+            '<span><i class="tkd-key-changed"></i>changed</span>'
+            '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
+            f'<div class="tkd-table-wrap">{self._table().html()}</div></div>'
+            f'<div class="tkd-fallback">{fallback}</div>'
+            f'<div class="tkd-sides">{panes}</div>'
+        )
+        return viewer_fragment(DIFF, element_id, "tkd-root", body, [payloads, self._marks()])
+
+    def to_html(self) -> str:
+        """A standalone HTML page (with a policy that forbids every network request)."""
+        return standalone_page(self._title(), self._repr_html_())
+
+    def save(self, path: str | pathlib.Path) -> pathlib.Path:
+        """Write the view as a standalone HTML page that opens offline in any browser."""
+        return save_page(path, self._title(), self._repr_html_())
+
+
+_MARKS = {ADDED: "+", REMOVED: "-", CHANGED: "~", SAME: " "}
+
+
+def _group_text(g: GroupDiff) -> str:
+    """A group's cell as text: its status mark, then its name indented by depth."""
+    return f"{_MARKS[g.status]} {'  ' * max(0, len(g.path) - 1)}{_label(g)}"
+
+
+def _group_markup(g: GroupDiff) -> str:
+    """A group's cell in HTML: its name, indented by depth, the full path as its tooltip."""
+    indent = 12 * max(0, len(g.path) - 1)
+    return (
+        f'<span style="padding-left:{indent}px" title="{html.escape(g.name)}">'
+        f"{html.escape(_label(g))}</span>"
+    )
+
+
+def _label(g: GroupDiff) -> str:
+    return g.path[-1] if g.path else g.name
+
+
+def _figure(value, formatter) -> str:
+    return "-" if value is None else formatter(value)
+
+
+def _signed(delta, formatter) -> str:
+    if not delta:
+        return ""
+    return ("+" if delta > 0 else "−") + formatter(abs(delta))
+
+
+@user_facing
+def diff_graph(
+    a: str | os.PathLike | HloModule,
+    b: str | os.PathLike | HloModule,
+    *,
+    labels: tuple[str, str] = ("a", "b"),
+    times_a: Mapping[str, float] | None = None,
+    times_b: Mapping[str, float] | None = None,
+    stage: str | None = None,
+) -> HloDiffView:
+    """Compare two HLO programs side by side: both graphs, matched group by group.
+
+    Groups (a training step's sections, layers, name scopes, loops) are matched by
+    their place in the user's terms; fusions and other working ops by what they are
+    (their scope, kind and root ops), since XLA's numbering changes between compiles.
+    Each group gets the deltas ``b - a`` of its FLOPs, bytes, instructions and, when
+    both sides were profiled, measured time.
+
+    Args:
+      a, b: the two programs: `HloModule`\\ s (``compiled.hlo_module("optimized")``),
+        HLO text or the paths of HLO text files.
+      labels: what to call the two sides (``("f32", "bf16")``).
+      times_a, times_b: measured seconds per run by instruction name
+        (``Profile.instruction_seconds()``), or None.
+      stage: ``"optimized"`` or ``"lowered"``, shown beside each graph's title.
+
+    Returns:
+      An `HloDiffView`: shown by notebooks; ``rows()``, ``repr``, ``save(path)``.
+
+    Example:
+        >>> module = f"{dump}/module_0003.jit_predict"  # in an --xla_dump_to folder
+        >>> view = diff_graph(f"{module}.before_optimizations.txt",  # what XLA's passes did
+        ...                   f"{module}.cpu_after_optimizations.txt", labels=("lowered", "optimized"))
+        >>> view.group("dense_1").status, view.group("dense_1").delta("bytes")
+        ('changed', -6148)
+        >>> view.group("dense_2").status
+        'same'
+    """
+    if (
+        isinstance(labels, str)
+        or len(labels) != 2
+        or not all(isinstance(label, str) for label in labels)
+    ):
+        raise ArgumentError(
+            f"labels must be two strings, like ('before', 'after'), got {labels!r}."
+        )
+    graphs = [
+        graph(hlo, title=label, stage=stage, times=times)
+        for hlo, label, times in ((a, labels[0], times_a), (b, labels[1], times_b))
+    ]
+    return HloDiffView(graphs[0], graphs[1], labels=(labels[0], labels[1]))

@@ -1,0 +1,180 @@
+"""Which groups the HLO graph shows open when it first draws: the work, not the plumbing.
+
+Groups open breadth first while at most `OPEN_NODES` nodes show and the drawing fits.
+These rules decide what that budget goes to:
+
+- a call or loop that holds most of its computation's instructions is entered
+  whatever the budget: a GPU module runs all its work in one ``call`` to a command
+  buffer, and a training loop's body is the program, so one closed box says nothing;
+- among the groups that could open, those holding the most FLOPs (loops counted times
+  their trip count) open first, then those moving the most bytes, so the layers and
+  fusions that compute come before parameters, constants and tuples, and a loop's body
+  before its condition;
+- a group of nothing but parameters, constants and values computed from constants
+  alone never opens (a model's RoPE tables or shape constants are not its work);
+- a loop's condition never opens; the body of a loop the view enters always does (it is
+  the work; the loop's box says its trip count);
+- a group opens only if the whole drawing still fits the first view's frame, as
+  `_graph_frame` estimates it; where even the closed root does not fit (a flat program of
+  thousands of instructions), one group opens per level, the heaviest, and the page
+  frames the view on it;
+- a training step opens on its sections with the forward and backward passes open when
+  they fit, their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
+  any computation that has many) and the ``outputs`` stay closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_frame import Frame
+from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.hlo.analysis import BACKWARD, FORWARD, PARAMETER_CONSTANT_OPS
+from tpukit.hlo.text import HloComputation
+
+if TYPE_CHECKING:
+    from tpukit.graph._graph_data import GraphTree
+
+#: The first view expands groups, breadth first, while at most this many nodes show.
+OPEN_NODES = 60
+# Sections the first view shows open (their layers closed); the others stay closed.
+_OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
+# Instructions the first view enters when they hold most of their computation's work.
+_ENTERED = frozenset({"call", "while", "conditional", "async-start"})
+
+
+def first_view(data: GraphTree, *, fit: bool = True) -> list[int]:
+    """The groups to show open, the root first (see the module docstring for the rules).
+
+    Worked out once per tree and kept on it: the payload and the text fallback both ask.
+    ``fit=False`` leaves out the frame: the groups the node budget allows, for a view
+    that shows its own part of them (each side of a diff, half as wide).
+    """
+    if not fit:
+        return _opened(data, fit=False)
+    if data._first_view is None:
+        data._first_view = _opened(data)
+    return list(data._first_view)
+
+
+def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
+    sizes = [1 if kind == INSTRUCTION else 0 for kind in data.kind]
+    for node, hidden in data.hidden.items():  # bodies a glance's tree leaves out
+        sizes[node] += hidden
+    for node in range(len(data.kind) - 1, 0, -1):
+        sizes[data.parent[node]] += sizes[node]
+    flops, _, nbytes = node_costs(data)  # computed once, with the payload's
+    plumbing = _plumbing(data)
+    frame = Frame(data)
+    opened = [0]
+    shown = {0}
+    fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
+    visible = len(data.children[0])
+    frontier = [0]
+    while frontier:
+        candidates = [
+            k
+            for node in frontier
+            for k in data.children[node]
+            if not plumbing(k) and _opens(data, k, node, sizes)
+        ]
+        candidates.sort(key=lambda k: (-flops[k], -nbytes[k]))  # stable: program order
+        frontier = []
+        for group in candidates:
+            extra = len(data.children[group]) - 1
+            entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
+            if not entered and visible + extra > OPEN_NODES:
+                continue
+            if not (entered or fits or not frontier):
+                continue  # too big to fit: one group per level, the heaviest
+            shown.add(group)
+            if entered or not fit or not fits or frame.fits(shown):
+                opened.append(group)
+                visible += extra
+                frontier.append(group)
+            else:
+                shown.discard(group)
+    return opened
+
+
+def _is_body(data: GraphTree, node: int) -> bool:
+    """Whether ``node`` is the body of a loop (its first child: `_graph_data`)."""
+    caller = data.instr[data.parent[node]] if node else None
+    return (
+        caller is not None
+        and caller.opcode == "while"
+        and data.children[node] != []
+        and (data.children[data.parent[node]][0] == node)
+    )
+
+
+class BodiesLeftOut(Exception):
+    """The first view would enter a call or loop whose bodies the tree leaves out
+    (`GraphTree` without ``bodies``): only the whole tree can say what it opens."""
+
+
+def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
+    """May ``node`` open at all (a closed section or a small call stays closed)?"""
+    left_out = node in data.hidden
+    if not (data.children[node] or left_out) or data.section.get(parent) in _OPEN_SECTIONS:
+        return False
+    if node in data.section:
+        return data.section[node] in _OPEN_SECTIONS
+    caller = data.instr[parent]
+    if caller is not None and caller.opcode == "while" and node != data.children[parent][0]:
+        return False  # a loop's condition: its body (drawn first) is the work
+    if data.kind[node] != INSTRUCTION:
+        return True
+    entered = data.instr[node].opcode in _ENTERED and 2 * sizes[node] > sizes[parent]
+    if entered and left_out:
+        raise BodiesLeftOut(data.instr[node].name)
+    return entered
+
+
+def _plumbing(data: GraphTree) -> Callable[[int], bool]:
+    """Whether a node holds only setup: parameters, constants and what is computed from
+    constants alone (RoPE tables, shape constants, iotas), through its groups.
+
+    Asked of the few nodes the first view may open: worked out for those alone, a group
+    through its members until one does work, a computation's values when one of its
+    instructions is asked (`_from_constants`).
+    """
+    module, instrs, children = data.module, data.instr, data.children
+    known: dict[int, bool] = {}
+    constants: dict[str, set[str]] = {}
+
+    def only(node: int) -> bool:
+        found = known.get(node)
+        if found is None:
+            instr = instrs[node]
+            if instr is None:
+                found = all(map(only, children[node]))
+            elif children[node] or instr.opcode == "parameter":
+                found = not children[node]
+            else:
+                names = constants.get(instr.computation)
+                if names is None:
+                    comp = module.computations.get(instr.computation)
+                    names = constants[instr.computation] = (
+                        _from_constants(comp) if comp is not None else set()
+                    )
+                found = instr.name in names
+            known[node] = found
+        return found
+
+    return only
+
+
+def _from_constants(comp: HloComputation) -> set[str]:
+    """The names of every value of ``comp`` computed from constants alone."""
+    names: set[str] = set()
+    for instr in comp.instructions:  # HLO text defines a value before its uses
+        if instr.called_computations and instr.opcode != "reduce":
+            continue
+        if instr.opcode in PARAMETER_CONSTANT_OPS and instr.opcode != "parameter":
+            names.add(instr.name)
+        elif instr.operands and names.issuperset(instr.operands):
+            names.add(instr.name)
+    return names

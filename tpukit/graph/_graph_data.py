@@ -1,0 +1,567 @@
+"""The graph the HLO viewer draws: a tree of groups over an HLO module.
+
+A big training step has thousands of instructions in its ENTRY computation, and
+no layout library lays that out interactively. `GraphTree` therefore turns an
+`HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
+training step's sections, its layers and name scopes: `_user_scopes`),
+consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
+its data flow when its children would not fit the view (`_graph_parts`), and
+every fusion, while, call or conditional as one node whose called computations
+open in place. What each node is and says lives in `_graph_nodes`, which groups
+the first view opens in `_first_view`, and the JSON the browser reads in
+`_graph_payload`; `_graph_view.HloGraph` ships that `payload` to the browser.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from itertools import compress
+from operator import attrgetter
+
+from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
+from tpukit.graph._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
+from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
+from tpukit.graph._graph_nodes import PART as PART
+from tpukit.graph._graph_parts import MAX_CHILDREN as MAX_CHILDREN
+from tpukit.graph._graph_parts import PartsMixin
+from tpukit.hlo.analysis import (
+    BACKWARD,
+    BACKWARD_SUFFIX,
+    FORWARD,
+    INPUTS,
+    OUTPUTS,
+    SECTION_NOTES,
+    SECTIONS,
+    function_name,
+    place_label,
+    plan_scopes,
+    run_computations,
+)
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
+
+_ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
+#: Key of ``HloModule._analysis``: ``{JAX's argument path prefix: the user's name}``, put
+#: there by the program holding the module (`HloProgram`'s ``argument_names``).
+ARGUMENT_NAMES = "argument_names"
+_NAME = attrgetter("name")
+_CALLED = attrgetter("called_computations")
+#: The children of every leaf once the tree is numbered (`GraphTree._renumber`): never added to.
+_NO_CHILDREN: tuple[int, ...] = ()
+
+
+class GraphTree(PartsMixin):
+    """The module as a tree of nodes (instructions and groups) plus its data edges.
+
+    Nodes are numbered in depth-first order, so each node's subtree is the id
+    range ``[i, i + size)``. Every column is a list indexed by node id.
+
+    Without ``bodies`` each instruction of ENTRY that runs computations (a fusion, call,
+    loop or conditional) is a leaf, and ``hidden`` says how many instruction nodes its
+    bodies would add: the tree a glance is made from (`_graph_glance`), a tenth of a
+    training step's nodes. ENTRY is as in the whole tree (a node's costs come from the
+    module), in the same order, so the first view opens the same groups, unless it
+    would enter a call or loop (`_first_view.BodiesLeftOut`).
+    """
+
+    def __init__(self, module: HloModule, *, bodies: bool = True) -> None:
+        self.module = module
+        self._bodies = bodies
+        #: Leaf node -> the instruction nodes its bodies hold but this tree does not, and
+        #: (``held``) those its bodies hold directly, as the panel counts them.
+        self.hidden: dict[int, int] = {}
+        self.held: dict[int, int] = {}
+        self._body_sizes: dict[str, int] = {}
+        self.kind: list[int] = []
+        self.parent: list[int] = []
+        self.label: list[str] = []
+        self.instr: list[HloInstruction | None] = []
+        self.order: list[float] = []
+        self.children: list[list[int]] = []
+        self.params: dict[int, list[int]] = {}
+        self.roots: dict[int, int] = {}
+        # (owner node, [(source, target, bytes, operand index)]) per computation shown.
+        self.blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
+        self.notes: dict[int, str] = {}  # node -> why it sits where it does (panel text)
+        self.section: dict[int, str] = {}  # section group -> its name (see _user_scopes)
+        self._active: set[str] = set()
+
+        entry = module.entry
+        root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
+        self._add_computation(entry, root, scoped=True, caller=None)
+        self._renumber()
+        # Filled on first use: the groups the first view opens (`_first_view`), and costs
+        # per node (`_graph_costs`).
+        self._first_view: list[int] | None = None
+        self._costs: tuple[list[int], list[int], list[int]] | None = None
+
+    # -- building --------------------------------------------------------------
+
+    def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int:
+        self.kind.append(kind)
+        self.parent.append(parent)
+        self.label.append(label)
+        self.instr.append(instr)
+        self.order.append(order)
+        self.children.append([])
+        if parent >= 0:
+            self.children[parent].append(len(self.kind) - 1)
+        return len(self.kind) - 1
+
+    def _add_computation(
+        self, comp: HloComputation, owner: int, *, scoped: bool, caller: HloInstruction | None
+    ) -> None:
+        if comp.name in self._active:  # a (malformed) recursive call graph
+            return
+        self._active.add(comp.name)
+        # Every instruction becomes a node under ``owner`` (in bulk: most computations are
+        # fusions, whose thousands of instructions need nothing else).
+        instructions = comp.instructions
+        first = len(self.kind)
+        count = len(instructions)
+        names = list(map(_NAME, instructions))
+        ids = dict(zip(names, range(first, first + count)))
+        edges, order, params = _edges_and_order(comp, ids, first)
+        self.kind += [INSTRUCTION] * count
+        self.parent += [owner] * count
+        self.label += names if caller is not None else self._entry_labels(instructions, names)
+        self.instr += instructions
+        self.order += order
+        self.children += [[] for _ in range(count)]
+        self.children[owner] += range(first, first + count)
+        self.blocks.append((owner, edges))
+        if self.kind[owner] == INSTRUCTION:
+            self.params[owner] = [ids[p.name] for p in params]
+            root = comp.root
+            if root is not None:
+                self.roots[owner] = ids[root.name]
+        if scoped:
+            self._group_by_scope(comp, ids, owner, caller, edges)
+        for instr in compress(instructions, map(_CALLED, instructions)):
+            called = _program_computations(instr, self.module)
+            node = ids[instr.name]
+            if not self._bodies:  # (only ENTRY's instructions get this far)
+                self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
+                self.held[node] = sum(len(sub.instructions) for sub, _ in called)
+                continue
+            if len(called) == 1:
+                self._add_computation(
+                    called[0][0], node, scoped=_is_program(called[0][0]), caller=instr
+                )
+            else:
+                for sub, role in called:
+                    label = f"{_ROLE_LABELS.get(role, role)}: {sub.name}"
+                    group = self._add(COMPUTATION, node, label, None, 0.0)
+                    self._add_computation(sub, group, scoped=_is_program(sub), caller=instr)
+        if scoped or len(self.children[owner]) > MAX_CHILDREN:
+            self._split_into_parts(owner, edges if scoped else None)
+        # else nothing to split: the instructions of a small unscoped computation (a
+        # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
+        self._active.discard(comp.name)
+
+    def _entry_labels(self, instructions: list[HloInstruction], names: list[str]) -> list[str]:
+        """ENTRY's labels: its parameters named as the user named the arguments (JAX's
+        path in their ``op_name``: ``x``, ``params['w']``; through the program's
+        `ARGUMENT_NAMES` where its call renamed them: ``traced_args[0]`` is ``x``), not
+        by their instruction names (``traced_args_0_.1``); the rest by their names."""
+        renames = self.module._analysis.get(ARGUMENT_NAMES, {})
+        labels = list(names)
+        for k, instr in enumerate(instructions):
+            path = instr.metadata.op_name if instr.opcode == "parameter" else ""
+            if path:
+                labels[k] = user_path(path.replace("\\'", "'"), renames)
+        return labels
+
+    def _instruction_nodes(self, comp: HloComputation) -> int:
+        """The instruction nodes `_add_computation` makes for ``comp``, what it calls
+        included (0 for a computation that calls itself back, which it leaves out)."""
+        size = self._body_sizes.get(comp.name)
+        if size is None:
+            if comp.name in self._active:
+                return 0
+            self._active.add(comp.name)
+            size = len(comp.instructions)
+            for instr in comp.instructions:
+                if instr.called_computations:
+                    for sub, _ in _program_computations(instr, self.module):
+                        size += self._instruction_nodes(sub)
+            self._active.discard(comp.name)
+            self._body_sizes[comp.name] = size
+        return size
+
+    def _group_by_scope(
+        self,
+        comp: HloComputation,
+        ids: dict[str, int],
+        owner: int,
+        caller: HloInstruction | None,
+        edges: list[tuple[int, int, int, int]],
+    ) -> None:
+        """Move the instructions of ``comp`` into nested groups under ``owner``.
+
+        Groups are the user's: the sections of a training step, layers and name
+        scopes (`plan_scopes`). A scope used in several unconnected places (one
+        ``relu`` per layer) becomes one group per connected piece, so groups follow
+        the data flow; a piece of one op, or a tiny piece of a scope scattered in
+        many, stays in its parent.
+        """
+        plan = plan_scopes(comp, self.module, caller)
+        for name, note in plan.notes.items():
+            self.notes[ids[name]] = note
+        trie: dict = {"": [], "/": {}}  # "" -> instruction ids, "/" -> sub-scopes
+        sections: dict[str, dict] = {}
+        for instr in comp.instructions:
+            section = plan.section[instr.name]
+            node = _sub_trie(sections, section) if section else trie
+            for part in plan.path[instr.name]:
+                node = _sub_trie(node["/"], part)
+            node[""].append(ids[instr.name])
+        while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
+            trie = next(iter(trie["/"].values()))
+        trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
+        self.children[owner] = []
+        self._neighbours: dict[int, list[int]] = defaultdict(list)
+        self._users: dict[int, list[int]] = defaultdict(list)
+        self._inputs: dict[int, list[int]] = defaultdict(list)
+        for source, target, _, _ in edges:
+            self._neighbours[source].append(target)
+            self._neighbours[target].append(source)
+            self._users[source].append(target)
+            self._inputs[target].append(source)
+        self._place(trie, owner, None)
+        self._order_sections(owner, len(comp.instructions))
+
+    def _order_sections(self, owner: int, size: int) -> None:
+        """Sections in the order they run; a layer's backward names its forward, and back."""
+        groups = {self.section[k]: k for k in self.children[owner] if k in self.section}
+        if not groups:
+            return
+        middle = [groups[name] for name in SECTIONS if name in groups]
+        middle = [g for g in middle if self.section[g] not in (INPUTS, OUTPUTS)]
+        for group, order in zip(middle, sorted(self.order[g] for g in middle)):
+            self.order[group] = order
+        if INPUTS in groups:
+            self.order[groups[INPUTS]] = -1.0
+        if OUTPUTS in groups:
+            self.order[groups[OUTPUTS]] = float(size)
+        for name, group in groups.items():
+            self.notes[group] = SECTION_NOTES[name]
+            self._flow_sort(group)
+        forward = self._scope_paths(groups.get(FORWARD))
+        backward = self._scope_paths(groups.get(BACKWARD))
+        for path, group in backward.items():
+            twin = tuple(p.removesuffix(BACKWARD_SUFFIX) for p in path)
+            if twin in forward:
+                self.notes[group] = (
+                    f"the backward pass of {twin[-1]}; its forward pass is in "
+                    f"{place_label(FORWARD, list(twin))}"
+                )
+                self.notes[forward[twin]] = (
+                    f"the forward pass of {twin[-1]}; its backward pass is in "
+                    f"{place_label(BACKWARD, list(path))}"
+                )
+
+    def _flow_sort(self, group: int) -> None:
+        """Order a group's children as data flows between them, then by program order.
+
+        The backward pass runs from the last layer to the first whatever order the
+        compiler printed it in; a cycle is broken at the child that comes first.
+        """
+        kids = self.children[group]
+        children = self.children
+        child: dict[int, int] = {}  # every node under the group -> the child it is under
+        for top in kids:
+            stack = [top]
+            while stack:
+                node = stack.pop()
+                child[node] = top
+                if children[node]:
+                    stack.extend(children[node])
+        after: dict[int, set[int]] = {k: set() for k in kids}
+        waiting = dict.fromkeys(kids, 0)
+        for node, top in child.items():
+            for user in self._users.get(node, ()):
+                other = child.get(user)
+                if other is not None and other != top and other not in after[top]:
+                    after[top].add(other)
+                    waiting[other] += 1
+        ready = [(self.order[k], k) for k in kids if not waiting[k]]
+        heapq.heapify(ready)
+        sequence: list[int] = []
+        left = set(kids)
+        while left:
+            if not ready:  # a cycle: start from the earliest child left
+                first = min(left, key=self.order.__getitem__)
+                waiting[first] = 0
+                ready.append((self.order[first], first))
+            _, kid = heapq.heappop(ready)
+            if kid not in left:
+                continue
+            left.discard(kid)
+            sequence.append(kid)
+            for other in after[kid]:
+                waiting[other] -= 1
+                if waiting[other] == 0 and other in left:
+                    heapq.heappush(ready, (self.order[other], other))
+        for kid, order in zip(sequence, sorted(self.order[k] for k in kids)):
+            self.order[kid] = order
+
+    def _scope_paths(self, group: int | None) -> dict[tuple[str, ...], int]:
+        """The scope groups under ``group`` by their label path (the first of each)."""
+        found: dict[tuple[str, ...], int] = {}
+        stack = [(group, ())] if group is not None else []
+        while stack:
+            node, path = stack.pop()
+            for kid in self.children[node]:
+                if self.kind[kid] == SCOPE:
+                    found.setdefault((*path, self.label[kid]), kid)
+                    stack.append((kid, (*path, self.label[kid])))
+        return found
+
+    def _place(self, trie: dict, parent: int, members: set[int] | None, split=True) -> None:
+        """Put the instructions of ``trie`` under ``parent``, a group per scope piece.
+
+        Inside a section a scope is one group however its ops connect (the backward
+        of a layer reads what other layers made), even a layer of one op; elsewhere,
+        one per connected piece of more than one op.
+        """
+        for name, sub in trie.get("sections", ()):
+            group = self._add(SCOPE, parent, name, None, 0.0)
+            self.section[group] = name
+            self._place(sub, group, None, split=False)
+            orders = sorted(self.order[c] for c in self.children[group])
+            self.order[group] = orders[len(orders) // 2] if orders else 0.0
+        for node in trie[""]:
+            if members is None or node in members:
+                self.parent[node] = parent
+                self.children[parent].append(node)
+        for name, sub in trie["/"].items():
+            label = name
+            while not sub[""] and len(sub["/"]) == 1:
+                ((child_name, sub),) = sub["/"].items()
+                label = f"{label}/{child_name}"
+            inside = _trie_members(sub)
+            if members is not None:
+                inside &= members
+            pieces = self._connected_pieces(inside) if split else [inside]
+            for piece in pieces:
+                if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
+                    self._place(sub, parent, piece, split)
+                    continue
+                group = self._add(SCOPE, parent, label, None, 0.0)
+                self._place(sub, group, piece, split)
+                orders = sorted(self.order[c] for c in self.children[group])
+                self.order[group] = orders[len(orders) // 2]
+
+    def _connected_pieces(self, nodes: set[int]) -> list[set[int]]:
+        """Connected pieces of ``nodes`` by data edges and by operands they share.
+
+        Two ops reading the same value belong together (a layer's backward computes
+        its weight and input gradients from the same output gradient, made outside
+        it). Operand-less ops (parameters, constants, iotas) join nothing -- one
+        zero constant feeds every ``relu`` -- and go with their first user's piece.
+        """
+        sources = {n for n in nodes if not self.instr[n].operands}
+        pieces: list[set[int]] = []
+        piece_of: dict[int, int] = {}
+        shared: set[int] = set()
+        for start in sorted(nodes - sources):
+            if start in piece_of:
+                continue
+            piece, stack = set(), [start]
+            piece_of[start] = len(pieces)
+            while stack:
+                node = stack.pop()
+                piece.add(node)
+                near = list(self._neighbours.get(node, ()))
+                for operand in self._inputs.get(node, ()):
+                    if operand not in shared and self.instr[operand].operands:
+                        shared.add(operand)
+                        near.extend(self._users.get(operand, ()))
+                for other in near:
+                    if other in nodes and other not in sources and other not in piece_of:
+                        piece_of[other] = len(pieces)
+                        stack.append(other)
+            pieces.append(piece)
+        for source in sorted(sources):
+            users = [piece_of[u] for u in self._neighbours.get(source, ()) if u in piece_of]
+            if users:
+                pieces[min(users)].add(source)
+            else:
+                pieces.append({source})
+        return pieces
+
+    def _renumber(self) -> None:
+        """Number the nodes depth first, children in program order."""
+        children, key = self.children, self.order.__getitem__
+        new_order: list[int] = []
+        visit, visit_all = new_order.append, new_order.extend
+        families: list[tuple[int, list[int]]] = []  # (node, its children in order)
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            visit(node)
+            kids = children[node]
+            if not kids:
+                continue
+            if len(kids) > 1:
+                kids = sorted(kids, key=key)
+            families.append((node, kids))
+            if any(map(children.__getitem__, kids)):
+                stack.extend(reversed(kids))
+            else:  # leaves only (a fusion's ops, a part of them): numbered right here
+                visit_all(kids)
+        new_id = _inverse(new_order, len(self.kind))
+        renumbered = new_id.__getitem__
+        self.kind = list(map(self.kind.__getitem__, new_order))
+        self.label = list(map(self.label.__getitem__, new_order))
+        self.instr = list(map(self.instr.__getitem__, new_order))
+        self.order = list(map(self.order.__getitem__, new_order))
+        self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
+        # A leaf's children are one shared empty tuple: a large module has hundreds of
+        # thousands of leaves, and an empty list each is 56 bytes (22 MB for 400,000).
+        self.children = [_NO_CHILDREN] * len(new_order)  # type: ignore[list-item]
+        for node, kids in families:  # numbered in this order, so each list comes sorted
+            self.children[new_id[node]] = list(map(renumbered, kids))
+        self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
+        self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
+        self.notes = {new_id[k]: v for k, v in self.notes.items()}
+        self.section = {new_id[k]: v for k, v in self.section.items()}
+        self.hidden = {new_id[k]: v for k, v in self.hidden.items()}
+        self.held = {new_id[k]: v for k, v in self.held.items()}
+        self.blocks = [
+            (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
+            for owner, edges in self.blocks
+        ]
+
+    # -- questions about the tree ----------------------------------------------
+
+    def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
+        """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""
+        nodes = []
+        stack = [0]
+        while stack:
+            node = stack.pop()
+            if node in opened and self.children[node]:
+                stack.extend(self.children[node])
+            else:
+                nodes.append(node)
+
+        def shown(node: int) -> int:
+            shown_as, walk = node, self.parent[node]
+            while walk >= 0:
+                if walk not in opened:
+                    shown_as = walk
+                walk = self.parent[walk]
+            return shown_as
+
+        edges: dict[tuple[int, int], int] = defaultdict(int)
+        for owner, block in self.blocks:
+            if shown(owner) != owner or owner not in opened:
+                continue
+            for source, target, nbytes, index in block:
+                while source in opened and source in self.roots:
+                    source = self.roots[source]
+                while target in opened and index < len(self.params.get(target, ())):
+                    target = self.params[target][index]
+                a, b = shown(source), shown(target)
+                if a != b and not self._contains(a, b) and not self._contains(b, a):
+                    edges[(a, b)] += nbytes
+        return sorted(nodes), dict(edges)
+
+    def _contains(self, group: int, node: int) -> bool:
+        while node >= 0:
+            if node == group:
+                return True
+            node = self.parent[node]
+        return False
+
+
+def user_path(path: str, renames: dict[str, str]) -> str:
+    """``traced_args[0]['w']`` -> ``x['w']`` with ``{"traced_args[0]": "x"}`` (a prefix
+    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``)."""
+    for prefix, name in renames.items():
+        if path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] in ("", "[", "."):
+            return name + path[len(prefix) :]
+    return path
+
+
+def _program_computations(
+    instr: HloInstruction, module: HloModule
+) -> list[tuple[HloComputation, str]]:
+    """The computations ``instr`` runs as program (`run_computations`), a loop's body first."""
+    called = [(comp, role) for comp, role in run_computations(instr, module) if not comp.is_entry]
+    return sorted(called, key=_is_condition) if len(called) > 1 else called
+
+
+def _is_condition(called: tuple[HloComputation, str]) -> bool:
+    return called[1] == "condition"
+
+
+def _edges_and_order(
+    comp: HloComputation, ids: dict[str, int], first: int
+) -> tuple[list[tuple[int, int, int, int]], list[float], list[HloInstruction]]:
+    """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
+    node ids ``ids`` gives, each instruction's sort key in program order (its index, or
+    for an operand-less op -- parameter, constant -- its first user's index less 0.5, so
+    it sits by that user), and its parameters (`HloComputation.parameters`: sorted once
+    per computation, and `_user_scopes` has asked for most). One pass over the
+    instructions, each source's bytes read where its edge is made: fusion bodies hold
+    most instructions (a loop beats maps and zips here: most computations are a dozen
+    instructions).
+    """
+    instructions = comp.instructions
+    order = list(map(float, range(len(instructions))))
+    edges: list[tuple[int, int, int, int]] = []
+    add_edge = edges.append
+    find = ids.get
+    index = -1  # counters, not enumerate: about twice as quick in these innermost loops
+    for instr in instructions:
+        index += 1
+        operands = instr.operands
+        if not operands:
+            continue
+        target = first + index
+        position = -1
+        for operand in operands:
+            position += 1
+            source = find(operand)
+            if source is None:
+                found = comp.get(operand) if operand[:1] == "%" else None
+                if found is None:
+                    continue
+                source = ids[found.name]
+            local = source - first
+            made = instructions[local]
+            # (An order moved already is a half, never its index: the first user moves it.)
+            if not made.operands and order[local] == local:
+                order[local] = index - 0.5
+            add_edge((source, target, made.shape.nbytes, position))
+    return edges, order, comp.parameters
+
+
+def _inverse(new_order: list[int], size: int) -> list[int]:
+    """``new_id[old]`` for the ``size`` old ids, -1 for any left out and at ``new_id[-1]``."""
+    new_id = [-1] * (size + 1)
+    for new, old in enumerate(new_order):
+        new_id[old] = new
+    return new_id
+
+
+def _is_program(comp: HloComputation) -> bool:
+    return comp.kind not in ("fusion", "applied")
+
+
+def _sub_trie(tries: dict[str, dict], name: str) -> dict:
+    """The trie of scope ``name`` among ``tries``, new if need be (not a new one per op)."""
+    found = tries.get(name)
+    if found is None:
+        found = tries[name] = {"": [], "/": {}}
+    return found
+
+
+def _trie_members(trie: dict) -> set[int]:
+    members = set(trie[""])
+    for sub in trie["/"].values():
+        members |= _trie_members(sub)
+    return members

@@ -1,0 +1,156 @@
+"""How big a drawing of the graph is, without drawing it: the first view's fit test.
+
+The page lays out each open group's children with dagre, top to bottom, and "makes room"
+for an open child (graph_layout.js). This module estimates the same boxes from the tree:
+a closed box is as wide as its longer line of text; an open group stacks its children in
+ranks along the longest path of the data flow between them, each rank as wide as its
+boxes side by side (plus the edges that pass through it), as tall as its tallest box.
+The estimate errs on the large side (`WIDTH_SLACK`), so that what it says fits, the page
+can draw at a readable size: the first view opens only such groups (`_first_view`), the
+page opens exactly those (graph_camera.js), and `HloGraph.view_counts` counts what is
+drawn.
+
+The sizes are the page's own (graph_shared.js), and travel to it in the payload
+(``frame``): the page reads the first view's frame from there, not from a copy.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import TYPE_CHECKING
+
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_nodes import INSTRUCTION, PART
+from tpukit.graph._graph_sizes import (
+    CHAR_W,
+    EDGE_SEP,
+    FRAME_H,
+    FRAME_W,
+    HEADER_H,
+    LAYOUT,
+    MAX_CHARS,
+    NODE_H,
+    NODE_SEP,
+    PAD,
+    RANK_SEP,
+    WIDTH_SLACK,
+)
+
+if TYPE_CHECKING:
+    from tpukit.graph._graph_data import GraphTree
+
+# A group's second line ("1,234 ops · 12.3 MFLOP · 4.56 MB"), at its longest.
+_COST_CHARS = 32
+
+
+class Frame:
+    """Estimated sizes of a tree's drawing for sets of open groups (one per tree)."""
+
+    def __init__(self, data: GraphTree) -> None:
+        self.data = data
+        self._ends: dict[int, int] = {0: len(data.kind)}
+        self._blocks = {owner: edges for owner, edges in data.blocks}
+        self._owner: dict[int, int] = {}
+        self._ranks: dict[int, tuple[list[int], int]] = {}
+        self._closed: dict[int, tuple[float, float]] = {}
+
+    def end(self, node: int) -> int:
+        """The id after ``node``'s subtree (ids are depth first: the subtree is
+        ``[node, end)``): its next sibling's, else its parent's end."""
+        found = self._ends.get(node)
+        if found is None:
+            parent = self.data.parent[node]
+            kids = self.data.children[parent]
+            at = bisect.bisect_left(kids, node) + 1
+            found = self._ends[node] = kids[at] if at < len(kids) else self.end(parent)
+        return found
+
+    def fits(self, opened: set[int]) -> bool:
+        """Whether the drawing with ``opened`` open fits the first view's frame."""
+        w, h = self.size(0, opened)
+        return w * WIDTH_SLACK <= FRAME_W and h <= FRAME_H
+
+    def size(self, node: int, opened: set[int]) -> tuple[float, float]:
+        """The estimated ``(width, height)`` of ``node``'s box with ``opened`` open."""
+        kids = self.data.children[node]
+        if node not in opened or not kids:
+            return self.closed(node)
+        rank, dummies = self.ranks(node)
+        widths = {r: d * (NODE_SEP + EDGE_SEP) / 2 for r, d in dummies.items()}
+        heights: dict[int, float] = {}
+        counts: dict[int, int] = {}
+        for kid, r in zip(kids, rank):
+            w, h = self.size(kid, opened)
+            widths[r] = widths.get(r, 0.0) + w
+            heights[r] = max(heights.get(r, 0.0), h)
+            counts[r] = counts.get(r, 0) + 1
+        inner = max(widths[r] + NODE_SEP * (counts.get(r, 1) - 1) for r in widths)
+        header = min(MAX_CHARS + 20, len(self.data.label[node]) + _COST_CHARS) * CHAR_W + 40
+        height = sum(heights.values()) + RANK_SEP * (len(heights) - 1) + HEADER_H + PAD
+        return max(inner + 2 * PAD, header), height
+
+    def closed(self, node: int) -> tuple[float, float]:
+        """A closed box: as wide as its longer line (graph_layout.js, closedSize)."""
+        size = self._closed.get(node)
+        if size is None:
+            data = self.data
+            instr = data.instr[node]
+            if data.kind[node] == INSTRUCTION and instr is not None:
+                second = len(instr.opcode) + 1 + len(LAYOUT.sub("", str(instr.shape)))
+                if instr.opcode == "fusion":
+                    second += 12
+            else:  # "1,234 ops · 12.3 MFLOP · 4.56 MB" (graph_layout.js, costText)
+                flops, _, nbytes = node_costs(data)
+                ops = len(f"{self.end(node) - node:,} ops")
+                second = ops + (13 if flops[node] else 0) + (10 if nbytes[node] else 0)
+            label = len(data.label[node]) + (
+                5 if instr is not None and instr.opcode == "while" else 0
+            )
+            if data.kind[node] == PART:  # named by its work in the payload, at its longest
+                label = MAX_CHARS
+            chars = min(MAX_CHARS, max(label, second))
+            size = (max(70.0, chars * CHAR_W + 20 + (18 if data.children[node] else 0)), NODE_H)
+            self._closed[node] = size
+        return size
+
+    def ranks(self, group: int) -> tuple[list[int], dict[int, int]]:
+        """Each child's rank (the longest path of data flow to it, in child order), and per
+        rank the edges between them that pass through it (dagre's dummy nodes)."""
+        found = self._ranks.get(group)
+        if found is None:
+            kids = self.data.children[group]
+            links = self._links(group, kids)
+            rank = [0] * len(kids)
+            for a, b in sorted(links):
+                if rank[b] < rank[a] + 1:
+                    rank[b] = rank[a] + 1
+            dummies: dict[int, int] = {}
+            for a, b in links:
+                for r in range(min(rank[a], rank[b]) + 1, max(rank[a], rank[b])):
+                    dummies[r] = dummies.get(r, 0) + 1
+            found = self._ranks[group] = (rank, dummies)
+        return found
+
+    def _links(self, group: int, kids: list[int]) -> set[tuple[int, int]]:
+        """The child pairs ``(a, b)``, ``a < b``, that data flows between."""
+        block = self._blocks.get(self._edge_owner(group), ())
+        lo, hi = group + 1, self.end(group)
+        links: set[tuple[int, int]] = set()
+        for source, target, _, _ in block:
+            if lo <= source < hi and lo <= target < hi:
+                a = bisect.bisect_right(kids, source) - 1
+                b = bisect.bisect_right(kids, target) - 1
+                if a != b:
+                    links.add((a, b) if a < b else (b, a))
+        return links
+
+    def _edge_owner(self, group: int) -> int:
+        """The node whose computation's edges join ``group``'s members: the group itself
+        when it is a call or loop, else its nearest such ancestor (the root for ENTRY)."""
+        owner = self._owner.get(group)
+        if owner is None:
+            node = group
+            while node > 0 and node not in self._blocks:
+                node = self.data.parent[node]
+            owner = self._owner[group] = max(node, 0)
+        return owner

@@ -1,0 +1,360 @@
+"""The graph as the viewer reads it: one compact, JSON-ready dict of columns.
+
+`_graph_data.GraphTree` is the tree of nodes; `graph_payload` adds what each node
+costs and says (FLOPs, bytes, colour category, HLO text, scope, source line), the
+groups the first view opens and, from a profile, the measured time of every node
+(`time_payload`). Every payload opens with `_graph_schema.schema_payload()`: its
+schema version, the node kinds, the categories and their light and dark colours,
+the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from itertools import chain
+from typing import TYPE_CHECKING
+
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_frame import FRAME_H, FRAME_W
+from tpukit.graph._graph_glance import Glance
+from tpukit.graph._graph_nodes import OpFacts, clip, display_text
+from tpukit.graph._graph_parts import PART_LABEL
+from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
+from tpukit.graph._graph_wire import block_columns, indexed, link_columns, split_head
+from tpukit.hlo.analysis import instruction_count, trip_count
+from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
+
+if TYPE_CHECKING:
+    from tpukit.graph._graph_data import GraphTree
+
+#: The longest shape and HLO text a node carries (the panel shows no more).
+_SHAPE_LIMIT, _TEXT_LIMIT = 400, 4000
+
+
+def graph_payload(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """The compact, JSON-ready description of ``data`` that the viewer reads."""
+    return _payload(data, title, stage, times, memory, wire=False)
+
+
+def graph_wire(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """`graph_payload` as the page carries it (`_graph_wire.pack` of it), made in one pass:
+    each instruction's text is cut to what follows its head as it is made, not written
+    whole and cut again."""
+    return _payload(data, title, stage, times, memory, wire=True)
+
+
+def glance_wire(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """`graph_wire` of the first view alone (`_graph_glance`): the nodes it can draw, each
+    with what the whole graph's payload says of it, and ``glance`` set."""
+    return _payload(data, title, stage, times, memory, wire=True, glance=Glance(data))
+
+
+def _payload(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None,
+    memory: Mapping[str, int] | None,
+    wire: bool,
+    glance: Glance | None = None,
+) -> dict:
+    module = data.module
+    strings: dict[str, int] = {"": 0}
+
+    def intern(text: str) -> int:
+        return strings.setdefault(text, len(strings))
+
+    flops, nbytes, own = node_costs(data)
+    facts = OpFacts(module)
+    kept = glance.nodes if glance is not None else None
+    columns = _instruction_columns(data, intern, facts, wire, kept)
+    label = _labels_with_parts_named(data, flops, own, facts, kept)
+    notes = dict(data.notes)
+    text, shape = columns["text"], columns["shape"]
+    for node in columns.pop("loops"):
+        label[node], notes[node] = _loop_label(
+            data.instr[node], module, label[node], notes.get(node)
+        )
+        if wire:  # its text was left whole: its head holds the label it has now
+            columns["textHead"][node], text[node] = split_head(
+                text[node], label[node], shape[node], columns["op"][node]
+            )
+    n = len(data.kind)
+    note = [0] * n
+    for node in sorted(notes):  # interned in node order: the strings' order is the wire's
+        if 0 <= node < n and (glance is None or node in glance.new_id):
+            note[node] = intern(notes[node])
+    payload = {
+        **schema_payload(),
+        "title": title,
+        "stage": stage or "",
+        "module": module.name,
+        "strings": list(strings),
+        "kind": data.kind,
+        "parent": data.parent,
+        "label": label,
+        "op": columns["op"],
+        "cat": columns["cat"],
+        "shape": columns["shape"],
+        "flops": flops,
+        "bytes": nbytes,
+        "count": _counts(data),
+        "scope": columns["scope"],
+        "location": columns["location"],
+        "source": columns["source"],
+        "text": columns["text"],
+        "note": note,
+        # As written, the summary's and diff's rule: each computation once (`op_counts`).
+        "instructions": instruction_count(module),
+        **(glance.edges() if glance is not None else {**_links(data, wire), **_blocks(data, wire)}),
+        "open": first_view(data),
+        "frame": [FRAME_W, FRAME_H],  # the box the first view fits (`_graph_frame`)
+        **time_payload(data, times),
+        **memory_payload(data, memory),
+    }
+    if wire:  # the fields `pack` adds, where it adds them
+        payload["textHead"] = columns["textHead"]
+    if glance is not None:
+        payload = glance.cut(payload)
+    if wire:
+        payload["shape"], payload["shapes"] = indexed(payload["shape"])
+        payload["op"], payload["ops"] = indexed(payload["op"])
+    return payload
+
+
+def _links(data: GraphTree, wire: bool) -> dict:
+    """Each call's or loop's parameter and root nodes: ``params`` and ``roots``, or on the
+    wire their columns."""
+    if wire:
+        return link_columns(data.params.items(), data.roots.items())
+    return {
+        "params": {str(k): v for k, v in data.params.items()},
+        "roots": {str(k): v for k, v in data.roots.items()},
+    }
+
+
+def _blocks(data: GraphTree, wire: bool) -> dict:
+    """The data edges of each computation shown: ``blocks``, or on the wire its columns."""
+    if wire:
+        return block_columns((owner, chain.from_iterable(edges)) for owner, edges in data.blocks)
+    return {"blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks]}
+
+
+def _instruction_columns(
+    data: GraphTree,
+    intern: Callable[[str], int],
+    facts: OpFacts,
+    wire: bool = False,
+    nodes: list[int] | None = None,
+) -> dict[str, list]:
+    """The columns only instructions fill: opcode, colour category, shape, HLO text, and
+    the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
+    With ``wire``, ``text`` holds what `_graph_wire.split_head` leaves of each text and
+    ``textHead`` which head it took (a loop's text is left whole: its label changes).
+
+    A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
+    opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
+    equal ones) or a source line: each is worked out once. Metadata is interned from the
+    last node to the first, the order the strings table has always had. With ``nodes``
+    (in order), only theirs are filled.
+    """
+    n = len(data.kind)
+    cat, op = [CATEGORIES.index("group")] * n, [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, [0] * n
+    labels = data.label
+    scope, location, source = [0] * n, [0] * n, [0] * n
+    loops = []
+    categories = {name: k for k, name in enumerate(CATEGORIES)}
+    by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
+    by_shape: dict[int, str] = {}
+    by_meta: dict[int, tuple[int, int, int]] = {}
+    by_line: dict[tuple[str, int], tuple[str, str]] = {}
+    tails: dict[str, str] = {}
+    instrs = data.instr
+    for node in range(n - 1, -1, -1) if nodes is None else reversed(nodes):
+        instr = instrs[node]
+        if instr is None:
+            continue
+        opcode = instr.opcode
+        if opcode == "fusion" or opcode == "custom-call":
+            cat[node] = categories[facts.category(instr)]
+        else:
+            found = by_op.get(opcode)
+            if found is None:
+                found = by_op[opcode] = categories[facts.category(instr)]
+            cat[node] = found
+            if opcode == "while":
+                loops.append(node)
+        op[node] = opcode
+        written = by_shape.get(id(instr.shape))
+        if written is None:
+            written = by_shape[id(instr.shape)] = clip(str(instr.shape), _SHAPE_LIMIT)
+        shape[node] = written
+        line_text = display_text(instr, tails)
+        if len(line_text) > _TEXT_LIMIT:
+            line_text = clip(line_text, _TEXT_LIMIT)
+        if wire and opcode != "while":  # `split_head`, inline: it runs for every instruction
+            head = f"%{labels[node]} = {written} {opcode}"
+            if line_text.startswith(head):
+                head_kind[node], line_text = 1, line_text[len(head) :]
+            elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
+                head_kind[node], line_text = 2, line_text[len(head) + 5 :]
+        text[node] = line_text
+        meta = instr.metadata
+        said = by_meta.get(id(meta))
+        if said is None:
+            said = by_meta[id(meta)] = _metadata_strings(meta, intern, by_line)
+        scope[node], location[node], source[node] = said
+    return {
+        "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
+        "location": location, "source": source, "loops": loops, "textHead": head_kind,
+    }  # fmt: skip
+
+
+def _metadata_strings(
+    meta: HloMetadata, intern: Callable[[str], int], by_line: dict[tuple[str, int], tuple[str, str]]
+) -> tuple[int, int, int]:
+    """The interned op name, short source label and full source path of ``meta``.
+
+    The two source texts are worked out once per source line (``by_line``).
+    """
+    scope = intern(meta.op_name)
+    if not meta.source_file:
+        return scope, 0, 0
+    where = (meta.source_file, meta.source_line)
+    texts = by_line.get(where)
+    if texts is None:  # the short label on show (`HloInstruction.source_location`), the path
+        line = meta.source_line
+        texts = by_line[where] = (
+            describe_location(meta.source_file, line),
+            meta.source_file + (f":{line}" if line else ""),
+        )
+    return scope, intern(texts[0]), intern(texts[1])
+
+
+def _labels_with_parts_named(
+    data: GraphTree,
+    flops: list[int],
+    own: list[int],
+    facts: OpFacts,
+    nodes: list[int] | None = None,
+) -> list[str]:
+    """The nodes' labels, every part named by the work it holds (`part_label`) unless the
+    tree named it (a stage of layers, `_graph_parts`): with
+    ``nodes``, the parts among them.
+
+    A copy: ``data`` is shared by every view of the module (it is cached on the module,
+    and modules by their text), so what the table, the diff's matching and ``to_dot``
+    read of it must not depend on whether a payload was built before.
+    """
+    label, instrs, kinds = list(data.label), data.instr, data.kind
+    for node in range(len(kinds)) if nodes is None else nodes:
+        if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
+            members = _members(data, node)
+            label[node] = facts.part_label(
+                [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
+            )
+    return label
+
+
+def _counts(data: GraphTree) -> list[int]:
+    """Instructions each node holds directly: a group's, through nested groups; a fusion's,
+    call's or loop's, those of the computations it opens (not inside their instructions).
+
+    Each node adds its share to its parent's, the last node first: nodes are numbered depth
+    first, so a node's own count is whole before it is added. (A fusion whose bodies the
+    tree leaves out starts with theirs: `GraphTree.held`.)
+    """
+    kind, parent = data.kind, data.parent
+    count = [0] * len(kind)
+    for node, held in data.held.items():
+        count[node] = held
+    for node in range(len(kind) - 1, 0, -1):
+        count[parent[node]] += 1 if kind[node] == INSTRUCTION else count[node]
+    return count
+
+
+def memory_payload(data: GraphTree, memory: Mapping[str, int] | None) -> dict:
+    """Bytes each node holds at the program's peak, for "Colour: memory" (``None``: none).
+
+    ``memory`` maps an instruction's name to the bytes of its buffers live at the peak
+    (`MemoryView.graph`); a group holds its members' sum, and a loop or call its own
+    buffers and those of what it runs. ``memoryTotal`` is the bytes in use at the peak,
+    the scale's 100%.
+    """
+    if not memory:
+        return {}
+    held: list[int | None] = [None] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        own = memory.get(instr.name) if instr is not None else None
+        inside = [held[k] for k in data.children[node] if held[k] is not None]
+        if own is not None or inside:
+            held[node] = (own or 0) + sum(inside)
+    return {"memory": held, "memoryTotal": sum(memory.values())}
+
+
+def _loop_label(
+    instr: HloInstruction, module: HloModule, label: str, note: str | None
+) -> tuple[str, str]:
+    """``while.3 x16`` and a panel note on where the count came from (or that it is unknown)."""
+    trips = trip_count(instr, module)
+    if trips is None:
+        said = (
+            "unknown trip count: the loop's counter pattern could not be read, so its "
+            "body's FLOPs and bytes are counted once"
+        )
+        return f"{label} x?", "; ".join(filter(None, [note, said]))
+    said = f"runs its body {trips} times per run; its FLOPs and bytes are multiplied by {trips}"
+    return f"{label} x{trips}", "; ".join(filter(None, [note, said]))
+
+
+def time_payload(data: GraphTree, times: Mapping[str, float] | None) -> dict:
+    """Measured seconds per node for the viewer's heat colouring (``None``: not measured).
+
+    An instruction has its own time (a loop's or call's includes what it runs); a group
+    the sum of its members', so nothing is counted twice. ``timeTotal`` is the program's.
+    """
+    if not times:
+        return {}
+    seconds: list[float | None] = [None] * len(data.kind)
+    for node in range(len(data.kind) - 1, -1, -1):
+        instr = data.instr[node]
+        if instr is not None:
+            seconds[node] = times.get(instr.name)
+        else:
+            measured = [seconds[k] for k in data.children[node] if seconds[k] is not None]
+            seconds[node] = sum(measured) if measured else None
+    return {"time": seconds, "timeTotal": seconds[0] or 0.0}
+
+
+def _members(data: GraphTree, node: int) -> list[int]:
+    """The instruction nodes a group holds, through nested groups (not inside instructions)."""
+    found = []
+    stack = list(data.children[node])
+    while stack:
+        kid = stack.pop()
+        if data.instr[kid] is None:
+            stack.extend(data.children[kid])
+        else:
+            found.append(kid)
+    return found

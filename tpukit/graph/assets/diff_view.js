@@ -1,0 +1,171 @@
+// tpukit HLO diff viewer: two graphs side by side, linked by the diff's matches.
+//
+// tpukit/graph/_diff_view.py writes one output holding both graphs' payloads, a table of the
+// groups of either program, and the diff's marks: per side, the nodes added (green), removed
+// (red) or changed (amber), and for each matched node its match on the other side. Each side
+// is a DiffSide that owns a GraphView (graph_view.js) and decorates each node it draws with
+// its mark, so the marks stay when groups open and close. Clicking a row of the table, or a
+// node on either side, opens and centres the match on both sides and highlights the group's
+// row.
+// Like the single graph: text reaches the page through textContent only, and nothing here
+// touches storage, the parent frame or the network.
+//
+// Takes: GraphView, unpack, schemaProblem, showStale (graph_view.js), followTheme
+//   (graph_theme.js), el and svg (graph_shared.js); dagre (handed in by the page).
+// Offers: tpukitDiffView(root, payloads, marks, dagre): the page's entry.
+/* global GraphView, unpack, schemaProblem, showStale, followTheme, el, svg */
+/* exported tpukitDiffView */
+
+"use strict";
+
+var DIFF_CLASS = {added: "tkd-added", removed: "tkd-removed", changed: "tkd-changed"};
+var DIFF_WORD = {added: "added", removed: "removed", changed: "changed"};
+
+function tpukitDiffView(root, payloads, marks, dagre) {
+  if (!root || root.getAttribute("data-state")) return;
+  root.setAttribute("data-state", "loading");
+  followTheme(root);
+  Promise.all(payloads.map(unpack)).then(function (datas) {
+    var stale = datas.map(schemaProblem).filter(Boolean);
+    if (stale.length) showStale(root, "tkd", stale[0]);
+    else new DiffView(root, datas, marks, dagre);
+  }).catch(function (err) {
+    var box = el("div", "tkd-error", root);
+    box.textContent = "tpukit could not draw this HLO diff: " + (err && err.message || err);
+    root.setAttribute("data-state", "error");
+  });
+}
+
+function DiffView(root, datas, marks, dagre) {
+  var self = this;
+  this.root = root;
+  this.datas = datas;
+  this.marks = marks;
+  this.rowOf = [{}, {}];  // per side: group node -> table row
+  marks.rows.forEach(function (nodes, r) {
+    for (var s = 0; s < 2; s++) if (nodes[s] >= 0) self.rowOf[s][nodes[s]] = r;
+  });
+  var fallback = root.querySelector(".tkd-fallback");
+  if (fallback) fallback.remove();
+  this.wrap = root.querySelector(".tkd-table-wrap");
+  this.rows = root.querySelectorAll(".tkd-table tbody tr");
+  this.current = -1;
+  var holders = root.querySelectorAll(".tkd-side");
+  this.sides = [];
+  for (var s = 0; s < 2; s++) {
+    holders[s].setAttribute("data-state", "loading");
+    followTheme(holders[s]);
+    this.sides.push(new DiffSide(holders[s], datas[s], dagre, this, s));
+  }
+  Array.prototype.forEach.call(this.rows, function (row) {
+    var r = +row.getAttribute("data-row");
+    row.addEventListener("click", function () { self.showRow(r); });
+    row.addEventListener("keydown", function (event) {
+      event.stopPropagation();  // keep notebook shortcuts out of the table
+      if (event.key === "Enter" || event.key === " ") { event.preventDefault(); self.showRow(r); }
+    });
+  });
+  root.setAttribute("data-state", "ready");
+}
+
+// A row of the table: its group on both sides (absent on one side for an added or removed one).
+DiffView.prototype.showRow = function (r) {
+  var nodes = this.marks.rows[r];
+  for (var s = 0; s < 2; s++) this.sides[s].reveal(nodes[s]);
+  this.markRow(r);
+};
+
+// A node clicked on side s: the nearest matched node at or above it is shown on the other side.
+DiffView.prototype.fromNode = function (s, i) {
+  var link = this.marks.link[s], parent = this.datas[s].parent;
+  var k = i;
+  while (k >= 0 && link[k] === undefined) k = parent[k];
+  var g = i;
+  while (g >= 0 && this.rowOf[s][g] === undefined) g = parent[g];
+  this.markRow(g >= 0 ? this.rowOf[s][g] : -1);
+  this.sides[s].mark(i);
+  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1);
+};
+
+DiffView.prototype.markRow = function (r) {
+  if (this.current >= 0 && this.rows[this.current]) this.rows[this.current].classList.remove("tkd-current");
+  this.current = r;
+  this.root.setAttribute("data-row", String(r));
+  var row = this.rows[r];
+  if (!row) return;
+  row.classList.add("tkd-current");
+  var box = this.wrap.getBoundingClientRect(), at = row.getBoundingClientRect();
+  var head = this.wrap.querySelector("thead"), top = box.top + (head ? head.offsetHeight : 0);
+  if (at.top < top || at.bottom > box.bottom) {  // scroll the table, never the page
+    this.wrap.scrollTop += at.top - top - (box.bottom - top - at.height) / 2;
+  }
+};
+
+// What the panel says about node i of side s: added, removed or changed, and its match.
+DiffView.prototype.describe = function (s, i) {
+  var marks = this.marks, status = marks.status[s][i], other = marks.link[s][i];
+  var labels = marks.labels, text = [];
+  if (status === "added") text.push("only in " + labels[1] + ": added");
+  if (status === "removed") text.push("only in " + labels[0] + ": removed");
+  if (other !== undefined) {
+    text.push("matches " + this.datas[1 - s].label[other] + " in " + labels[1 - s]);
+  }
+  var r = this.rowOf[s][i];
+  if (r !== undefined && status !== "added" && status !== "removed") text.push(marks.notes[r]);
+  return text.join("; ");
+};
+
+// ---------------------------------------------------------------- one side
+
+// Side `side` (0: a, 1: b) of the diff: a GraphView of its program that opens on what changed
+// (data.open), however little of it fits the half view, with every node decorated by its mark.
+function DiffSide(root, data, dagre, owner, side) {
+  var self = this;
+  this.root = root;
+  this.data = data;
+  this.status = owner.marks.status[side];
+  this.linked = -1;
+  this.view = new GraphView(root, data, dagre, {
+    folds: false,
+    decorate: function (i, node, closed, width) { self.decorate(i, node, closed, width); },
+    onSelect: function (i) { owner.fromNode(side, i); },
+    panelRows: function (i) {
+      var text = owner.describe(side, i);
+      return text ? [["diff", text, "tkd-panel-diff"]] : [];
+    }
+  });
+}
+
+// Colour what was added, removed or changed; badge the closed boxes; ring the linked node.
+DiffSide.prototype.decorate = function (i, node, closed, width) {
+  var mark = this.status[i];
+  if (mark) {
+    node.classList.add(DIFF_CLASS[mark]);
+    node.setAttribute("data-diff", mark);
+    if (mark !== "changed" && closed) {
+      var badge = svg("text", {"class": "tkd-badge", x: width - 6, y: 14, "text-anchor": "end"}, node);
+      badge.textContent = mark === "added" ? "+" : "\u2212";
+      var tip = svg("title", {}, node);
+      tip.textContent = this.data.label[i] + ": " + DIFF_WORD[mark];
+    }
+  }
+  if (i === this.linked) node.classList.add("tkd-linked");
+};
+
+// Ring node i (or nothing) without moving the view.
+DiffSide.prototype.mark = function (i) {
+  this.linked = i;
+  this.root.setAttribute("data-linked", String(i));
+  var old = this.root.querySelectorAll(".tkd-linked");
+  for (var k = 0; k < old.length; k++) old[k].classList.remove("tkd-linked");
+  var shown = i >= 0 ? this.view.element(i) : null;
+  if (shown) shown.classList.add("tkd-linked");
+};
+
+// Open the groups around node i, ring it and centre the view on it (-1: only clear the ring).
+DiffSide.prototype.reveal = function (i) {
+  if (i < 0) { this.mark(-1); return; }
+  this.linked = i;
+  this.view.reveal(i);
+  this.mark(i);
+};

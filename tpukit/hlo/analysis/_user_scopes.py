@@ -1,0 +1,598 @@
+"""Where each instruction belongs in the user's terms: sections, layers and name scopes.
+
+JAX writes the trace's name stack into every op's ``op_name`` metadata, wrapped in the
+transformations that made the op: ``jit(step)/jvp(model (MLP))/layers[0] (Linear)/dot``
+is the forward pass of the first layer, ``jit(step)/transpose(jvp(model (MLP)))/...``
+its backward pass, ``jit(step)/jvp(jit(take_along_axis))/...`` part of the loss, with
+JAX's own helper functions (``jit(_where)``) mixed in. `plan_scopes` turns that into
+the path of groups a user expects: JAX's function names are dropped, transformations
+become sections, and a computation that runs a training step (it has both a forward
+and a backward pass) is laid out as the sections
+
+    inputs · forward (by layer) · loss · backward (by layer) · optimizer update · outputs
+
+where the backward of ``layers[0] (Linear)`` is the group ``layers[0] (Linear) backward``.
+Ops outside any scope after the backward pass are the optimizer's update. A fusion
+goes where most of its work is (FLOPs, then bytes), and says so when it mixes places.
+Scope names come from JAX's ``jax.named_scope`` and, for Flax NNX models,
+from ``tpukit.compile``, which traces each module call under its path and class.
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import re
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+
+from tpukit.hlo.analysis._cost import instruction_flops
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
+
+INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS = (
+    "inputs",
+    "forward",
+    "loss",
+    "backward",
+    "optimizer update",
+    "outputs",
+)
+#: The sections of a training step, in the order they run.
+SECTIONS = (INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS)
+SECTION_NOTES = {
+    INPUTS: "the program's parameters: weights, optimizer state and data",
+    FORWARD: "the forward pass, by layer (or name scope)",
+    LOSS: "forward ops outside every layer and name scope: the loss",
+    BACKWARD: "the backward pass (JAX's transpose of the forward), by layer",
+    UPDATE: "ops after the backward pass outside every name scope: the optimizer's update",
+    OUTPUTS: "what the program returns",
+}
+BACKWARD_SUFFIX = " backward"
+
+_TRANSFORM = re.compile(r"([a-z_]+)\((.*)\)", re.DOTALL)
+_FUNCTION_TRANSFORMS = frozenset({"jit", "pjit", "xla_pmap", "core_call", "custom_jvp_call"})
+# Names JAX gives the parts of its control flow and calls, not the user's scopes.
+_STRUCTURE = re.compile(
+    r"while|body|cond|scan|closed_call|core_call|remat|checkpoint|shard_map|"
+    r"custom_jvp_call|custom_vjp_call|branch_\d+_fun|eval_jaxpr"
+)
+# A computation with more parameters than this (a model's weights, a command buffer's
+# operands) collects them into "inputs", as a training step does; a few stay in view.
+_MANY_PARAMETERS = 4
+# Ops that do no work of their own: they do not make a computation a training step.
+_TRIVIAL = frozenset(
+    "parameter constant iota tuple get-tuple-element bitcast copy broadcast".split()
+)
+_PLUMBING = frozenset(
+    {"tuple", "get-tuple-element", "bitcast", "copy", "copy-start", "copy-done", "opt-barrier"}
+)
+_OP_NAME = operator.attrgetter("metadata.op_name")
+
+
+@dataclass
+class ScopePlan:
+    """The groups of one computation: each instruction's section and path inside it.
+
+    ``section`` is one of `SECTIONS` or ``""`` (no section: the computation is not a
+    training step, or the op sits in the user's own top-level scope); ``path`` is the
+    group labels inside it, outermost first. ``notes`` say why a fusion sits where it
+    does when its ops come from several places.
+    """
+
+    section: dict[str, str] = field(default_factory=dict)
+    path: dict[str, list[str]] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict)
+    has_sections: bool = False
+
+
+def split_scope(op_name: str) -> list[str]:
+    """``jit(f)/transpose(jvp(g))/dot`` -> ``['jit(f)', 'transpose(jvp(g))', 'dot']``."""
+    return list(_split_scope(op_name))
+
+
+@functools.lru_cache(maxsize=65536)  # a module repeats a few thousand op names many times
+def _split_scope(op_name: str) -> tuple[str, ...]:
+    parts: list[str] = []
+    depth, piece = 0, None  # brackets open before the slash; the piece they hold open
+    for part in op_name.split("/"):
+        piece = part if piece is None else f"{piece}/{part}"
+        depth += part.count("(") + part.count("[") - part.count(")") - part.count("]")
+        if depth <= 0:  # a slash outside brackets ends the piece
+            if piece:
+                parts.append(piece)
+            piece = None
+    if piece:
+        parts.append(piece)
+    return tuple(parts)
+
+
+def parse_scope(components: list[str]) -> tuple[str, tuple[str, ...]]:
+    """``(direction, names)`` of a name stack: ``"forward"``, ``"backward"`` or ``"plain"``.
+
+    Transformations are unwrapped (``transpose(jvp(x))`` -> ``x``, a backward op);
+    the names of jitted functions are dropped, for they are JAX's helpers (``_where``,
+    ``take_along_axis``) far more often than the user's own functions, and so are the
+    names of control flow (``while/body``, ``cond/branch_1_fun``, ``closed_call``).
+
+        >>> parse_scope(["jit(step)", "transpose(jvp(model (MLP)))", "layers[0] (Linear)"])
+        ('backward', ('model (MLP)', 'layers[0] (Linear)'))
+    """
+    return _parse_components(tuple(components))
+
+
+@functools.lru_cache(maxsize=65536)  # ops of one layer share their name stack
+def _parse_components(components: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    direction, names = "plain", []
+    for component in components:
+        backward, forward, name = _parse_component(component)
+        if backward:
+            direction = "backward"
+        elif direction == "plain" and forward:
+            direction = "forward"
+        if name:
+            names.append(name)
+    return direction, tuple(names)
+
+
+@functools.lru_cache(maxsize=65536)  # a module's name stacks share a few hundred components
+def _parse_component(component: str) -> tuple[bool, bool, str]:
+    """``(backward, forward, name)`` of one name-stack component: whether its
+    transformations make it the backward or the forward pass, and the name it adds
+    (``""`` for a jitted function's or a control-flow part's)."""
+    transforms = []
+    found = _TRANSFORM.fullmatch(component)
+    while found:
+        transforms.append(found.group(1))
+        component = found.group(2)
+        found = _TRANSFORM.fullmatch(component)
+    if transforms and transforms[-1] in _FUNCTION_TRANSFORMS:
+        component = ""
+    elif _STRUCTURE.fullmatch(component):
+        component = ""
+    return (
+        "transpose" in transforms,
+        "jvp" in transforms or "linearize" in transforms,
+        component,
+    )
+
+
+def function_name(comp: HloComputation) -> str | None:
+    """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
+    counts: dict[str, int] = defaultdict(int)
+    # Each op name read once (in first-use order), each first component parsed once.
+    for op_name, uses in Counter(map(_OP_NAME, comp.instructions)).items():
+        name = _jitted_function(_first_component(op_name))
+        if name:
+            counts[name] += uses
+    return max(counts, key=counts.__getitem__) if counts else None
+
+
+def _first_component(op_name: str) -> str:
+    """``split_scope(op_name)[0]`` (``""`` for none), without splitting the rest."""
+    head = op_name.partition("/")[0]
+    if head and head.count("(") + head.count("[") <= head.count(")") + head.count("]"):
+        return head  # its brackets close before the first slash
+    first = _split_scope(op_name)[:1]
+    return first[0] if first else ""
+
+
+@functools.lru_cache(maxsize=4096)
+def _jitted_function(component: str) -> str | None:
+    """``f`` of ``jit(f)`` or ``pjit(f)``, else None."""
+    found = _TRANSFORM.fullmatch(component) if component else None
+    if found and found.group(1) in ("jit", "pjit") and found.group(2):
+        return found.group(2)
+    return None
+
+
+def plan_scopes(
+    comp: HloComputation, module: HloModule, caller: HloInstruction | None
+) -> ScopePlan:
+    """Sections and group paths for the instructions of ``comp`` (see the module docstring).
+
+    ``caller`` is the instruction that runs ``comp`` (a while, call or conditional);
+    the scopes its own op_name already has are left out of its body's paths.
+    """
+    keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+    weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
+    strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
+    for instr in comp.instructions:
+        if instr.opcode == "fusion":
+            key, weights[instr.name] = _owner(instr, module)
+        else:  # what `_owner` says of any other op, without the call
+            op_name = instr.metadata.op_name
+            key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
+            weights[instr.name] = _NO_WEIGHT
+        if key is not None and strip and key[1][: len(strip)] == strip:
+            key = (key[0], key[1][len(strip) :])
+        keys[instr.name] = key
+    called = [
+        module.computations[ref.name]
+        for instr in comp.instructions
+        if instr.opcode in ("while", "call", "conditional")
+        for ref in instr.called_computations
+        if ref.name in module.computations
+    ]
+    plan = ScopePlan(has_sections=_is_step(comp) and not any(_is_step(c) for c in called))
+    place = _placer(keys, plan.has_sections)
+    if plan.has_sections:
+        _sections(comp, keys, plan, place)
+    else:
+        for name, key in keys.items():
+            where = place(key) if key is not None else None
+            if where is not None:
+                plan.section[name], plan.path[name] = where
+    if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
+        for param in comp.parameters:
+            plan.section[param.name], plan.path[param.name] = INPUTS, []
+    users: dict[str, list[str]] = defaultdict(list)  # (what both steps below read)
+    for instr in comp.instructions:
+        for operand in instr.operands:
+            users[operand].append(instr.name)
+    if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
+        _outputs(comp, plan, users)
+    _follow_neighbours(comp, plan, users)
+    label = _labeller(place, strip)
+    for name, weight in weights.items():
+        if len(weight) > 1:
+            placed = place_label(plan.section[name], plan.path[name])
+            plan.notes[name] = _mixed_note(weight, label, placed)
+    return plan
+
+
+def _is_step(comp: HloComputation) -> bool:
+    """Does ``comp`` run a forward and a backward pass itself (not only bits XLA hoisted)?"""
+    seen = set()
+    for instr in comp.instructions:
+        if instr.opcode not in _TRIVIAL and instr.metadata.op_name:
+            seen.add(_parse_op_name(instr.metadata.op_name)[0])
+            if len(seen) > 1 and _PASSES <= seen:  # both passes seen: no need to read on
+                return True
+    return False
+
+
+_PASSES = frozenset({"forward", "backward"})
+# The weights of an op that is not a fusion: none (shared: read, never filled).
+_NO_WEIGHT: dict = {}
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
+    """The scope of an op: its name stack less the op's own last component.
+
+    Ops of one layer differ in that last component alone (``.../dense/dot``,
+    ``.../dense/add``): when it holds no bracket and the brackets before it all close,
+    the stack before its slash is the scope, parsed once for all of them.
+    """
+    head, slash, last = op_name.rpartition("/")
+    if slash and last and _BRACKET.search(last) is None:
+        found = _parse_closed_scope(head)
+        if found is not None:
+            return found
+    return parse_scope(split_scope(op_name)[:-1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
+    """``parse_scope`` of ``head``'s components, or None if a bracket in it stays open
+    (a slash after it would then not end a component)."""
+    if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
+        return None
+    return parse_scope(split_scope(head))
+
+
+_BRACKET = re.compile(r"[()\[\]]")
+
+
+def _owner(
+    instr: HloInstruction, module: HloModule
+) -> tuple[tuple[str, tuple[str, ...]] | None, dict]:
+    """The scope that owns an instruction: its own, or for a fusion the heaviest of its ops.
+
+    A fusion with any op of the backward pass belongs to the backward pass (XLA copies
+    cheap forward ops, a ReLU's mask, into the backward fusions that read them); among
+    the candidates the one with the most FLOPs wins, then the most bytes written (the
+    fusion's result goes to the ops making it), then read (each parameter to the op
+    reading it), then ops: a fusion is what it makes. Returns the key and, for a fusion
+    of ops from several scopes, ``[FLOPs, bytes written, bytes read, ops]`` for each
+    scope in it (an empty dict otherwise: one scope needs no weighing).
+    """
+    weight: dict[tuple[str, tuple[str, ...]], list[int]] = {}
+    if instr.opcode == "fusion":
+        called = module.called(instr)
+        single = _single_scope(called)
+        if single is not None:
+            return single, weight
+        work, traffic = _fused_work(called, module)
+        for op_name, (flops, ops) in work.items():
+            key = _parse_op_name(op_name)
+            totals = weight.get(key)
+            if totals is None:
+                weight[key] = [flops, 0, 0, ops]
+            else:
+                totals[0] += flops
+                totals[3] += ops
+        for inner, nbytes, written in traffic:
+            key = _parse_op_name(inner.metadata.op_name)
+            weight.setdefault(key, [0] * 4)[1 if written else 2] += nbytes
+    if weight:
+        if len(weight) == 1:
+            return next(iter(weight)), {}
+        candidates = [k for k in weight if k[0] == "backward"] or list(weight)
+        return max(candidates, key=weight.__getitem__), weight
+    if not instr.metadata.op_name or instr.opcode == "parameter":
+        return None, weight
+    return _parse_op_name(instr.metadata.op_name), weight
+
+
+def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] | None:
+    """The scope of a fusion whose named ops all share one (most fusions), else None.
+
+    Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
+    those reading the parameters, those making the result) has that scope. One plain
+    loop that stops at the first op of another scope (a fusion holding other fusions,
+    or whose ROOT has no name scope, takes the long way); each op name is parsed
+    unless the op before had it, as ops of one name mostly follow each other.
+    """
+    if len(called) != 1:
+        return None
+    fused = called[0]
+    root = fused.root
+    if root is None or root.opcode == "parameter" or not root.metadata.op_name:
+        return None  # no named op but (maybe) parameters: the long way says
+    key, last = None, ""
+    for inner in fused.instructions:
+        if inner.opcode == "fusion":
+            return None
+        op_name = inner.metadata.op_name
+        if op_name and op_name != last:
+            last = op_name
+            found = _parse_op_name(op_name)
+            if key is None:
+                key = found
+            elif found != key:
+                return None
+    return key
+
+
+def _fused_work(
+    called: list[HloComputation], module: HloModule
+) -> tuple[dict[str, list[int]], list[tuple[HloInstruction, int, bool]]]:
+    """What a fusion running ``called`` does, from one pass over its instructions.
+
+    First ``[FLOPs, ops]`` by op_name of the named ops it runs (nested fusions too), in
+    the order they first appear (each name is parsed later, once); then the traffic at
+    the boundary of its fused computation, ``(op, bytes, written)``: a parameter's
+    bytes go to the first op with a name scope that reads it (through plumbing such
+    as bitcasts and broadcasts), the result's to the op that makes it (each element
+    of a multi-output fusion's tuple to its own maker).
+    """
+    work: dict[str, list[int]] = {}
+    if not called:
+        return work, []
+    fused = called[0]
+    params = fused.parameters
+    first_user: dict[str, HloInstruction] = {}
+    unread = {param.name for param in params}  # parameters whose first reader is not seen yet
+    for inner in fused.instructions:
+        if not unread:
+            break
+        for operand in inner.operands:
+            if operand in unread:
+                unread.discard(operand)
+                first_user[operand] = inner
+    stack = list(called)
+    while stack:
+        _add_work(stack.pop(), module, work, stack)
+    if all(user.metadata.op_name for user in first_user.values()):
+        readers = [first_user.get(param.name) for param in params]
+    else:  # through users without a name scope
+        readers = _readers(fused, params)
+    traffic = [
+        (found, param.shape.nbytes, False)
+        for param, found in zip(params, readers)
+        if found is not None
+    ]
+    root = fused.root
+    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
+    for maker in makers:
+        if maker is not None and maker.metadata.op_name:
+            traffic.append((maker, maker.shape.nbytes, True))
+    return work, traffic
+
+
+def _add_work(
+    comp: HloComputation,
+    module: HloModule,
+    work: dict[str, list[int]],
+    stack: list[HloComputation],
+) -> None:
+    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
+    order); the computations of the fusions it holds go on ``stack`` (their ops count
+    too, after these). One plain loop: quicker than counting in C and then looking for
+    the ops with FLOPs, on bodies of a dozen ops."""
+    for inner in comp.instructions:
+        opcode = inner.opcode
+        if opcode == "fusion":
+            stack.extend(module.called(inner))
+            continue
+        op_name = inner.metadata.op_name
+        if not op_name or opcode == "parameter":
+            continue
+        totals = work.get(op_name)
+        if totals is None:
+            totals = work[op_name] = [0, 0]
+        if opcode in _OWN_FLOPS or inner.called_computations:
+            totals[0] += instruction_flops(inner, module)
+        totals[1] += 1
+
+
+# The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
+_OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
+
+
+def _readers(
+    fused: HloComputation, parameters: list[HloInstruction]
+) -> list[HloInstruction | None]:
+    """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
+    it: users in program order, depth first through users without one (at most 8 deep)."""
+    users: dict[str, list[HloInstruction]] = defaultdict(list)
+    for inner in fused.instructions:
+        for operand in inner.operands:
+            users[operand].append(inner)
+
+    def reader(name: str, depth: int = 0) -> HloInstruction | None:
+        for user in users[name]:
+            if user.metadata.op_name:
+                return user
+            if depth < 8 and (found := reader(user.name, depth + 1)) is not None:
+                return found
+        return None
+
+    return [reader(param.name) for param in parameters]
+
+
+def _common_root(names: list[tuple[str, ...]]) -> int:
+    """1 when every one of ``names`` starts with the same scope (the model itself), else 0."""
+    firsts = {n[0] for n in names if n}
+    return 1 if len(firsts) == 1 and all(names) else 0
+
+
+def _placer(keys: dict, sectioned: bool):
+    """A function from a scope key to ``(section, path)``, or None for an unnamed plain op."""
+    forward = [k[1] for k in keys.values() if k is not None and k[0] == "forward" and k[1]]
+    backward = [k[1] for k in keys.values() if k is not None and k[0] == "backward" and k[1]]
+    skip_forward, skip_backward = _common_root(forward), _common_root(backward)
+
+    known: dict[tuple[str, tuple[str, ...]], tuple[str, list[str]] | None] = {}
+
+    def place(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
+        # Once per key: the ops of a layer share theirs, and their path (read-only).
+        found = known.get(key, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = known[key] = where(key)
+        return found  # type: ignore[return-value]
+
+    def where(key: tuple[str, tuple[str, ...]]) -> tuple[str, list[str]] | None:
+        direction, names = key
+        if not sectioned or direction == "plain":
+            return ("", list(names)) if names else None
+        if not forward:  # no layer or scope names anything: the passes stay whole
+            return (FORWARD if direction == "forward" else BACKWARD), []
+        if direction == "forward":
+            return (FORWARD, list(names[skip_forward:])) if names else (LOSS, [])
+        names = names[skip_backward:] if names else ("loss",)
+        return BACKWARD, [n + BACKWARD_SUFFIX for n in names]
+
+    return place
+
+
+_UNKNOWN = object()
+
+
+def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
+    after_backward: set[str] = set()
+    for instr in comp.instructions:
+        key = keys[instr.name]
+        if (key is not None and key[0] == "backward") or not after_backward.isdisjoint(
+            instr.operands
+        ):
+            after_backward.add(instr.name)
+        if key is None:
+            continue
+        where = place(key)
+        if where is None and instr.name in after_backward:
+            where = (UPDATE, [])
+        if where is not None:
+            plan.section[instr.name], plan.path[instr.name] = where
+
+
+def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
+    """The ROOT, and plumbing that only feeds it, form the outputs (``users``: the
+    names of each instruction's users, a dict that makes an empty list for a name)."""
+    outputs = {comp.root.name}
+    plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
+    for instr in reversed(comp.instructions):
+        if (
+            instr.name not in plan.section
+            and instr.opcode in _PLUMBING
+            and users[instr.name]
+            and all(u in outputs for u in users[instr.name])
+        ):
+            outputs.add(instr.name)
+            plan.section[instr.name], plan.path[instr.name] = OUTPUTS, []
+
+
+def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
+    """Place the rest (constants, XLA's copies, unnamed ops) beside their first user.
+
+    Without a placed user, beside their first placed operand other than an input;
+    copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
+    ``users`` are the names of each instruction's users (as `_outputs` reads them).
+    """
+    for instr in reversed(comp.instructions):
+        if instr.name not in plan.section:
+            for user in users[instr.name]:
+                if user in plan.section and plan.section[user] != OUTPUTS:
+                    plan.section[instr.name] = plan.section[user]
+                    plan.path[instr.name] = plan.path[user]
+                    break
+    for instr in comp.instructions:
+        if (
+            instr.name not in plan.section
+            and instr.opcode in _PLUMBING
+            and instr.operands
+            and all(plan.section.get(o) == INPUTS for o in instr.operands)
+        ):
+            plan.section[instr.name], plan.path[instr.name] = INPUTS, []
+            continue
+        if instr.name not in plan.section:
+            for operand in instr.operands:
+                if operand in plan.section and plan.section[operand] != INPUTS:
+                    plan.section[instr.name] = plan.section[operand]
+                    plan.path[instr.name] = plan.path[operand]
+                    break
+    for instr in comp.instructions:
+        if instr.name not in plan.section:
+            plan.section[instr.name], plan.path[instr.name] = "", []
+
+
+def place_label(section: str, path: list[str]) -> str:
+    """``forward › layers[0] (Linear)``: where a group or instruction sits, for notes."""
+    return " › ".join(([section] if section else []) + path) or "the top level"
+
+
+def _labeller(place, strip: tuple[str, ...]):
+    """A function from a scope key to where `_mixed_note` says its ops sit (``placed``'s
+    words): once per key, for the fusions of a training step mix the same few scopes."""
+    known: dict[tuple[str, tuple[str, ...]], str] = {}
+
+    def label(key: tuple[str, tuple[str, ...]]) -> str:
+        found = known.get(key)
+        if found is None:
+            k = (key[0], key[1][len(strip) :]) if key[1][: len(strip)] == strip else key
+            where = place(k)
+            found = known[key] = (
+                place_label(*where) if where is not None else "code outside every scope"
+            )
+        return found
+
+    return label
+
+
+def _mixed_note(weight: dict, label, placed: str) -> str:
+    """What a fusion holds from several places, and why it sits where it does (``label``:
+    where a scope key's ops sit, from `_labeller`)."""
+    flops = sum(w[0] for w in weight.values())
+    written = sum(w[1] for w in weight.values())
+    key = max([k for k in weight if k[0] == "backward"] or weight, key=weight.__getitem__)
+    mine = weight[key]
+    if flops:
+        share = f"{100 * mine[0] / flops:.0f}% of its FLOPs"
+    elif written:
+        share = f"{100 * mine[1] / written:.0f}% of the bytes it writes"
+    else:
+        share = f"{mine[3]} of its {sum(w[3] for w in weight.values())} ops"
+    others = sorted({label(k) for k in weight} - {label(key), placed})
+    text = f"placed in {placed}, the source of {share}"
+    return text + (f"; it also holds ops from {', '.join(others)}" if others else "")
