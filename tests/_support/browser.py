@@ -43,8 +43,10 @@ def unavailable(message: str) -> NoReturn:
 
 
 @contextlib.contextmanager
-def chromium() -> Iterator[Any]:
-    """A headless Chromium (Playwright's sync ``Browser``), closed on leaving."""
+def chromium(scrollbars: bool = False) -> Iterator[Any]:
+    """A headless Chromium (Playwright's sync ``Browser``), closed on leaving; with
+    ``scrollbars``, scrollbars are drawn (Playwright's headless hides them), for
+    screenshots of what a person sees."""
     if not Path(CHROMIUM).exists():
         unavailable(f"Chromium is not installed at {CHROMIUM} (apt-get install -y chromium)")
     try:
@@ -52,7 +54,11 @@ def chromium() -> Iterator[Any]:
     except ImportError:
         unavailable("Playwright is not installed (pip install playwright)")
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=CHROMIUM_ARGS,
+            ignore_default_args=["--hide-scrollbars"] if scrollbars else None,
+        )
         try:
             yield browser
         finally:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -23,6 +25,12 @@ from tests._support.browser import chromium, unavailable
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "out" / "screenshots"
 WIDGET = "window.jupyterapp.shell.currentWidget"
+# The notebook is open and its cells are made. ``window.jupyterapp`` comes a moment after
+# the page: without the first test the predicate throws, and Playwright does not retry.
+OPENED = (
+    f"() => window.jupyterapp && {WIDGET} && {WIDGET}.content"
+    f" && {WIDGET}.content.widgets.length > 3"
+)
 
 _spec = importlib.util.spec_from_file_location("run_notebook", ROOT / "scripts" / "run_notebook.py")
 run_notebook = importlib.util.module_from_spec(_spec)
@@ -107,10 +115,7 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
         browser = stack.enter_context(chromium())
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(lab.url("lab/tree/demo.ipynb?reset"))
-        page.wait_for_function(
-            f"() => {WIDGET} && {WIDGET}.content && {WIDGET}.content.widgets.length > 3",
-            timeout=90000,
-        )
+        page.wait_for_function(OPENED, timeout=90000)
         page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
         with contextlib.suppress(Exception):  # an untrusted notebook never gets there
             page.wait_for_function(
@@ -140,3 +145,80 @@ def review(notebook: nbformat.NotebookNode, folder: Path, views: dict[str, str])
                     page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS)
                 )
     return found
+
+
+def whole_notebooks(paths: list[Path], shots: Path, tile: int = 1600) -> dict:
+    """Open each executed notebook of ``paths`` in one JupyterLab, light and dark, at 1280
+    and 1024 px, and write each view whole into ``shots``, cut into tiles ``tile`` px tall
+    (``{stem}_{theme}_{width}_{k}.png``), for a person to look at every output as a
+    learner sees it. Returns what each ``(stem, theme, width)`` view found (`DRAWN`, and
+    ``faults``: `LAYOUT_FAULTS`).
+
+    The notebook panel scrolls inside the page, and JupyterLab leaves cells out of view
+    unrendered; the view is made as tall as the notebook, so every cell is drawn at once.
+
+        python -m tests._support.lab_review SHOTS out/01_mnist_mlp.ipynb ...  # doctest: +SKIP
+    """
+    from PIL import Image
+
+    shots.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="tpukit-review-"))
+    found = {}
+    with _jupyterlab.lab_server(folder) as lab, contextlib.ExitStack() as stack:
+        stack.enter_context(pytest.MonkeyPatch.context()).setenv(
+            "JUPYTER_DATA_DIR", str(lab.data_dir)
+        )
+        for path in paths:
+            notebook = nbformat.read(path, as_version=4)
+            run_notebook.write_executed(notebook, folder / path.name)
+        browser = stack.enter_context(chromium(scrollbars=True))  # as a learner sees them
+        for path in paths:
+            for theme in ("light", "dark"):
+                page = browser.new_page(viewport={"width": 1280, "height": 900})
+                page.goto(lab.url(f"lab/tree/{path.name}?reset"))
+                page.wait_for_function(OPENED, timeout=120000)
+                page.evaluate("() => window.jupyterapp.shell.collapseLeft()")
+                page.evaluate(  # (the theme is a setting: it stays from the view before)
+                    "t => window.jupyterapp.commands.execute('apputils:change-theme', {theme: t})",
+                    f"JupyterLab {theme.title()}",
+                )
+                page.wait_for_timeout(3000)
+                for width in (1280, 1024):
+                    height = 900
+                    for _ in range(4):  # the notebook's height settles as its outputs draw
+                        page.set_viewport_size({"width": width, "height": height})
+                        page.wait_for_timeout(2500)
+                        tall = page.evaluate(  # (not scrollHeight: it adds a view's
+                            f"() => {{ const cells = {WIDGET}.content.widgets; "  # height)
+                            "return cells[cells.length - 1].node.getBoundingClientRect()"
+                            ".bottom + 60; }"
+                        )
+                        if abs(tall - height) < 20:
+                            break
+                        height = min(int(tall), 32000)
+                    with contextlib.suppress(Exception):
+                        page.wait_for_function(
+                            "() => [...document.querySelectorAll('.tkg-root')]"
+                            ".every(r => r.dataset.state === 'ready')",
+                            timeout=30000,
+                        )
+                    whole = shots / f"{path.stem}_{theme}_{width}.png"
+                    page.screenshot(path=str(whole))
+                    with Image.open(whole) as image:
+                        for k, top in enumerate(range(0, image.height, tile)):
+                            part = image.crop((0, top, image.width, min(image.height, top + tile)))
+                            part.save(shots / f"{path.stem}_{theme}_{width}_{k}.png")
+                    whole.unlink()
+                    found[path.stem, theme, width] = dict(
+                        page.evaluate(DRAWN), faults=page.evaluate(LAYOUT_FAULTS)
+                    )
+                page.close()
+    shutil.rmtree(folder, ignore_errors=True)
+    return found
+
+
+if __name__ == "__main__":  # python -m tests._support.lab_review SHOTS NOTEBOOK...
+    import sys
+
+    for key, value in whole_notebooks([Path(p) for p in sys.argv[2:]], Path(sys.argv[1])).items():
+        print(key, value)

@@ -396,3 +396,80 @@ def test_jax_loops_count_per_step_flops_times_their_steps(function, steps):
         program = hlo.open(text)
         assert program.cost.flops == steps * STEP_FLOPS
         assert program.cost.unknown_loops == ()
+
+
+def _rnn(w, inputs):
+    import jax
+    import jax.numpy as jnp
+
+    def step(h, x):
+        h = jnp.tanh(h @ w + x)
+        return h, h.mean()
+
+    return jax.lax.scan(step, jnp.zeros(inputs.shape[1:], inputs.dtype), inputs)
+
+
+def test_a_loops_bytes_count_every_iteration_as_its_flops_do():
+    """Notebook 02's RNN: FLOPs and bytes follow one rule (as executed), so its FLOP/byte is
+    that of the step, whatever the sequence length; XLA's figures (each loop body once)
+    are kept beside them and the summary says so."""
+    runs = {
+        steps: tpukit.compile(
+            _rnn, tpukit.shape("f32[64,64]"), tpukit.shape(f"f32[{steps},128,64]")
+        )
+        for steps in (10, 50)
+    }
+    short, long = runs[10].cost, runs[50].cost
+    assert long.repeated_loops and short.repeated_loops
+    assert long.bytes_accessed > 4.5 * short.bytes_accessed  # 50 steps read 5x what 10 do
+    assert long.backend_bytes == pytest.approx(short.backend_bytes, rel=0.01)  # XLA: one body
+    ratio = long.arithmetic_intensity / short.arithmetic_intensity
+    assert ratio == pytest.approx(1.0, abs=0.05), ratio
+    summary = repr(runs[50])
+    assert "counted by tpukit at every loop iteration" in summary
+    assert "each loop body once" in summary
+
+
+def test_a_loop_without_dots_shows_its_flops_at_every_iteration():
+    """Notebook 02's newton_sqrt: 20 iterations of elementwise work, not XLA's one body."""
+    import jax
+    import jax.numpy as jnp
+
+    def newton_sqrt(a):
+        def improve(state):
+            step, x = state
+            return step + 1, 0.5 * (x + a / x)
+
+        return jax.lax.while_loop(lambda s: s[0] < 20, improve, (0, jnp.ones_like(a)))[1]
+
+    cost = tpukit.compile(newton_sqrt, tpukit.shape("f32[1000]")).cost
+    assert cost.counted_flops == 0 and cost.flops == cost.all_flops
+    assert cost.all_flops >= 20 * cost.backend_flops > 0
+
+
+def test_a_program_without_loops_keeps_xlas_figures():
+    import jax.numpy as jnp
+
+    cost = tpukit.compile(
+        lambda x, w: jnp.tanh(x @ w), tpukit.shape("f32[64,128]"), tpukit.shape("f32[128,32]")
+    ).cost
+    assert cost.repeated_loops == ()
+    assert cost.bytes_accessed == cost.backend_bytes
+    assert cost.flops == max(cost.counted_flops, cost.backend_flops)
+
+
+def test_the_summary_says_how_many_optimized_instructions_are_fusion_parameters():
+    """Opened, a fusion counts a parameter per value it reads (VGG read "240 -> 455" as if
+    XLA had doubled the program): the summary's HLO line says how many."""
+    import jax.numpy as jnp
+
+    compiled = tpukit.compile(
+        lambda x, w: jnp.tanh(x @ w) * 2.0 + 1.0,
+        tpukit.shape("f32[64,128]"),
+        tpukit.shape("f32[128,32]"),
+    )
+    opened = compiled.program.op_counts("optimized")
+    closed = compiled.program.op_counts("optimized", open_fusions=False)
+    fused = opened["parameter"] - closed["parameter"]
+    assert fused > 0
+    assert f"{fused} of the {sum(opened.values())} are fusion parameters" in repr(compiled)

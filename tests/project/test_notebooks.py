@@ -45,11 +45,15 @@ def execute(
 
 
 def outputs_text(notebook: nbformat.NotebookNode) -> str:
+    return "\n".join(cell_text(cell) for cell in notebook.cells)
+
+
+def cell_text(cell: nbformat.NotebookNode) -> str:
+    """Everything one cell's outputs say: streams and every representation of each display."""
     parts = []
-    for cell in notebook.cells:
-        for output in cell.get("outputs", []):
-            parts.append(output.get("text", ""))
-            parts.extend(str(v) for v in output.get("data", {}).values())
+    for output in cell.get("outputs", []):
+        parts.append(output.get("text", ""))
+        parts.extend(str(v) for v in output.get("data", {}).values())
     return "\n".join(parts)
 
 
@@ -98,7 +102,7 @@ def test_mnist_tutorial_runs_end_to_end(colab_run):
     shown = " ".join(str(o.get("data", {})) for o in memory.outputs)
     assert "Memory of train_step" in shown and "Buffers live at the peak" in shown
     assert "<svg" in shown and "layers[0]" in shown
-    records = next(c for c in nb.cells if c.source.startswith("train_step_profile.table"))
+    records = next(c for c in nb.cells if "train_step_profile.table(" in c.source)
     assert "'seconds':" in str(records.outputs[0]["data"]["text/plain"])
     assert "image/png" in str(
         [o.get("data", {}).keys() for c in nb.cells for o in c.get("outputs", [])]
@@ -118,6 +122,27 @@ def test_mnist_tutorial_runs_end_to_end(colab_run):
     ]
     assert len(progress) == 2, progress
     assert all(str(o["data"]["text/plain"]).count("steps/s") <= 1 for o in progress)
+    # each line's time is its epoch's seconds in History (the checkpoint write included)
+    lines = [_seconds(str(o["data"]["text/plain"]), r"epoch ") for o in progress]
+    fit_cell = next(c for c in nb.cells if "history = tpukit.fit(" in c.source)
+    table = next(
+        str(o["data"]["text/plain"])
+        for o in fit_cell.outputs
+        if str(o.get("data", {}).get("text/plain", "")).startswith("History")
+    )
+    kept = [_seconds(row, r"\s") for row in table.splitlines()[2:] if row.strip()]
+    if all(t is not None for t in lines):  # (tqdm's widget, where installed, says no time)
+        assert len(lines) == len(kept) == 2, (lines, kept)
+        assert all(abs(a - b) <= 0.1 * b for a, b in zip(lines, kept)), (lines, kept)
+
+
+def _seconds(text: str, before: str) -> float | None:
+    """The last ``<number> ms`` or ``<number> s`` after ``before`` in ``text``, in seconds."""
+    found = re.findall(before + r"(\d+(?:\.\d+)?) (ms|s)\b", text)
+    if not found:
+        return None
+    value, unit = found[-1]
+    return float(value) * (1e-3 if unit == "ms" else 1.0)
 
 
 def test_hlo_tour_runs(tmp_path, monkeypatch):
@@ -149,6 +174,20 @@ def test_hlo_tour_runs(tmp_path, monkeypatch):
     )
     every, once = (int(counted[k].replace(",", "")) for k in (1, 2))
     assert every >= 20 * once > 0, counted[0]
+    # ... and the summary's FLOPs line is that count, as executed, with XLA's one body beside it
+    newton = next(c for c in nb.cells if c.source.startswith("%%tpu_compile newton_sqrt"))
+    shown = cell_text(newton)
+    headline = re.search(
+        r"FLOPs +(\S+ \S+) +\(dot/conv counted by tpukit: 0 FLOP; "
+        r"all FLOPs counted by tpukit: (\S+ \S+); XLA cost analysis: "
+        r"\S+ \S+, each loop body once\)",
+        shown,
+    )
+    assert headline and headline[1] == headline[2], shown[:600]
+    # the RNN's bytes count every step, as its FLOPs do (one rule: as executed)
+    rnn = next(c for c in nb.cells if c.source.startswith("%%tpu_compile rnn"))
+    shown = cell_text(rnn)
+    assert "counted by tpukit at every loop iteration" in shown, shown[:600]
     # bf16 halves what the arguments and output hold on every device; the rest is the device's
     halved = re.search(r"bf16 / f32 on (.+?): arguments and output x([\d.]+), bytes accessed", text)
     assert halved and float(halved[2]) == 0.5, text[text.find("bf16 / f32") :][:300]

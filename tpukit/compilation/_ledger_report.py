@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from tpukit.compilation._ledger import CompileRecord, listen, record_count, records_since
-from tpukit.display import Column, Line, Report, Row, Table, format_seconds
+from tpukit.display import Column, Line, Report, Row, Table, format_count, format_seconds
 
 _KIND = "tpukit-compiles"
 
@@ -180,7 +180,7 @@ class Compiles(Sequence[CompileRecord]):
         again = sum(r.recompile for r in self.records)
         hits = sum(bool(r.cache_hit) for r in self.records)
         return (
-            f"{len(self.records)} XLA compiles, {format_seconds(self.seconds)} "
+            f"{format_count(len(self.records), 'XLA compile')}, {format_seconds(self.seconds)} "
             f"(tracing {format_seconds(trace)}, lowering {format_seconds(lower)}, "
             f"XLA {format_seconds(xla)}); {again} compiled again"
             + (f"; {hits} from the persistent cache" if hits else "")

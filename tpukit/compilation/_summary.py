@@ -70,9 +70,12 @@ def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
     cost = p.cost
     flops = format_flops(cost.flops)
     detail = [f"dot/conv counted by tpukit: {format_flops(cost.counted_flops)}"]
+    once = ", each loop body once" if cost.repeated_loops else ""  # `Cost.repeated_loops`
+    if once:  # XLA's figure is not one run: tpukit's all-FLOPs count stands in for it
+        detail.append(f"all FLOPs counted by tpukit: {format_flops(cost.all_flops)}")
     detail.append(
         "XLA cost analysis: "
-        + (format_flops(cost.backend_flops) if cost.backend_flops is not None else "none")
+        + (format_flops(cost.backend_flops) + once if cost.backend_flops is not None else "none")
     )
     unknown = cost.unknown_loops
     if unknown:  # never silently 1: the figure is a lower bound
@@ -83,14 +86,22 @@ def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
     per_device = " per device" if len(c.devices) > 1 else ""
     facts = [(f"FLOPs{per_device}", f"{flops}  ({'; '.join(detail)})")]
     if cost.transcendentals is not None:
-        facts.append(("transcendentals", f"{cost.transcendentals:,.0f}"))
+        facts.append(
+            ("transcendentals", f"{cost.transcendentals:,.0f}{once and '  (XLA' + once + ')'}")
+        )
     if cost.bytes_accessed is not None:
         intensity = cost.arithmetic_intensity
         facts.append(
             (
                 "bytes accessed",
                 format_bytes(cost.bytes_accessed)
-                + (f"  ({intensity:.3g} FLOP/byte)" if intensity is not None else ""),
+                + (f"  ({intensity:.3g} FLOP/byte)" if intensity is not None else "")
+                + (
+                    f"  (counted by tpukit at every loop iteration; XLA: "
+                    f"{format_bytes(cost.backend_bytes)}{once})"
+                    if once and cost.backend_bytes is not None
+                    else ""
+                ),
             )
         )
     devices = c.devices
@@ -108,13 +119,24 @@ def _facts(p: HloProgram, c: CompileFacts) -> list[tuple[str, str]]:
         )
     lowered = sum(p.op_counts("lowered").values())
     optimized_closed = p.op_counts("optimized", open_fusions=False)
-    optimized = sum(p.op_counts("optimized").values())
+    opened = p.op_counts("optimized")
+    optimized = sum(opened.values())
+    # Opened, each fusion adds a parameter per value it reads: say so, or XLA seems to
+    # have grown the program (VGG's "240 -> 455").
+    fused_parameters = opened.get("parameter", 0) - optimized_closed.get("parameter", 0)
     facts.append(
         (
             "HLO",
             f"{lowered} instructions lowered -> {optimized} optimized "
             f"({optimized_closed.get('fusion', 0)} fusions, {sum(optimized_closed.values())} "
-            "outside fusion bodies)",
+            "outside fusion bodies"
+            + (
+                f"; {fused_parameters} of the {optimized} are fusion parameters, one per "
+                "value a fusion reads"
+                if fused_parameters > 0
+                else ""
+            )
+            + ")",
         )
     )
     return facts

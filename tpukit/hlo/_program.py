@@ -44,6 +44,7 @@ from tpukit.hlo.analysis import (
     executed,
     fusions_of,
     op_counts,
+    repeated_loops,
     trip_count,
 )
 from tpukit.hlo.text import (
@@ -80,16 +81,23 @@ class Cost:
     3.9e12), so ``flops`` is the larger of the two counts.
 
     Attributes:
-      flops: the best estimate: the larger of ``counted_flops`` and ``backend_flops``.
+      flops: the best estimate: the larger of ``counted_flops`` and ``backend_flops``
+        (``all_flops`` in place of ``backend_flops`` where ``repeated_loops``).
       counted_flops: **dot/conv FLOPs**, 2 x multiply-adds of every dot, convolution
         and cuBLAS/cuDNN call, counted by tpukit.
-      bytes_accessed: bytes read and written: XLA's figure for a compiled program,
-        else what each instruction outside fusion bodies reads and writes.
+      bytes_accessed: bytes read and written, as executed: XLA's figure for a compiled
+        program without repeating loops, else tpukit's count of what each instruction
+        outside fusion bodies reads and writes (the two agree on XLA:CPU without loops).
       all_flops: **all FLOPs**, the dot/conv ones plus one per element of elementwise
         arithmetic and reductions (a matvec XLA rewrote into multiply + reduce).
       unknown_loops: the ``while`` loops whose trip count could not be read (counted
         once: the figures are then a lower bound).
+      repeated_loops: the ``while`` loops whose body runs more than once (or an unknown
+        number of times). XLA's ``cost_analysis`` counts each loop body once, so for a
+        program with such loops ``flops`` and ``bytes_accessed`` take tpukit's counts
+        (as executed) in place of XLA's: one rule, every figure is one run as executed.
       backend_flops: XLA's ``cost_analysis`` figure; None for HLO read from text.
+      backend_bytes: XLA's ``bytes accessed`` (each loop body once); None from text.
       transcendentals: exp, log, tanh... as counted by XLA; None for HLO from text.
     """
 
@@ -100,11 +108,18 @@ class Cost:
     unknown_loops: tuple[str, ...] = ()
     backend_flops: float | None = None
     transcendentals: float | None = None
+    repeated_loops: tuple[str, ...] = ()
+    backend_bytes: float | None = None
 
     @property
     def flops_source(self) -> str:
-        """Which figure ``flops`` is: ``"tpukit"`` (dot/conv count) or ``"xla"``."""
-        if self.backend_flops is None or self.counted_flops > self.backend_flops:
+        """Which figure ``flops`` is: ``"tpukit"`` (its dot/conv count, or its all-FLOPs
+        count where loops repeat) or ``"xla"``."""
+        if (
+            self.backend_flops is None
+            or self.repeated_loops
+            or self.counted_flops > self.backend_flops
+        ):
             return "tpukit"
         return "xla"
 
@@ -120,14 +135,22 @@ def program_cost(module: HloModule, xla: Mapping[str, float] | None = None) -> C
     xla = xla or {}
     backend_flops = _non_negative(xla.get("flops"))
     xla_bytes = _non_negative(xla.get("bytes accessed"))
+    repeats = repeated_loops(module)
+    other_flops, nbytes = backend_flops or 0.0, xla_bytes
+    if repeats and backend_flops is not None:  # XLA counts each loop body once, so
+        other_flops = float(run.all_flops)  # its figures are not one run as executed
+    if repeats or nbytes is None:
+        nbytes = float(run.bytes)
     return Cost(
-        flops=float(max(run.dot_flops, backend_flops or 0.0)),
+        flops=float(max(run.dot_flops, other_flops)),
         counted_flops=run.dot_flops,
-        bytes_accessed=float(run.bytes) if xla_bytes is None else xla_bytes,
+        bytes_accessed=nbytes,
         all_flops=run.all_flops,
         unknown_loops=run.unknown_loops,
         backend_flops=backend_flops,
         transcendentals=_non_negative(xla.get("transcendentals")),
+        repeated_loops=repeats,
+        backend_bytes=xla_bytes,
     )
 
 

@@ -34,10 +34,12 @@ class Progress:
         self.speed = speed
         self.note = note
         self.bar: EpochBar | None = None
+        self._final: dict | None = None  # the open line's final figures (`end_epoch`)
 
     def start_epoch(
         self, epoch: int, epochs: int, total: int | None, initial: int, started: float
     ) -> None:
+        self.close_epoch()  # the epoch before's, when nothing closed it
         note, self.note = self.note, ""
         self.bar = EpochBar(
             epoch,
@@ -53,7 +55,13 @@ class Progress:
     def advance(self, steps: int, figures: dict, seconds: float, compiled: bool) -> None:
         self.bar.advance(steps, figures, seconds, compiled=compiled)
 
+    def end_epoch(self, figures: dict) -> None:
+        """The epoch's figures are final; its line stays open until `close_epoch`, after
+        the epoch's checkpoint, so that its time is the epoch's wall time (``History``'s)."""
+        self._final = figures
+
     def close_epoch(self, figures: dict | None = None) -> None:
+        figures, self._final = figures or self._final, None
         if self.bar is not None:
             self.bar.close(figures)
             self.bar = None

@@ -127,6 +127,7 @@ class Run:
                 if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
                     self._save()
                     self._end_epoch_clock()  # the epoch's save is part of its seconds
+                self.progress.close_epoch()  # its line's time: the epoch's seconds
             self._say_compiles(
                 start, compiles().end if first_epoch_end is None else first_epoch_end
             )
@@ -342,9 +343,10 @@ class Run:
             pos.epoch += 1
             pos.step = 0
             pos.epoch_sums = {}
-        self.progress.close_epoch(figures)
+        self.progress.end_epoch(figures)  # closed after the epoch's checkpoint (`_run`)
         note = self.input.verdict()
         if note and self.progress.show:
+            self.progress.close_epoch()
             print(f"tpukit.fit: {note}", flush=True)
 
     def _end_epoch_clock(self) -> None:

@@ -37,6 +37,7 @@ from tpukit.hlo.analysis._executed import RUNS_COMPUTATIONS as RUNS_COMPUTATIONS
 from tpukit.hlo.analysis._executed import Tally, executed
 from tpukit.hlo.analysis._executed import executed_bytes as executed_bytes
 from tpukit.hlo.analysis._fusions import Collective, Fusion, collectives_of, fusions_of
+from tpukit.hlo.analysis._loops import repeated_loops as repeated_loops
 from tpukit.hlo.analysis._loops import trip_count as trip_count
 from tpukit.hlo.analysis._user_scopes import BACKWARD as BACKWARD
 from tpukit.hlo.analysis._user_scopes import BACKWARD_SUFFIX as BACKWARD_SUFFIX

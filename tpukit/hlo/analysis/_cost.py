@@ -38,12 +38,16 @@ What XLA's CPU compiler (JAX 0.10) makes of ``jnp.tanh(x @ w)``:
 
 from __future__ import annotations
 
-import math
-import re
 from collections import Counter
 from operator import attrgetter
 
 from tpukit.hlo.analysis._loops import trip_count
+from tpukit.hlo.analysis._matmul_flops import (
+    first_array,
+    is_matmul_call,
+    operand_shape,
+    own_dot_conv_flops,
+)
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule, HloShape
 
 #: The categories `op_category` returns, and the opcodes in each.
@@ -94,12 +98,6 @@ OTHER_OPS = frozenset(
     "outfeed custom-call".split()
 )
 
-_CONV_TARGETS = {
-    "__cudnn$convForward": "forward",
-    "__cudnn$convBiasActivationForward": "forward",
-    "__cudnn$convBackwardInput": "backward_input",
-    "__cudnn$convBackwardFilter": "backward_filter",
-}
 # Computation roles that execute as program, not as a per-element reducer/comparator.
 _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computations"})
 
@@ -136,8 +134,6 @@ _SCRATCH_TARGETS = ("__cublas", "__cudnn")
 #: The opcodes `own_dot_conv_flops` counts: an instruction of another opcode that calls
 #: no computation has no FLOPs (`instruction_flops` gives 0).
 FLOP_OPS = frozenset({"dot", "convolution", "custom-call"})
-_WINDOW_FIELD = re.compile(r"(\w+)=([\d_x-]+)")
-_LHS_CONTRACTING = re.compile(r'lhs_contracting_dimensions\\?"\s*:\s*\[([^\]]*)\]')
 
 
 def op_category(op: str | HloInstruction) -> str:
@@ -156,7 +152,7 @@ def op_category(op: str | HloInstruction) -> str:
         ('matmul', 'elementwise', 'collective')
     """
     if isinstance(op, HloInstruction):
-        if op.opcode == "custom-call" and _is_matmul_call(op.custom_call_target):
+        if op.opcode == "custom-call" and is_matmul_call(op.custom_call_target):
             return "matmul"
         op = op.opcode
     if op in MATMUL_OPS:
@@ -176,10 +172,6 @@ def op_category(op: str | HloInstruction) -> str:
     if op in PARAMETER_CONSTANT_OPS:
         return "parameter/constant"
     return "other"
-
-
-def _is_matmul_call(target: str) -> bool:
-    return target.startswith("__cublas") or target in _CONV_TARGETS
 
 
 def op_counts(module: HloModule, open_fusions: bool = True) -> Counter[str]:
@@ -269,24 +261,6 @@ def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str,
     return cache[comp.name]
 
 
-def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
-    """FLOPs of a dot, convolution or cuBLAS/cuDNN call itself (0 for any other op)."""
-    opcode = instr.opcode
-    if opcode == "dot":
-        return _dot_flops(instr, module, _dims_attr(instr.attributes.get("lhs_contracting_dims")))
-    if opcode == "convolution":
-        return _conv_flops(instr, module, "forward")
-    if opcode == "custom-call":
-        target = instr.custom_call_target
-        if target in _CONV_TARGETS:
-            return _conv_flops(instr, module, _CONV_TARGETS[target])
-        if target.startswith("__cublas"):
-            found = _LHS_CONTRACTING.search(instr.attributes.get("backend_config", ""))
-            dims = tuple(int(d) for d in re.findall(r"\d+", found.group(1))) if found else (1,)
-            return _dot_flops(instr, module, dims)
-    return 0
-
-
 def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str, int]) -> int:
     if not instr.called_computations:
         if instr.opcode not in FLOP_OPS:
@@ -317,139 +291,6 @@ def _instruction_flops(instr: HloInstruction, module: HloModule, cache: dict[str
     return sum(_computation_flops(c, module, cache) for c, _ in called)
 
 
-def _dims_attr(value: str | None) -> tuple[int, ...]:
-    return tuple(int(d) for d in re.findall(r"\d+", value or ""))
-
-
-def _operand_shape(instr: HloInstruction, module: HloModule, index: int) -> HloShape | None:
-    if index >= len(instr.operands):
-        return None
-    comp = module.computations.get(instr.computation)
-    operand = comp.get(instr.operands[index]) if comp is not None else None
-    return operand.shape if operand is not None else None
-
-
-def _first_array(shape: HloShape | None) -> HloShape | None:
-    """The shape itself, or the first element of a tuple result like (out, scratch)."""
-    while shape is not None and shape.is_tuple:
-        shape = shape.elements[0] if shape.elements else None
-    return shape
-
-
-def _dot_flops(instr: HloInstruction, module: HloModule, contracting: tuple[int, ...]) -> int:
-    lhs = _first_array(_operand_shape(instr, module, 0))
-    out = _first_array(instr.shape)
-    if lhs is None or out is None:
-        return 0
-    k = math.prod(lhs.dims[d] for d in contracting if d < lhs.rank)
-    return 2 * out.num_elements * k
-
-
-def _conv_flops(instr: HloInstruction, module: HloModule, direction: str) -> int:
-    """``2 * output elements * kernel input features * kernel window size``.
-
-    The ``dim_labels`` (``b01f_01io->b01f``) always describe the forward
-    convolution input x kernel -> output. cuDNN's backward calls move those
-    roles: backward-input computes the input gradient from (output gradient,
-    kernel); backward-filter computes the kernel from (input, output gradient).
-
-    An input-dilated convolution (``lhs_dilate`` in its window: a transposed
-    convolution, or the input gradient of a strided one) multiplies most window
-    taps by the zeros put between the input's elements. Only real elements count:
-    each meets every tap once, as each output of the forward convolution meets every
-    tap (padding included), so a stride-2 convolution's input gradient counts what
-    the convolution itself counts.
-    """
-    labels = instr.attributes.get("dim_labels", "")
-    kernel_labels = labels.partition("_")[2].partition("->")[0]
-    result = _first_array(instr.shape)
-    if direction == "backward_filter":
-        kernel, output = result, _operand_shape(instr, module, 1)
-    elif direction == "backward_input":
-        kernel, output = _operand_shape(instr, module, 1), _operand_shape(instr, module, 0)
-    else:
-        kernel, output = _operand_shape(instr, module, 1), result
-    if kernel is None or output is None or len(kernel_labels) != kernel.rank:
-        return 0
-    in_features = kernel.dims[kernel_labels.index("i")] if "i" in kernel_labels else 1
-    window = math.prod(kernel.dims[k] for k, c in enumerate(kernel_labels) if c.isdigit())
-    flops = 2 * output.num_elements * in_features * window
-    if direction == "forward" and "lhs_dilate" in instr.attributes.get("window", ""):
-        taps = _real_taps(instr, module, labels, kernel)
-        if taps is not None:
-            flops = flops * taps[0] // taps[1]
-    return flops
-
-
-def _real_taps(
-    instr: HloInstruction, module: HloModule, labels: str, kernel: HloShape
-) -> tuple[int, int] | None:
-    """``(taps on real input elements, all taps)`` over the spatial dimensions.
-
-    In a dilated dimension with window stride 1, every real input element meets
-    every tap: ``input size * window size``. With a larger stride, output position
-    ``i`` and tap ``k`` read position ``p = i * stride + k * rhs_dilate - pad_low``
-    of the dilated input (``(size - 1) * lhs_dilate + 1`` long), a real element when
-    ``p`` lies inside and is a multiple of ``lhs_dilate``; those pairs are counted.
-    Other dimensions count ``output size * window size``, as undilated convolutions
-    do. Dimensions are independent, so the counts multiply. None when the window or
-    the labels cannot be read.
-    """
-    fields = dict(_WINDOW_FIELD.findall(instr.attributes.get("window", "")))
-    lhs_labels, _, rest = labels.partition("_")
-    out_labels = rest.partition("->")[2]
-    lhs, out = _operand_shape(instr, module, 0), _first_array(instr.shape)
-    if lhs is None or out is None or len(lhs_labels) != lhs.rank or len(out_labels) != out.rank:
-        return None
-    spatial = sorted(c for c in lhs_labels if c.isdigit())
-
-    def per_dim(name: str, default: int) -> list[int]:
-        values = fields.get(name, "")
-        return [int(v) for v in values.split("x")] if values else [default] * len(spatial)
-
-    try:
-        size, stride = per_dim("size", 1), per_dim("stride", 1)
-        lhs_dilate, rhs_dilate = per_dim("lhs_dilate", 1), per_dim("rhs_dilate", 1)
-        pads = fields.get("pad", "")
-        pad_low = [int(p.split("_")[0]) for p in pads.split("x")] if pads else [0] * len(spatial)
-    except ValueError:
-        return None
-    real, every = 1, 1
-    for d, label in enumerate(spatial):
-        outputs = out.dims[out_labels.index(label)]
-        inputs = lhs.dims[lhs_labels.index(label)]
-        if lhs_dilate[d] == 1:
-            real *= outputs * size[d]
-        elif stride[d] == 1:
-            real *= inputs * size[d]
-        else:
-            real *= _taps_on_real_elements(
-                outputs, size[d], stride[d], pad_low[d], lhs_dilate[d], rhs_dilate[d], inputs
-            )
-        every *= outputs * size[d]
-    return (real, every) if every else None
-
-
-def _taps_on_real_elements(
-    outputs: int, taps: int, stride: int, pad_low: int, dilate: int, rhs_dilate: int, size: int
-) -> int:
-    """How many (output position, tap) pairs of one dimension read a real input element."""
-    length = (size - 1) * dilate + 1
-    period = dilate // math.gcd(stride, dilate)
-    total = 0
-    for k in range(taps):
-        offset = k * rhs_dilate - pad_low  # p = i * stride + offset
-        low = max(0, -(offset // stride))
-        high = min(outputs - 1, (length - 1 - offset) // stride)
-        for residue in range(period):
-            if (residue * stride + offset) % dilate:
-                continue
-            first = low + (residue - low) % period
-            if first <= high:
-                total += (high - first) // period + 1
-    return total
-
-
 def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
     """Bytes an instruction reads and writes: its operands' bytes plus its output's.
 
@@ -466,7 +307,7 @@ def instruction_bytes(instr: HloInstruction, module: HloModule) -> int:
     """
     if instr.opcode in _NO_BYTES:
         return 0
-    comp = module.computations.get(instr.computation)  # `_operand_shape`, for all at once
+    comp = module.computations.get(instr.computation)  # `operand_shape`, for all at once
     operands = []
     for name in instr.operands:
         operand = comp.get(name) if comp is not None else None
@@ -642,10 +483,10 @@ def collective_bytes(instr: HloInstruction, module: HloModule) -> int:
     shape = instr.shape
     if opcode in ("send", "recv"):
         if opcode == "send":
-            data = _operand_shape(instr, module, 0)
+            data = operand_shape(instr, module, 0)
             if data is not None:
                 return data.nbytes
-        return _first_array(shape).nbytes if _first_array(shape) is not None else 0
+        return first_array(shape).nbytes if first_array(shape) is not None else 0
     if not shape.is_tuple or opcode in _SAME_SIZE or not instr.opcode.endswith("-start"):
         return shape.nbytes
     comp = module.computations.get(instr.computation)

@@ -221,3 +221,21 @@ def _value(
             return None
         return _value(inner.root, inner, module, _bindings(instr, comp, module), None, deeper)
     return None
+
+
+def repeated_loops(module: HloModule) -> tuple[str, ...]:
+    """The ``while`` loops ENTRY reaches whose body runs more than once, or an unknown
+    number of times: where a figure that counts each body once (XLA's ``cost_analysis``)
+    is not one run of the program as executed.
+
+        >>> repeated_loops(module)  # the 16-step scan above
+        ('w',)
+    """
+    reached = module.reachable()
+    return tuple(
+        instr.name
+        for comp in module.computations.values()
+        if comp.name in reached
+        for instr in comp.instructions
+        if instr.opcode == "while" and (trip_count(instr, module) or 2) > 1
+    )
