@@ -125,6 +125,22 @@ def test_division_by_zero_in_a_normalization_layer():
     assert origin.inputs[1].zeros == 1  # the spread of row 2
 
 
+@pytest.mark.parametrize("width", [128, 1024])
+def test_a_nan_row_is_seen_at_any_width(width):
+    # Notebook 02's normalization: from JAX 0.10, XLA:CPU's max over an f32[4,1024] drops
+    # the NaN row that it keeps at f32[4,128], so a check by max(|x|) missed the division
+    # and named the sum after it.
+    def normalize(x):
+        mean = x.mean(axis=-1, keepdims=True)
+        variance = ((x - mean) ** 2).mean(axis=-1, keepdims=True)
+        return (x - mean) / jnp.sqrt(variance)
+
+    rows = np.random.default_rng(0).normal(size=(4, width)).astype(np.float32)
+    rows[2] = 1.0
+    origin = tpukit.find_nan(lambda x: normalize(x).sum(), rows)
+    assert (origin.operation, origin.made) == ("div", "NaN")
+
+
 def test_sqrt_of_a_negative_variance():
     origin = tpukit.find_nan(grad_of(cross_entropy), Net(BadScale(), nnx.Rngs(0)), X, Y)
     assert (origin.operation, origin.layer_class, origin.part) == ("sqrt", "BadScale", "forward")

@@ -128,33 +128,22 @@ def _walk(
     return [read(v) for v in jaxpr.outvars]
 
 
-def _nonfinite_check(value: Any, split: bool) -> jax.Array:
-    """One reduction a value, read by :func:`_nonfinite_flags`.
+def _nonfinite_check(value: Any) -> jax.Array:
+    """One reduction a value, read by :func:`_nonfinite_flags`: the integer maximum of codes,
+    2 for a NaN, 1 for an infinity, 0 else.
 
-    On one device, the largest magnitude: NaN where the value holds a NaN (XLA's max
-    propagates it), else inf where it holds an infinity. (Whether a NaN value also
-    holds an infinity does not matter: NaN wins wherever it goes.) Over arrays
-    ``split`` across devices a floating max loses NaN (XLA:CPU's cross-device max of
-    ``|x|`` over 8 devices drops a NaN that one of them holds), so there it is an
-    integer maximum of codes, 2 for a NaN, 1 for an infinity, 0 else (dearer, by about
-    10% of CPU time in ResNet-18's and GPT-small's searches: one run each, on a loaded
-    2-core CPU)."""
-    if split:
-        code = jnp.where(jnp.isnan(value), 2, jnp.where(jnp.isinf(value), 1, 0))
-        return jnp.max(code.astype(jnp.int8)).astype(jnp.float32)
-    return jnp.max(jnp.abs(value)).astype(jnp.float32)
+    A floating ``max(|x|)`` is cheaper (about 10% of CPU time in ResNet-18's and
+    GPT-small's searches) but loses NaN: XLA:CPU's cross-device max over 8 devices drops
+    a NaN one of them holds, and from JAX 0.10 its vectorized max on one device drops it
+    too (``max(|x|)`` of an f32[4,1024] with one NaN row is 1.0; of an f32[4,128], NaN), so
+    the search named the sum after a division as the NaN's origin."""
+    code = jnp.where(jnp.isnan(value), 2, jnp.where(jnp.isinf(value), 1, 0))
+    return jnp.max(code.astype(jnp.int8)).astype(jnp.float32)
 
 
-def _nonfinite_flags(check: float, split: bool) -> tuple[bool, bool]:
+def _nonfinite_flags(check: float) -> tuple[bool, bool]:
     """``(nan, inf)`` from a value's :func:`_nonfinite_check`."""
-    if split:
-        return bool(check == 2), bool(check == 1)
-    return bool(np.isnan(check)), bool(np.isinf(check))
-
-
-def _split(values: Sequence[Any]) -> bool:
-    """Whether any of ``values`` is an array placed over more than one device."""
-    return any(isinstance(v, jax.Array) and len(v.sharding.device_set) > 1 for v in values)
+    return bool(check == 2), bool(check == 1)
 
 
 class Level:
@@ -240,7 +229,6 @@ class Level:
 
     def _run_flags(self) -> dict[tuple[Key, int], tuple[bool, bool]]:
         keys: list[tuple[Key, int]] = []
-        split = _split([*self.consts, *self.args])
 
         def program(consts: list, args: list) -> Any:
             keys.clear()
@@ -252,13 +240,13 @@ class Level:
                 for j, out in enumerate(outs):
                     if inexact(out) and getattr(out, "size", 1):
                         keys.append((key, j))
-                        checks.append(_nonfinite_check(out, split))
+                        checks.append(_nonfinite_check(out))
 
             _walk(self.jaxpr, consts, args, (), visit)
             return jnp.stack(checks) if checks else jnp.zeros((0,), jnp.float32)
 
         found = np.asarray(jax.jit(program)(self.consts, self.args))
-        flags = {k: _nonfinite_flags(f, split) for k, f in zip(keys, found, strict=True)}
+        flags = {k: _nonfinite_flags(f) for k, f in zip(keys, found, strict=True)}
         return {k: f for k, f in flags.items() if any(f)}
 
     def values(self, key: Key) -> tuple[list, list]:
