@@ -235,7 +235,8 @@ def test_a_real_kernel_sends_the_glance_then_the_whole_graph_under_one_display_i
 
     code = textwrap.dedent(
         f"""
-        from tpukit.hlo import graph, _graph_view
+        from tpukit.hlo import graph
+        from tpukit.graph import _graph_view
         _graph_view.GLANCE_INSTRUCTIONS = 0  # as a step of 5,000 instructions or more shows
         graph({mlp_hlo()!r}, title="mlp")
         """

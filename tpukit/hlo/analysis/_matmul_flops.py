@@ -1,6 +1,6 @@
 """FLOPs of one dot, convolution or cuBLAS/cuDNN call, worked out from its shapes.
 
-The per-instruction half of tpukit's FLOP count (`tpukit.hlo._cost` sums it over a
+The per-instruction half of tpukit's FLOP count (`tpukit.hlo.analysis._cost` sums it over a
 module, as executed). A dot is ``2 * output elements * contracted size``; a convolution
 ``2 * output elements * kernel input features * kernel window``, with only the taps on
 real input elements counted when the input is dilated; a cuBLAS gemm reads its
