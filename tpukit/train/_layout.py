@@ -112,12 +112,15 @@ class ShardingSummary:
         return asdict(self)
 
     def __str__(self) -> str:
+        """Three short lines (a notebook wraps a long printed line mid-number at 1024 px)."""
         mesh = " x ".join(f"{k}={v}" for k, v in self.mesh.items())
         procs = f" in {self.processes} processes" if self.processes > 1 else ""
         return (
             f"sharding {self.strategy!r}: mesh {mesh} ({format_count(self.devices, 'device')}{procs}); "
-            f"batch {self.batch_size} = {self.per_device_batch} per device; parameters "
-            f"{format_bytes(self.param_bytes)}, {format_bytes(self.param_bytes_per_device)} per device "
-            f"({self.sharded_params} of {format_count(self.param_arrays, 'array')} split); optimizer state "
-            f"{format_bytes(self.optimizer_bytes)}, {format_bytes(self.optimizer_bytes_per_device)} per device"
+            f"batch {self.batch_size} = {self.per_device_batch} per device\n"
+            f"  parameters {format_bytes(self.param_bytes)}, "
+            f"{format_bytes(self.param_bytes_per_device)} per device "
+            f"({self.sharded_params} of {format_count(self.param_arrays, 'array')} split)\n"
+            f"  optimizer state {format_bytes(self.optimizer_bytes)}, "
+            f"{format_bytes(self.optimizer_bytes_per_device)} per device"
         )
