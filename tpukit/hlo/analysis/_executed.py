@@ -60,10 +60,10 @@ from tpukit.hlo.analysis._cost import (
     ELEMENTWISE_OPS,
     collective_bytes,
     instruction_bytes,
-    own_dot_conv_flops,
     run_computations,
 )
 from tpukit.hlo.analysis._loops import trip_count
+from tpukit.hlo.analysis._matmul_flops import own_dot_conv_flops
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 #: Instructions whose traffic and work are those of the computations they run.
