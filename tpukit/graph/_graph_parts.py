@@ -284,27 +284,42 @@ class PartsMixin:
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
         if kept:
             kids = [k for k in kids if k not in self.section]
-        if len(kids) <= 2:
+        staged = self._stages_of(kids, users) if len(kids) > 2 else None
+        if staged is None:
             return kept + kids
-        widths = [
-            box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
-            for k in kids
-        ]
+        framed = self._framed(staged, kept, users, read)
+        if framed is not None:
+            return kept + framed
+        while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
+            more = self._stages_of(staged, users)
+            if more is None:
+                break
+            staged = more
+        return kept + staged
+
+    def _stages_of(self, kids: list[int], users: dict[int, list[int]]) -> list[int] | None:
+        """``kids`` as stages (`stages`); None when they fit as they are."""
+        widths = self._widths(kids)
         if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
-            return kept + kids  # fits however its data flows: no links to find
+            return None  # fits however its data flows: no links to find
         found = stages(widths, self._links(kids, users))
         if found is None or len(found) >= len(kids):
-            return kept + kids
-        staged = [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
-        return kept + self._framed(staged, kept, users, read)
+            return None
+        return [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
+
+    def _widths(self, kids: list[int]) -> list[float]:
+        """The closed boxes' widths (`box_width`)."""
+        kind, label, instr, children = self.kind, self.label, self.instr, self.children
+        return [box_width(kind[k], label[k], instr[k], bool(children[k])) for k in kids]
 
     def _framed(
         self, staged: list[int], kept: list[int], users: dict[int, list[int]], read: dict[int, int]
-    ) -> list[int]:
+    ) -> list[int] | None:
         """The stages ``staged`` (in data-flow order, beside the ``kept`` sections) as the
         group shows them: as they are when the heaviest, drawn open among them, fits the
         frame; else framed on it -- the heaviest stage, a neighbour each side where it
-        fits, and the stages before and after them each one stage of stages (`_nest`).
+        fits, and the stages before and after them each one stage of stages (`_nest`);
+        None when even that does not fit (stages beside the heaviest, not after it).
 
         A long chain of stages (a VGG's 44 convolutions and activations: 8 stages) has no
         room for a stage of 6 ranks beside the others; framed, the first view opens the
@@ -316,10 +331,7 @@ class PartsMixin:
         h = weights.index(max(weights))  # the first of equals: those before rank below it
         items = sorted(kept + staged, key=self.order.__getitem__)  # in data-flow order
         links = self._links(items, users)
-        widths = [
-            box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
-            for k in items
-        ]
+        widths = self._widths(items)
         index = {k: i for i, k in enumerate(staged)}
         heavy = items.index(staged[h])
         inner, widths[heavy] = self._open_size(staged[h], users)
@@ -348,6 +360,8 @@ class PartsMixin:
         if fits(0, n):
             return staged
         lo, hi = h, h + 1
+        if not fits(lo, hi):
+            return None
         if lo > 0 and fits(lo - 1, hi):  # a neighbour each side, where it fits: more
             lo -= 1  # would draw more of the long edges around the open stage
         if hi < n and fits(lo, hi + 1):
@@ -380,10 +394,7 @@ class PartsMixin:
             return 0, closed
         links = self._links(kids, users)
         rank = flow_ranks(len(kids), links)
-        widths = [
-            box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
-            for k in kids
-        ]
+        widths = self._widths(kids)
         return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
 
     def _weight(self, node: int, read: dict[int, int]) -> tuple[int, int]:
