@@ -115,8 +115,9 @@ class Frame:
         return size
 
     def ranks(self, group: int) -> tuple[list[int], dict[int, int]]:
-        """Each child's rank (the longest path of data flow to it, in child order), and per
-        rank the edges between them that pass through it (dagre's dummy nodes)."""
+        """Each child's rank (the longest path of data flow to it, in child order; a child
+        no data enters one rank above its first user, as dagre places it: `flow_ranks`),
+        and per rank the edges between them that pass through it (dagre's dummy nodes)."""
         found = self._ranks.get(group)
         if found is None:
             kids = self.data.children[group]

@@ -8,12 +8,17 @@ branch) once its user groups are placed:
 - a group whose children, drawn closed, would not fit the first view's frame (more
   ranks of data flow than its height holds, or a rank wider than it) becomes *stages*:
   parts of consecutive ranks of its data flow, each `STAGE_RANKS` ranks at most and no
-  wider than the frame, and stages of stages while they are too many. A flat
-  PyTorch/XLA program of 40 ops (no layers to group by) so opens as a short chain of
-  stages, each named by the op that holds its FLOPs (`_graph_nodes.part_label`), and the
-  first view opens the heaviest that fits (`_first_view`), instead of a drawing three
-  frames tall. A training step's sections are never put in a stage; where its forward
-  pass is too tall, its layers are, a stage of layers named by its first and last
+  wider than the frame. A flat PyTorch/XLA program of 40 ops (no layers to group by) so
+  opens as a short chain of stages, each named by the op that holds its FLOPs
+  (`_graph_nodes.part_label`), and the first view opens the heaviest (`_first_view`),
+  instead of a drawing three frames tall. Where the chain is too long for its heaviest
+  stage to be drawn open beside the others (VGG-19's 44 ops: 8 stages; BERT's 700: 200),
+  it is *framed* on it: the heaviest stage, a neighbour each side, and the stages before
+  and after them each one stage of stages, at most `STAGE_RANKS` to a level, as few
+  levels as that allows (BERT's work shows at once, the rest two or three clicks away).
+  Where even that does not fit, stages of stages are made while they are too many. A
+  training step's sections are never put in a stage; where its forward pass is too
+  tall, its layers are, a stage of layers named by its first and last
   (``layer1[0] … layer2[1]``); the parameters and outputs stay as they are.
 
 Ranks are the page's (dagre's): the longest path of data flow to a child, an
