@@ -31,7 +31,13 @@ FIRST_VIEW_DRAWN = """() => {
     if (b.left < view.left - 1 || b.right > view.right + 1 || b.top < view.top - 1 ||
         b.bottom > view.bottom + 1) cut++;
   }
-  return {nodes: +root.dataset.nodes, boxes: boxes.length, cut,
+  let overrun = 0;  // open groups whose header text runs past their frame
+  for (const g of root.querySelectorAll('.tkg-group')) {
+    const frame = g.querySelector(':scope > rect.tkg-frame').getBoundingClientRect();
+    const text = g.querySelector(':scope > .tkg-header > text').getBoundingClientRect();
+    if (text.right > frame.right + 1) overrun++;
+  }
+  return {nodes: +root.dataset.nodes, boxes: boxes.length, cut, overrun,
           edges: root.querySelectorAll('path.tkg-edge').length,
           scale: +root.dataset.scale};
 }"""

@@ -47,7 +47,7 @@ def test_a_loop_opens_on_its_body_with_its_trip_count_and_never_its_condition(la
     body, condition = data.children[loop]
     assert body in opened and condition not in opened
     drawn = lab(g)
-    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts() and drawn["overrun"] == 0
     header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{loop}"] .tkg-header').first
     assert "x16" in header.text_content()  # the loop's box says its trip count
     view = lab.page.locator(".tkg-viewport").bounding_box()
@@ -69,7 +69,7 @@ def test_a_program_too_big_for_the_view_opens_on_its_heaviest_group(lab):
     below = [k for k in opened[1:] if data.kind[k] != 0]
     assert len({data.parent[k] for k in below}) == len(below)  # one group per level
     drawn = lab(g)
-    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts() and drawn["overrun"] == 0
     heaviest = opened[1]
     box = lab.page.locator(f'.tkg-root .tkg-group[data-node="{heaviest}"] rect').first
     view = lab.page.locator(".tkg-viewport").bounding_box()
@@ -88,7 +88,7 @@ def test_a_long_chain_of_stages_is_drawn_on_its_heaviest_stage_none_cut_off(lab)
     assert stage in first_view(g._data)
     drawn = lab(g)
     assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
-    assert drawn["cut"] == 0
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
     assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{stage}"]').count() == 1
 
 

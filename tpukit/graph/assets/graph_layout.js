@@ -64,9 +64,11 @@ GraphLayout.prototype.costText = function (i, withoutTime) {
 };
 
 // The header line of an open group: its label, then its size and work (its measured
-// time is drawn at the header's right end).
+// time is drawn at the header's right end), in at most MAX_CHARS + 20 characters, the
+// most a group's width makes room for: the label is clipped first, so the figures stay.
 GraphLayout.prototype.headerText = function (i) {
-  return clip(this.data.label[i], MAX_CHARS + 20) + "  \u00b7 " + this.costText(i, true);
+  var cost = "  \u00b7 " + this.costText(i, true), most = MAX_CHARS + 20;
+  return clip(clip(this.data.label[i], Math.max(16, most - cost.length)) + cost, most);
 };
 
 GraphLayout.prototype.closedSize = function (i) {
