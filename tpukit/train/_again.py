@@ -66,6 +66,18 @@ def same(a: Any, b: Any) -> bool:
     return False
 
 
+def same_items(a: dict, b: dict) -> bool:
+    """Whether two dicts of option values hold the same settings (:func:`same`, value by
+    value; most are the very same objects)."""
+    if a.keys() != b.keys():
+        return False
+    for name, value in a.items():
+        other = b[name]
+        if value is not other and not same(value, other):
+            return False
+    return True
+
+
 def snapshot(value: Any) -> Any:
     """``value`` with its lists, tuples and dicts copied, item by item: what :func:`same`
     compares a later value with. The last call's settings hold the user's own list or

@@ -45,7 +45,7 @@ from jax.sharding import Mesh, PartitionSpec
 
 from tpukit._counts import as_count, is_integer
 
-from ._again import same, snapshot
+from ._again import same_items, snapshot
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._losses import Metric
 from ._mesh import Plan, resolve_plan
@@ -96,12 +96,11 @@ class _Declared:
             False
         """
         values = {name: keywords[name] for name in cls.names() if name in keywords}
-        key = snapshot(list(values.items()))
         last = cls.__dict__.get("_last")
-        if last is not None and same(key, last[0]):
+        if last is not None and same_items(values, last[0]):
             return last[1]
         options = cls(**values)
-        cls._last = (key, options)
+        cls._last = ({name: snapshot(value) for name, value in values.items()}, options)
         return options
 
     @classmethod
