@@ -26,7 +26,12 @@ call beyond the scan, in wall time, the process's CPU time and the calling threa
 Prints a table and writes ``benchmarks/results/profile_fit_step-<platform>.json``.
 Targets: fit's guarded step at most 1.05x the scan, and guard-on within 5% of
 guard-off, for both models (issue 18); fit's host time per 8-step call at most 0.5 ms
-beyond the scan's (issue 39); printed as PASS or FAIL (exit status 1 on a FAIL).
+beyond the scan's, and 3-epoch calls on host arrays at most 1.05x the scan's time
+(issue 39); printed as PASS or FAIL (exit status 1 on a FAIL). The load average
+before and after the calls is printed and kept: on a CPU the device's threads share
+the cores with everything else, and each call's Python runs on caches the device's
+work has just emptied (tpukit's host work per call costs several times what it costs
+in a tight loop).
 
     .venv/bin/python benchmarks/profile_fit_step.py [--examples N] [--rounds 7] [--models mlp]
         [--kernels]
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -177,6 +183,16 @@ def measure(name: str, examples: int, rounds: int, rng: np.random.Generator) -> 
     }
 
 
+def host_call(rows: list[dict], epochs: int) -> dict:
+    """The row of ``fit`` calls of ``epochs`` epochs on host (NumPy) arrays."""
+    return next(r for r in rows if r["call"] == "fit, host data" and r["epochs"] == epochs)
+
+
+def verdict(ok: bool, text: str) -> bool:
+    print(f"{'PASS' if ok else 'FAIL'}  {text}")
+    return ok
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--examples", type=int, help="examples per call (default: EXAMPLES)")
@@ -241,22 +257,31 @@ def main() -> int:
             print(f"{'':8} note: {warning}")
         print()
 
-    calls = []
+    calls, load = [], {}
     if args.call_rounds:
         x = rng.random((8 * BATCH, 784), dtype=np.float32)
         y = rng.integers(0, 10, 8 * BATCH).astype(np.int32)
+        load["before"] = os.getloadavg()
         calls = whole_calls(x, y, (1, 3), args.call_rounds)
+        load["after"] = os.getloadavg()
         print_rows(
             calls,
-            f"calls of 8-step epochs, median of {args.call_rounds} alternating rounds",
+            f"calls of 8-step epochs, median of {args.call_rounds} alternating rounds "
+            f"(load average {load['before'][0]:.2f} before, {load['after'][0]:.2f} after: "
+            "other processes share the CPU with the device's threads)",
         )
-        host = next(r for r in calls if r["call"] == "fit, host data" and r["epochs"] == 1)
-        ok = host["beyond_scan_ms"] <= 0.5
-        failed |= not ok
-        print(
-            f"{'PASS' if ok else 'FAIL'}  fit's host time per 8-step call beyond the scan's: "
+        host = host_call(calls, 1)
+        failed |= not verdict(
+            host["beyond_scan_ms"] <= 0.5,
+            f"fit's host time per 8-step call beyond the scan's: "
             f"{host['beyond_scan_ms']:.2f} ms wall, {host['cpu_beyond_scan_ms']:.2f} ms CPU, "
-            f"{host['host_beyond_scan_ms']:.2f} ms on the calling thread (target <= 0.5 ms)\n"
+            f"{host['host_beyond_scan_ms']:.2f} ms on the calling thread (target <= 0.5 ms)",
+        )
+        three = host_call(calls, 3)
+        failed |= not verdict(
+            three["fit_over_scan"] <= 1.05,
+            f"3-epoch fit calls on host arrays: {three['fit_over_scan']:.3f}x the scan's "
+            "time (target <= 1.05x)\n",
         )
 
     result = {
@@ -267,6 +292,7 @@ def main() -> int:
         "rounds": args.rounds,
         "models": results,
         "calls_of_8_steps": calls,
+        "load_average": load,  # (1, 5, 15-minute) before and after the calls
     }
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / f"profile_fit_step-{device.platform}.json"

@@ -221,6 +221,16 @@ def test_a_repeated_call_takes_the_last_set_up_and_any_change_sets_up_afresh():
     assert kept.last is not first
 
 
+def test_a_metrics_list_changed_in_place_between_calls_sets_up_afresh():
+    m = model()
+    x, y = X.copy(), Y.copy()
+    metrics = ["accuracy"]
+    train(m, (x, y), metrics=metrics)
+    metrics.append("top5_accuracy")  # the same list object, another setting
+    history = train(m, (x, y), metrics=metrics)
+    assert "top5_accuracy" in history.epochs[-1]
+
+
 def test_a_repeated_call_sees_a_layer_replaced_between_calls():
     kept, fresh = model(), model()
     x, y = X.copy(), Y.copy()

@@ -306,6 +306,31 @@ def test_a_stop_during_a_dispatch_ahead_is_held_until_that_calls_turn():
     held.deliver()  # delivered once only
 
 
+def test_a_held_block_sets_the_handler_without_signals_enum_wrappers(monkeypatch):
+    import signal
+    import types
+
+    from tpukit import _interrupts
+
+    def refused(*args):
+        raise AssertionError("signal.signal/getsignal convert to enums: ~10 µs a block")
+
+    wrappers = types.SimpleNamespace(
+        SIGINT=signal.SIGINT,
+        default_int_handler=signal.default_int_handler,
+        signal=refused,
+        getsignal=refused,
+    )
+    monkeypatch.setattr(_interrupts, "signal", wrappers)  # as the module sees ``signal``
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with _interrupts.deferred_interrupts():
+            os.kill(os.getpid(), signal.SIGINT)  # held: the block still runs whole
+            reached.append("end of block")
+    assert reached == ["end of block"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # restored
+
+
 def test_a_run_dispatches_each_call_once_and_its_figures_are_those_of_calls_one_by_one():
     from tpukit.train import _steps
 

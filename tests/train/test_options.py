@@ -14,6 +14,7 @@ import pytest
 from flax import nnx
 
 import tpukit
+from tpukit._errors import TrainingInputError
 from tpukit.train import Trainer, evaluate, fit
 from tpukit.train._mesh import resolve_plan
 from tpukit.train._options import (
@@ -126,3 +127,20 @@ def test_a_second_trainer_on_one_model_continues_where_the_first_stopped():
     assert (second.state.epochs_done, second.state.steps_done) == (1, 4)
     second.fit((X, Y), epochs=1, batch_size=16, verbose=False)
     assert (second.state.epochs_done, second.state.steps_done) == (2, 8)
+
+
+def test_options_are_picked_again_only_when_a_value_changed():
+    model = nnx.Linear(8, 2, rngs=nnx.Rngs(0))
+    metrics = ["accuracy"]
+    first = Trainer(model, optax.sgd(0.1), metrics=metrics, sharding="data")
+    again = Trainer(model, optax.sgd(0.1), metrics=["accuracy"], sharding="data")
+    assert again.options is first.options  # checked, and the layout resolved, once
+    metrics.append("top5_accuracy")  # the same list, changed in place: other options
+    changed = Trainer(model, optax.sgd(0.1), metrics=metrics, sharding="data")
+    assert changed.options is not first.options
+    assert changed.options.metrics == ["accuracy", "top5_accuracy"]
+    assert Trainer(model, optax.sgd(0.1), sharding="fsdp").options.plan.kind == "fsdp"
+    with pytest.raises(TrainingInputError):  # a value refused is refused every time
+        RunOptions.pick({"epochs": 0})
+    with pytest.raises(TrainingInputError):
+        RunOptions.pick({"epochs": 0})

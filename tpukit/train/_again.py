@@ -66,6 +66,40 @@ def same(a: Any, b: Any) -> bool:
     return False
 
 
+def same_items(a: dict, b: dict) -> bool:
+    """Whether two dicts of option values hold the same settings (:func:`same`, value by
+    value; most are the very same objects)."""
+    if a.keys() != b.keys():
+        return False
+    for name, value in a.items():
+        other = b[name]
+        if value is not other and not same(value, other):
+            return False
+    return True
+
+
+def snapshot(value: Any) -> Any:
+    """``value`` with its lists, tuples and dicts copied, item by item: what :func:`same`
+    compares a later value with. The last call's settings hold the user's own list or
+    dict, which may be changed in place (``metrics.append("top5_accuracy")``) before the
+    next call passes that same object: compared with itself it would seem unchanged.
+
+    Example::
+
+        >>> metrics = ["accuracy"]
+        >>> kept = snapshot(metrics)
+        >>> metrics.append("top5_accuracy")
+        >>> same(metrics, metrics), same(snapshot(metrics), kept)
+        (True, False)
+    """
+    kind = type(value)
+    if kind is list or kind is tuple:
+        return kind(map(snapshot, value))
+    if kind is dict:
+        return {k: snapshot(v) for k, v in value.items()}
+    return value
+
+
 class LastSetUp:
     """The set-up of the last ``fit`` call on a model (``spec``, a ``_setup.RunSpec``,
     and its ``evaluator``), with the settings it was made from: ``trainer`` and ``run``
@@ -101,12 +135,13 @@ class LastSetUp:
 
 
 def trainer_settings(options: Any) -> tuple:
-    """What a ``TrainerOptions`` set up: every option (the layout included)."""
+    """What a ``TrainerOptions`` set up: every option (the layout included), its lists
+    and dicts as they are now (:func:`snapshot`)."""
     return (
         options.loss,
-        options.metrics,
+        snapshot(options.metrics),
         options.mesh,
-        options.shard,
+        snapshot(options.shard),
         options.sharding,
         options.stop_on_nan,
         options.find_nan_origin,

@@ -148,7 +148,7 @@ class KeptSplit:
         self.rest: Any = None
         self._walk: Walk | None = None
         self._leaf_of: list[int] = []  # each walked Variable's index in the states' leaves
-        self._treedefs: tuple = ()
+        self._treedef: Any = None  # of ``(params, rest)``
 
     @classmethod
     def beside(cls, kept: Any) -> KeptSplit:
@@ -175,10 +175,8 @@ class KeptSplit:
         states have their structure. ``checked``: nothing but ``fit`` touched the model
         since its :meth:`split` this call (no callback ran), so it is not walked again."""
         if self._walk is not None and (checked or self._walk.same_as(walk(model) or Walk())):
-            leaves_p, tree_p = jax.tree.flatten(params)
-            leaves_r, tree_r = jax.tree.flatten(rest)
-            if (tree_p, tree_r) == self._treedefs:
-                leaves = leaves_p + leaves_r
+            leaves, tree = jax.tree.flatten((params, rest))
+            if tree == self._treedef:
                 objects = self._walk.objects
                 for n, (variable, at, i) in enumerate(
                     zip(self._walk.variables, self._walk.raw_at, self._leaf_of, strict=True)
@@ -197,14 +195,13 @@ class KeptSplit:
         found = walk(model)
         if found is None:
             return
-        leaves_p, tree_p = jax.tree.flatten(params)
-        leaves_r, tree_r = jax.tree.flatten(rest)
-        index = {id(x): i for i, x in enumerate(leaves_p + leaves_r)}
+        leaves, tree = jax.tree.flatten((params, rest))
+        index = {id(x): i for i, x in enumerate(leaves)}
         leaf_of = [index.get(id(found.objects[at]), -1) for at in found.raw_at]
         if len(index) != len(leaf_of) or sorted(leaf_of) != list(range(len(index))):
             return
         self.graphdef, self.params, self.rest = graphdef, params, rest
-        self._walk, self._leaf_of, self._treedefs = found, leaf_of, (tree_p, tree_r)
+        self._walk, self._leaf_of, self._treedef = found, leaf_of, tree
 
 
 def _set_raw(variable: nnx.Variable, value: Any, checked: bool = False) -> None:

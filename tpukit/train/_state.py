@@ -79,10 +79,11 @@ class TrainingState:
         """The kept optimizer state if it belongs to optimizer program ``key``, else ``None``."""
         if key != self.optimizer_key or self.opt_state is None:
             return None
-        deleted = any(
-            getattr(x, "is_deleted", lambda: False)() for x in jax.tree.leaves(self.opt_state)
-        )
-        return None if deleted else self.opt_state
+        for x in jax.tree.leaves(self.opt_state):  # an array deleted since (donated, say)?
+            deleted = getattr(x, "is_deleted", None)
+            if deleted is not None and deleted():
+                return None
+        return self.opt_state
 
     def advance(
         self,
