@@ -50,7 +50,8 @@ def _groups(data: GraphTree) -> list:
     children = [list(c) for c in data.children]
     return [
         data.kind, data.parent, data.label, data.order, instrs, children,
-        sorted(data.params.items()), sorted(data.roots.items()), data.blocks,
+        sorted(data.params.items()), sorted(data.roots.items()),
+        [(owner, list(edges)) for owner, edges in data.blocks],
         sorted(data.notes.items()), sorted(data.section.items()), first_view(data),
     ]  # fmt: skip
 

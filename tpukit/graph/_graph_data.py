@@ -19,6 +19,7 @@ from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 
+from tpukit.graph._graph_edges import Edges
 from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.graph._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
@@ -80,8 +81,8 @@ class GraphTree(PartsMixin):
         self.children: list[list[int]] = []
         self.params: dict[int, list[int]] = {}
         self.roots: dict[int, int] = {}
-        # (owner node, [(source, target, bytes, operand index)]) per computation shown.
-        self.blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
+        # (owner node, its data edges: `Edges`) per computation shown.
+        self.blocks: list[tuple[int, Edges]] = []
         self.notes: dict[int, str] = {}  # node -> why it sits where it does (panel text)
         self.section: dict[int, str] = {}  # section group -> its name (see _user_scopes)
         self._active: set[str] = set()
@@ -121,7 +122,9 @@ class GraphTree(PartsMixin):
         count = len(instructions)
         names = list(map(_NAME, instructions))
         ids = dict(zip(names, range(first, first + count)))
-        edges, order, params = _edges_and_order(comp, ids, first)
+        listed, order, params = _edges_and_order(comp, ids, first)
+        edges = Edges.of(listed)
+        del listed
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
         self.label += names if caller is not None else self._entry_labels(instructions, names)
@@ -195,7 +198,7 @@ class GraphTree(PartsMixin):
         ids: dict[str, int],
         owner: int,
         caller: HloInstruction | None,
-        edges: list[tuple[int, int, int, int]],
+        edges: Edges,
     ) -> None:
         """Move the instructions of ``comp`` into nested groups under ``owner``.
 
@@ -429,10 +432,7 @@ class GraphTree(PartsMixin):
         self.section = {new_id[k]: v for k, v in self.section.items()}
         self.hidden = {new_id[k]: v for k, v in self.hidden.items()}
         self.held = {new_id[k]: v for k, v in self.held.items()}
-        self.blocks = [
-            (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
-            for owner, edges in self.blocks
-        ]
+        self.blocks = [(new_id[owner], edges.renumbered(new_id)) for owner, edges in self.blocks]
 
     # -- questions about the tree ----------------------------------------------
 

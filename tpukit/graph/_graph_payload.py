@@ -21,7 +21,7 @@ from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
-from tpukit.graph._graph_wire import block_columns, indexed, link_columns, split_head
+from tpukit.graph._graph_wire import edge_columns, indexed, link_columns, split_head
 from tpukit.hlo.analysis import instruction_count, trip_count
 from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
 
@@ -56,6 +56,18 @@ def graph_wire(
     return _payload(data, title, stage, times, memory, wire=True)
 
 
+def page_wire(
+    data: GraphTree,
+    title: str,
+    stage: str | None,
+    times: Mapping[str, float] | None = None,
+    memory: Mapping[str, int] | None = None,
+) -> dict:
+    """`graph_wire` for `_graph_wire.encode_wire` alone: the edge columns stay typed
+    arrays (`edge_columns`), written to the same bytes without an int object per number."""
+    return _payload(data, title, stage, times, memory, wire=True, typed=True)
+
+
 def glance_wire(
     data: GraphTree,
     title: str,
@@ -76,6 +88,7 @@ def _payload(
     memory: Mapping[str, int] | None,
     wire: bool,
     glance: Glance | None = None,
+    typed: bool = False,
 ) -> dict:
     module = data.module
     strings: dict[str, int] = {"": 0}
@@ -125,7 +138,11 @@ def _payload(
         "note": note,
         # As written, the summary's and diff's rule: each computation once (`op_counts`).
         "instructions": instruction_count(module),
-        **(glance.edges() if glance is not None else {**_links(data, wire), **_blocks(data, wire)}),
+        **(
+            glance.edges()
+            if glance is not None
+            else {**_links(data, wire), **_blocks(data, wire, typed)}
+        ),
         "open": first_view(data),
         "frame": [FRAME_W, FRAME_H],  # the box the first view fits (`_graph_frame`)
         **time_payload(data, times),
@@ -152,10 +169,10 @@ def _links(data: GraphTree, wire: bool) -> dict:
     }
 
 
-def _blocks(data: GraphTree, wire: bool) -> dict:
+def _blocks(data: GraphTree, wire: bool, typed: bool = False) -> dict:
     """The data edges of each computation shown: ``blocks``, or on the wire its columns."""
     if wire:
-        return block_columns((owner, chain.from_iterable(edges)) for owner, edges in data.blocks)
+        return edge_columns(data.blocks, typed)
     return {"blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks]}
 
 

@@ -435,21 +435,23 @@ def _readers(
     fused: HloComputation, parameters: list[HloInstruction]
 ) -> list[HloInstruction | None]:
     """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
-    it: users in program order, depth first through users without one (at most 8 deep)."""
+    it: users in program order, depth first through users without one (at most 8 deep).
+    (`_reader` is no closure: a recursive one holds ``users`` in a cycle, kept while the
+    graph's grouping pauses the collector.)"""
     users: dict[str, list[HloInstruction]] = defaultdict(list)
     for inner in fused.instructions:
         for operand in inner.operands:
             users[operand].append(inner)
+    return [_reader(users, param.name, 0) for param in parameters]
 
-    def reader(name: str, depth: int = 0) -> HloInstruction | None:
-        for user in users[name]:
-            if user.metadata.op_name:
-                return user
-            if depth < 8 and (found := reader(user.name, depth + 1)) is not None:
-                return found
-        return None
 
-    return [reader(param.name) for param in parameters]
+def _reader(users: dict[str, list[HloInstruction]], name: str, depth: int) -> HloInstruction | None:
+    for user in users[name]:
+        if user.metadata.op_name:
+            return user
+        if depth < 8 and (found := _reader(users, user.name, depth + 1)) is not None:
+            return found
+    return None
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:
