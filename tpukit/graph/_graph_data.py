@@ -34,6 +34,7 @@ from tpukit.hlo.analysis import (
     OUTPUTS,
     SECTION_NOTES,
     SECTIONS,
+    forget_parsed_scopes,
     function_name,
     place_label,
     plan_scopes,
@@ -47,7 +48,7 @@ _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 ARGUMENT_NAMES = "argument_names"
 _NAME = attrgetter("name")
 _CALLED = attrgetter("called_computations")
-#: The children of every leaf once the tree is numbered (`GraphTree._renumber`): never added to.
+#: The children of every leaf (`GraphTree._add_computation`, `_renumber`): never added to.
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
@@ -90,6 +91,8 @@ class GraphTree(PartsMixin):
         entry = module.entry
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
+        forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
+        self._neighbours = self._users = self._inputs = {}  # (the last computation's)
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -106,7 +109,10 @@ class GraphTree(PartsMixin):
         self.order.append(order)
         self.children.append([])
         if parent >= 0:
-            self.children[parent].append(len(self.kind) - 1)
+            kids = self.children[parent]
+            if kids is _NO_CHILDREN:  # an instruction's: its first (see `_add_computation`)
+                kids = self.children[parent] = []
+            kids.append(len(self.kind) - 1)
         return len(self.kind) - 1
 
     def _add_computation(
@@ -130,8 +136,13 @@ class GraphTree(PartsMixin):
         self.label += names if caller is not None else self._entry_labels(instructions, names)
         self.instr += instructions
         self.order += order
-        self.children += [[] for _ in range(count)]
-        self.children[owner] += range(first, first + count)
+        # An instruction's children are the shared empty tuple until it gets its first (a
+        # list each would be 56 bytes: most instructions are a fusion's and never get one).
+        self.children += [_NO_CHILDREN] * count  # type: ignore[list-item]
+        if self.children[owner] is _NO_CHILDREN:
+            self.children[owner] = list(range(first, first + count))
+        else:
+            self.children[owner] += range(first, first + count)
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in params]
