@@ -147,7 +147,24 @@ def _fused_work(inside: dict[str, str]) -> str | None:
 
 
 def _jax_op(op_name: str, opcode: str) -> str:
-    """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``."""
+    """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``.
+
+    `split_scope`'s last component, read off the end where it can be: a last piece with no
+    bracket after a head whose brackets all close. (Most op names are an op's own, met
+    once: split whole, each would stay in `split_scope`'s cache, megabytes of them.)
+
+        >>> _jax_op("jit(f)/jvp(g)/dot_general", "dot"), _jax_op("", "dot")
+        ('dot_general', 'dot')
+    """
+    head, slash, last = op_name.rpartition("/")
+    if not slash:
+        return op_name or opcode
+    if (
+        last
+        and "(" not in last and ")" not in last and "[" not in last and "]" not in last
+        and head.count("(") + head.count("[") <= head.count(")") + head.count("]")
+    ):  # fmt: skip
+        return last
     found = split_scope(op_name)[-1:]
     return found[0] if found else opcode
 
