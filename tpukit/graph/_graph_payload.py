@@ -21,7 +21,13 @@ from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
-from tpukit.graph._graph_wire import edge_columns, indexed, link_columns, split_head
+from tpukit.graph._graph_wire import (
+    edge_columns,
+    encoded_lines,
+    indexed,
+    link_columns,
+    split_head,
+)
 from tpukit.hlo.analysis import instruction_count, trip_count
 from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
 
@@ -63,8 +69,9 @@ def page_wire(
     times: Mapping[str, float] | None = None,
     memory: Mapping[str, int] | None = None,
 ) -> dict:
-    """`graph_wire` for `_graph_wire.encode_wire` alone: the edge columns stay typed
-    arrays (`edge_columns`), written to the same bytes without an int object per number."""
+    """`graph_wire` for `_graph_wire.encode_wire` alone, written to the same bytes: the
+    edge columns stay typed arrays (`edge_columns`: no int object per number), the texts
+    are UTF-8 once made (`encoded_lines`: no string object each)."""
     return _payload(data, title, stage, times, memory, wire=True, typed=True)
 
 
@@ -111,6 +118,9 @@ def _payload(
             columns["textHead"][node], text[node] = split_head(
                 text[node], label[node], shape[node], columns["op"][node]
             )
+    if typed:  # (for `encode_wire` alone: the texts as UTF-8 from here on)
+        columns["text"] = encoded_lines(text)
+        del text
     n = len(data.kind)
     note = [0] * n
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
