@@ -222,6 +222,10 @@ def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]
     return f"{name}{f' ×{k}' if k > 1 else ''}{f' ({figure})' if figure else ''}{size}"
 
 
+#: The endings `display_text` keeps at most: a large module's are mostly their own.
+_TAILS_KEPT = 4096
+
+
 def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> str:
     """The instruction's HLO line without its metadata, which the panel shows apart.
 
@@ -230,7 +234,7 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     do (the same attributes and metadata), so each ending is cut once; one whose
     metadata comes last (`_metadata_ends`), where it starts (in a large module most
     endings are their own, an op name or source line apiece: each is cut without
-    splitting it).
+    splitting it, and the dict is emptied every `_TAILS_KEPT` endings).
     """
     text = instr.text
     at = text.find(", metadata={")
@@ -244,6 +248,8 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:
+        if len(tails) >= _TAILS_KEPT:  # (a line's whole ending each: megabytes, few met again)
+            tails.clear()
         if _metadata_ends(text, at, rest_at):
             tail = tails[rest] = rest[: at - rest_at]
         else:
