@@ -10,6 +10,7 @@ the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -106,7 +107,7 @@ def _payload(
     flops, nbytes, own = node_costs(data)
     facts = OpFacts(module)
     kept = glance.nodes if glance is not None else None
-    columns = _instruction_columns(data, intern, facts, wire, kept)
+    columns = _instruction_columns(data, intern, facts, wire, kept, typed)
     label = _labels_with_parts_named(data, flops, own, facts, kept)
     notes = dict(data.notes)
     text, shape = columns["text"], columns["shape"]
@@ -122,7 +123,7 @@ def _payload(
         columns["text"] = encoded_lines(text)
         del text
     n = len(data.kind)
-    note = [0] * n
+    note = _numbers(n, typed)
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -192,6 +193,7 @@ def _instruction_columns(
     facts: OpFacts,
     wire: bool = False,
     nodes: list[int] | None = None,
+    typed: bool = False,
 ) -> dict[str, list]:
     """The columns only instructions fill: opcode, colour category, shape, HLO text, and
     the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
@@ -202,13 +204,13 @@ def _instruction_columns(
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
     last node to the first, the order the strings table has always had. With ``nodes``
-    (in order), only theirs are filled.
+    (in order), only theirs are filled; with ``typed``, the numbers are arrays (`_numbers`).
     """
     n = len(data.kind)
-    cat, op = [CATEGORIES.index("group")] * n, [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, [0] * n
+    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
     labels = data.label
-    scope, location, source = [0] * n, [0] * n, [0] * n
+    scope, location, source = _numbers(n, typed), _numbers(n, typed), _numbers(n, typed)
     loops = []
     categories = {name: k for k, name in enumerate(CATEGORIES)}
     by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
@@ -255,6 +257,12 @@ def _instruction_columns(
         "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
         "location": location, "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
+
+
+def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
+    """A column of ``n`` whole numbers: with ``typed`` (`page_wire`) an ``array``, whose
+    4 bytes a number `_graph_wire.wire_parts` writes as it would the list's 8."""
+    return array("i", [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(
