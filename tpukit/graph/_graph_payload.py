@@ -56,24 +56,17 @@ def graph_wire(
     stage: str | None,
     times: Mapping[str, float] | None = None,
     memory: Mapping[str, int] | None = None,
+    *,
+    typed: bool = False,
 ) -> dict:
     """`graph_payload` as the page carries it (`_graph_wire.pack` of it), made in one pass:
     each instruction's text is cut to what follows its head as it is made, not written
-    whole and cut again."""
-    return _payload(data, title, stage, times, memory, wire=True)
+    whole and cut again.
 
-
-def page_wire(
-    data: GraphTree,
-    title: str,
-    stage: str | None,
-    times: Mapping[str, float] | None = None,
-    memory: Mapping[str, int] | None = None,
-) -> dict:
-    """`graph_wire` for `_graph_wire.encode_wire` alone, written to the same bytes: the
-    edge columns stay typed arrays (`edge_columns`: no int object per number), the texts
-    are UTF-8 once made (`encoded_lines`: no string object each)."""
-    return _payload(data, title, stage, times, memory, wire=True, typed=True)
+    ``typed``, for `_graph_wire.encode_wire` alone, gives what it writes to the same bytes
+    with far less memory: columns of numbers as typed arrays (no int object per number:
+    `edge_columns`, `_numbers`), the texts as UTF-8 once made (`encoded_lines`)."""
+    return _payload(data, title, stage, times, memory, wire=True, typed=typed)
 
 
 def glance_wire(
@@ -260,7 +253,7 @@ def _instruction_columns(
 
 
 def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
-    """A column of ``n`` whole numbers: with ``typed`` (`page_wire`) an ``array``, whose
+    """A column of ``n`` whole numbers: with ``typed`` (`graph_wire`) an ``array``, whose
     4 bytes a number `_graph_wire.wire_parts` writes as it would the list's 8."""
     return array("i", [value]) * n if typed else [value] * n  # type: ignore[return-value]
 

@@ -71,7 +71,7 @@ from tpukit.graph._graph_page import (
     standalone_page,
     viewer_fragment,
 )
-from tpukit.graph._graph_payload import glance_wire, page_wire
+from tpukit.graph._graph_payload import glance_wire, graph_wire
 from tpukit.graph._graph_wire import encode_wire
 from tpukit.hlo.analysis import instruction_count
 from tpukit.hlo.text import HloModule, parse_hlo, paused_gc, progress, read_hlo_source
@@ -196,7 +196,9 @@ class HloGraph:
     def _payload(self) -> str:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
-                wire = page_wire(self._data, self.title, self.stage, self.times, self.memory)
+                wire = graph_wire(
+                    self._data, self.title, self.stage, self.times, self.memory, typed=True
+                )
                 self._payload_b64 = encode_wire(wire, spend=True)
         return self._payload_b64
 

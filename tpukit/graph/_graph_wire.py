@@ -322,7 +322,7 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
 class EncodedLines:
     """A column of texts already as `wire_parts` writes it (``pieces``: `_lines`), for
     `encode_wire` alone: a large module's HLO texts held as UTF-8 once made, not as a
-    string object each (a fifth of a training step's payload, made in `page_wire`)."""
+    string object each (`graph_wire` with ``typed``)."""
 
     __slots__ = ("pieces",)
 
