@@ -238,7 +238,7 @@ class GraphTree(PartsMixin):
         self._neighbours: dict[int, list[int]] = defaultdict(list)
         self._users: dict[int, list[int]] = defaultdict(list)
         self._inputs: dict[int, list[int]] = defaultdict(list)
-        for source, target, _, _ in edges:
+        for source, target in zip(edges.source, edges.target):
             self._neighbours[source].append(target)
             self._neighbours[target].append(source)
             self._users[source].append(target)

@@ -200,8 +200,8 @@ def _instruction_columns(
     (in order), only theirs are filled; with ``typed``, the numbers are arrays (`_numbers`).
     """
     n = len(data.kind)
-    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
+    cat, op = _numbers(n, typed, CATEGORIES.index("group"), "B"), [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed, 0, "B")
     labels = data.label
     scope, location, source = _numbers(n, typed), _numbers(n, typed), _numbers(n, typed)
     loops = []
@@ -252,10 +252,11 @@ def _instruction_columns(
     }  # fmt: skip
 
 
-def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
-    """A column of ``n`` whole numbers: with ``typed`` (`graph_wire`) an ``array``, whose
-    4 bytes a number `_graph_wire.wire_parts` writes as it would the list's 8."""
-    return array("i", [value]) * n if typed else [value] * n  # type: ignore[return-value]
+def _numbers(n: int, typed: bool, value: int = 0, code: str = "i") -> list[int]:
+    """A column of ``n`` whole numbers: with ``typed`` (`graph_wire`) an ``array`` of
+    ``code`` (``B``: bytes, written as they are), which `_graph_wire.wire_parts` writes as
+    it would the list, in a half or an eighth of its bytes."""
+    return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(

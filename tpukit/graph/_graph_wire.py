@@ -389,6 +389,8 @@ def _typed(values: list | array) -> tuple[str, bytes]:
     numbers (`edge_columns`) takes the first kind that holds its least and greatest value.
     """
     if isinstance(values, array):
+        if values.typecode == "B":  # bytes already
+            return _TYPES[0][0], values.tobytes()
         low, high = (min(values), max(values)) if values else (0, 0)
         for name, code in _TYPES:
             if _RANGES[code][0] <= low and high <= _RANGES[code][1]:
