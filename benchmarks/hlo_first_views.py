@@ -2,8 +2,9 @@
 
 For each module: the nodes and edges the text says the first view draws
 (``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
-boxes that lie outside the view (cut off), the scale, the view's height and the groups
-drawn open; a screenshot of each output goes to ``--shots``. The page is a JupyterLab-like
+boxes that lie outside the view (cut off), the scale, the view's height, the groups
+drawn open, whether the heaviest stage (`_graph_parts`) is drawn open and how many
+clicks (closed groups) lie between the view and the heaviest op; a screenshot of each output goes to ``--shots``. The page is a JupyterLab-like
 notebook whose output is 1000 pixels wide (the graph's own view is 998).
 
 The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
@@ -67,11 +68,12 @@ MEASURE = """() => {
         b.bottom > view.bottom + 1) cut++;
   }
   const open = Array.from(root.querySelectorAll('.tkg-group'), g => g.dataset.name).slice(0, 12);
+  const ids = Array.from(root.querySelectorAll('.tkg-group'), g => +g.dataset.node);
   const outer = root.querySelector('.tkg-group rect').getBBox();
   return {drawn: +root.dataset.nodes, boxes, cut, scale: +root.dataset.scale,
           width: Math.round(outer.width), tall: Math.round(outer.height),
           height: Math.round(view.height), edges: root.querySelectorAll('path.tkg-edge').length,
-          open};
+          open, ids};
 }"""
 
 
@@ -191,6 +193,52 @@ def _estimate(g) -> str:
     return f"{w:.0f}x{h:.0f}"
 
 
+def work(g, opened: set[int]) -> dict:
+    """Where the work is and how far the drawn view is from it: the heaviest stage (a
+    part of ops, not of parts, holding the most FLOPs, then bytes) and whether it is
+    drawn open; the heaviest op (an instruction outside fusions with the most FLOPs, the
+    nearest of equals; else the most bytes) and the clicks to it (its closed enclosing
+    groups)."""
+    from tpukit.graph._graph_costs import node_costs
+    from tpukit.graph._graph_nodes import INSTRUCTION, PART
+
+    data = g._data
+    flops, _, own = node_costs(data)
+    kind, parent, instr, children = data.kind, data.parent, data.instr, data.children
+
+    def ancestors(node: int) -> list[int]:
+        found = []
+        while node > 0:
+            node = parent[node]
+            found.append(node)
+        return found
+
+    def in_fusion(node: int) -> bool:
+        return any(instr[a] is not None and instr[a].opcode == "fusion" for a in ancestors(node))
+
+    ops = [n for n, k in enumerate(kind) if k == INSTRUCTION and not in_fusion(n)]
+    most = max(flops[n] for n in ops)  # of equals (a layer's dots), the nearest
+    heavy = [n for n in ops if flops[n] == most] if most else [max(ops, key=own.__getitem__)]
+
+    def clicks(node: int) -> int:
+        return sum(1 for a in ancestors(node) if a not in opened)
+
+    op = min(heavy, key=clicks)
+    leaves = [
+        n
+        for n, k in enumerate(kind)
+        if k == PART and not any(kind[c] == PART for c in children[n]) and not in_fusion(n)
+    ]
+    stage = max(leaves, key=lambda n: (flops[n], own[n], -n)) if leaves else None
+    return {
+        "heaviest_op": data.label[op],
+        "op_flops": flops[op],
+        "clicks": clicks(op),
+        "stage_open": None if stage is None else stage in opened,
+        "op_depth": len(ancestors(op)) - 1,
+    }
+
+
 def measure(items, shots: pathlib.Path) -> list[dict]:
     from playwright.sync_api import sync_playwright
 
@@ -218,6 +266,7 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
             page.close()
             rows.append(
                 {
+                    **work(g, set(seen.pop("ids"))),
                     "name": name,
                     "source": source,
                     "said": nodes,
@@ -232,11 +281,16 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
                 f"{name:28} said {nodes:4} drawn {row['drawn']:4} edges {edges:4}/"
                 f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
                 f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
+                f"stage open {_yes(row['stage_open'])} clicks {row['clicks']} "
                 f"open: {', '.join(row['open'][1:5])}",
                 flush=True,
             )
         browser.close()
     return rows
+
+
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
 
 
 def main() -> None:
@@ -253,7 +307,14 @@ def main() -> None:
     rows = measure(items, ROOT / "out" / "first_views" / args.label)
     same = sum(row["said"] == row["drawn"] for row in rows)
     uncut = sum(row["cut"] == 0 for row in rows)
-    print(f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}")
+    staged = [row for row in rows if row["stage_open"] is not None]
+    opened = sum(bool(row["stage_open"]) for row in staged)
+    near = sum(row["clicks"] <= 2 for row in rows)
+    print(
+        f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
+        f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
+        f"on {near}"
+    )
     out.mkdir(exist_ok=True)
     (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))
 

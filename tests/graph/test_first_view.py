@@ -10,9 +10,16 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from tests._support.data import HLO_DATA
 from tests._support.hlo_texts import SCAN, named_module, unnamed_module
 from tpukit import hlo
 from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_frame import Frame
+from tpukit.graph._graph_nodes import INSTRUCTION, PART
+from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_payload import graph_payload
 
 
@@ -30,8 +37,11 @@ def test_without_op_names_the_view_opens_on_the_dots_and_names_them():
     assert groups, "the view opens something below the root"
     for node in groups:
         assert payload["flops"][node] > 0
-        # e.g. "dot ×2 (1.05 MFLOP) · 1600 ops": the op carrying the FLOPs, named
-        assert re.fullmatch(r"dot( ×\d+)? \([\d.]+ \w?FLOP\) · \d+ ops", payload["label"][node])
+        # e.g. "dot ×2 (1.05 MFLOP) · 1600 ops": the op carrying the FLOPs, named (a stage
+        # of stages says how many it holds: "dot ×8 (4.2 MFLOP) · 6 stages")
+        assert re.fullmatch(
+            r"dot( ×\d+)? \([\d.]+ \w?FLOP\) · \d+ (ops|stages)", payload["label"][node]
+        )
 
 
 def test_with_op_names_the_view_opens_on_the_layers_not_on_setup_constants():
@@ -49,3 +59,65 @@ def test_a_loops_body_comes_before_its_condition():
     loop = payload["label"].index("loop x16")
     kids = [payload["label"][k] for k in data.children[loop]]
     assert kids[0].startswith("body") and kids[1].startswith("condition"), kids
+
+
+def _heaviest_stage(data) -> int:
+    """The stage of ops (a part holding no parts) with the most FLOPs, then bytes."""
+    flops, _, own = node_costs(data)
+    leaves = [
+        n
+        for n, kind in enumerate(data.kind)
+        if kind == PART and not any(data.kind[k] == PART for k in data.children[n])
+    ]
+    return max(leaves, key=lambda n: (flops[n], own[n], -n))
+
+
+@pytest.mark.parametrize("name", ["gpu_vgg19_forward.hlo", "torch_xla_linear.hlo"])
+def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name):
+    """Issue 38: VGG-19's 44 convolutions and activations, and a PyTorch/XLA linear step
+    (36 ops, no names), are long chains of stages: a stage of 6 ranks drawn open beside 8
+    closed ones is taller than the frame, so the view opened a small stage or none. Framed
+    on the heaviest stage (`_graph_parts`), the view opens it, and an op with the most
+    FLOPs shows."""
+    data = hlo.open((HLO_DATA / name).read_text()).graph()._data
+    opened = first_view(data)
+    stage = _heaviest_stage(data)
+    assert stage in opened
+    assert Frame(data).fits(set(opened))
+    flops, _, _ = node_costs(data)
+    nodes, _ = data.visible(set(opened))
+    drawn = [k for k in nodes if data._contains(stage, k)]
+    assert max(flops[k] for k in drawn) == max(
+        flops[k] for k, kind in enumerate(data.kind) if kind == INSTRUCTION
+    )
+
+
+def test_a_thousand_op_program_shows_its_heaviest_stage_and_nests_the_rest_shallowly():
+    """Issue 38: a flat chain of 1,000 ops with no names opens on the stage holding its
+    one dot, and no op is more than five groups below the root (a stage of stages holds
+    at most `STAGE_RANKS` of them, as few levels as that allows)."""
+    lines = ["HloModule flat", "", "ENTRY main {", "  p = f32[64,64]{1,0} parameter(0)"]
+    previous = "p"
+    for k in range(1000):
+        dot = k == 700
+        op = (
+            "dot(%s, %s), lhs_contracting_dims={1}, rhs_contracting_dims={0}" if dot else "tanh(%s)"
+        )
+        lines.append(
+            f"  {'ROOT ' if k == 999 else ''}t{k} = f32[64,64]{{1,0}} " + op.replace("%s", previous)
+        )
+        previous = f"t{k}"
+    data = hlo.open("\n".join([*lines, "}"]) + "\n").graph()._data
+    opened = first_view(data)
+    stage = _heaviest_stage(data)
+    assert stage in opened and "t700" in {data.label[k] for k in data.children[stage]}
+    assert Frame(data).fits(set(opened))
+
+    def depth(node: int) -> int:
+        found = 0
+        while node:
+            node, found = data.parent[node], found + 1
+        return found
+
+    assert max(depth(k) for k, kind in enumerate(data.kind) if kind == INSTRUCTION) <= 5
+    assert all(len(kids) <= MAX_CHILDREN for kids in data.children)

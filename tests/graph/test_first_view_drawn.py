@@ -77,6 +77,21 @@ def test_a_program_too_big_for_the_view_opens_on_its_heaviest_group(lab):
     assert view["y"] <= top <= view["y"] + view["height"] / 2  # the view starts on it
 
 
+def test_a_long_chain_of_stages_is_drawn_on_its_heaviest_stage_none_cut_off(lab):
+    """Issue 38: VGG-19's forward pass, a chain of 8 stages, opens its heaviest (the three
+    convolutions of 1.11 TFLOP) and the page draws it so, every box inside the view."""
+    from tests._support.data import HLO_DATA
+    from tests.graph.test_first_view import _heaviest_stage
+
+    g = graph((HLO_DATA / "gpu_vgg19_forward.hlo").read_text(), title="vgg19")
+    stage = _heaviest_stage(g._data)
+    assert stage in first_view(g._data)
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0
+    assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{stage}"]').count() == 1
+
+
 def _dense_relu(x, w):
     return jax.nn.relu(x @ w)
 

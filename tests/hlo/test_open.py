@@ -289,11 +289,12 @@ def test_first_view_enters_a_command_buffer_whatever_the_node_budget():
     # (its inputs, 11 x gemm, get-tuple-element and fusion, the copy) would pass the
     # 60-node budget, so the call stayed one closed box over all the work.
     # Since issue 38 (session 45) a chain too tall for the frame is drawn as stages of its
-    # data flow: the buffer is still entered, its work shown as stages holding the gemms.
+    # data flow: the buffer is still entered, its work shown as stages holding the gemms
+    # (since session 46 one of them may be drawn open, its own stages showing).
     data, opened, nodes = _shown(hlo.open(_command_buffer_module(35, 11, 30)).graph())
     call = next(i for i, instr in enumerate(data.instr) if instr and instr.name == "call")
     assert call in opened
-    assert set(data.children[call]) <= set(nodes)  # every stage of the buffer is drawn
+    assert set(data.children[call]) <= set(nodes) | opened  # every stage of it is drawn
 
     def within(n: int) -> set[str]:
         return {data.label[n]}.union(*(within(c) for c in data.children[n]))

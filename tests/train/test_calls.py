@@ -15,7 +15,8 @@ import optax
 from flax import nnx
 
 from tpukit.train import TrainingState, fit
-from tpukit.train._kept import KeptForModel, content_fingerprint
+from tpukit.train._data import content_fingerprint, kept_resident
+from tpukit.train._kept import KeptForModel
 from tpukit.train._progress import EpochBar, Speed
 from tpukit.train._run import Checkpointing
 
@@ -110,8 +111,8 @@ def test_a_kept_copy_is_freed_when_its_host_array_goes():
 
     kept = KeptForModel()
     x = np.zeros((4, 2), np.float32)
-    first = kept.resident("train_data", ("pair",), [x], Placed)
-    assert kept.resident("train_data", ("pair",), [x], Placed) is first
+    first = kept_resident(kept, "train_data", ("pair",), [x], Placed)
+    assert kept_resident(kept, "train_data", ("pair",), [x], Placed) is first
     assert kept.data["train_data"].uses == 1
     del x
     gc.collect()

@@ -9,7 +9,9 @@ These rules decide what that budget goes to:
 - among the groups that could open, those holding the most FLOPs (loops counted times
   their trip count) open first, then those moving the most bytes, so the layers and
   fusions that compute come before parameters, constants and tuples, and a loop's body
-  before its condition;
+  before its condition; a stage of stages counts as its heaviest stage (down to a stage
+  of ops), so that a long chain framed on its heaviest stage (`_graph_parts`) opens that
+  one, not the stage of the many stages after it, which holds more but shows only boxes;
 - a group of nothing but parameters, constants and values computed from constants
   alone never opens (a model's RoPE tables or shape constants are not its work);
 - a loop's condition never opens; the body of a loop the view enters always does (it is
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING
 
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import Frame
-from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.hlo.analysis import BACKWARD, FORWARD, PARAMETER_CONSTANT_OPS
 from tpukit.hlo.text import HloComputation
 
@@ -68,6 +70,14 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     flops, _, nbytes = node_costs(data)  # computed once, with the payload's
     plumbing = _plumbing(data)
     frame = Frame(data)
+
+    def heaviest(node: int) -> tuple[int, int]:  # a stage of stages: its heaviest stage's
+        kids = data.children[node]
+        while data.kind[node] == PART and any(data.kind[k] == PART for k in kids):
+            node = min(kids, key=lambda k: (-flops[k], -nbytes[k]))
+            kids = data.children[node]
+        return -flops[node], -nbytes[node]
+
     opened = [0]
     shown = {0}
     fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
@@ -80,7 +90,7 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             for k in data.children[node]
             if not plumbing(k) and _opens(data, k, node, sizes)
         ]
-        candidates.sort(key=lambda k: (-flops[k], -nbytes[k]))  # stable: program order
+        candidates.sort(key=heaviest)  # stable: program order
         frontier = []
         for group in candidates:
             extra = len(data.children[group]) - 1

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
+from tpukit.graph._graph_parts import flow_ranks
 from tpukit.graph._graph_sizes import (
     CHAR_W,
     EDGE_SEP,
@@ -114,16 +115,14 @@ class Frame:
         return size
 
     def ranks(self, group: int) -> tuple[list[int], dict[int, int]]:
-        """Each child's rank (the longest path of data flow to it, in child order), and per
-        rank the edges between them that pass through it (dagre's dummy nodes)."""
+        """Each child's rank (the longest path of data flow to it, in child order; a child
+        no data enters one rank above its first user, as dagre places it: `flow_ranks`),
+        and per rank the edges between them that pass through it (dagre's dummy nodes)."""
         found = self._ranks.get(group)
         if found is None:
             kids = self.data.children[group]
             links = self._links(group, kids)
-            rank = [0] * len(kids)
-            for a, b in sorted(links):
-                if rank[b] < rank[a] + 1:
-                    rank[b] = rank[a] + 1
+            rank = flow_ranks(len(kids), links)
             dummies: dict[int, int] = {}
             for a, b in links:
                 for r in range(min(rank[a], rank[b]) + 1, max(rank[a], rank[b])):
@@ -132,7 +131,7 @@ class Frame:
         return found
 
     def _links(self, group: int, kids: list[int]) -> set[tuple[int, int]]:
-        """The child pairs ``(a, b)``, ``a < b``, that data flows between."""
+        """The child pairs ``(a, b)`` that data flows between, from ``a`` to ``b``."""
         block = self._blocks.get(self._edge_owner(group))
         lo, hi = group + 1, self.end(group)
         links: set[tuple[int, int]] = set()
@@ -143,7 +142,7 @@ class Frame:
                 a = bisect.bisect_right(kids, source) - 1
                 b = bisect.bisect_right(kids, target) - 1
                 if a != b:
-                    links.add((a, b) if a < b else (b, a))
+                    links.add((a, b))
         return links
 
     def _edge_owner(self, group: int) -> int:

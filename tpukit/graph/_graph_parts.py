@@ -8,12 +8,17 @@ branch) once its user groups are placed:
 - a group whose children, drawn closed, would not fit the first view's frame (more
   ranks of data flow than its height holds, or a rank wider than it) becomes *stages*:
   parts of consecutive ranks of its data flow, each `STAGE_RANKS` ranks at most and no
-  wider than the frame, and stages of stages while they are too many. A flat
-  PyTorch/XLA program of 40 ops (no layers to group by) so opens as a short chain of
-  stages, each named by the op that holds its FLOPs (`_graph_nodes.part_label`), and the
-  first view opens the heaviest that fits (`_first_view`), instead of a drawing three
-  frames tall. A training step's sections are never put in a stage; where its forward
-  pass is too tall, its layers are, a stage of layers named by its first and last
+  wider than the frame. A flat PyTorch/XLA program of 40 ops (no layers to group by) so
+  opens as a short chain of stages, each named by the op that holds its FLOPs
+  (`_graph_nodes.part_label`), and the first view opens the heaviest (`_first_view`),
+  instead of a drawing three frames tall. Where the chain is too long for its heaviest
+  stage to be drawn open beside the others (VGG-19's 44 ops: 8 stages; BERT's 700: 200),
+  it is *framed* on it: the heaviest stage, a neighbour each side, and the stages before
+  and after them each one stage of stages, at most `STAGE_RANKS` to a level, as few
+  levels as that allows (BERT's work shows at once, the rest two or three clicks away).
+  Where even that does not fit, stages of stages are made while they are too many. A
+  training step's sections are never put in a stage; where its forward pass is too
+  tall, its layers are, a stage of layers named by its first and last
   (``layer1[0] … layer2[1]``); the parameters and outputs stay as they are.
 
 Ranks are the page's (dagre's): the longest path of data flow to a child, an
@@ -26,6 +31,7 @@ operand-less child (parameter, constant) one rank above its first user.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections import defaultdict
 from itertools import compress
@@ -34,17 +40,25 @@ from typing import TYPE_CHECKING
 from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_sizes import (
     CHAR_W,
+    EDGE_SEP,
     FRAME_H,
     FRAME_W,
     LAYOUT,
     MAX_CHARS,
+    NODE_SEP,
     PAD,
     WIDTH_SLACK,
 )
-from tpukit.hlo.analysis import INPUTS, OUTPUTS
+from tpukit.hlo.analysis import (
+    FLOP_OPS,
+    INPUTS,
+    OUTPUTS,
+    bytes_with_operands,
+    instruction_flops,
+)
 
 if TYPE_CHECKING:
-    from tpukit.hlo.text import HloInstruction
+    from tpukit.hlo.text import HloInstruction, HloModule
 
 #: A group with more children than this is split into consecutive parts.
 MAX_CHILDREN = 40
@@ -56,7 +70,13 @@ STAGE_RANKS = 6
 # The ranks and the width (drawing units) a group's closed children may take as they are.
 _FIT_RANKS = (FRAME_H - 60) // 70
 _FIT_WIDTH = FRAME_W / WIDTH_SLACK - 2 * PAD
-_NODE_SEP = 18
+# A stage's widest rank: drawn open, it has a margin and edges pass it (4, dagre's dummies).
+_STAGE_WIDTH = _FIT_WIDTH - 2 * PAD - 4 * (NODE_SEP + EDGE_SEP) / 2
+# The ranks a group and one child drawn open in it may take together: a group of ``n``
+# ranks, one of them a child of ``m`` ranks, is ``70 (n + m) - 36`` units tall.
+_OPEN_RANKS = (FRAME_H + 36) // 70
+# An open group's header at its longest (`_graph_frame.Frame.size`).
+_HEADER_W = (MAX_CHARS + 20) * CHAR_W + 40
 # Sections whose members stay as they are: a program's parameters, its outputs.
 _AS_IS = frozenset({INPUTS, OUTPUTS})
 
@@ -68,10 +88,10 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     A rank wider than the frame is cut into pieces that fit (two items at least), each
     its own stage.
     """
-    if _fits(_rows(_ranks(len(widths), links, pull=False)), widths):  # as `Frame` ranks
+    if _fits(_rows(flow_ranks(len(widths), links)), widths):  # as `Frame` ranks
         return None
-    rows = _rows(_ranks(len(widths), links))
-    wide = {r: _row_width(members, widths) > _FIT_WIDTH for r, members in rows.items()}
+    rows = _rows(flow_ranks(len(widths), links))
+    wide = {r: _row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
     per = math.ceil(len(rows) / math.ceil(len(rows) / STAGE_RANKS))  # even stages
     found: list[list[int]] = []
     current: list[int] = []
@@ -89,7 +109,7 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
             current, count = [], 0
         piece: list[int] = []
         for item in rows[r]:  # two at least: a piece of one would change nothing
-            if len(piece) > 1 and _row_width([*piece, item], widths) > _FIT_WIDTH:
+            if len(piece) > 1 and _row_width([*piece, item], widths) > _STAGE_WIDTH:
                 found.append(piece)
                 piece = []
             piece.append(item)
@@ -112,27 +132,64 @@ def _fits(rows: dict[int, list[int]], widths: list[float]) -> bool:
     )
 
 
-def _ranks(count: int, links: set[tuple[int, int]], *, pull: bool = True) -> list[int]:
-    """Each item's rank: the longest path of ``links`` to it (``a < b`` for each link
-    ``(a, b)``: items are in data-flow order); with ``pull``, an item no link enters sits
-    one rank above its first user, as dagre pulls a source next to its user (the frame's
-    estimate, `_graph_frame.Frame.ranks`, leaves it at the top: the fit test asks that)."""
+def flow_ranks(count: int, links: set[tuple[int, int]], *, pull: bool = True) -> list[int]:
+    """Each item's rank: the longest path of ``links`` to it (data flows from ``a`` to ``b``
+    along a link ``(a, b)``; items need not be in data-flow order: a stage is placed by
+    its first op in the text, which may be a constant its last rank uses); with ``pull``,
+    an item no link enters sits one rank above its first user, as dagre pulls a source
+    next to its user (the frame's estimate, `_graph_frame.Frame.ranks`, leaves it at the
+    top: the fit test asks that). A cycle (layers whose ops interleave) is broken where
+    it is met, at its first item, as dagre draws one edge of it upwards."""
     rank = [0] * count
-    entered = [False] * count
-    users: dict[int, list[int]] = defaultdict(list)
-    for a, b in sorted(links):
-        entered[b] = True
+    users: list[list[int]] = [[] for _ in range(count)]
+    waiting = [0] * count  # links into each item not yet ranked
+    for a, b in links:
         users[a].append(b)
-        if rank[b] < rank[a] + 1:
-            rank[b] = rank[a] + 1
+        waiting[b] += 1
+    entered = [w > 0 for w in waiting]
+    ready = [item for item in range(count) if not waiting[item]]
+    heapq.heapify(ready)
+    done = [False] * count
+    left = count
+    at = 0  # the first item not yet ranked, where a cycle is broken
+    while left:
+        if ready:
+            item = heapq.heappop(ready)
+            if done[item]:
+                continue
+        else:
+            while done[at]:
+                at += 1
+            item = at
+        done[item] = True
+        left -= 1
+        for user in users[item]:
+            if not done[user]:
+                if rank[user] < rank[item] + 1:
+                    rank[user] = rank[item] + 1
+                waiting[user] -= 1
+                if not waiting[user]:
+                    heapq.heappush(ready, user)
     for item in range(count) if pull else ():
         if not entered[item] and users[item]:
             rank[item] = max(0, min(rank[u] for u in users[item]) - 1)
     return rank
 
 
+def _drawn_width(rank: list[int], widths: list[float], links: set[tuple[int, int]]) -> float:
+    """The widest rank of items ranked ``rank``, ``widths`` wide, with the edges of
+    ``links`` that pass through it (dagre's dummy nodes), as `_graph_frame.Frame` sizes it."""
+    row = [0.0] * (max(rank) + 1)
+    for item, r in enumerate(rank):
+        row[r] += widths[item] + NODE_SEP
+    for a, b in links:
+        for r in range(min(rank[a], rank[b]) + 1, max(rank[a], rank[b])):
+            row[r] += (NODE_SEP + EDGE_SEP) / 2
+    return max(row) - NODE_SEP
+
+
 def _row_width(members: list[int], widths: list[float]) -> float:
-    return sum(widths[m] for m in members) + _NODE_SEP * (len(members) - 1)
+    return sum(widths[m] for m in members) + NODE_SEP * (len(members) - 1)
 
 
 def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool) -> float:
@@ -150,6 +207,7 @@ def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool
 class PartsMixin:
     """`GraphTree`'s parts: `MAX_CHILDREN` at most per group, and stages that fit."""
 
+    module: HloModule
     kind: list[int]
     parent: list[int]
     label: list[str]
@@ -166,10 +224,12 @@ class PartsMixin:
         """Keep groups at most MAX_CHILDREN wide: runs of loose instructions become parts;
         with the computation's ``edges``, groups too big to fit become stages as well."""
         users: dict[int, list[int]] | None = None
+        read: dict[int, int] = defaultdict(int)  # the bytes each instruction reads
         if edges is not None:
             users = defaultdict(list)
-            for source, target, _, _ in edges:
+            for source, target, size, _ in edges:
                 users[source].append(target)
+                read[target] += size
         stack = [node]
         while stack:
             group = stack.pop()
@@ -178,7 +238,7 @@ class PartsMixin:
             kinds = list(map(self.kind.__getitem__, kids))
             stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if users is not None and len(kids) > 2 and self.section.get(group) not in _AS_IS:
-                kids = self._staged(kids, users)
+                kids = self._staged(kids, users, read)
                 kinds = list(map(self.kind.__getitem__, kids))
             if len(kids) > MAX_CHILDREN:
                 kids = self._split_runs(kids, kinds)
@@ -220,25 +280,144 @@ class PartsMixin:
         self.children[part] = members
         return part
 
-    def _staged(self, kids: list[int], users: dict[int, list[int]]) -> list[int]:
-        """``kids`` as stages that fit (`stages`), stages of stages while there are more
-        than fit; as they are when they fit. Strict even for a few ops: a loop's body or a
-        branch is drawn open whatever its size (`_first_view`), so it must fit."""
+    def _staged(
+        self, kids: list[int], users: dict[int, list[int]], read: dict[int, int]
+    ) -> list[int]:
+        """``kids`` as stages that fit (`stages`), framed on the heaviest (`_framed`); as
+        they are when they fit. Strict even for a few ops: a loop's body or a branch is
+        drawn open whatever its size (`_first_view`), so it must fit."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
         if kept:
             kids = [k for k in kids if k not in self.section]
-        while len(kids) > 2:
-            widths = [
-                box_width(self.kind[k], self.label[k], self.instr[k], bool(self.children[k]))
-                for k in kids
-            ]
-            if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
-                break  # fits however its data flows: no links to find
-            found = stages(widths, self._links(kids, users))
-            if found is None or len(found) >= len(kids):
+        staged = self._stages_of(kids, users) if len(kids) > 2 else None
+        if staged is None:
+            return kept + kids
+        framed = self._framed(staged, kept, users, read)
+        if framed is not None:
+            return kept + framed
+        while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
+            more = self._stages_of(staged, users)
+            if more is None:
                 break
-            kids = [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
-        return kept + kids
+            staged = more
+        return kept + staged
+
+    def _stages_of(self, kids: list[int], users: dict[int, list[int]]) -> list[int] | None:
+        """``kids`` as stages (`stages`); None when they fit as they are."""
+        widths = self._widths(kids)
+        if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
+            return None  # fits however its data flows: no links to find
+        found = stages(widths, self._links(kids, users))
+        if found is None or len(found) >= len(kids):
+            return None
+        return [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
+
+    def _widths(self, kids: list[int]) -> list[float]:
+        """The closed boxes' widths (`box_width`)."""
+        kind, label, instr, children = self.kind, self.label, self.instr, self.children
+        return [box_width(kind[k], label[k], instr[k], bool(children[k])) for k in kids]
+
+    def _framed(
+        self, staged: list[int], kept: list[int], users: dict[int, list[int]], read: dict[int, int]
+    ) -> list[int] | None:
+        """The stages ``staged`` (in data-flow order, beside the ``kept`` sections) as the
+        group shows them: as they are when the heaviest, drawn open among them, fits the
+        frame; else framed on it -- the heaviest stage, a neighbour each side where it
+        fits, and the stages before and after them each one stage of stages (`_nest`);
+        None when even that does not fit (stages beside the heaviest, not after it).
+
+        A long chain of stages (a VGG's 44 convolutions and activations: 8 stages) has no
+        room for a stage of 6 ranks beside the others; framed, the first view opens the
+        heaviest (`_first_view` ranks a stage of stages by its heaviest stage), and the
+        others are a click away, two or three for a program of a thousand ops.
+        """
+        n = len(staged)
+        weights = [self._weight(k, read) for k in staged]
+        h = weights.index(max(weights))  # the first of equals: those before rank below it
+        items = sorted(kept + staged, key=self.order.__getitem__)  # in data-flow order
+        links = self._links(items, users)
+        widths = self._widths(items)
+        index = {k: i for i, k in enumerate(staged)}
+        heavy = items.index(staged[h])
+        inner, widths[heavy] = self._open_size(staged[h], users)
+        nested = box_width(PART, PART_LABEL, None, True)  # named by its work, at its longest
+
+        def fits(lo: int, hi: int) -> bool:  # staged[lo:hi] as they are, the others nested
+            group: list[int] = []
+            first: dict[object, int] = {}
+            for k in items:
+                i = index.get(k, -1)
+                key = k if i < 0 or lo <= i < hi else ("before" if i < lo else "after")
+                group.append(first.setdefault(key, len(first)))
+            sizes = [nested] * len(first)
+            for position, g in enumerate(group):
+                if group.count(g) == 1:
+                    sizes[g] = widths[position]
+            joined = {(group[x], group[y]) for x, y in links if group[x] != group[y]}
+            rank = flow_ranks(len(first), joined)
+            rows = max(rank) + 1
+            return (
+                rows <= _FIT_RANKS
+                and rows + inner <= _OPEN_RANKS
+                and _drawn_width(rank, sizes, joined) <= _FIT_WIDTH
+            )
+
+        if fits(0, n):
+            return staged
+        lo, hi = h, h + 1
+        if not fits(lo, hi):
+            return None
+        if lo > 0 and fits(lo - 1, hi):  # a neighbour each side, where it fits: more
+            lo -= 1  # would draw more of the long edges around the open stage
+        if hi < n and fits(lo, hi + 1):
+            hi += 1
+        before, after = staged[:lo], staged[hi:]
+        return [
+            *([self._nest(before)] if before else []),
+            *staged[lo:hi],
+            *([self._nest(after)] if after else []),
+        ]
+
+    def _nest(self, items: list[int]) -> int:
+        """``items`` (consecutive stages) as one stage of stages, at most `STAGE_RANKS`
+        children per level, as few levels as that allows, evenly filled."""
+        if len(items) == 1:
+            return items[0]
+        if len(items) <= STAGE_RANKS:
+            return self._stage(items)
+        levels = math.ceil(math.log(len(items)) / math.log(STAGE_RANKS))
+        count = math.ceil(len(items) ** (1 / levels))
+        size = math.ceil(len(items) / count)
+        return self._stage([self._nest(items[i : i + size]) for i in range(0, len(items), size)])
+
+    def _open_size(self, node: int, users: dict[int, list[int]]) -> tuple[int, float]:
+        """The ranks of ``node``'s children and the box's width, drawn open (no ranks and
+        its closed width for a box that does not open)."""
+        kids = self.children[node]
+        closed = box_width(self.kind[node], self.label[node], self.instr[node], bool(kids))
+        if self.kind[node] == INSTRUCTION or not kids:
+            return 0, closed
+        links = self._links(kids, users)
+        rank = flow_ranks(len(kids), links)
+        widths = self._widths(kids)
+        return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
+
+    def _weight(self, node: int, read: dict[int, int]) -> tuple[int, int]:
+        """``(FLOPs, bytes)`` of ``node``'s instructions, as `_graph_costs.node_costs` counts
+        them (an instruction's FLOPs with what it calls, its own bytes)."""
+        module, kind, children, instrs = self.module, self.kind, self.children, self.instr
+        flops = nbytes = 0
+        stack = [node]
+        while stack:
+            k = stack.pop()
+            instr = instrs[k]
+            if kind[k] != INSTRUCTION or instr is None:
+                stack.extend(children[k])
+                continue
+            if instr.called_computations or instr.opcode in FLOP_OPS:
+                flops += instruction_flops(instr, module)
+            nbytes += bytes_with_operands(instr, module, read.get(k, 0))
+        return flops, nbytes
 
     def _stage(self, members: list[int]) -> int:
         """A part of ``members``; one holding layers (user groups) is named by the first
@@ -254,7 +433,7 @@ class PartsMixin:
 
     def _links(self, kids: list[int], users: dict[int, list[int]]) -> set[tuple[int, int]]:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
-        ``b`` (between the instructions they hold), ``a < b``."""
+        ``b`` (between the instructions they hold)."""
         kind, children = self.kind, self.children
         at: dict[int, int] = {}
         for position, kid in enumerate(kids):
@@ -273,5 +452,5 @@ class PartsMixin:
             for user in users.get(node, none):
                 other = find(user)
                 if other is not None and other != position:
-                    add((position, other) if position < other else (other, position))
+                    add((position, other))
         return links

@@ -37,11 +37,12 @@ set-up for ``evaluate`` and ``eval_data``), ``_run`` (the loop and its collabora
 ``Position``), ``_evaluate``, ``_program`` (optimizer programs and the fingerprint
 checkpoints record), ``_steps`` (the compiled functions), ``_memory_fit`` (whether
 fit's program fits the device, and what would), ``_guard`` (the NaN stop), ``_data``
-(device-resident and streamed data), ``_mesh`` (every sharding decision: the plans,
+(device-resident and streamed data, and the placed copy a later call on the same arrays
+reuses, checked against in-place changes), ``_mesh`` (every sharding decision: the plans,
 and ``resolve_plan``, the one reader of ``sharding``/``mesh``/``shard``), ``_layout``
 (multi-process placement, the sharding summary), ``_losses``,
-``_validate``, ``_memo`` (set-up a second call skips), ``_kept`` (the placed data and
-next shuffle a later call on the same model reuses, checked against in-place changes),
+``_validate``, ``_memo`` (set-up a second call skips), ``_kept`` (what a later call on the same model
+reuses, kept beside it: placed data, the next shuffle, the split, the set-up),
 ``_history``, ``_progress`` and ``_exceptions``. The checkpoints themselves (orbax,
 checksums, file digests) are their own room, ``tpukit.checkpoint``.
 """

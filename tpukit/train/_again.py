@@ -10,7 +10,7 @@ and only what can have changed is looked at:
 
 - the model: the kept split's identity walk (``_kept_split``) finds it as the last
   call left it (the same graph definition);
-- the data: the very array objects the copy on the devices came from (``_kept``);
+- the data: the very array objects the copy on the devices came from (``_data.KeptData``);
   their contents are checked as always, while the call's first compiled call runs;
 - the optimizer: the same object, or optax's same optimizer made again
   (``optax.adam(1e-3)`` in the call: :mod:`._optax_key`);
@@ -115,7 +115,7 @@ def trainer_settings(options: Any) -> tuple:
 
 def run_settings(options: Any) -> tuple:
     """What a ``RunOptions`` set up: the batch sizes, the steps per call, and whether
-    there is evaluation data (whose arrays ``_kept`` knows again) or a checkpoint
+    there is evaluation data (whose arrays ``_data`` knows again) or a checkpoint
     folder (never repeated)."""
     return (
         options.batch_size,

@@ -19,6 +19,23 @@ Two sources feed the training loop, and both hand it *chunks* of
   while the current one runs. Batches are used in the order given; a final batch
   of a different size is dropped (with a warning).
 
+A notebook calls ``fit`` again and again on the same NumPy arrays (a few more epochs,
+a new learning rate). Putting 188 MB of MNIST on the devices each time costs more
+than an epoch of a small model, so a placed copy is kept beside the model
+(:class:`KeptData`, in its ``_kept.KeptForModel``) and a later call given **the same
+array objects** trains on it without sending anything (:func:`resident`). The
+guarantee against stale data: a NumPy array can be changed in place (``x /= 255``,
+``rng.shuffle(x)``), so each kept host array has a content fingerprint
+(:func:`content_fingerprint`: one pass over its bytes, summing each example's words,
+then a CRC of those sums in order). A later call recomputes it on the host *while
+the device runs that call's first compiled call* and compares before applying
+anything; when an array changed, nothing of the call is kept, the data is placed
+again and the call starts over (it says so). The fingerprint finds any changed value
+and any reordering of examples; it cannot see two values swapped inside one example
+(a sum of words), which in-place edits of real data do not do. JAX arrays cannot
+change, so for them the identity is the whole check. The kept copy lives as long as
+the model and the arrays it came from (it holds them weakly).
+
 Example::
 
     >>> import numpy as np
@@ -27,13 +44,21 @@ Example::
     ...                     resolve_plan("data"), name="train_data")
     >>> data.n, data.kind
     (20, 'pair')
+    >>> x = np.arange(12, dtype=np.float32).reshape(4, 3)
+    >>> before = content_fingerprint(x)
+    >>> x[2, 1] += 1
+    >>> content_fingerprint(x) == before
+    False
 """
 
 from __future__ import annotations
 
 import itertools
+import time
 import warnings
-from collections.abc import Iterable, Iterator
+import weakref
+import zlib
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import jax
@@ -43,7 +68,8 @@ import numpy as np
 from tpukit._counts import as_count
 
 from ._exceptions import TrainingInputError, TrainingTypeError
-from ._kept import KeptData, KeptForModel
+from ._kept import KeptForModel
+from ._layout import place_all
 from ._mesh import Plan
 
 
@@ -179,11 +205,40 @@ def in_memory(data: Any, name: str, plan: Plan, kept: KeptForModel | None = None
 def resident(data: Any, plan: Plan, name: str, kept: KeptForModel | None) -> ResidentData:
     """In-memory ``data`` on the devices: placed now, or, when ``kept`` holds a copy of
     these very arrays on this layout, that copy (checked against in-place changes while
-    the run's first call runs: ``_kept``)."""
+    the run's first call runs: :class:`KeptData`)."""
     if kept is None:
         return ResidentData(data, plan, name)
     form, given = _form(data, plan, name)
-    return kept.resident(name, form, given, lambda: ResidentData(data, plan, name))
+    return kept_resident(kept, name, form, given, lambda: ResidentData(data, plan, name))
+
+
+def kept_resident(
+    kept: KeptForModel, name: str, form: Any, given: list[Any], build: Callable[[], Any]
+) -> Any:
+    """The source for ``name``'s arrays ``given`` (in structure ``form``): the copy
+    ``kept`` holds when they are the same objects, else ``build()``, timed and kept
+    there. The source's ``kept`` is its :class:`KeptData`."""
+    found = _find(kept, name, form, given)
+    if found is not None:
+        found.reuse()
+        return found.source
+    kept.data.pop(name, None)  # free the old copy before placing the new one
+    start = time.perf_counter()
+    source = build()
+    jax.block_until_ready(jax.tree.leaves(source.arrays))
+    owner = weakref.ref(kept)
+
+    def lost(_: Any) -> None:  # the user let go of an array: free the device copy now
+        me = owner()
+        if me is not None and me.data.get(name) is copy:
+            me.forget([name])
+
+    copy = KeptData(form, given, source, time.perf_counter() - start, lost)
+    copy.name = name
+    source.kept = copy
+    if copy.keepable:
+        kept.data[name] = copy
+    return source
 
 
 def kept_copy(data: Any, plan: Plan, name: str, kept: KeptForModel) -> KeptData | None:
@@ -193,11 +248,19 @@ def kept_copy(data: Any, plan: Plan, name: str, kept: KeptForModel) -> KeptData 
     if not is_array_dataset(data):
         return None
     form, given = _form(data, plan, name)
-    return kept.find(name, form, given)
+    return _find(kept, name, form, given)
+
+
+def _find(kept: KeptForModel, name: str, form: Any, given: list[Any]) -> KeptData | None:
+    """The copy ``kept`` holds of ``name`` when ``given`` are its very arrays (in
+    structure ``form``), else ``None``; nothing is placed, and the copy is not yet
+    counted as reused (:meth:`KeptData.reuse`)."""
+    copy = kept.data.get(name)
+    return copy if copy is not None and copy.matches(form, given) else None
 
 
 def _form(data: Any, plan: Plan, name: str) -> tuple[tuple, list[Any]]:
-    """``(form, arrays)``: how ``_kept`` knows in-memory data again (its kind and
+    """``(form, arrays)``: how a kept copy is known again (its kind and
     structure, and the layout) and the arrays as given."""
     kind, arrays = _kind_and_arrays(data, name)
     given, treedef = jax.tree.flatten(arrays)
@@ -225,11 +288,11 @@ class ResidentData:
                 ),
                 arrays,
             )
-        self.arrays = plan.put_dataset(arrays)
+        self.arrays = place_all(arrays, plan.batch_sharding(0))
         self.plan = plan
         #: The labels array (pair data, or a dict's ``"labels"``) or ``None``.
         self.labels = host_labels
-        #: When placing it is kept for later calls: how (``_kept.KeptData``).
+        #: When placing it is kept for later calls: how (:class:`KeptData`).
         self.kept: KeptData | None = None
 
     def sample(self, batch_size: int) -> Any:
@@ -237,6 +300,113 @@ class ResidentData:
         return jax.tree.map(
             lambda a: jax.ShapeDtypeStruct((batch_size, *a.shape[1:]), a.dtype), self.arrays
         )
+
+
+#: The widest machine word that divides a row's bytes, by the lowest set bit of its width.
+_WORDS = (np.uint8, np.uint16, np.uint32)
+
+
+def content_fingerprint(array: np.ndarray) -> tuple:
+    """``(shape, dtype, crc)`` of ``array``'s contents: each example's (row's) bytes
+    summed as machine words, then the CRC-32 of those sums in example order, so a
+    changed value and a moved example both change it. One pass, at memory speed."""
+    a = array if array.flags.c_contiguous else np.ascontiguousarray(array)
+    rows = a.reshape(a.shape[0] if a.ndim else 1, -1).view(np.uint8)
+    width = rows.shape[1]
+    if width == 0:
+        return a.shape, a.dtype.str, 0
+    word = _WORDS[(width & -width).bit_length() - 1] if width % 8 else np.uint64
+    sums = rows.view(word).sum(axis=1, dtype=np.uint64)
+    return a.shape, a.dtype.str, zlib.crc32(sums.data)
+
+
+def _weak(x: Any, lost: Callable[[Any], None]) -> Callable[[], Any] | None:
+    try:
+        return weakref.ref(x, lost)
+    except TypeError:
+        return None
+
+
+class KeptData:
+    """One placed data set, kept for later calls given the same arrays.
+
+    ``given`` are the arrays as the user passed them (before any conversion);
+    ``source`` is what was built from them (a :class:`ResidentData`).
+    """
+
+    def __init__(
+        self,
+        form: Any,
+        given: list[Any],
+        source: Any,
+        seconds: float,
+        lost: Callable[[Any], None] = lambda _: None,
+    ):
+        self.name = "data"  # the argument it was given as (``train_data``, ``eval_data``)
+        self.form = form  # the data's kind and structure (dict keys), compared by ==
+        self.refs = [_weak(x, lost) for x in given]  # ``lost`` runs when one is deleted
+        self.source = source
+        self.seconds = seconds  # how long placing took
+        self.uses = 0  # later calls that reused it
+        self._host = [i for i, x in enumerate(given) if not isinstance(x, jax.Array)]
+        self._fingerprints: list[tuple] | None = None
+        self._pending = False  # a later call holds it, unchecked
+
+    @property
+    def keepable(self) -> bool:
+        return all(r is not None for r in self.refs)
+
+    def matches(self, form: Any, given: list[Any]) -> bool:
+        """Whether ``given`` are the very arrays this copy was placed from (still alive,
+        in the same structure ``form``, its device arrays not deleted)."""
+        if form != self.form or len(given) != len(self.refs):
+            return False
+        if any(r() is not x for r, x in zip(self.refs, given, strict=True)):
+            return False
+        return not any(a.is_deleted() for a in jax.tree.leaves(self.source.arrays))
+
+    def fingerprints(self) -> list[tuple]:
+        arrays = [r() for r in self.refs]
+        return [content_fingerprint(np.asarray(arrays[i])) for i in self._host]
+
+    def record(self) -> None:
+        """Fingerprint the host arrays as they are now (the first call, while it runs)."""
+        if self._fingerprints is None and self._host and all(r() is not None for r in self.refs):
+            self._fingerprints = self.fingerprints()
+
+    def reuse(self) -> None:
+        """A later call takes this copy; :meth:`unchanged` must pass before it applies."""
+        self.uses += 1
+        self._pending = bool(self._host)
+
+    def unchanged(self) -> bool:
+        """Whether the host arrays still hold what was placed (``True`` when nothing is
+        pending: a first placement, or JAX arrays only)."""
+        if not self._pending:
+            self.record()
+            return True
+        self._pending = False
+        if self._fingerprints is None:  # placed, never fingerprinted: cannot vouch for it
+            return False
+        return self.fingerprints() == self._fingerprints
+
+    def note(self) -> str:
+        """What the progress line says about this data."""
+        if self.uses:
+            return "data kept on device"
+        return f"data placed in {_ms(self.seconds)}"
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.0f} ms" if seconds >= 0.01 else f"{seconds * 1e3:.1f} ms"
+
+
+class StaleData(Exception):
+    """Raised inside a run, before anything is applied, when kept data changed in place."""
+
+    def __init__(self, names: list[str]):
+        super().__init__(", ".join(names))
+        self.names = names
 
 
 def epoch_indices(
@@ -369,4 +539,4 @@ class StreamedData:
             group = list(itertools.islice(batches, steps))
             if not group:
                 return
-            yield self.plan.put_batches(_stack(group)), len(group)
+            yield place_all(_stack(group), self.plan.batch_sharding(1)), len(group)

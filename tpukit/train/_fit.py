@@ -49,9 +49,10 @@ from tpukit._errors import user_facing
 from tpukit.compilation import Compiled, Signature, bind_arguments, compile_lowering
 from tpukit.measure import peak_for
 
+from ._data import StaleData
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
-from ._kept import KeptForModel, StaleData
+from ._kept import KeptForModel
 from ._losses import Metric
 from ._memory_fit import check_fits, explained_out_of_memory, fit_fixes
 from ._mesh import Plan
@@ -180,7 +181,7 @@ class Trainer:
 
     def _train(self, train_data: Any, options: RunOptions) -> History:
         """Train on ``train_data`` as ``options`` say; in-memory arrays given to an earlier
-        call on this model are not placed again (``_kept``), unless they changed in place:
+        call on this model are not placed again (``_data.KeptData``), unless they changed in place:
         then the call starts over on a fresh copy, nothing of it applied."""
         started = time.perf_counter()
         kept = TrainingState.of(self.model).kept

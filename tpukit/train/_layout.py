@@ -5,7 +5,9 @@
 
 - :func:`place` puts one array on a sharding, also when the sharding spans
   devices of other processes (each process passes the same global value and
-  keeps its own pieces).
+  keeps its own pieces); :func:`place_all` puts every array of a pytree on one
+  sharding (a data set along its example axis, a chunk of batches along its batch
+  axis: ``Plan.batch_sharding``).
 - :class:`ShardingSummary` is the line ``fit`` prints when it starts.
 
 Example::
@@ -48,6 +50,15 @@ def place(x: Any, sharding: Sharding) -> jax.Array:
         return jax.random.wrap_key_data(data, impl=jax.random.key_impl(x))
     host = np.asarray(x)
     return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def place_all(tree: Any, sharding: Sharding) -> Any:
+    """Every array of ``tree`` on ``sharding`` (each by :func:`place`).
+
+    For in-memory data split along an axis: every process passes the same (global)
+    arrays and keeps only its own devices' rows; the split axis must be a multiple of
+    the sharding's pieces (the caller pads)."""
+    return jax.tree.map(lambda a: place(a, sharding), tree)
 
 
 def _bytes(x: Any, sharding: Sharding | None = None) -> int:

@@ -150,21 +150,6 @@ class Plan:
         """Inside a compiled function: ask for ``(params, rest, opt_state)`` as planned."""
         return jax.lax.with_sharding_constraint(state, self.state_shardings(*state))
 
-    def put_dataset(self, arrays: Any) -> Any:
-        """Place whole in-memory arrays, split along their first (example) axis.
-
-        Every process passes the same (global) arrays and keeps only the rows of
-        its own devices. The first axis must be a multiple of :attr:`batch_shards`;
-        the caller pads.
-        """
-        sharding = self.batch_sharding(0)
-        return jax.tree.map(lambda a: place(a, sharding), arrays)
-
-    def put_batches(self, arrays: Any) -> Any:
-        """Place stacked host batches ``[steps, batch, ...]``, split along the batch axis."""
-        sharding = self.batch_sharding(1)
-        return jax.tree.map(lambda a: place(a, sharding), arrays)
-
     def put_replicated(self, tree: Any) -> Any:
         """Place a pytree with a full copy on every device.
 

@@ -3,8 +3,8 @@
 ``fit``, ``evaluate`` and ``compile_step`` train or evaluate on what an
 :class:`Objective` says one batch contributes: a mean loss to differentiate and the
 metrics' batch means (the functions themselves are in ``_losses``). Before anything
-runs, the objective is made for the data (:func:`objective_for`, default metrics
-filled in) and checked on one abstract batch (:func:`check_objective`): the model's
+runs, :func:`checked_objective` makes the objective for the data (:func:`objective_for`,
+default metrics filled in) and checks it on one abstract batch (:func:`check_objective`): the model's
 output on the inputs, the loss on those outputs and the labels, each metric, and for
 the default cross-entropy the labels' type, shape and range against the model's
 classes. The traces are kept per model structure and shapes; the labels' range is
@@ -145,6 +145,28 @@ def objective_for(kind: str, labels: Any, loss: Any, metrics: Any) -> Objective:
     if metrics is None:
         metrics = pick_default_metrics(kind, loss, labels)
     return Objective(kind, loss, metrics)
+
+
+def checked_objective(
+    source: Any,
+    batch: Any,
+    graphdef: Any,
+    params: Any,
+    rest: Any,
+    name: str,
+    *,
+    objective: Objective | None = None,
+    loss: Any = None,
+    metrics: Any = None,
+) -> Objective:
+    """The objective for ``source``'s data (``_data.ResidentData`` or ``StreamedData``),
+    checked on its abstract ``batch``: ``objective`` when given (the run's, for its
+    ``eval_data``), else one made from ``loss`` and ``metrics`` (:func:`objective_for`).
+    The one call a set-up makes about the objective, whatever data it has."""
+    if objective is None:
+        objective = objective_for(source.kind, source.labels, loss, metrics)
+    check_objective(objective, graphdef, params, rest, batch, source.labels, name)
+    return objective
 
 
 def _merged(graphdef: Any, params: Any, rest: Any) -> nnx.Module:

@@ -33,10 +33,10 @@ from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _steps
 from ._collaborators import Checkpointing, InputWait, Progress
-from ._data import ResidentData
+from ._data import ResidentData, StaleData
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
-from ._kept import KeptForModel, StaleData
+from ._kept import KeptForModel
 from ._kept_split import KeptSplit
 from ._progress import compile_count
 from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
@@ -373,7 +373,7 @@ class Run:
 
     def _check_kept_data(self) -> None:
         """Before the run's first call is applied: the kept data it trains on must still
-        be what was placed (``_kept``); else nothing is applied (:class:`StaleData`)."""
+        be what was placed (``_data.KeptData``); else nothing is applied (:class:`StaleData`)."""
         if not self._unchecked:
             return
         unchecked, self._unchecked = self._unchecked, []

@@ -61,7 +61,7 @@ from ._kept import KeptForModel
 from ._kept_split import KeptSplit
 from ._memo import graph_key
 from ._mesh import Plan
-from ._objective import Objective, check_objective, objective_for
+from ._objective import Objective, checked_objective
 from ._options import RunOptions, TrainerOptions
 from ._program import OptimizerProgram, ProgramFingerprint
 from ._state import Position, TrainingState
@@ -212,13 +212,21 @@ def prepare(
         train_data, plan, run.batch_size, run.epochs, "train_data", kept
     )
     batch = source.sample(batch_size)
-    objective = objective_for(source.kind, source.labels, options.loss, options.metrics)
     if kept is None:
         graphdef, params, rest = _steps.split_model(model)
     else:  # the states the last call wrote, when nothing changed the model since
         graphdef, params, rest = KeptSplit.beside(kept).split(model)
     check_params(model, params)
-    check_objective(objective, graphdef, params, rest, batch, source.labels, "train_data")
+    objective = checked_objective(
+        source,
+        batch,
+        graphdef,
+        params,
+        rest,
+        "train_data",
+        loss=options.loss,
+        metrics=options.metrics,
+    )
     evaluator = None
     if run.eval_data is not None:
         evaluator = evaluation(
@@ -347,10 +355,10 @@ def evaluation(
     if batch_size is None:
         batch_size = max(plan.batch_shards, 1024 - 1024 % plan.batch_shards)
     batch_size = min(check_batch_size(batch_size, None, plan, name), source.n)
-    if objective is None:
-        objective = objective_for(source.kind, source.labels, loss, metrics)
     batch = source.sample(batch_size)
-    check_objective(objective, graphdef, params, rest, batch, source.labels, name)
+    objective = checked_objective(
+        source, batch, graphdef, params, rest, name, objective=objective, loss=loss, metrics=metrics
+    )
 
     def program(size: int) -> Callable:
         return _steps.evaluation(graphdef, objective, plan, size, source.n)
