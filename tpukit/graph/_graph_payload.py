@@ -116,7 +116,7 @@ def _payload(
         columns["text"] = encoded_lines(text)
         del text
     n = len(data.kind)
-    note = _numbers(n, typed)
+    note = [0] * n
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -197,13 +197,13 @@ def _instruction_columns(
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
     last node to the first, the order the strings table has always had. With ``nodes``
-    (in order), only theirs are filled; with ``typed``, the numbers are arrays (`_numbers`).
+    (in order), only theirs are filled; with ``typed``, ``cat`` and ``textHead`` are bytes.
     """
     n = len(data.kind)
-    cat, op = _numbers(n, typed, CATEGORIES.index("group"), "B"), [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed, 0, "B")
+    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
     labels = data.label
-    scope, location, source = _numbers(n, typed), _numbers(n, typed), _numbers(n, typed)
+    scope, location, source = [0] * n, [0] * n, [0] * n  # (interned: shared ints)
     loops = []
     categories = {name: k for k, name in enumerate(CATEGORIES)}
     by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
@@ -252,11 +252,10 @@ def _instruction_columns(
     }  # fmt: skip
 
 
-def _numbers(n: int, typed: bool, value: int = 0, code: str = "i") -> list[int]:
-    """A column of ``n`` whole numbers: with ``typed`` (`graph_wire`) an ``array`` of
-    ``code`` (``B``: bytes, written as they are), which `_graph_wire.wire_parts` writes as
-    it would the list, in a half or an eighth of its bytes."""
-    return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
+def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
+    """A column of ``n`` numbers below 256: with ``typed`` (`graph_wire`) an ``array`` of
+    bytes, which `_graph_wire.wire_parts` writes as they are, an eighth of the list's."""
+    return array("B", [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(
