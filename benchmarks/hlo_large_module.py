@@ -25,6 +25,11 @@ the median is printed), since a module drawn once keeps its tree.
     .venv/bin/python benchmarks/hlo_large_module.py [--instructions 400000] [--repeats 3]
     .venv/bin/python benchmarks/hlo_large_module.py --shape chain  # `_large_hlo`'s module
 
+``--base`` measures another tree too (main's, say ``git archive`` of it), its processes
+alternating with this tree's, and prints the two side by side:
+
+    .venv/bin/python benchmarks/hlo_large_module.py --base /tmp/main-tree --repeats 2
+
 ``--shape chain`` generates the older benchmark's module instead (`_large_hlo`: one chain of
 fusions of 1,000 instructions each, longer lines), to compare with figures measured on it.
 
@@ -36,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import pathlib
 import statistics
 import subprocess
@@ -120,17 +126,32 @@ def one_run(instructions: int, traced: bool, shape: str = "moe") -> dict:
     return row
 
 
-def measure(instructions: int, repeats: int, traced: bool, shape: str = "moe") -> dict:
-    """The median of ``repeats`` fresh processes' stages (and the traced peak, if asked)."""
-    runs = []
-    for _ in range(repeats):
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", str(instructions), "--shape", shape],
-            check=True,
-            capture_output=True,
-            text=True,
-        )
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+def _fresh_run(instructions: int, shape: str, tree: pathlib.Path | None) -> dict:
+    """`one_run` in a fresh process, importing ``tree``'s tpukit when given (else this one's)."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, __file__, "--one", str(instructions), "--shape", shape],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def measure(
+    instructions: int,
+    repeats: int,
+    traced: bool,
+    shape: str = "moe",
+    runs: list[dict] | None = None,
+) -> dict:
+    """The median of ``repeats`` fresh processes' stages (and the traced peak, if asked);
+    ``runs``: those processes' rows, measured already (`compare`)."""
+    if runs is None:
+        runs = [_fresh_run(instructions, shape, None) for _ in range(repeats)]
     result = dict(runs[0])
     for key in runs[0]:
         values = [run[key] for run in runs if isinstance(run[key], (int, float))]
@@ -163,6 +184,28 @@ def measure(instructions: int, repeats: int, traced: bool, shape: str = "moe") -
         result["traced_x_text"] = traced_run["traced_peak_bytes"] / result["hlo_bytes"]
     result["repeats"] = repeats
     return result
+
+
+def compare(instructions: int, repeats: int, shape: str, base: pathlib.Path) -> dict:
+    """This tree's and ``base``'s tpukit (another checkout's root, ``git archive`` of main),
+    their fresh processes alternating, so that both meet the same load on the machine."""
+    runs: dict[str, list[dict]] = {"base": [], "this": []}
+    for _ in range(repeats):
+        runs["base"].append(_fresh_run(instructions, shape, base))
+        runs["this"].append(_fresh_run(instructions, shape, HERE.parent))
+    return {name: measure(instructions, repeats, False, shape, rows) for name, rows in runs.items()}
+
+
+def compare_table(rows: dict[str, dict]) -> str:
+    """Base and this tree side by side: CPU seconds by stage and the peak's growth."""
+    lines = ["| tree | " + " | ".join(f"{s} CPU s" for s in (*STAGES, "graph")) + " | peak |"]
+    lines.append("|---" * (len(STAGES) + 3) + "|")
+    for name, row in rows.items():
+        cpu = " | ".join(f"{row[f'{s}_cpu_s']:.2f}" for s in (*STAGES, "graph"))
+        peak = row.get("peak_growth_bytes")
+        said = f"+{peak / 1e6:.0f} MB = {row['peak_x_text']:.2f}x" if peak else "?"
+        lines.append(f"| {name} | {cpu} | {said} |")
+    return "\n".join(lines)
 
 
 def table(row: dict) -> str:
@@ -201,16 +244,29 @@ def main() -> None:
     )
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python's peak")
     parser.add_argument("--label", default="", help="suffix of the JSON file's name")
+    parser.add_argument(
+        "--base",
+        type=pathlib.Path,
+        help="another tree's root (main's): its processes alternate with this tree's",
+    )
     parser.add_argument("--one", type=int, help=argparse.SUPPRESS)  # (one process's run)
     args = parser.parse_args()
     if args.one:
         print(json.dumps(one_run(args.one, args.tracemalloc, args.shape)))
         return
+    RESULTS.mkdir(exist_ok=True)
+    name = f"hlo_large_module{'_' + args.label if args.label else ''}.json"
+    if args.base is not None:
+        rows = compare(args.instructions, args.repeats, args.shape, args.base.resolve())
+        for row in rows.values():
+            row["shape"] = args.shape
+        print(table(rows["this"]), compare_table(rows), sep="\n\n")
+        (RESULTS / name).write_text(json.dumps({**rows["this"], "base": rows["base"]}, indent=1))
+        print(f"\nwrote {RESULTS / name}", file=sys.stderr)
+        return
     row = measure(args.instructions, args.repeats, args.tracemalloc, args.shape)
     row["shape"] = args.shape
     print(table(row))
-    RESULTS.mkdir(exist_ok=True)
-    name = f"hlo_large_module{'_' + args.label if args.label else ''}.json"
     (RESULTS / name).write_text(json.dumps(row, indent=1))
     print(f"\nwrote {RESULTS / name}", file=sys.stderr)
 

@@ -93,6 +93,6 @@ def _operand_bytes(data: GraphTree) -> list[int]:
     """
     read = [0] * len(data.kind)
     for _, edges in data.blocks:
-        for _, target, size, _ in edges:
+        for target, size in zip(edges.target, edges.nbytes):
             read[target] += size
     return read

@@ -15,10 +15,12 @@ the first view opens in `_first_view`, and the JSON the browser reads in
 from __future__ import annotations
 
 import heapq
+from array import array
 from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 
+from tpukit.graph._graph_edges import Edges
 from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.graph._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
 from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
@@ -33,6 +35,7 @@ from tpukit.hlo.analysis import (
     OUTPUTS,
     SECTION_NOTES,
     SECTIONS,
+    forget_parsed_scopes,
     function_name,
     place_label,
     plan_scopes,
@@ -46,7 +49,7 @@ _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 ARGUMENT_NAMES = "argument_names"
 _NAME = attrgetter("name")
 _CALLED = attrgetter("called_computations")
-#: The children of every leaf once the tree is numbered (`GraphTree._renumber`): never added to.
+#: The children of every leaf (`GraphTree._add_computation`, `_renumber`): never added to.
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
@@ -80,8 +83,8 @@ class GraphTree(PartsMixin):
         self.children: list[list[int]] = []
         self.params: dict[int, list[int]] = {}
         self.roots: dict[int, int] = {}
-        # (owner node, [(source, target, bytes, operand index)]) per computation shown.
-        self.blocks: list[tuple[int, list[tuple[int, int, int, int]]]] = []
+        # (owner node, its data edges: `Edges`) per computation shown.
+        self.blocks: list[tuple[int, Edges]] = []
         self.notes: dict[int, str] = {}  # node -> why it sits where it does (panel text)
         self.section: dict[int, str] = {}  # section group -> its name (see _user_scopes)
         self._active: set[str] = set()
@@ -89,6 +92,8 @@ class GraphTree(PartsMixin):
         entry = module.entry
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
+        forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
+        self._neighbours = self._users = self._inputs = {}  # (the last computation's)
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -105,7 +110,10 @@ class GraphTree(PartsMixin):
         self.order.append(order)
         self.children.append([])
         if parent >= 0:
-            self.children[parent].append(len(self.kind) - 1)
+            kids = self.children[parent]
+            if kids is _NO_CHILDREN:  # an instruction's: its first (see `_add_computation`)
+                kids = self.children[parent] = []
+            kids.append(len(self.kind) - 1)
         return len(self.kind) - 1
 
     def _add_computation(
@@ -121,14 +129,21 @@ class GraphTree(PartsMixin):
         count = len(instructions)
         names = list(map(_NAME, instructions))
         ids = dict(zip(names, range(first, first + count)))
-        edges, order, params = _edges_and_order(comp, ids, first)
+        listed, order, params = _edges_and_order(comp, ids, first)
+        edges = Edges.of(listed)
+        del listed
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
         self.label += names if caller is not None else self._entry_labels(instructions, names)
         self.instr += instructions
         self.order += order
-        self.children += [[] for _ in range(count)]
-        self.children[owner] += range(first, first + count)
+        # An instruction's children are the shared empty tuple until it gets its first (a
+        # list each would be 56 bytes: most instructions are a fusion's and never get one).
+        self.children += [_NO_CHILDREN] * count  # type: ignore[list-item]
+        if self.children[owner] is _NO_CHILDREN:
+            self.children[owner] = list(range(first, first + count))
+        else:
+            self.children[owner] += range(first, first + count)
         self.blocks.append((owner, edges))
         if self.kind[owner] == INSTRUCTION:
             self.params[owner] = [ids[p.name] for p in params]
@@ -195,7 +210,7 @@ class GraphTree(PartsMixin):
         ids: dict[str, int],
         owner: int,
         caller: HloInstruction | None,
-        edges: list[tuple[int, int, int, int]],
+        edges: Edges,
     ) -> None:
         """Move the instructions of ``comp`` into nested groups under ``owner``.
 
@@ -223,7 +238,7 @@ class GraphTree(PartsMixin):
         self._neighbours: dict[int, list[int]] = defaultdict(list)
         self._users: dict[int, list[int]] = defaultdict(list)
         self._inputs: dict[int, list[int]] = defaultdict(list)
-        for source, target, _, _ in edges:
+        for source, target in zip(edges.source, edges.target):
             self._neighbours[source].append(target)
             self._neighbours[target].append(source)
             self._users[source].append(target)
@@ -416,7 +431,8 @@ class GraphTree(PartsMixin):
         self.kind = list(map(self.kind.__getitem__, new_order))
         self.label = list(map(self.label.__getitem__, new_order))
         self.instr = list(map(self.instr.__getitem__, new_order))
-        self.order = list(map(self.order.__getitem__, new_order))
+        # Read no more once numbered (a float object each: typed, a quarter of the bytes).
+        self.order = array("d", map(self.order.__getitem__, new_order))  # type: ignore[assignment]
         self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
         # A leaf's children are one shared empty tuple: a large module has hundreds of
         # thousands of leaves, and an empty list each is 56 bytes (22 MB for 400,000).
@@ -429,10 +445,7 @@ class GraphTree(PartsMixin):
         self.section = {new_id[k]: v for k, v in self.section.items()}
         self.hidden = {new_id[k]: v for k, v in self.hidden.items()}
         self.held = {new_id[k]: v for k, v in self.held.items()}
-        self.blocks = [
-            (new_id[owner], [(new_id[s], new_id[t], b, i) for s, t, b, i in edges])
-            for owner, edges in self.blocks
-        ]
+        self.blocks = [(new_id[owner], edges.renumbered(new_id)) for owner, edges in self.blocks]
 
     # -- questions about the tree ----------------------------------------------
 

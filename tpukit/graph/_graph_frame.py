@@ -132,10 +132,12 @@ class Frame:
 
     def _links(self, group: int, kids: list[int]) -> set[tuple[int, int]]:
         """The child pairs ``(a, b)`` that data flows between, from ``a`` to ``b``."""
-        block = self._blocks.get(self._edge_owner(group), ())
+        block = self._blocks.get(self._edge_owner(group))
         lo, hi = group + 1, self.end(group)
         links: set[tuple[int, int]] = set()
-        for source, target, _, _ in block:
+        if block is None:
+            return links
+        for source, target in zip(block.source, block.target):
             if lo <= source < hi and lo <= target < hi:
                 a = bisect.bisect_right(kids, source) - 1
                 b = bisect.bisect_right(kids, target) - 1

@@ -147,7 +147,24 @@ def _fused_work(inside: dict[str, str]) -> str | None:
 
 
 def _jax_op(op_name: str, opcode: str) -> str:
-    """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``."""
+    """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``.
+
+    `split_scope`'s last component, read off the end where it can be: a last piece with no
+    bracket after a head whose brackets all close. (Most op names are an op's own, met
+    once: split whole, each would stay in `split_scope`'s cache, megabytes of them.)
+
+        >>> _jax_op("jit(f)/jvp(g)/dot_general", "dot"), _jax_op("", "dot")
+        ('dot_general', 'dot')
+    """
+    head, slash, last = op_name.rpartition("/")
+    if not slash:
+        return op_name or opcode
+    if (
+        last
+        and "(" not in last and ")" not in last and "[" not in last and "]" not in last
+        and head.count("(") + head.count("[") <= head.count(")") + head.count("]")
+    ):  # fmt: skip
+        return last
     found = split_scope(op_name)[-1:]
     return found[0] if found else opcode
 
@@ -205,6 +222,10 @@ def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]
     return f"{name}{f' ×{k}' if k > 1 else ''}{f' ({figure})' if figure else ''}{size}"
 
 
+#: The endings `display_text` keeps at most: a large module's are mostly their own.
+_TAILS_KEPT = 4096
+
+
 def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> str:
     """The instruction's HLO line without its metadata, which the panel shows apart.
 
@@ -213,7 +234,7 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     do (the same attributes and metadata), so each ending is cut once; one whose
     metadata comes last (`_metadata_ends`), where it starts (in a large module most
     endings are their own, an op name or source line apiece: each is cut without
-    splitting it).
+    splitting it, and the dict is emptied every `_TAILS_KEPT` endings).
     """
     text = instr.text
     at = text.find(", metadata={")
@@ -227,6 +248,8 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:
+        if len(tails) >= _TAILS_KEPT:  # (a line's whole ending each: megabytes, few met again)
+            tails.clear()
         if _metadata_ends(text, at, rest_at):
             tail = tails[rest] = rest[: at - rest_at]
         else:

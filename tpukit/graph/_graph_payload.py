@@ -10,6 +10,7 @@ the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 
 from __future__ import annotations
 
+from array import array
 from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
@@ -21,7 +22,13 @@ from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
-from tpukit.graph._graph_wire import block_columns, indexed, link_columns, split_head
+from tpukit.graph._graph_wire import (
+    edge_columns,
+    encoded_lines,
+    indexed,
+    link_columns,
+    split_head,
+)
 from tpukit.hlo.analysis import instruction_count, trip_count
 from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
 
@@ -49,11 +56,17 @@ def graph_wire(
     stage: str | None,
     times: Mapping[str, float] | None = None,
     memory: Mapping[str, int] | None = None,
+    *,
+    typed: bool = False,
 ) -> dict:
     """`graph_payload` as the page carries it (`_graph_wire.pack` of it), made in one pass:
     each instruction's text is cut to what follows its head as it is made, not written
-    whole and cut again."""
-    return _payload(data, title, stage, times, memory, wire=True)
+    whole and cut again.
+
+    ``typed``, for `_graph_wire.encode_wire` alone, gives what it writes to the same bytes
+    with far less memory: columns of numbers as typed arrays (no int object per number:
+    `edge_columns`, `_numbers`), the texts as UTF-8 once made (`encoded_lines`)."""
+    return _payload(data, title, stage, times, memory, wire=True, typed=typed)
 
 
 def glance_wire(
@@ -76,6 +89,7 @@ def _payload(
     memory: Mapping[str, int] | None,
     wire: bool,
     glance: Glance | None = None,
+    typed: bool = False,
 ) -> dict:
     module = data.module
     strings: dict[str, int] = {"": 0}
@@ -86,7 +100,7 @@ def _payload(
     flops, nbytes, own = node_costs(data)
     facts = OpFacts(module)
     kept = glance.nodes if glance is not None else None
-    columns = _instruction_columns(data, intern, facts, wire, kept)
+    columns = _instruction_columns(data, intern, facts, wire, kept, typed)
     label = _labels_with_parts_named(data, flops, own, facts, kept)
     notes = dict(data.notes)
     text, shape = columns["text"], columns["shape"]
@@ -98,6 +112,9 @@ def _payload(
             columns["textHead"][node], text[node] = split_head(
                 text[node], label[node], shape[node], columns["op"][node]
             )
+    if typed:  # (for `encode_wire` alone: the texts as UTF-8 from here on)
+        columns["text"] = encoded_lines(text)
+        del text
     n = len(data.kind)
     note = [0] * n
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
@@ -125,7 +142,11 @@ def _payload(
         "note": note,
         # As written, the summary's and diff's rule: each computation once (`op_counts`).
         "instructions": instruction_count(module),
-        **(glance.edges() if glance is not None else {**_links(data, wire), **_blocks(data, wire)}),
+        **(
+            glance.edges()
+            if glance is not None
+            else {**_links(data, wire), **_blocks(data, wire, typed)}
+        ),
         "open": first_view(data),
         "frame": [FRAME_W, FRAME_H],  # the box the first view fits (`_graph_frame`)
         **time_payload(data, times),
@@ -152,10 +173,10 @@ def _links(data: GraphTree, wire: bool) -> dict:
     }
 
 
-def _blocks(data: GraphTree, wire: bool) -> dict:
+def _blocks(data: GraphTree, wire: bool, typed: bool = False) -> dict:
     """The data edges of each computation shown: ``blocks``, or on the wire its columns."""
     if wire:
-        return block_columns((owner, chain.from_iterable(edges)) for owner, edges in data.blocks)
+        return edge_columns(data.blocks, typed)
     return {"blocks": [[owner, list(chain.from_iterable(edges))] for owner, edges in data.blocks]}
 
 
@@ -165,6 +186,7 @@ def _instruction_columns(
     facts: OpFacts,
     wire: bool = False,
     nodes: list[int] | None = None,
+    typed: bool = False,
 ) -> dict[str, list]:
     """The columns only instructions fill: opcode, colour category, shape, HLO text, and
     the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
@@ -175,13 +197,13 @@ def _instruction_columns(
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
     last node to the first, the order the strings table has always had. With ``nodes``
-    (in order), only theirs are filled.
+    (in order), only theirs are filled; with ``typed``, ``cat`` and ``textHead`` are bytes.
     """
     n = len(data.kind)
-    cat, op = [CATEGORIES.index("group")] * n, [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, [0] * n
+    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
+    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
     labels = data.label
-    scope, location, source = [0] * n, [0] * n, [0] * n
+    scope, location, source = [0] * n, [0] * n, [0] * n  # (interned: shared ints)
     loops = []
     categories = {name: k for k, name in enumerate(CATEGORIES)}
     by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
@@ -228,6 +250,12 @@ def _instruction_columns(
         "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
         "location": location, "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
+
+
+def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
+    """A column of ``n`` numbers below 256: with ``typed`` (`graph_wire`) an ``array`` of
+    bytes, which `_graph_wire.wire_parts` writes as they are, an eighth of the list's."""
+    return array("B", [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(

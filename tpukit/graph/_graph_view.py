@@ -196,7 +196,9 @@ class HloGraph:
     def _payload(self) -> str:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
-                wire = graph_wire(self._data, self.title, self.stage, self.times, self.memory)
+                wire = graph_wire(
+                    self._data, self.title, self.stage, self.times, self.memory, typed=True
+                )
                 self._payload_b64 = encode_wire(wire, spend=True)
         return self._payload_b64
 

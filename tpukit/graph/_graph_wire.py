@@ -42,6 +42,10 @@ import threading
 import zlib
 from array import array
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tpukit.graph._graph_edges import Edges
 
 # Level 2: a quarter of level 6's time on a 3 MB payload (ResNet-50's training step:
 # 26 ms against 100), 20% larger; level 3 takes half as long again for 5% less.
@@ -117,6 +121,28 @@ def block_columns(blocks: Iterable[tuple[int, Iterable[int]]]) -> dict[str, list
     for k, name in enumerate(("blockFrom", "blockTo", "blockBytes", "blockIndex")):
         columns[name] = edges[k::4]
     return columns
+
+
+def edge_columns(blocks: Iterable[tuple[int, Edges]], typed: bool = False) -> dict[str, list]:
+    """`block_columns` of the tree's own blocks, each column joined from the blocks' typed
+    columns (`_graph_edges.Edges`) rather than from every edge's four numbers in turn.
+
+    With ``typed`` the four edge columns stay typed arrays, for `wire_parts` alone (a
+    training step has hundreds of thousands of edges: as lists, an int object each).
+    """
+    owners, sizes = [], []
+    columns = [array("i"), array("i"), array("q"), array("i")]
+    for owner, edges in blocks:
+        owners.append(owner)
+        sizes.append(4 * len(edges))
+        for column, part in zip(columns, (edges.source, edges.target, edges.nbytes, edges.index)):
+            column += part
+    names = ("blockFrom", "blockTo", "blockBytes", "blockIndex")
+    return {
+        "blockOwner": owners,
+        "blockSize": sizes,
+        **{name: column if typed else column.tolist() for name, column in zip(names, columns)},
+    }
 
 
 def link_columns(
@@ -275,7 +301,8 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
             kind, raw = _typed(values)
             arrays[name] = kind, len(values), [raw]
     for name in LINE_COLUMNS:
-        lines = _lines(fields.get(name))
+        value = fields.get(name)
+        lines = value.pieces if isinstance(value, EncodedLines) else _lines(value)
         if lines is not None:
             del fields[name]
             arrays[name] = "lines", sum(map(len, lines)), lines
@@ -291,41 +318,79 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
     return parts
 
 
+class EncodedLines:
+    """A column of texts already as `wire_parts` writes it (``pieces``: `_lines`), for
+    `encode_wire` alone: a large module's HLO texts held as UTF-8 once made, not as a
+    string object each (`graph_wire` with ``typed``)."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self.pieces = pieces
+
+
+def encoded_lines(values: list[str]) -> list[str] | EncodedLines:
+    """``values`` as `EncodedLines`, each text let go once encoded; or ``values`` as they
+    were where a text holds a line break.
+
+        >>> encoded_lines(["a", "b"]).pieces, encoded_lines(["a", "b\\nc"])
+        ([b'a\\nb'], ['a', 'b\\nc'])
+    """
+    pieces = _lines(values, spend=True)
+    return values if pieces is None else EncodedLines(pieces)
+
+
 #: Texts joined and encoded at a time by `_lines`: a column's UTF-8 is made in pieces of
 #: about a megabyte, never beside a whole copy of it as one string.
 _LINES_AT_A_TIME = 8192
 
 
-def _lines(values: object) -> list[bytes] | None:
+def _lines(values: object, spend: bool = False) -> list[bytes] | None:
     """A column of texts as UTF-8 lines, in pieces that join into them (None when a text
-    holds a line break, or for anything else: it goes as JSON)."""
+    holds a line break, or for anything else: it goes as JSON). With ``spend`` each text
+    leaves ``values`` once encoded (None in its place), and comes back on a None."""
     if not isinstance(values, list) or not values:
         return None
     pieces = []
     step = _LINES_AT_A_TIME
-    try:
-        for start in range(0, len(values), step):
-            chunk = values[start : start + step]
-            joined = "\n".join(chunk)
-            if joined.count("\n") != len(chunk) - 1:
-                return None
-            if start + step < len(values):
-                joined += "\n"
-            pieces.append(joined.encode())
-    except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
-        return None
+    for start in range(0, len(values), step):
+        chunk = values[start : start + step]
+        piece = _piece(chunk, start + step < len(values))
+        if piece is None:
+            if spend:  # (each piece but the last ends with its line break)
+                values[:start] = [t for p in pieces for t in p.decode()[:-1].split("\n")]
+            return None
+        pieces.append(piece)
+        if spend:
+            values[start : start + step] = [None] * len(chunk)
     return pieces
 
 
-def _typed(values: list) -> tuple[str, bytes]:
+def _piece(chunk: list, more: bool) -> bytes | None:
+    """``chunk``'s texts as UTF-8 lines (ending in a line break if ``more`` follow), or None."""
+    try:
+        joined = "\n".join(chunk)
+        if joined.count("\n") != len(chunk) - 1:
+            return None
+        return (joined + "\n" if more else joined).encode()
+    except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
+        return None
+
+
+def _typed(values: list | array) -> tuple[str, bytes]:
     """The bytes of the narrowest typed array that holds ``values`` exactly, and its
     page-side name.
 
     Each kind is tried in turn: a value it cannot hold stops the copy there, and in most
     columns such a value comes first (a parent of -1, the root's total), so this costs
     about one copy, where finding the range first would cost a pass more. Bytes come
-    first, by ``bytes`` (a third of the time of an array's copy).
+    first, by ``bytes`` (a third of the time of an array's copy). An ``array`` of bytes
+    (`_graph_payload._numbers`) is written as it is, any other (`edge_columns`) as its list.
     """
+    if isinstance(values, array):  # (`graph_wire` with ``typed``)
+        if values.typecode == "B":  # bytes already
+            return _TYPES[0][0], values.tobytes()
+        values = values.tolist()  # (one column's ints at a time: quicker than from the array)
     try:
         return _TYPES[0][0], bytes(values)
     except ValueError:  # a value out of a byte's range

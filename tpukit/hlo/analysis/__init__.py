@@ -46,6 +46,7 @@ from tpukit.hlo.analysis._user_scopes import INPUTS as INPUTS
 from tpukit.hlo.analysis._user_scopes import OUTPUTS as OUTPUTS
 from tpukit.hlo.analysis._user_scopes import SECTION_NOTES as SECTION_NOTES
 from tpukit.hlo.analysis._user_scopes import SECTIONS as SECTIONS
+from tpukit.hlo.analysis._user_scopes import forget_parsed_scopes as forget_parsed_scopes
 from tpukit.hlo.analysis._user_scopes import function_name as function_name
 from tpukit.hlo.analysis._user_scopes import parse_scope as parse_scope
 from tpukit.hlo.analysis._user_scopes import place_label as place_label

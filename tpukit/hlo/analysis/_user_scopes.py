@@ -30,13 +30,8 @@ from tpukit.hlo.analysis._cost import instruction_flops
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS = (
-    "inputs",
-    "forward",
-    "loss",
-    "backward",
-    "optimizer update",
-    "outputs",
-)
+    "inputs", "forward", "loss", "backward", "optimizer update", "outputs",
+)  # fmt: skip
 #: The sections of a training step, in the order they run.
 SECTIONS = (INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS)
 SECTION_NOTES = {
@@ -240,6 +235,13 @@ def plan_scopes(
     return plan
 
 
+def forget_parsed_scopes() -> None:
+    """Empty the op-name caches: they serve one module's grouping, then hold its names."""
+    for cached in (_split_scope, _parse_components, _parse_component, _parse_op_name):
+        cached.cache_clear()
+    _parse_closed_scope.cache_clear()
+
+
 def _is_step(comp: HloComputation) -> bool:
     """Does ``comp`` run a forward and a backward pass itself (not only bits XLA hoisted)?"""
     seen = set()
@@ -332,8 +334,7 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
     those reading the parameters, those making the result) has that scope. One plain
     loop that stops at the first op of another scope (a fusion holding other fusions,
     or whose ROOT has no name scope, takes the long way); each op name is parsed
-    unless the op before had it, as ops of one name mostly follow each other.
-    """
+    unless the op before had it, as ops of one name mostly follow each other."""
     if len(called) != 1:
         return None
     fused = called[0]
@@ -435,21 +436,22 @@ def _readers(
     fused: HloComputation, parameters: list[HloInstruction]
 ) -> list[HloInstruction | None]:
     """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
-    it: users in program order, depth first through users without one (at most 8 deep)."""
+    it: users in program order, depth first through users without one (at most 8 deep).
+    (`_reader`, no closure: a recursive one keeps ``users`` in a cycle, uncollected.)"""
     users: dict[str, list[HloInstruction]] = defaultdict(list)
     for inner in fused.instructions:
         for operand in inner.operands:
             users[operand].append(inner)
+    return [_reader(users, param.name, 0) for param in parameters]
 
-    def reader(name: str, depth: int = 0) -> HloInstruction | None:
-        for user in users[name]:
-            if user.metadata.op_name:
-                return user
-            if depth < 8 and (found := reader(user.name, depth + 1)) is not None:
-                return found
-        return None
 
-    return [reader(param.name) for param in parameters]
+def _reader(users: dict[str, list[HloInstruction]], name: str, depth: int) -> HloInstruction | None:
+    for user in users[name]:
+        if user.metadata.op_name:
+            return user
+        if depth < 8 and (found := _reader(users, user.name, depth + 1)) is not None:
+            return found
+    return None
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:

@@ -15,6 +15,7 @@ called computations and the metadata itself; `HloInstruction.attributes` calls
 from __future__ import annotations
 
 from collections.abc import Iterator
+from sys import intern
 
 from tpukit.hlo.text._brackets import split_top
 
@@ -29,8 +30,8 @@ def attribute_pairs(rest: str) -> Iterator[tuple[str, str]]:
         key = key.strip()
         if not eq or not key.replace("_", "").replace("-", "").isalnum():
             yield "", part
-        else:
-            yield key, value.strip()
+        else:  # a module repeats a few dozen keys: one string each (a dot's dict holds five)
+            yield intern(key), value.strip()
 
 
 def split_attributes(rest: str) -> dict[str, str]:

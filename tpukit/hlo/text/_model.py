@@ -181,8 +181,8 @@ class HloInstruction:
         if at < 0:
             return self._text
         end = self._end
-        if end < 0:  # the line ends at its line break (the parser's rows: see `_read_rows`)
-            end = self._end = self._text.find("\n", at)  # found once
+        if end < 0:  # the line ends at its line break (the parser's rows: see `_read_rows`);
+            end = self._text.find("\n", at)  # found each time: an int kept each is 28 bytes
         return self._text[at:end]
 
     @text.setter
