@@ -8,6 +8,7 @@ models and their programs) are in ``_support/``.
 
 import os
 import pathlib
+import signal
 
 import pytest
 
@@ -17,6 +18,13 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")
 flags = os.environ.get("XLA_FLAGS", "")
 if "xla_force_host_platform_device_count" not in flags:
     os.environ["XLA_FLAGS"] = (flags + " --xla_force_host_platform_device_count=8").strip()
+
+# A suite started in the background by a script (`make test &`) inherits SIGINT ignored:
+# Python then sets no KeyboardInterrupt handler, in this process or in the children the
+# ^C tests start (an ignored signal stays ignored across exec), and those tests see no ^C.
+# The suite runs as a user's notebook does, with Python's own handler.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="module")
