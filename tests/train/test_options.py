@@ -6,7 +6,9 @@ that an option added, renamed or given another default in one place fails here.
 """
 
 import dataclasses
+import gc
 import inspect
+import weakref
 
 import numpy as np
 import optax
@@ -144,3 +146,16 @@ def test_options_are_picked_again_only_when_a_value_changed():
         RunOptions.pick({"epochs": 0})
     with pytest.raises(TrainingInputError):
         RunOptions.pick({"epochs": 0})
+
+
+def test_options_holding_data_are_not_kept_after_the_pick():
+    """The pick memo lives on the class: kept, it would hold a user's ``eval_data`` alive
+    after the model and the user let it go."""
+    x = np.zeros((16, 3), np.float32)
+    gone = weakref.ref(x)
+    RunOptions.pick({"epochs": 1, "eval_data": (x, np.zeros(16, np.int32))})
+    del x
+    gc.collect()
+    assert gone() is None
+    plain = RunOptions.pick({"epochs": 2})
+    assert RunOptions.pick({"epochs": 2}) is plain  # plain settings still picked once

@@ -40,6 +40,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import jax
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec
 
@@ -56,6 +57,15 @@ RESUME_CHOICES = (False, True, "latest_good", "force")
 def option(default: Any = dataclasses.MISSING, *, doc: str) -> Any:
     """A declared option: its default and the words ``help(fit)`` shows for it."""
     return field(default=default, metadata={"doc": doc})
+
+
+def _holds_data(value: Any) -> bool:
+    """Whether an option's value holds arrays (NumPy or JAX), in a tuple, list or dict."""
+    if isinstance(value, (tuple, list)):
+        return any(map(_holds_data, value))
+    if isinstance(value, dict):
+        return any(map(_holds_data, value.values()))
+    return isinstance(value, (np.ndarray, jax.Array))
 
 
 class _Declared:
@@ -86,7 +96,9 @@ class _Declared:
         The same values as the last pick (each the same object, or an equal plain value;
         lists and dicts item by item, as ``_again.same`` tells) give the last pick's
         options again: a notebook calls ``fit`` with the same options cell after cell,
-        and they are checked and the layout resolved (a ``Mesh`` built) once.
+        and they are checked and the layout resolved (a ``Mesh`` built) once. A pick
+        holding arrays (``eval_data``) is not kept: the class would hold the user's data
+        alive after the model and the user let it go.
 
         Example::
 
@@ -100,7 +112,9 @@ class _Declared:
         if last is not None and same_items(values, last[0]):
             return last[1]
         options = cls(**values)
-        cls._last = ({name: snapshot(value) for name, value in values.items()}, options)
+        cls._last = None
+        if not any(_holds_data(value) for value in values.values()):  # (let the user free it)
+            cls._last = ({name: snapshot(value) for name, value in values.items()}, options)
         return options
 
     @classmethod
