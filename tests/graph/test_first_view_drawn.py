@@ -90,6 +90,9 @@ def test_a_long_chain_of_stages_is_drawn_on_its_heaviest_stage_none_cut_off(lab)
     assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
     assert drawn["cut"] == 0 and drawn["overrun"] == 0
     assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{stage}"]').count() == 1
+    header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{stage}"] .tkg-header').first
+    text = header.text_content()  # its op count said once, so the label is not clipped
+    assert text.count(" ops") == 1 and "\u2026" not in text, text
 
 
 def _dense_relu(x, w):

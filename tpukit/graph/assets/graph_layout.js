@@ -66,9 +66,13 @@ GraphLayout.prototype.costText = function (i, withoutTime) {
 // The header line of an open group: its label, then its size and work (its measured
 // time is drawn at the header's right end), in at most MAX_CHARS + 20 characters, the
 // most a group's width makes room for: the label is clipped first, so the figures stay.
+// A part's label ends with its op count ("dot ×2 (1.2 GFLOP) · 3 ops"), which the
+// figures say next: the header says it once.
 GraphLayout.prototype.headerText = function (i) {
+  var label = this.data.label[i], count = " \u00b7 " + this.data.count[i] + " ops";
+  if (label.slice(-count.length) === count) label = label.slice(0, -count.length);
   var cost = "  \u00b7 " + this.costText(i, true), most = MAX_CHARS + 20;
-  return clip(clip(this.data.label[i], Math.max(16, most - cost.length)) + cost, most);
+  return clip(clip(label, Math.max(16, most - cost.length)) + cost, most);
 };
 
 GraphLayout.prototype.closedSize = function (i) {
