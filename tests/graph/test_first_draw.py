@@ -57,10 +57,15 @@ def test_the_first_drawn_in_counts_the_fold_and_layout_before_the_drawing(browse
     page, errors = _open(browser, graph(mlp_hlo(), title="mlp").to_html(), "ready")
     root = page.locator(".tkg-root")
     decoded, ready = (float(root.get_attribute(name)) for name in STAGES[1:])
-    render = float(root.get_attribute("data-render-ms"))
+    started, drawn, render = (
+        float(root.get_attribute(f"data-{name}-ms")) for name in ("started", "drawn", "render")
+    )
     # From the data to the drawing, nothing but the viewer's construction: render's own
-    # figure is all of it (a pause of the collector's aside), not the last step alone.
-    assert ready - decoded - 5 <= render <= ready - decoded + 0.2, (decoded, ready, render)
+    # figure is all of it, from the viewer's start, not the last step alone. (Read off the
+    # page's own stamps, not bounded in wall time: on a loaded machine the page's thread
+    # can be held off the CPU between any two of them.)
+    assert decoded <= started <= drawn <= ready, (decoded, started, drawn, ready)
+    assert abs(drawn - started - render) <= 0.2, (started, drawn, render)
     status = page.locator(".tkg-status").inner_text()
     said = re.search(r"drawn in (\d+) ms", status)
     assert said and abs(int(said[1]) - render) <= 1, status  # its rounding, not Python's

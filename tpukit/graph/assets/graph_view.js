@@ -238,6 +238,7 @@ function showStale(root, prefix, text) {
 
 function GraphView(root, data, dagre, options) {
   this.started = performance.now();  // the first render's "drawn in" counts the fold too
+  root.setAttribute("data-started-ms", this.started.toFixed(1));
   this.root = root;
   this.data = data;
   this.options = options || {};
@@ -385,7 +386,7 @@ GraphView.prototype.render = function (anchor) {
   for (var e = 0; e < edges.length; e++) this.drawEdge(edges[e], edgeLayer);
   this.camera.redrawn(before, before && [layout.x[anchor], layout.y[anchor]]);
   this.renders += 1;
-  var ms = performance.now() - t0, count = this.shown.length;
+  var now = performance.now(), ms = now - t0, count = this.shown.length;
   this.status.textContent = count + " nodes \u00b7 " + edges.length + " edges \u00b7 " +
     fmtGrouped(this.data.instructions) + " instructions as written \u00b7 drawn in " + Math.round(ms) + " ms" +
     (this.data.glance ? " \u00b7 the rest is loading" : "");
@@ -393,6 +394,7 @@ GraphView.prototype.render = function (anchor) {
   this.root.setAttribute("data-edges", String(edges.length));
   this.root.setAttribute("data-renders", String(this.renders));
   this.root.setAttribute("data-render-ms", ms.toFixed(1));
+  this.root.setAttribute("data-drawn-ms", now.toFixed(1));
 };
 
 GraphView.prototype.drawNode = function (i, boxes, nodes) {
