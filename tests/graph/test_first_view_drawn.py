@@ -143,3 +143,29 @@ def test_the_graph_says_which_instruction_total_it_gives():
     assert "13 instructions in 4 computations (drawn, each call site's own; 9 as written)" in repr(
         g
     )
+
+
+def test_an_open_stage_of_stages_header_keeps_how_many_stages_it_holds(lab):
+    """Issue 38: a PyTorch/XLA backward pass opens a stage of stages named after a long op
+    (``xla___op_TransferWithStaticRingTransfer (40 B) · 2 stages``); its header, clipped to
+    its frame, used to cut the label before "· 2 stages". The count stays; the head is
+    clipped (or its figure dropped) instead."""
+    import re
+
+    from tests._support.data import HLO_DATA
+    from tpukit.graph._graph_payload import graph_payload
+
+    g = graph((HLO_DATA / "torch_xla_linear_backward.hlo").read_text(), title="backward")
+    data = g._data
+    labels = graph_payload(data, "t", None)["label"]
+    drawn = lab(g)
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    checked = 0
+    for node in first_view(data):
+        stages = re.search(r" · \d+ stages$", labels[node])
+        if node == 0 or not stages:
+            continue
+        header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{node}"] .tkg-header').first
+        assert stages.group(0) + "  · " in header.text_content(), header.text_content()
+        checked += 1
+    assert checked >= 1

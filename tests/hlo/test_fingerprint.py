@@ -25,6 +25,7 @@ GENERATED = {
 }
 
 #: Hashes from the code before issue 24 (``python -m tests.hlo.test_fingerprint`` prints them).
+#: torch_xla_linear_backward.hlo is new in session 47 (issue 38: a stage of stages' header).
 #: Issue 38 (session 46) changed ``groups``, ``payload`` and ``view`` of gpu_cublas_gemm,
 #: gpu_vgg19_forward, scan16, unnamed_25k and named_20k (``groups`` and ``payload`` of odd_syntax,
 #: ``payload`` of gpu_cudnn_conv): a long chain of stages is framed on its heaviest stage, which the
@@ -144,6 +145,15 @@ EXPECTED: dict[str, dict[str, str]] = {
         "groups": "cf0526fd387239ac",
         "payload": "a1c2ac840e1eceb2",
         "view": "b4c24041a3f5c92f",
+    },
+    "torch_xla_linear_backward.hlo": {
+        "model": "019037cec29129f0",
+        "ops": "8f4eecc4a673dacb",
+        "cost": "14ff6ed94e1ba7ed",
+        "fusions": "4f53cda18c2baa0c",
+        "groups": "a0697a3767821e10",
+        "payload": "0b7f32ae0289c971",
+        "view": "d0d12712169179d9",
     },
     "scan16": {
         "model": "914c9a116cd545ae",

@@ -72,8 +72,19 @@ GraphLayout.prototype.headerText = function (i) {
   var label = this.data.label[i], count = " \u00b7 " + this.data.count[i] + " ops";
   if (label.slice(-count.length) === count) label = label.slice(0, -count.length);
   var cost = "  \u00b7 " + this.costText(i, true), most = MAX_CHARS + 20;
-  return clip(clip(label, Math.max(16, most - cost.length)) + cost, most);
+  var room = Math.max(16, most - cost.length);
+  return clip(clip(stagesKept(label, room), room) + cost, most);
 };
+
+// A stage of stages ("aten__mm ×22 (67.8 MFLOP) · 4 stages") too long for its header keeps
+// how many stages it holds: its work's figure goes first (the header's figures say the
+// group's), then the head is clipped.
+function stagesKept(label, room) {
+  var stages = / \u00b7 \d+ stages$/.exec(label);
+  if (!stages || label.length <= room) return label;
+  var head = label.slice(0, stages.index).replace(/ \([^()]*\)$/, "");
+  return clip(head, Math.max(1, room - stages[0].length)) + stages[0];
+}
 
 GraphLayout.prototype.closedSize = function (i) {
   var size = this.sizes.get(i);
