@@ -9,6 +9,8 @@ node by its name; `LABEL_PX` measures the smallest label on screen::
     assert page.errors == [] and page.page.evaluate(LABEL_PX) >= 10
 """
 
+import pathlib
+
 from tests._support.notebook_page import NOTEBOOK_PAGE, ORIGIN
 
 
@@ -66,3 +68,12 @@ def node(page: Page, name: str):
 
 LABEL_PX = """() => Math.min(...Array.from(document.querySelectorAll('.tkg-node text'), t =>
   parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a))"""
+
+
+SCREENSHOTS = pathlib.Path(__file__).resolve().parents[2] / "out" / "screenshots"
+
+
+def screenshot(page: Page, name: str) -> None:
+    """Writes what ``page`` shows to ``out/screenshots/graph_<name>.png``, to look at."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.page.screenshot(path=str(SCREENSHOTS / f"graph_{name}.png"))
