@@ -225,6 +225,7 @@ class PartsMixin:
         with the computation's ``edges``, groups too big to fit become stages as well."""
         users: dict[int, list[int]] | None = None
         read: dict[int, int] = defaultdict(int)  # the bytes each instruction reads
+        weights: dict[int, tuple[int, int]] = {}  # each group's `_weight`, once
         if edges is not None:
             users = defaultdict(list)
             for source, target, size, _ in edges:
@@ -238,7 +239,7 @@ class PartsMixin:
             kinds = list(map(self.kind.__getitem__, kids))
             stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if users is not None and len(kids) > 2 and self.section.get(group) not in _AS_IS:
-                kids = self._staged(kids, users, read)
+                kids = self._staged(kids, users, read, weights)
                 kinds = list(map(self.kind.__getitem__, kids))
             if len(kids) > MAX_CHILDREN:
                 kids = self._split_runs(kids, kinds)
@@ -281,7 +282,11 @@ class PartsMixin:
         return part
 
     def _staged(
-        self, kids: list[int], users: dict[int, list[int]], read: dict[int, int]
+        self,
+        kids: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
     ) -> list[int]:
         """``kids`` as stages that fit (`stages`), framed on the heaviest (`_framed`); as
         they are when they fit. Strict even for a few ops: a loop's body or a branch is
@@ -292,7 +297,7 @@ class PartsMixin:
         staged = self._stages_of(kids, users) if len(kids) > 2 else None
         if staged is None:
             return kept + kids
-        framed = self._framed(staged, kept, users, read)
+        framed = self._framed(staged, kept, users, read, weights)
         if framed is not None:
             return kept + framed
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
@@ -318,7 +323,12 @@ class PartsMixin:
         return [box_width(kind[k], label[k], instr[k], bool(children[k])) for k in kids]
 
     def _framed(
-        self, staged: list[int], kept: list[int], users: dict[int, list[int]], read: dict[int, int]
+        self,
+        staged: list[int],
+        kept: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
     ) -> list[int] | None:
         """The stages ``staged`` (in data-flow order, beside the ``kept`` sections) as the
         group shows them: as they are when the heaviest, drawn open among them, fits the
@@ -332,8 +342,8 @@ class PartsMixin:
         others are a click away, two or three for a program of a thousand ops.
         """
         n = len(staged)
-        weights = [self._weight(k, read) for k in staged]
-        h = weights.index(max(weights))  # the first of equals: those before rank below it
+        heft = [self._weight(k, read, weights) for k in staged]
+        h = heft.index(max(heft))  # the first of equals: those before rank below it
         items = sorted(kept + staged, key=self.order.__getitem__)  # in data-flow order
         links = self._links(items, users)
         widths = self._widths(items)
@@ -402,22 +412,30 @@ class PartsMixin:
         widths = self._widths(kids)
         return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
 
-    def _weight(self, node: int, read: dict[int, int]) -> tuple[int, int]:
+    def _weight(
+        self, node: int, read: dict[int, int], weights: dict[int, tuple[int, int]]
+    ) -> tuple[int, int]:
         """``(FLOPs, bytes)`` of ``node``'s instructions, as `_graph_costs.node_costs` counts
-        them (an instruction's FLOPs with what it calls, its own bytes)."""
+        them (an instruction's FLOPs with what it calls, its own bytes). A group's are kept
+        in ``weights``: the groups a stage holds are weighed again at every level framed
+        above them, and the instructions under a group stay the same as its parts are made."""
+        found = weights.get(node)
+        if found is not None:
+            return found
         module, kind, children, instrs = self.module, self.kind, self.children, self.instr
         flops = nbytes = 0
-        stack = [node]
-        while stack:
-            k = stack.pop()
+        for k in children[node] if kind[node] != INSTRUCTION or instrs[node] is None else (node,):
             instr = instrs[k]
             if kind[k] != INSTRUCTION or instr is None:
-                stack.extend(children[k])
+                f, b = self._weight(k, read, weights)
+                flops += f
+                nbytes += b
                 continue
             if instr.called_computations or instr.opcode in FLOP_OPS:
                 flops += instruction_flops(instr, module)
             nbytes += bytes_with_operands(instr, module, read.get(k, 0))
-        return flops, nbytes
+        found = weights[node] = (flops, nbytes)
+        return found
 
     def _stage(self, members: list[int]) -> int:
         """A part of ``members``; one holding layers (user groups) is named by the first
