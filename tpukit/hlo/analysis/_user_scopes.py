@@ -277,7 +277,18 @@ def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
 @functools.lru_cache(maxsize=4096)
 def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
     """``parse_scope`` of ``head``'s components, or None if a bracket in it stays open
-    (a slash after it would then not end a component)."""
+    (a slash after it would then not end a component).
+
+    A last component with no bracket (``experts.3/up``'s ``up``) is its own component,
+    a name that changes no direction: the parse is its parent's (cached: the scopes of
+    a layer share it) with that name added, unless it names JAX's control flow.
+    """
+    parent, slash, last = head.rpartition("/")
+    if parent and last and _BRACKET.search(last) is None:
+        found = _parse_closed_scope(parent)
+        if found is None or _STRUCTURE.fullmatch(last):
+            return found
+        return found[0], (*found[1], last)
     if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
         return None
     return parse_scope(split_scope(head))
