@@ -376,30 +376,38 @@ class GraphTree(PartsMixin):
         it). Operand-less ops (parameters, constants, iotas) join nothing -- one
         zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
-        sources = {n for n in nodes if not self.instr[n].operands}
+        if len(nodes) == 1:  # (a scope's op alone: most calls, at the deepest level)
+            return [nodes]
+        instr, neighbours, inputs = self.instr, self._neighbours, self._inputs
+        sources = {n for n in nodes if not instr[n].operands}
+        inner = nodes - sources
+        # Each operand that is no source -> the ops here reading it: joined when the first
+        # of them is reached (an operand read all over, a residual, costs its readers here).
+        readers: dict[int, list[int]] = defaultdict(list)
+        for node in inner:
+            for operand in inputs.get(node, ()):
+                if instr[operand].operands:
+                    readers[operand].append(node)
         pieces: list[set[int]] = []
         piece_of: dict[int, int] = {}
-        shared: set[int] = set()
-        for start in sorted(nodes - sources):
+        for start in sorted(inner):
             if start in piece_of:
                 continue
-            piece, stack = set(), [start]
-            piece_of[start] = len(pieces)
+            index = piece_of[start] = len(pieces)
+            piece, stack = {start}, [start]
             while stack:
                 node = stack.pop()
-                piece.add(node)
-                near = list(self._neighbours.get(node, ()))
-                for operand in self._inputs.get(node, ()):
-                    if operand not in shared and self.instr[operand].operands:
-                        shared.add(operand)
-                        near.extend(self._users.get(operand, ()))
+                near = [n for n in neighbours.get(node, ()) if n in inner]
+                for operand in inputs.get(node, ()):
+                    near += readers.pop(operand, ())
                 for other in near:
-                    if other in nodes and other not in sources and other not in piece_of:
-                        piece_of[other] = len(pieces)
+                    if other not in piece_of:
+                        piece_of[other] = index
+                        piece.add(other)
                         stack.append(other)
             pieces.append(piece)
         for source in sorted(sources):
-            users = [piece_of[u] for u in self._neighbours.get(source, ()) if u in piece_of]
+            users = [piece_of[u] for u in neighbours.get(source, ()) if u in piece_of]
             if users:
                 pieces[min(users)].add(source)
             else:
