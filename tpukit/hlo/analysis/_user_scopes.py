@@ -191,13 +191,18 @@ def plan_scopes(
     keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
     weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
     strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
+    passes: set[str] = set()  # the directions of its ops that work (`_is_step`'s, read here)
     for instr in comp.instructions:
         if instr.opcode == "fusion":
             key, weights[instr.name] = _owner(instr, module)
+            if instr.metadata.op_name:
+                passes.add(_parse_op_name(instr.metadata.op_name)[0])
         else:  # what `_owner` says of any other op, without the call
             op_name = instr.metadata.op_name
             key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
             weights[instr.name] = _NO_WEIGHT
+            if key is not None and instr.opcode not in _TRIVIAL:
+                passes.add(key[0])
         if key is not None and strip and key[1][: len(strip)] == strip:
             key = (key[0], key[1][len(strip) :])
         keys[instr.name] = key
@@ -208,7 +213,8 @@ def plan_scopes(
         for ref in instr.called_computations
         if ref.name in module.computations
     ]
-    plan = ScopePlan(has_sections=_is_step(comp) and not any(_is_step(c) for c in called))
+    # (each op name parsed once: a large module's outnumber the parses' caches)
+    plan = ScopePlan(has_sections=_PASSES <= passes and not any(_is_step(c) for c in called))
     place = _placer(keys, plan.has_sections)
     if plan.has_sections:
         _sections(comp, keys, plan, place)
