@@ -225,12 +225,19 @@ class GraphTree(PartsMixin):
             self.notes[ids[name]] = note
         trie: dict = {"": [], "/": {}}  # "" -> instruction ids, "/" -> sub-scopes
         sections: dict[str, dict] = {}
+        # The trie of each (section, path): the ops of a scope share one path list (its
+        # key's place, or the user's or operand's it follows), so each is walked once.
+        walked: dict[tuple[str, int], dict] = {}
         for instr in comp.instructions:
-            section = plan.section[instr.name]
-            node = _sub_trie(sections, section) if section else trie
-            for part in plan.path[instr.name]:
-                node = _sub_trie(node["/"], part)
-            node[""].append(ids[instr.name])
+            name = instr.name
+            section, path = plan.section[name], plan.path[name]
+            node = walked.get((section, id(path)))
+            if node is None:
+                node = _sub_trie(sections, section) if section else trie
+                for part in path:
+                    node = _sub_trie(node["/"], part)
+                walked[section, id(path)] = node
+            node[""].append(ids[name])
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
