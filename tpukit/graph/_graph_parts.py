@@ -31,6 +31,7 @@ operand-less child (parameter, constant) one rank above its first user.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import defaultdict
@@ -117,6 +118,14 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     if current:
         found.append(current)
     return [sorted(stage) for stage in found]
+
+
+@functools.lru_cache(maxsize=256)
+def _small_stages(
+    widths: tuple[float, ...], links: frozenset[tuple[int, int]]
+) -> list[list[int]] | None:
+    """`stages` of a group of a few items, once per distinct group (read, never changed)."""
+    return stages(list(widths), set(links))
 
 
 def _rows(rank: list[int]) -> dict[int, list[int]]:
@@ -312,7 +321,11 @@ class PartsMixin:
         widths = self._widths(kids)
         if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
             return None  # fits however its data flows: no links to find
-        found = stages(widths, self._links(kids, users))
+        links = self._links(kids, users)
+        if len(kids) <= _FIT_RANKS:  # (a model's layers repeat the same few small groups)
+            found = _small_stages(tuple(widths), frozenset(links))
+        else:
+            found = stages(widths, links)
         if found is None or len(found) >= len(kids):
             return None
         return [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
