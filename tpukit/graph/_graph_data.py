@@ -365,6 +365,11 @@ class GraphTree(PartsMixin):
             inside = _trie_members(sub)
             if members is not None:
                 inside &= members
+            if split and len(inside) < 2:  # an op alone stays in its parent, as it would
+                for node in inside:  # below in ``sub`` (each piece of it is that op alone)
+                    self.parent[node] = parent
+                    self.children[parent].append(node)
+                continue
             pieces = self._connected_pieces(inside) if split else [inside]
             for piece in pieces:
                 if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
@@ -383,8 +388,6 @@ class GraphTree(PartsMixin):
         it). Operand-less ops (parameters, constants, iotas) join nothing -- one
         zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
-        if len(nodes) == 1:  # (a scope's op alone: most calls, at the deepest level)
-            return [nodes]
         instr, neighbours, inputs = self.instr, self._neighbours, self._inputs
         sources = {n for n in nodes if not instr[n].operands}
         inner = nodes - sources
