@@ -466,7 +466,7 @@ class PartsMixin:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
         ``b`` (between the instructions they hold)."""
         kind, children = self.kind, self.children
-        at: dict[int, int] = {}
+        at: dict[int, int] = {}  # each instruction under ``kids`` (no group reads or is read)
         for position, kid in enumerate(kids):
             if kind[kid] == INSTRUCTION:  # most are: no subtree to walk
                 at[kid] = position
@@ -474,13 +474,14 @@ class PartsMixin:
             stack = [kid]
             while stack:
                 node = stack.pop()
-                at[node] = position
-                if kind[node] != INSTRUCTION:
+                if kind[node] == INSTRUCTION:
+                    at[node] = position
+                else:
                     stack.extend(children[node])
         links = set()
-        add, find, none = links.add, at.get, ()
+        add, find, read_by = links.add, at.get, users.get
         for node, position in at.items():
-            for user in users.get(node, none):
+            for user in read_by(node) or ():
                 other = find(user)
                 if other is not None and other != position:
                     add((position, other))
