@@ -93,7 +93,7 @@ class GraphTree(PartsMixin):
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
-        self._neighbours = self._users = self._inputs = {}  # (the last computation's)
+        self._users = self._inputs = {}  # (the last computation's)
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -242,12 +242,10 @@ class GraphTree(PartsMixin):
             trie = next(iter(trie["/"].values()))
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
-        self._neighbours: dict[int, list[int]] = defaultdict(list)
+        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both.)
         self._users: dict[int, list[int]] = defaultdict(list)
         self._inputs: dict[int, list[int]] = defaultdict(list)
         for source, target in zip(edges.source, edges.target):
-            self._neighbours[source].append(target)
-            self._neighbours[target].append(source)
             self._users[source].append(target)
             self._inputs[target].append(source)
         self._place(trie, owner, None)
@@ -388,7 +386,7 @@ class GraphTree(PartsMixin):
         it). Operand-less ops (parameters, constants, iotas) join nothing -- one
         zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
-        instr, neighbours, inputs = self.instr, self._neighbours, self._inputs
+        instr, users, inputs = self.instr, self._users, self._inputs
         sources = {n for n in nodes if not instr[n].operands}
         inner = nodes - sources
         # Each operand that is no source -> the ops here reading it: joined when the first
@@ -407,8 +405,10 @@ class GraphTree(PartsMixin):
             piece, stack = {start}, [start]
             while stack:
                 node = stack.pop()
-                near = [n for n in neighbours.get(node, ()) if n in inner]
+                near = [n for n in users.get(node, ()) if n in inner]
                 for operand in inputs.get(node, ()):
+                    if operand in inner:
+                        near.append(operand)
                     near += readers.pop(operand, ())
                 for other in near:
                     if other not in piece_of:
@@ -417,9 +417,10 @@ class GraphTree(PartsMixin):
                         stack.append(other)
             pieces.append(piece)
         for source in sorted(sources):
-            users = [piece_of[u] for u in neighbours.get(source, ()) if u in piece_of]
-            if users:
-                pieces[min(users)].add(source)
+            # (a source has no inputs: its neighbours are its users)
+            found = [piece_of[u] for u in users.get(source, ()) if u in piece_of]
+            if found:
+                pieces[min(found)].add(source)
             else:
                 pieces.append({source})
         return pieces
