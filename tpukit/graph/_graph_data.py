@@ -94,6 +94,7 @@ class GraphTree(PartsMixin):
         self._add_computation(entry, root, scoped=True, caller=None)
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
         self._users = self._inputs = {}  # (the last computation's)
+        self._sources: set[int] = set()
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -248,6 +249,8 @@ class GraphTree(PartsMixin):
         for source, target in zip(edges.source, edges.target):
             self._users[source].append(target)
             self._inputs[target].append(source)
+        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
+        self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
 
@@ -386,15 +389,15 @@ class GraphTree(PartsMixin):
         it). Operand-less ops (parameters, constants, iotas) join nothing -- one
         zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
-        instr, users, inputs = self.instr, self._users, self._inputs
-        sources = {n for n in nodes if not instr[n].operands}
+        users, inputs, operand_less = self._users, self._inputs, self._sources
+        sources = nodes & operand_less
         inner = nodes - sources
         # Each operand that is no source -> the ops here reading it: joined when the first
         # of them is reached (an operand read all over, a residual, costs its readers here).
         readers: dict[int, list[int]] = defaultdict(list)
         for node in inner:
             for operand in inputs.get(node, ()):
-                if instr[operand].operands:
+                if operand not in operand_less:
                     readers[operand].append(node)
         pieces: list[set[int]] = []
         piece_of: dict[int, int] = {}
