@@ -390,6 +390,8 @@ class GraphTree(PartsMixin):
         zero constant feeds every ``relu`` -- and go with their first user's piece.
         """
         users, inputs, operand_less = self._users, self._inputs, self._sources
+        if len(nodes) == 2:  # (most scopes' pieces: a kernel and its op, an op and its bias)
+            return self._pair_pieces(*sorted(nodes))
         sources = nodes & operand_less
         inner = nodes - sources
         # Each operand that is no source -> the ops here reading it: joined when the first
@@ -427,6 +429,21 @@ class GraphTree(PartsMixin):
             else:
                 pieces.append({source})
         return pieces
+
+    def _pair_pieces(self, a: int, b: int) -> list[set[int]]:
+        """`_connected_pieces` of two ops ``a < b``: one piece when an edge joins them (a
+        source only by its own edge) or both read an operand that is no source."""
+        users, operand_less = self._users, self._sources
+        joined = b in users.get(a, ()) or a in users.get(b, ())
+        if a in operand_less or b in operand_less:
+            if a in operand_less and b in operand_less:
+                joined = False
+            # (an inner op's piece comes first, then a source joins it or follows alone)
+            return [{a, b}] if joined else ([{a}, {b}] if b in operand_less else [{b}, {a}])
+        if not joined:
+            shared = set(self._inputs.get(a, ())).intersection(self._inputs.get(b, ()))
+            joined = not shared <= operand_less
+        return [{a, b}] if joined else [{a}, {b}]
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
