@@ -613,7 +613,11 @@ def _sub_trie(tries: dict[str, dict], name: str) -> dict:
 
 
 def _trie_members(trie: dict) -> set[int]:
+    """Every instruction id in ``trie`` and its sub-scopes (one set, filled as it is walked)."""
     members = set(trie[""])
-    for sub in trie["/"].values():
-        members |= _trie_members(sub)
+    stack = list(trie["/"].values())
+    while stack:
+        sub = stack.pop()
+        members.update(sub[""])
+        stack.extend(sub["/"].values())
     return members
