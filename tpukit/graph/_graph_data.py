@@ -3,8 +3,8 @@
 A big training step has thousands of instructions in its ENTRY computation, and
 no layout library lays that out interactively. `GraphTree` therefore turns an
 `HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
-training step's sections, its layers and name scopes: `_user_scopes`),
-consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
+training step's sections, its layers and name scopes: `_user_scopes`; a scope's
+unconnected uses apart: `_scope_pieces`), consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
 its data flow when its children would not fit the view (`_graph_parts`), and
 every fusion, while, call or conditional as one node whose called computations
 open in place. What each node is and says lives in `_graph_nodes`, which groups
@@ -27,6 +27,7 @@ from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
 from tpukit.graph._graph_nodes import PART as PART
 from tpukit.graph._graph_parts import MAX_CHILDREN as MAX_CHILDREN
 from tpukit.graph._graph_parts import PartsMixin
+from tpukit.graph._scope_pieces import PiecesMixin
 from tpukit.hlo.analysis import (
     BACKWARD,
     BACKWARD_SUFFIX,
@@ -53,7 +54,7 @@ _CALLED = attrgetter("called_computations")
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
-class GraphTree(PartsMixin):
+class GraphTree(PartsMixin, PiecesMixin):
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
@@ -380,70 +381,6 @@ class GraphTree(PartsMixin):
                 self._place(sub, group, piece, split)
                 orders = sorted(self.order[c] for c in self.children[group])
                 self.order[group] = orders[len(orders) // 2]
-
-    def _connected_pieces(self, nodes: set[int]) -> list[set[int]]:
-        """Connected pieces of ``nodes`` by data edges and by operands they share.
-
-        Two ops reading the same value belong together (a layer's backward computes
-        its weight and input gradients from the same output gradient, made outside
-        it). Operand-less ops (parameters, constants, iotas) join nothing -- one
-        zero constant feeds every ``relu`` -- and go with their first user's piece.
-        """
-        users, inputs, operand_less = self._users, self._inputs, self._sources
-        if len(nodes) == 2:  # (most scopes' pieces: a kernel and its op, an op and its bias)
-            return self._pair_pieces(*sorted(nodes))
-        sources = nodes & operand_less
-        inner = nodes - sources
-        # Each operand that is no source -> the ops here reading it: joined when the first
-        # of them is reached (an operand read all over, a residual, costs its readers here).
-        readers: dict[int, list[int]] = defaultdict(list)
-        for node in inner:
-            for operand in inputs.get(node, ()):
-                if operand not in operand_less:
-                    readers[operand].append(node)
-        pieces: list[set[int]] = []
-        piece_of: dict[int, int] = {}
-        for start in sorted(inner):
-            if start in piece_of:
-                continue
-            index = piece_of[start] = len(pieces)
-            piece, stack = {start}, [start]
-            while stack:
-                node = stack.pop()
-                near = [n for n in users.get(node, ()) if n in inner]
-                for operand in inputs.get(node, ()):
-                    if operand in inner:
-                        near.append(operand)
-                    near += readers.pop(operand, ())
-                for other in near:
-                    if other not in piece_of:
-                        piece_of[other] = index
-                        piece.add(other)
-                        stack.append(other)
-            pieces.append(piece)
-        for source in sorted(sources):
-            # (a source has no inputs: its neighbours are its users)
-            found = [piece_of[u] for u in users.get(source, ()) if u in piece_of]
-            if found:
-                pieces[min(found)].add(source)
-            else:
-                pieces.append({source})
-        return pieces
-
-    def _pair_pieces(self, a: int, b: int) -> list[set[int]]:
-        """`_connected_pieces` of two ops ``a < b``: one piece when an edge joins them (a
-        source only by its own edge) or both read an operand that is no source."""
-        users, operand_less = self._users, self._sources
-        joined = b in users.get(a, ()) or a in users.get(b, ())
-        if a in operand_less or b in operand_less:
-            if a in operand_less and b in operand_less:
-                joined = False
-            # (an inner op's piece comes first, then a source joins it or follows alone)
-            return [{a, b}] if joined else ([{a}, {b}] if b in operand_less else [{b}, {a}])
-        if not joined:
-            shared = set(self._inputs.get(a, ())).intersection(self._inputs.get(b, ()))
-            joined = not shared <= operand_less
-        return [{a, b}] if joined else [{a}, {b}]
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
