@@ -3,8 +3,8 @@
 A big training step has thousands of instructions in its ENTRY computation, and
 no layout library lays that out interactively. `GraphTree` therefore turns an
 `HloModule` into a tree: the user's groups from the ``op_name`` metadata (a
-training step's sections, its layers and name scopes: `_user_scopes`),
-consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
+training step's sections, its layers and name scopes: `_user_scopes`; a scope's
+unconnected uses apart: `_scope_pieces`), consecutive parts of at most `MAX_CHILDREN` nodes when a group is too big, stages of
 its data flow when its children would not fit the view (`_graph_parts`), and
 every fusion, while, call or conditional as one node whose called computations
 open in place. What each node is and says lives in `_graph_nodes`, which groups
@@ -27,6 +27,7 @@ from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
 from tpukit.graph._graph_nodes import PART as PART
 from tpukit.graph._graph_parts import MAX_CHILDREN as MAX_CHILDREN
 from tpukit.graph._graph_parts import PartsMixin
+from tpukit.graph._scope_pieces import PiecesMixin
 from tpukit.hlo.analysis import (
     BACKWARD,
     BACKWARD_SUFFIX,
@@ -53,7 +54,7 @@ _CALLED = attrgetter("called_computations")
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
-class GraphTree(PartsMixin):
+class GraphTree(PartsMixin, PiecesMixin):
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
@@ -93,7 +94,8 @@ class GraphTree(PartsMixin):
         root = self._add(COMPUTATION, -1, function_name(entry) or entry.name, None, 0.0)
         self._add_computation(entry, root, scoped=True, caller=None)
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
-        self._neighbours = self._users = self._inputs = {}  # (the last computation's)
+        self._users = self._inputs = {}  # (the last computation's)
+        self._sources: set[int] = set()
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -225,24 +227,31 @@ class GraphTree(PartsMixin):
             self.notes[ids[name]] = note
         trie: dict = {"": [], "/": {}}  # "" -> instruction ids, "/" -> sub-scopes
         sections: dict[str, dict] = {}
+        # The trie of each (section, path): the ops of a scope share one path list (its
+        # key's place, or the user's or operand's it follows), so each is walked once.
+        walked: dict[tuple[str, int], dict] = {}
         for instr in comp.instructions:
-            section = plan.section[instr.name]
-            node = _sub_trie(sections, section) if section else trie
-            for part in plan.path[instr.name]:
-                node = _sub_trie(node["/"], part)
-            node[""].append(ids[instr.name])
+            name = instr.name
+            section, path = plan.section[name], plan.path[name]
+            node = walked.get((section, id(path)))
+            if node is None:
+                node = _sub_trie(sections, section) if section else trie
+                for part in path:
+                    node = _sub_trie(node["/"], part)
+                walked[section, id(path)] = node
+            node[""].append(ids[name])
         while not trie[""] and len(trie["/"]) == 1:  # the scope every op shares
             trie = next(iter(trie["/"].values()))
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
-        self._neighbours: dict[int, list[int]] = defaultdict(list)
+        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both.)
         self._users: dict[int, list[int]] = defaultdict(list)
         self._inputs: dict[int, list[int]] = defaultdict(list)
         for source, target in zip(edges.source, edges.target):
-            self._neighbours[source].append(target)
-            self._neighbours[target].append(source)
             self._users[source].append(target)
             self._inputs[target].append(source)
+        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
+        self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
 
@@ -358,6 +367,11 @@ class GraphTree(PartsMixin):
             inside = _trie_members(sub)
             if members is not None:
                 inside &= members
+            if split and len(inside) < 2:  # an op alone stays in its parent, as it would
+                for node in inside:  # below in ``sub`` (each piece of it is that op alone)
+                    self.parent[node] = parent
+                    self.children[parent].append(node)
+                continue
             pieces = self._connected_pieces(inside) if split else [inside]
             for piece in pieces:
                 if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
@@ -367,44 +381,6 @@ class GraphTree(PartsMixin):
                 self._place(sub, group, piece, split)
                 orders = sorted(self.order[c] for c in self.children[group])
                 self.order[group] = orders[len(orders) // 2]
-
-    def _connected_pieces(self, nodes: set[int]) -> list[set[int]]:
-        """Connected pieces of ``nodes`` by data edges and by operands they share.
-
-        Two ops reading the same value belong together (a layer's backward computes
-        its weight and input gradients from the same output gradient, made outside
-        it). Operand-less ops (parameters, constants, iotas) join nothing -- one
-        zero constant feeds every ``relu`` -- and go with their first user's piece.
-        """
-        sources = {n for n in nodes if not self.instr[n].operands}
-        pieces: list[set[int]] = []
-        piece_of: dict[int, int] = {}
-        shared: set[int] = set()
-        for start in sorted(nodes - sources):
-            if start in piece_of:
-                continue
-            piece, stack = set(), [start]
-            piece_of[start] = len(pieces)
-            while stack:
-                node = stack.pop()
-                piece.add(node)
-                near = list(self._neighbours.get(node, ()))
-                for operand in self._inputs.get(node, ()):
-                    if operand not in shared and self.instr[operand].operands:
-                        shared.add(operand)
-                        near.extend(self._users.get(operand, ()))
-                for other in near:
-                    if other in nodes and other not in sources and other not in piece_of:
-                        piece_of[other] = len(pieces)
-                        stack.append(other)
-            pieces.append(piece)
-        for source in sorted(sources):
-            users = [piece_of[u] for u in self._neighbours.get(source, ()) if u in piece_of]
-            if users:
-                pieces[min(users)].add(source)
-            else:
-                pieces.append({source})
-        return pieces
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
@@ -574,7 +550,11 @@ def _sub_trie(tries: dict[str, dict], name: str) -> dict:
 
 
 def _trie_members(trie: dict) -> set[int]:
+    """Every instruction id in ``trie`` and its sub-scopes (one set, filled as it is walked)."""
     members = set(trie[""])
-    for sub in trie["/"].values():
-        members |= _trie_members(sub)
+    stack = list(trie["/"].values())
+    while stack:
+        sub = stack.pop()
+        members.update(sub[""])
+        stack.extend(sub["/"].values())
     return members

@@ -31,6 +31,7 @@ operand-less child (parameter, constant) one rank above its first user.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 from collections import defaultdict
@@ -117,6 +118,14 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     if current:
         found.append(current)
     return [sorted(stage) for stage in found]
+
+
+@functools.lru_cache(maxsize=256)
+def _small_stages(
+    widths: tuple[float, ...], links: frozenset[tuple[int, int]]
+) -> list[list[int]] | None:
+    """`stages` of a group of a few items, once per distinct group (read, never changed)."""
+    return stages(list(widths), set(links))
 
 
 def _rows(rank: list[int]) -> dict[int, list[int]]:
@@ -225,6 +234,7 @@ class PartsMixin:
         with the computation's ``edges``, groups too big to fit become stages as well."""
         users: dict[int, list[int]] | None = None
         read: dict[int, int] = defaultdict(int)  # the bytes each instruction reads
+        weights: dict[int, tuple[int, int]] = {}  # each group's `_weight`, once
         if edges is not None:
             users = defaultdict(list)
             for source, target, size, _ in edges:
@@ -238,7 +248,7 @@ class PartsMixin:
             kinds = list(map(self.kind.__getitem__, kids))
             stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if users is not None and len(kids) > 2 and self.section.get(group) not in _AS_IS:
-                kids = self._staged(kids, users, read)
+                kids = self._staged(kids, users, read, weights)
                 kinds = list(map(self.kind.__getitem__, kids))
             if len(kids) > MAX_CHILDREN:
                 kids = self._split_runs(kids, kinds)
@@ -281,7 +291,11 @@ class PartsMixin:
         return part
 
     def _staged(
-        self, kids: list[int], users: dict[int, list[int]], read: dict[int, int]
+        self,
+        kids: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
     ) -> list[int]:
         """``kids`` as stages that fit (`stages`), framed on the heaviest (`_framed`); as
         they are when they fit. Strict even for a few ops: a loop's body or a branch is
@@ -292,7 +306,7 @@ class PartsMixin:
         staged = self._stages_of(kids, users) if len(kids) > 2 else None
         if staged is None:
             return kept + kids
-        framed = self._framed(staged, kept, users, read)
+        framed = self._framed(staged, kept, users, read, weights)
         if framed is not None:
             return kept + framed
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
@@ -307,7 +321,11 @@ class PartsMixin:
         widths = self._widths(kids)
         if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
             return None  # fits however its data flows: no links to find
-        found = stages(widths, self._links(kids, users))
+        links = self._links(kids, users)
+        if len(kids) <= _FIT_RANKS:  # (a model's layers repeat the same few small groups)
+            found = _small_stages(tuple(widths), frozenset(links))
+        else:
+            found = stages(widths, links)
         if found is None or len(found) >= len(kids):
             return None
         return [self._stage([kids[i] for i in s]) if len(s) > 1 else kids[s[0]] for s in found]
@@ -318,7 +336,12 @@ class PartsMixin:
         return [box_width(kind[k], label[k], instr[k], bool(children[k])) for k in kids]
 
     def _framed(
-        self, staged: list[int], kept: list[int], users: dict[int, list[int]], read: dict[int, int]
+        self,
+        staged: list[int],
+        kept: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
     ) -> list[int] | None:
         """The stages ``staged`` (in data-flow order, beside the ``kept`` sections) as the
         group shows them: as they are when the heaviest, drawn open among them, fits the
@@ -332,8 +355,8 @@ class PartsMixin:
         others are a click away, two or three for a program of a thousand ops.
         """
         n = len(staged)
-        weights = [self._weight(k, read) for k in staged]
-        h = weights.index(max(weights))  # the first of equals: those before rank below it
+        heft = [self._weight(k, read, weights) for k in staged]
+        h = heft.index(max(heft))  # the first of equals: those before rank below it
         items = sorted(kept + staged, key=self.order.__getitem__)  # in data-flow order
         links = self._links(items, users)
         widths = self._widths(items)
@@ -402,22 +425,30 @@ class PartsMixin:
         widths = self._widths(kids)
         return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
 
-    def _weight(self, node: int, read: dict[int, int]) -> tuple[int, int]:
+    def _weight(
+        self, node: int, read: dict[int, int], weights: dict[int, tuple[int, int]]
+    ) -> tuple[int, int]:
         """``(FLOPs, bytes)`` of ``node``'s instructions, as `_graph_costs.node_costs` counts
-        them (an instruction's FLOPs with what it calls, its own bytes)."""
+        them (an instruction's FLOPs with what it calls, its own bytes). A group's are kept
+        in ``weights``: the groups a stage holds are weighed again at every level framed
+        above them, and the instructions under a group stay the same as its parts are made."""
+        found = weights.get(node)
+        if found is not None:
+            return found
         module, kind, children, instrs = self.module, self.kind, self.children, self.instr
         flops = nbytes = 0
-        stack = [node]
-        while stack:
-            k = stack.pop()
+        for k in children[node] if kind[node] != INSTRUCTION or instrs[node] is None else (node,):
             instr = instrs[k]
             if kind[k] != INSTRUCTION or instr is None:
-                stack.extend(children[k])
+                f, b = self._weight(k, read, weights)
+                flops += f
+                nbytes += b
                 continue
             if instr.called_computations or instr.opcode in FLOP_OPS:
                 flops += instruction_flops(instr, module)
             nbytes += bytes_with_operands(instr, module, read.get(k, 0))
-        return flops, nbytes
+        found = weights[node] = (flops, nbytes)
+        return found
 
     def _stage(self, members: list[int]) -> int:
         """A part of ``members``; one holding layers (user groups) is named by the first
@@ -435,7 +466,7 @@ class PartsMixin:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
         ``b`` (between the instructions they hold)."""
         kind, children = self.kind, self.children
-        at: dict[int, int] = {}
+        at: dict[int, int] = {}  # each instruction under ``kids`` (no group reads or is read)
         for position, kid in enumerate(kids):
             if kind[kid] == INSTRUCTION:  # most are: no subtree to walk
                 at[kid] = position
@@ -443,13 +474,14 @@ class PartsMixin:
             stack = [kid]
             while stack:
                 node = stack.pop()
-                at[node] = position
-                if kind[node] != INSTRUCTION:
+                if kind[node] == INSTRUCTION:
+                    at[node] = position
+                else:
                     stack.extend(children[node])
         links = set()
-        add, find, none = links.add, at.get, ()
+        add, find, read_by = links.add, at.get, users.get
         for node, position in at.items():
-            for user in users.get(node, none):
+            for user in read_by(node) or ():
                 other = find(user)
                 if other is not None and other != position:
                     add((position, other))

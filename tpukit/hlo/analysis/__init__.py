@@ -4,7 +4,7 @@ Each answer is a function of an `HloModule` (``tpukit.hlo.text``), with no JAX a
 drawing: op counts and categories, FLOPs and bytes (`_cost`), loop trip counts
 (`_loops`), what a run executes once loops are unrolled (`_executed`), fusions and
 collectives (`_fusions`), and the user's layers and sections named in the metadata
-(`_user_scopes`)::
+(`_user_scopes`; what a fusion's ops weigh there: `_fused_work`)::
 
     >>> from tpukit.hlo.text import parse_hlo
     >>> from tpukit.hlo.analysis import op_counts

@@ -48,7 +48,7 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
     """FLOPs of a dot, convolution or cuBLAS/cuDNN call itself (0 for any other op)."""
     opcode = instr.opcode
     if opcode == "dot":
-        return _dot_flops(instr, module, _dims_attr(instr.attributes.get("lhs_contracting_dims")))
+        return _dot_flops(instr, module, _lhs_contracting(instr))
     if opcode == "convolution":
         return _conv_flops(instr, module, "forward")
     if opcode == "custom-call":
@@ -60,6 +60,35 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
             dims = tuple(int(d) for d in re.findall(r"\d+", found.group(1))) if found else (1,)
             return _dot_flops(instr, module, dims)
     return 0
+
+
+def _lhs_contracting(instr: HloInstruction) -> tuple[int, ...]:
+    """A dot's ``lhs_contracting_dims``, read from its line where the parser left its
+    attributes unsplit and the key is written once, first among them or after plain
+    pieces (as XLA writes a dot: ``lhs_batch_dims={0}``): a large module's tens of thousands of dots
+    then keep no dict of attributes each (what ``attributes`` would split and keep)."""
+    if instr._attributes is None:
+        rest = instr.text[instr._rest_at :]
+        at = rest.find(_LHS_KEY)
+        if at < 0:
+            return ()  # not in the line: no split could find it
+        found = _DIMS_VALUE.match(rest, at + len(_LHS_KEY))
+        if (
+            found is not None
+            and rest.find(_LHS_KEY, at + 1) < 0
+            and _PLAIN_PIECES.fullmatch(rest, 0, at) is not None
+            and rest[:at].rstrip()[-1:] in ("", ",")
+        ):
+            return tuple(int(d) for d in re.findall(r"\d+", found.group(1)))
+    return _dims_attr(instr.attributes.get("lhs_contracting_dims"))
+
+
+_LHS_KEY = "lhs_contracting_dims"
+# ``=``, a value of digits in braces, then the piece's end: the next comma, or the line's.
+_DIMS_VALUE = re.compile(r"\s*=\s*(\{[\d,\s]*\})\s*(?:,|$)")
+# Pieces before the key that cannot hold it: no string, no bracket but braces of digits
+# (``lhs_batch_dims={0}``).
+_PLAIN_PIECES = re.compile(r'[^\[\](){}"]*(?:\{[\d,\s]*\}[^\[\](){}"]*)*')
 
 
 def _dims_attr(value: str | None) -> tuple[int, ...]:

@@ -26,7 +26,7 @@ import re
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
-from tpukit.hlo.analysis._cost import instruction_flops
+from tpukit.hlo.analysis._fused_work import fused_work, names_a_scope
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 INPUTS, FORWARD, LOSS, BACKWARD, UPDATE, OUTPUTS = (
@@ -154,18 +154,35 @@ def _parse_component(component: str) -> tuple[bool, bool, str]:
 def function_name(comp: HloComputation) -> str | None:
     """The jitted function a computation comes from (``step`` of ``jit(step)/...``), if any."""
     counts: dict[str, int] = defaultdict(int)
-    # Each op name read once (in first-use order), each first component parsed once.
-    for op_name, uses in Counter(map(_OP_NAME, comp.instructions)).items():
-        name = _jitted_function(_first_component(op_name))
+    op_names = list(map(_OP_NAME, comp.instructions))
+    # Where every op name's text before its first slash closes its brackets, that text is
+    # its first component: counted by it (in C, in first-use order), not per op name (a
+    # large module's are mostly distinct: 80,000 of 95,000).
+    heads = Counter(map(_FIRST, map(_AT_SLASH, op_names)))
+    if all(map(_closes, filter(None, heads))) and heads.get("", 0) == op_names.count(""):
+        found = heads.items()
+    else:  # each op name read once (in first-use order), each first component parsed once
+        found = ((_first_component(n), uses) for n, uses in Counter(op_names).items())
+    for component, uses in found:
+        name = _jitted_function(component)
         if name:
             counts[name] += uses
     return max(counts, key=counts.__getitem__) if counts else None
 
 
+_AT_SLASH = operator.methodcaller("partition", "/")
+_FIRST = operator.itemgetter(0)
+
+
+def _closes(text: str) -> bool:
+    """Whether ``text``'s brackets all close (a slash after it ends a component)."""
+    return text.count("(") + text.count("[") <= text.count(")") + text.count("]")
+
+
 def _first_component(op_name: str) -> str:
     """``split_scope(op_name)[0]`` (``""`` for none), without splitting the rest."""
     head = op_name.partition("/")[0]
-    if head and head.count("(") + head.count("[") <= head.count(")") + head.count("]"):
+    if head and _closes(head):
         return head  # its brackets close before the first slash
     first = _split_scope(op_name)[:1]
     return first[0] if first else ""
@@ -191,13 +208,18 @@ def plan_scopes(
     keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
     weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
     strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
+    passes: set[str] = set()  # the directions of its ops that work (`_is_step`'s, read here)
     for instr in comp.instructions:
         if instr.opcode == "fusion":
             key, weights[instr.name] = _owner(instr, module)
+            if instr.metadata.op_name:
+                passes.add(_parse_op_name(instr.metadata.op_name)[0])
         else:  # what `_owner` says of any other op, without the call
             op_name = instr.metadata.op_name
             key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
             weights[instr.name] = _NO_WEIGHT
+            if key is not None and instr.opcode not in _TRIVIAL:
+                passes.add(key[0])
         if key is not None and strip and key[1][: len(strip)] == strip:
             key = (key[0], key[1][len(strip) :])
         keys[instr.name] = key
@@ -208,7 +230,8 @@ def plan_scopes(
         for ref in instr.called_computations
         if ref.name in module.computations
     ]
-    plan = ScopePlan(has_sections=_is_step(comp) and not any(_is_step(c) for c in called))
+    # (each op name parsed once: a large module's outnumber the parses' caches)
+    plan = ScopePlan(has_sections=_PASSES <= passes and not any(_is_step(c) for c in called))
     place = _placer(keys, plan.has_sections)
     if plan.has_sections:
         _sections(comp, keys, plan, place)
@@ -277,7 +300,18 @@ def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
 @functools.lru_cache(maxsize=4096)
 def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
     """``parse_scope`` of ``head``'s components, or None if a bracket in it stays open
-    (a slash after it would then not end a component)."""
+    (a slash after it would then not end a component).
+
+    A last component with no bracket (``experts.3/up``'s ``up``) is its own component,
+    a name that changes no direction: the parse is its parent's (cached: the scopes of
+    a layer share it) with that name added, unless it names JAX's control flow.
+    """
+    parent, slash, last = head.rpartition("/")
+    if parent and last and _BRACKET.search(last) is None:
+        found = _parse_closed_scope(parent)
+        if found is None or _STRUCTURE.fullmatch(last):
+            return found
+        return found[0], (*found[1], last)
     if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
         return None
     return parse_scope(split_scope(head))
@@ -305,7 +339,9 @@ def _owner(
         single = _single_scope(called)
         if single is not None:
             return single, weight
-        work, traffic = _fused_work(called, module)
+        if not names_a_scope(called, module):  # nothing to weigh: the fusion's own name
+            called = []
+        work, traffic = fused_work(called, module)
         for op_name, (flops, ops) in work.items():
             key = _parse_op_name(op_name)
             totals = weight.get(key)
@@ -330,7 +366,7 @@ def _owner(
 def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] | None:
     """The scope of a fusion whose named ops all share one (most fusions), else None.
 
-    Then `_fused_work` has nothing to weigh: every op it would weigh (the named ops,
+    Then `fused_work` has nothing to weigh: every op it would weigh (the named ops,
     those reading the parameters, those making the result) has that scope. One plain
     loop that stops at the first op of another scope (a fusion holding other fusions,
     or whose ROOT has no name scope, takes the long way); each op name is parsed
@@ -354,104 +390,6 @@ def _single_scope(called: list[HloComputation]) -> tuple[str, tuple[str, ...]] |
             elif found != key:
                 return None
     return key
-
-
-def _fused_work(
-    called: list[HloComputation], module: HloModule
-) -> tuple[dict[str, list[int]], list[tuple[HloInstruction, int, bool]]]:
-    """What a fusion running ``called`` does, from one pass over its instructions.
-
-    First ``[FLOPs, ops]`` by op_name of the named ops it runs (nested fusions too), in
-    the order they first appear (each name is parsed later, once); then the traffic at
-    the boundary of its fused computation, ``(op, bytes, written)``: a parameter's
-    bytes go to the first op with a name scope that reads it (through plumbing such
-    as bitcasts and broadcasts), the result's to the op that makes it (each element
-    of a multi-output fusion's tuple to its own maker).
-    """
-    work: dict[str, list[int]] = {}
-    if not called:
-        return work, []
-    fused = called[0]
-    params = fused.parameters
-    first_user: dict[str, HloInstruction] = {}
-    unread = {param.name for param in params}  # parameters whose first reader is not seen yet
-    for inner in fused.instructions:
-        if not unread:
-            break
-        for operand in inner.operands:
-            if operand in unread:
-                unread.discard(operand)
-                first_user[operand] = inner
-    stack = list(called)
-    while stack:
-        _add_work(stack.pop(), module, work, stack)
-    if all(user.metadata.op_name for user in first_user.values()):
-        readers = [first_user.get(param.name) for param in params]
-    else:  # through users without a name scope
-        readers = _readers(fused, params)
-    traffic = [
-        (found, param.shape.nbytes, False)
-        for param, found in zip(params, readers)
-        if found is not None
-    ]
-    root = fused.root
-    makers = [fused.get(o) for o in root.operands] if root and root.opcode == "tuple" else [root]
-    for maker in makers:
-        if maker is not None and maker.metadata.op_name:
-            traffic.append((maker, maker.shape.nbytes, True))
-    return work, traffic
-
-
-def _add_work(
-    comp: HloComputation,
-    module: HloModule,
-    work: dict[str, list[int]],
-    stack: list[HloComputation],
-) -> None:
-    """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
-    order); the computations of the fusions it holds go on ``stack`` (their ops count
-    too, after these). One plain loop: quicker than counting in C and then looking for
-    the ops with FLOPs, on bodies of a dozen ops."""
-    for inner in comp.instructions:
-        opcode = inner.opcode
-        if opcode == "fusion":
-            stack.extend(module.called(inner))
-            continue
-        op_name = inner.metadata.op_name
-        if not op_name or opcode == "parameter":
-            continue
-        totals = work.get(op_name)
-        if totals is None:
-            totals = work[op_name] = [0, 0]
-        if opcode in _OWN_FLOPS or inner.called_computations:
-            totals[0] += instruction_flops(inner, module)
-        totals[1] += 1
-
-
-# The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
-_OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
-
-
-def _readers(
-    fused: HloComputation, parameters: list[HloInstruction]
-) -> list[HloInstruction | None]:
-    """For each of ``parameters``, the first op of ``fused`` with a name scope that reads
-    it: users in program order, depth first through users without one (at most 8 deep).
-    (`_reader`, no closure: a recursive one keeps ``users`` in a cycle, uncollected.)"""
-    users: dict[str, list[HloInstruction]] = defaultdict(list)
-    for inner in fused.instructions:
-        for operand in inner.operands:
-            users[operand].append(inner)
-    return [_reader(users, param.name, 0) for param in parameters]
-
-
-def _reader(users: dict[str, list[HloInstruction]], name: str, depth: int) -> HloInstruction | None:
-    for user in users[name]:
-        if user.metadata.op_name:
-            return user
-        if depth < 8 and (found := _reader(users, user.name, depth + 1)) is not None:
-            return found
-    return None
 
 
 def _common_root(names: list[tuple[str, ...]]) -> int:

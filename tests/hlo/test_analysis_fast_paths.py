@@ -1,0 +1,108 @@
+"""The analysis's fast paths give what its exact, slower paths give (issue 38).
+
+A dot's ``lhs_contracting_dims`` is read from its line without splitting its attributes
+where that cannot differ from the split (`_matmul_flops._lhs_contracting`); a scope whose
+last component has no bracket is parsed from its parent's parse
+(`_user_scopes._parse_closed_scope`); a fusion whose body names no scope is placed by its
+own ``op_name`` without weighing its body (`_fused_work.names_a_scope`). Each test also
+checks that the fast path was taken: the old code took the slow one everywhere.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tpukit.hlo import parse_hlo
+from tpukit.hlo.analysis import _fused_work, _user_scopes
+from tpukit.hlo.analysis._matmul_flops import _dims_attr, _lhs_contracting
+
+_DOT = """HloModule m
+ENTRY e {{
+  x = f32[8,16,4] parameter(0)
+  w = f32[16,4,2] parameter(1)
+  ROOT d = f32[8,2] dot(x, w){rest}
+}}
+"""
+
+# (the attributes after a dot's operands, whether the line alone can tell)
+DOTS = [
+    (", lhs_contracting_dims={1}, rhs_contracting_dims={0}", True),
+    (", lhs_contracting_dims = {1} , rhs_contracting_dims={0}", True),
+    (', lhs_contracting_dims={1,2}, metadata={op_name="a/b"}', True),
+    (", lhs_batch_dims={0}, rhs_batch_dims={0}, lhs_contracting_dims={2}", True),
+    (", rhs_contracting_dims={0}", True),
+    (", lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_contracting_dims={0}", False),
+    (', backend_config="lhs_contracting_dims={0}", lhs_contracting_dims={1}', False),
+    (", xlhs_contracting_dims={1}, rhs_contracting_dims={0}", False),
+    (", lhs_contracting_dims={1}x, rhs_contracting_dims={0}", False),
+    (", lhs_batch_dims={0}, sharding={replicated}, lhs_contracting_dims={2}", False),
+]
+
+
+@pytest.mark.parametrize(("rest", "alone"), DOTS)
+def test_a_dots_contracting_dims_read_from_its_line_are_the_split_attributes(rest, alone):
+    text = _DOT.format(rest=rest)
+    split = parse_hlo(text).instruction("d")
+    expected = _dims_attr(split.attributes.get("lhs_contracting_dims"))
+    dot = parse_hlo(text).instruction("d")
+    assert _lhs_contracting(dot) == expected
+    assert (dot._attributes is None) == alone  # read from the line: nothing split and kept
+
+
+HEADS = [
+    "/".join(parts)
+    for n in (1, 2, 3, 4)
+    for parts in itertools.product(
+        ["jit(f)", "jvp(m)", "transpose(jvp(m))", "layers[0]", "a", "while", "body", "", "x (T)"],
+        repeat=n,
+    )
+] + ["jit(f)/transpose(jvp(m)/a", "a/b(c", "a)/b", "a/b]/c", "/a/b", "a//b"]
+
+
+def test_a_scope_parsed_from_its_parent_is_parsed_as_a_whole():
+    _user_scopes.forget_parsed_scopes()
+    for head in HEADS:
+        whole = head.count("(") + head.count("[") <= head.count(")") + head.count("]")
+        expected = _user_scopes.parse_scope(_user_scopes.split_scope(head)) if whole else None
+        assert _user_scopes._parse_closed_scope(head) == expected, head
+    _user_scopes.forget_parsed_scopes()
+    _user_scopes._parse_closed_scope("jit(f)/jvp(m)/layers[0]")
+    splits = _user_scopes._split_scope.cache_info().misses
+    for name in ("dense", "attn", "mlp/up", "mlp/down"):  # below a parsed parent: no split
+        assert _user_scopes._parse_closed_scope(f"jit(f)/jvp(m)/layers[0]/{name}")[1][-1] in name
+    assert _user_scopes._split_scope.cache_info().misses == splits
+    _user_scopes.forget_parsed_scopes()
+
+
+_FUSIONS = """HloModule m
+
+fused {{
+  p = f32[8] parameter(0)
+  e = f32[8] exponential(p){inner}
+  ROOT n = f32[8] negate(e){outer}
+}}
+
+ENTRY main {{
+  x = f32[8] parameter(0), metadata={{op_name="jit(f)/layer/x"}}
+  ROOT f = f32[8] fusion(x), kind=kLoop, calls=fused, metadata={{op_name="jit(f)/layer/exp"}}
+}}
+"""
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_a_fusion_whose_body_names_no_scope_is_placed_by_its_own_name(monkeypatch, named):
+    inner = ', metadata={op_name="jit(f)/inner/exp"}' if named else ""
+    outer = ', metadata={op_name="jit(f)/outer/neg"}' if named else ""
+    module = parse_hlo(_FUSIONS.format(inner=inner, outer=outer))
+    walked = []
+    real = _fused_work.fused_work
+    monkeypatch.setattr(
+        _user_scopes, "fused_work", lambda called, m: walked.append(called) or real(called, m)
+    )
+    plan = _user_scopes.plan_scopes(module.entry, module, None)
+    # (two scopes inside: the one making its result wins, and the fusion says so)
+    assert plan.path["f"] == (["outer"] if named else ["layer"])
+    assert ("f" in plan.notes) == named
+    assert walked == ([[module.computations["fused"]]] if named else [[]])
