@@ -22,6 +22,7 @@ nothing more.
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING
 
 from tpukit.hlo.analysis import (
@@ -38,7 +39,12 @@ if TYPE_CHECKING:
     from tpukit.hlo.text import HloComputation
 
 
-def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
+#: One figure per node: an ``array`` of 64-bit ints (no int object per node), or where a
+#: figure is beyond 64 bits, a list of Python's own ints.
+Column = array | list
+
+
+def node_costs(data: GraphTree) -> tuple[Column, Column, Column]:
     """``(flops, bytes, own_bytes)`` of every node, computed once per graph and kept on it.
 
     An instruction's FLOPs include what it calls (a loop's times its trips); its bytes are
@@ -46,15 +52,24 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     (`executed_bytes`); ``own_bytes`` keeps the instruction's own traffic there, which
     is what the first view ranks by (`_first_view`). A group's figures are its children's
     sums. The payload and the first view both read these: each instruction is costed once.
+    The columns are arrays (`Column`): a large module keeps them with its graph.
     """
     found = data._costs
-    if found is not None:
-        return found
+    if found is None:
+        n = len(data.kind)
+        try:
+            found = _costed(data, *(array("q", bytes(8 * n)) for _ in range(4)))
+        except OverflowError:  # a figure beyond 64 bits
+            found = _costed(data, *([0] * n for _ in range(4)))
+        data._costs = found  # type: ignore[assignment]
+    return found
+
+
+def _costed(data: GraphTree, flops: Column, nbytes: Column, own: Column, read: Column) -> tuple:
+    """`node_costs` written into the columns given, zeros (``read``: a scratch column)."""
     module = data.module
-    n = len(data.kind)
-    flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
-    read = _operand_bytes(data)
+    _operand_bytes(data, read)
     tables: dict[str, dict[int, int]] = {}  # instruction bytes of what loops and calls run
 
     def computation_table(comp: HloComputation) -> dict[int, int]:
@@ -63,7 +78,7 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             table = tables[comp.name] = computation_bytes(comp, module)
         return table
 
-    for node in range(n - 1, -1, -1):
+    for node in range(len(instrs) - 1, -1, -1):
         instr = instrs[node]
         if instr is None:
             kids = children[node]
@@ -79,20 +94,18 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             nbytes[node] = executed_bytes(instr, module, computation_table)
         else:
             nbytes[node] = own_bytes
-    data._costs = (flops, nbytes, own)
-    return data._costs
+    return flops, nbytes, own
 
 
-def _operand_bytes(data: GraphTree) -> list[int]:
-    """The bytes of each instruction node's operands, from the tree's data edges.
+def _operand_bytes(data: GraphTree, read: Column) -> None:
+    """Adds to ``read`` the bytes of each instruction node's operands, from the tree's data
+    edges.
 
     The tree draws an edge from every operand its computation holds (looked up as
     `HloComputation.get` looks it up), to each place the operand list names it, and
     each edge carries the operand's bytes: their sum is what `bytes_with_operands` needs,
     found without looking up any operand again.
     """
-    read = [0] * len(data.kind)
     for _, edges in data.blocks:
         for target, size in zip(edges.target, edges.nbytes):
             read[target] += size
-    return read

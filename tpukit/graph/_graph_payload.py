@@ -23,11 +23,10 @@ from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import (
+    LineColumn,
     edge_columns,
-    encoded_lines,
-    indexed,
+    first_use,
     link_columns,
-    split_head,
 )
 from tpukit.hlo.analysis import instruction_count, trip_count
 from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
@@ -98,25 +97,18 @@ def _payload(
         return strings.setdefault(text, len(strings))
 
     flops, nbytes, own = node_costs(data)
+    if not typed and glance is None:  # (a glance takes its nodes' figures alone)
+        flops, nbytes = list(flops), list(nbytes)
     facts = OpFacts(module)
     kept = glance.nodes if glance is not None else None
     columns = _instruction_columns(data, intern, facts, wire, kept, typed)
     label = _labels_with_parts_named(data, flops, own, facts, kept)
     notes = dict(data.notes)
-    text, shape = columns["text"], columns["shape"]
-    for node in columns.pop("loops"):
-        label[node], notes[node] = _loop_label(
-            data.instr[node], module, label[node], notes.get(node)
-        )
-        if wire:  # its text was left whole: its head holds the label it has now
-            columns["textHead"][node], text[node] = split_head(
-                text[node], label[node], shape[node], columns["op"][node]
-            )
-    if typed:  # (for `encode_wire` alone: the texts as UTF-8 from here on)
-        columns["text"] = encoded_lines(text)
-        del text
+    for node, (loop_label, loop_note) in columns.pop("loops").items():
+        label[node], notes[node] = loop_label, loop_note
     n = len(data.kind)
-    note = [0] * n
+    op, ops, shape, shapes = columns["op"], columns["ops"], columns["shape"], columns["shapes"]
+    note = _numbers(n, typed, "i")
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -129,12 +121,12 @@ def _payload(
         "kind": data.kind,
         "parent": data.parent,
         "label": label,
-        "op": columns["op"],
+        "op": op if wire else [ops[k] for k in op],  # (on the wire: `first_use`, below)
         "cat": columns["cat"],
-        "shape": columns["shape"],
+        "shape": shape if wire else [shapes[k] for k in shape],
         "flops": flops,
         "bytes": nbytes,
-        "count": _counts(data),
+        "count": _counts(data, typed),
         "scope": columns["scope"],
         "location": columns["location"],
         "source": columns["source"],
@@ -157,8 +149,8 @@ def _payload(
     if glance is not None:
         payload = glance.cut(payload)
     if wire:
-        payload["shape"], payload["shapes"] = indexed(payload["shape"])
-        payload["op"], payload["ops"] = indexed(payload["op"])
+        payload["shape"], payload["shapes"] = first_use(payload["shape"], shapes)
+        payload["op"], payload["ops"] = first_use(payload["op"], ops)
     return payload
 
 
@@ -187,55 +179,68 @@ def _instruction_columns(
     wire: bool = False,
     nodes: list[int] | None = None,
     typed: bool = False,
-) -> dict[str, list]:
-    """The columns only instructions fill: opcode, colour category, shape, HLO text, and
-    the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
-    With ``wire``, ``text`` holds what `_graph_wire.split_head` leaves of each text and
-    ``textHead`` which head it took (a loop's text is left whole: its label changes).
+) -> dict:
+    """The columns only instructions fill: colour category, HLO text, the interned op name
+    and source of their metadata, and the opcode and shape as ids into ``ops`` and
+    ``shapes`` (`_graph_wire.first_use` numbers them for the wire); ``loops``, each
+    ``while`` node's label and note (`_loop_label`). With ``wire``, ``text`` holds what
+    `_graph_wire.split_head` leaves of each text and ``textHead`` which head it took.
 
     A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
     last node to the first, the order the strings table has always had. With ``nodes``
-    (in order), only theirs are filled; with ``typed``, ``cat`` and ``textHead`` are bytes.
+    (in order), only theirs are filled. With ``typed`` (`graph_wire` for `encode_wire`)
+    the columns of numbers are arrays and ``text`` is UTF-8, each run of texts encoded as
+    soon as it is written (`_graph_wire.LineColumn`): a large module's columns hold no
+    object per node.
     """
     n = len(data.kind)
-    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
+    cat, head_kind = _numbers(n, typed, "B", CATEGORIES.index("group")), _numbers(n, typed, "B")
+    op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
+    scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
+    lines = LineColumn(n)
+    text, written_from, step = lines.texts, lines.written_from if typed else None, lines.step
     labels = data.label
-    scope, location, source = [0] * n, [0] * n, [0] * n  # (interned: shared ints)
-    loops = []
+    loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
-    by_shape: dict[int, str] = {}
+    ops: dict[str, int] = {"": 0}
+    by_op: dict[str, tuple[int, int]] = {}  # by opcode: a fusion's and library call's vary
+    shapes: dict[str, int] = {"": 0}
+    by_shape: dict[int, tuple[str, int]] = {}
     by_meta: dict[int, tuple[int, int, int]] = {}
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
-    instrs = data.instr
+    instrs, notes, module = data.instr, data.notes, data.module
     for node in range(n - 1, -1, -1) if nodes is None else reversed(nodes):
+        if written_from is not None and not (node + 1) % step:
+            written_from(node + 1)
         instr = instrs[node]
         if instr is None:
             continue
         opcode = instr.opcode
+        found = by_op.get(opcode)
+        if found is None:
+            found = categories[facts.category(instr)], ops.setdefault(opcode, len(ops))
+            by_op[opcode] = found
         if opcode == "fusion" or opcode == "custom-call":
             cat[node] = categories[facts.category(instr)]
         else:
-            found = by_op.get(opcode)
-            if found is None:
-                found = by_op[opcode] = categories[facts.category(instr)]
-            cat[node] = found
-            if opcode == "while":
-                loops.append(node)
-        op[node] = opcode
-        written = by_shape.get(id(instr.shape))
-        if written is None:
-            written = by_shape[id(instr.shape)] = clip(str(instr.shape), _SHAPE_LIMIT)
-        shape[node] = written
+            cat[node] = found[0]
+        op[node] = found[1]
+        said = by_shape.get(id(instr.shape))
+        if said is None:
+            written = clip(str(instr.shape), _SHAPE_LIMIT)
+            said = by_shape[id(instr.shape)] = written, shapes.setdefault(written, len(shapes))
+        written, shape[node] = said
         line_text = display_text(instr, tails)
         if len(line_text) > _TEXT_LIMIT:
             line_text = clip(line_text, _TEXT_LIMIT)
-        if wire and opcode != "while":  # `split_head`, inline: it runs for every instruction
-            head = f"%{labels[node]} = {written} {opcode}"
+        label = labels[node]
+        if opcode == "while":
+            label, note = loops[node] = _loop_label(instr, module, label, notes.get(node))
+        if wire:  # `split_head`, inline: it runs for every instruction
+            head = f"%{label} = {written} {opcode}"
             if line_text.startswith(head):
                 head_kind[node], line_text = 1, line_text[len(head) :]
             elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
@@ -247,15 +252,16 @@ def _instruction_columns(
             said = by_meta[id(meta)] = _metadata_strings(meta, intern, by_line)
         scope[node], location[node], source[node] = said
     return {
-        "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
-        "location": location, "source": source, "loops": loops, "textHead": head_kind,
+        "cat": cat, "op": op, "ops": list(ops), "shape": shape, "shapes": list(shapes),
+        "text": lines.column() if typed else text, "scope": scope, "location": location,
+        "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
 
 
-def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
-    """A column of ``n`` numbers below 256: with ``typed`` (`graph_wire`) an ``array`` of
-    bytes, which `_graph_wire.wire_parts` writes as they are, an eighth of the list's."""
-    return array("B", [value]) * n if typed else [value] * n  # type: ignore[return-value]
+def _numbers(n: int, typed: bool, code: str, value: int = 0) -> list[int]:
+    """A column of ``n`` numbers: with ``typed`` (`graph_wire`) an ``array`` of type
+    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number)."""
+    return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(
@@ -308,7 +314,7 @@ def _labels_with_parts_named(
     return label
 
 
-def _counts(data: GraphTree) -> list[int]:
+def _counts(data: GraphTree, typed: bool = False) -> list[int]:
     """Instructions each node holds directly: a group's, through nested groups; a fusion's,
     call's or loop's, those of the computations it opens (not inside their instructions).
 
@@ -317,7 +323,7 @@ def _counts(data: GraphTree) -> list[int]:
     tree leaves out starts with theirs: `GraphTree.held`.)
     """
     kind, parent = data.kind, data.parent
-    count = [0] * len(kind)
+    count = _numbers(len(kind), typed, "i")
     for node, held in data.held.items():
         count[node] = held
     for node in range(len(kind) - 1, 0, -1):
