@@ -14,6 +14,7 @@ from array import array
 from collections.abc import Callable, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_costs import node_costs
@@ -302,16 +303,28 @@ def _labels_with_parts_named(
     read of it must not depend on whether a payload was built before.
     """
     label, instrs, kinds = list(data.label), data.instr, data.kind
+    named = _PART_LABELS.get(data)
+    if named is None:
+        named = _PART_LABELS[data] = {}
     for node in range(len(kinds)) if nodes is None else nodes:
         if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
-            members = _members(data, node)
-            label[node] = facts.part_label(
-                [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
-            )
-            held = data.children[node]
-            if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
-                label[node] = f"{label[node].rsplit(' · ', 1)[0]} · {len(held)} stages"
+            found = named.get(node)
+            if found is None:
+                members = _members(data, node)
+                found = facts.part_label(
+                    [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
+                )
+                held = data.children[node]
+                if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
+                    found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
+                named[node] = found
+            label[node] = found
     return label
+
+
+#: Each tree's parts' labels (`_labels_with_parts_named`), made once: a large graph's page
+#: names its parts for the whole payload, then again for its glance.
+_PART_LABELS: WeakKeyDictionary[GraphTree, dict[int, str]] = WeakKeyDictionary()
 
 
 def _counts(data: GraphTree, typed: bool = False) -> list[int]:
