@@ -48,7 +48,7 @@ def own_dot_conv_flops(instr: HloInstruction, module: HloModule) -> int:
     """FLOPs of a dot, convolution or cuBLAS/cuDNN call itself (0 for any other op)."""
     opcode = instr.opcode
     if opcode == "dot":
-        return _dot_flops(instr, module, _dims_attr(instr.attributes.get("lhs_contracting_dims")))
+        return _dot_flops(instr, module, _dims_attr(instr.attribute("lhs_contracting_dims")))
     if opcode == "convolution":
         return _conv_flops(instr, module, "forward")
     if opcode == "custom-call":
