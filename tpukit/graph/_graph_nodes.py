@@ -22,7 +22,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
@@ -95,15 +95,40 @@ class OpFacts:
 
     def part_label(self, instrs: list[HloInstruction], costs: Iterable[tuple[int, int]]) -> str:
         """`part_label` of ``instrs``, whose ``(flops, bytes)`` are ``costs`` (in order)."""
+        flops, nbytes = zip(*costs) if instrs else ((), ())
+        return self.members_label(range(len(instrs)), instrs, flops, nbytes)
+
+    def members_label(
+        self,
+        members: Sequence[int],
+        instrs: Sequence[HloInstruction],
+        flops: Sequence[int],
+        nbytes: Sequence[int],
+    ) -> str:
+        """`part_label` of ``instrs[k]`` for each ``k`` of ``members``, whose FLOPs and bytes
+        are ``flops[k]`` and ``nbytes[k]``: a graph's columns, read in one pass."""
         named = self._named
-        work = []
-        for instr, known in zip(instrs, costs):
+        totals: dict[str, list[int]] = {}  # name -> [ops, FLOPs, bytes], in order of first use
+        count = 0
+        for k in members:
+            count += 1
+            instr = instrs[k]
             opcode = instr.opcode
             if opcode in PLUMBING:
                 continue
             name = named.get((instr.metadata.op_name, opcode)) if opcode != "fusion" else None
-            work.append((name or self.name(instr), known))
-        return _label(work, instrs)
+            if name is None:
+                name = self.name(instr)
+            entry = totals.get(name)
+            if entry is None:
+                totals[name] = [1, flops[k], nbytes[k]]
+            else:
+                entry[0] += 1
+                entry[1] += flops[k]
+                entry[2] += nbytes[k]
+        if not totals:
+            return _plumbing_label([instrs[k] for k in members])
+        return _named_label(totals, count)
 
     def _first_of_each_category(self, instr: HloInstruction) -> dict[str, str]:
         called = tuple(instr.called_computations)
@@ -206,9 +231,19 @@ def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]
             entry[1] += own_flops
             entry[2] += own_bytes
     if not totals:
-        kinds = {i.opcode for i in instrs}
-        return "constants" if kinds <= {"constant"} else "parameters"
-    size = f" · {len(instrs)} ops" if len(instrs) > 1 else ""
+        return _plumbing_label(instrs)
+    return _named_label(totals, len(instrs))
+
+
+def _plumbing_label(instrs: list[HloInstruction]) -> str:
+    """A part of plumbing alone: of constants, else of parameters."""
+    return "constants" if {i.opcode for i in instrs} <= {"constant"} else "parameters"
+
+
+def _named_label(totals: dict[str, list[int]], ops: int) -> str:
+    """`part_label` of a part of ``ops`` instructions, from ``[ops, FLOPs, bytes]`` of each
+    name its work goes by (``totals``, in order of first use)."""
+    size = f" · {ops} ops" if ops > 1 else ""
     # The name with the most FLOPs, else bytes, else ops; the first of equals (`max`).
     column = next((c for c in (1, 2) if any(entry[c] for entry in totals.values())), 0)
     name = max(totals, key=lambda n: totals[n][column])

@@ -310,10 +310,7 @@ def _labels_with_parts_named(
         if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
             found = named.get(node)
             if found is None:
-                members = _members(data, node)
-                found = facts.part_label(
-                    [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
-                )
+                found = facts.members_label(_members(data, node), instrs, flops, own)
                 held = data.children[node]
                 if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
                     found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
