@@ -104,6 +104,7 @@ def _payload(
     kept = glance.nodes if glance is not None else None
     columns = _instruction_columns(data, intern, facts, wire, kept, typed)
     label = _labels_with_parts_named(data, flops, own, facts, kept)
+    del facts  # (what it learnt of a large module's op names: megabytes, not needed again)
     notes = dict(data.notes)
     for node, (loop_label, loop_note) in columns.pop("loops").items():
         label[node], notes[node] = loop_label, loop_note
