@@ -52,24 +52,31 @@ def node_costs(data: GraphTree) -> tuple[Column, Column, Column]:
     (`executed_bytes`); ``own_bytes`` keeps the instruction's own traffic there, which
     is what the first view ranks by (`_first_view`). A group's figures are its children's
     sums. The payload and the first view both read these: each instruction is costed once.
-    The columns are arrays (`Column`): a large module keeps them with its graph.
+    The columns are counted in lists (quicker to write) and kept as arrays (`Column`): a
+    large module keeps them with its graph, a list and an int object per figure 2.3 times
+    the bytes.
     """
     found = data._costs
     if found is None:
-        n = len(data.kind)
-        try:
-            found = _costed(data, *(array("q", bytes(8 * n)) for _ in range(4)))
-        except OverflowError:  # a figure beyond 64 bits
-            found = _costed(data, *([0] * n for _ in range(4)))
+        found = tuple(map(_packed, _costed(data)))
         data._costs = found  # type: ignore[assignment]
-    return found
+    return found  # type: ignore[return-value]
 
 
-def _costed(data: GraphTree, flops: Column, nbytes: Column, own: Column, read: Column) -> tuple:
-    """`node_costs` written into the columns given, zeros (``read``: a scratch column)."""
+def _packed(figures: list[int]) -> Column:
+    try:
+        return array("q", figures)
+    except OverflowError:  # a figure beyond 64 bits
+        return figures
+
+
+def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
+    """`node_costs` as lists."""
     module = data.module
+    n = len(data.kind)
+    flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
-    _operand_bytes(data, read)
+    read = _operand_bytes(data)
     tables: dict[str, dict[int, int]] = {}  # instruction bytes of what loops and calls run
 
     def computation_table(comp: HloComputation) -> dict[int, int]:
@@ -78,7 +85,7 @@ def _costed(data: GraphTree, flops: Column, nbytes: Column, own: Column, read: C
             table = tables[comp.name] = computation_bytes(comp, module)
         return table
 
-    for node in range(len(instrs) - 1, -1, -1):
+    for node in range(n - 1, -1, -1):
         instr = instrs[node]
         if instr is None:
             kids = children[node]
@@ -97,15 +104,16 @@ def _costed(data: GraphTree, flops: Column, nbytes: Column, own: Column, read: C
     return flops, nbytes, own
 
 
-def _operand_bytes(data: GraphTree, read: Column) -> None:
-    """Adds to ``read`` the bytes of each instruction node's operands, from the tree's data
-    edges.
+def _operand_bytes(data: GraphTree) -> list[int]:
+    """The bytes of each instruction node's operands, from the tree's data edges.
 
     The tree draws an edge from every operand its computation holds (looked up as
     `HloComputation.get` looks it up), to each place the operand list names it, and
     each edge carries the operand's bytes: their sum is what `bytes_with_operands` needs,
     found without looking up any operand again.
     """
+    read = [0] * len(data.kind)
     for _, edges in data.blocks:
         for target, size in zip(edges.target, edges.nbytes):
             read[target] += size
+    return read

@@ -128,7 +128,7 @@ def _payload(
         "shape": shape if wire else [shapes[k] for k in shape],
         "flops": flops,
         "bytes": nbytes,
-        "count": _counts(data, typed),
+        "count": _counts(data),
         "scope": columns["scope"],
         "location": columns["location"],
         "source": columns["source"],
@@ -325,7 +325,7 @@ def _labels_with_parts_named(
 _PART_LABELS: WeakKeyDictionary[GraphTree, dict[int, str]] = WeakKeyDictionary()
 
 
-def _counts(data: GraphTree, typed: bool = False) -> list[int]:
+def _counts(data: GraphTree) -> list[int]:
     """Instructions each node holds directly: a group's, through nested groups; a fusion's,
     call's or loop's, those of the computations it opens (not inside their instructions).
 
@@ -334,7 +334,7 @@ def _counts(data: GraphTree, typed: bool = False) -> list[int]:
     tree leaves out starts with theirs: `GraphTree.held`.)
     """
     kind, parent = data.kind, data.parent
-    count = _numbers(len(kind), typed, "i")
+    count = [0] * len(kind)
     for node, held in data.held.items():
         count[node] = held
     for node in range(len(kind) - 1, 0, -1):

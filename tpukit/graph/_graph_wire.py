@@ -117,6 +117,8 @@ def first_use(ids: list[int] | array, table: list[str]) -> tuple[list[int] | arr
         >>> first_use([2, 0, 2, 1], ["a", "b", "c"])
         ([0, 1, 0, 2], ['c', 'a', 'b'])
     """
+    if isinstance(ids, array) and len(table) <= 256:  # (most modules' ops and shapes)
+        return _first_use_bytes(ids, table)
     used = list(dict.fromkeys(ids))  # (in order of first use)
     renumber = [0] * len(table)
     for new, old in enumerate(used):
@@ -124,6 +126,18 @@ def first_use(ids: list[int] | array, table: list[str]) -> tuple[list[int] | arr
     again = map(renumber.__getitem__, ids)
     found = array(ids.typecode, again) if isinstance(ids, array) else list(again)
     return found, [table[k] for k in used]
+
+
+def _first_use_bytes(ids: array, table: list[str]) -> tuple[array, list[str]]:
+    """`first_use` of an array of ids below 256, as bytes: each id's first place found by
+    ``bytes.find``, the column renumbered by ``bytes.translate`` (no int object per id)."""
+    raw = ids.tobytes() if ids.typecode == "B" else bytes(iter(ids))
+    first = {k: raw.find(k) for k in range(len(table))}
+    used = sorted((k for k in first if first[k] >= 0), key=first.__getitem__)
+    renumber = bytearray(256)
+    for new, old in enumerate(used):
+        renumber[old] = new
+    return array("B", raw.translate(renumber)), [table[k] for k in used]
 
 
 def block_columns(blocks: Iterable[tuple[int, Iterable[int]]]) -> dict[str, list[int]]:
