@@ -389,8 +389,7 @@ class LineColumn:
 
     def written_from(self, start: int) -> None:
         """Every text from ``start`` on is written: encodes the runs wholly after it."""
-        texts, pieces, end = self.texts, self._pieces, self._encoded
-        step = _LINES_AT_A_TIME
+        texts, pieces, end, step = self.texts, self._pieces, self._encoded, self.step
         while pieces is not None and end > start:
             begin = (end - 1) // step * step
             if begin < start:
