@@ -65,7 +65,8 @@ def graph_wire(
 
     ``typed``, for `_graph_wire.encode_wire` alone, gives what it writes to the same bytes
     with far less memory: columns of numbers as typed arrays (no int object per number:
-    `edge_columns`, `_numbers`), the texts as UTF-8 once made (`encoded_lines`)."""
+    `edge_columns`, `_numbers`, `node_costs`), the texts as UTF-8 run by run as they are
+    made (`_graph_wire.LineColumn`)."""
     return _payload(data, title, stage, times, memory, wire=True, typed=typed)
 
 

@@ -348,15 +348,15 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
     return parts
 
 
-#: Texts joined and encoded at a time by `_lines`: a column's UTF-8 is made in pieces of
-#: about a megabyte, never beside a whole copy of it as one string.
+#: Texts joined and encoded at a time by `_lines` and `LineColumn`: a column's UTF-8 is made
+#: in pieces of about a megabyte, never beside a whole copy of it as one string.
 _LINES_AT_A_TIME = 8192
 
 
 class EncodedLines:
     """A column of texts already as `wire_parts` writes it (``pieces``: `_lines`), for
     `encode_wire` alone: a large module's HLO texts held as UTF-8 once made, not as a
-    string object each (`graph_wire` with ``typed``)."""
+    string object each (`LineColumn`, `graph_wire` with ``typed``)."""
 
     __slots__ = ("pieces",)
 
