@@ -11,7 +11,7 @@ the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -203,7 +203,7 @@ def _instruction_columns(
     op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
     scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
     lines = LineColumn(n)
-    text, written_from, step = lines.texts, lines.written_from if typed else None, lines.step
+    text = lines.texts
     labels = data.label
     loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -215,22 +215,18 @@ def _instruction_columns(
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
     instrs, notes, module = data.instr, data.notes, data.module
-    for node in range(n - 1, -1, -1) if nodes is None else reversed(nodes):
-        if written_from is not None and not (node + 1) % step:
-            written_from(node + 1)
+    for node in _last_first(n, nodes, lines.written_from if typed else None):
         instr = instrs[node]
         if instr is None:
             continue
         opcode = instr.opcode
         found = by_op.get(opcode)
         if found is None:
-            found = categories[facts.category(instr)], ops.setdefault(opcode, len(ops))
-            by_op[opcode] = found
-        if opcode == "fusion" or opcode == "custom-call":
-            cat[node] = categories[facts.category(instr)]
-        else:
-            cat[node] = found[0]
-        op[node] = found[1]
+            varies = opcode == "fusion" or opcode == "custom-call"  # (by what they run)
+            category = -1 if varies else categories[facts.category(instr)]
+            found = by_op[opcode] = category, ops.setdefault(opcode, len(ops))
+        category, op[node] = found
+        cat[node] = category if category >= 0 else categories[facts.category(instr)]
         said = by_shape.get(id(instr.shape))
         if said is None:
             written = clip(str(instr.shape), _SHAPE_LIMIT)
@@ -259,6 +255,21 @@ def _instruction_columns(
         "text": lines.column() if typed else text, "scope": scope, "location": location,
         "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
+
+
+def _last_first(
+    n: int, nodes: list[int] | None, written_from: Callable[[int], None] | None
+) -> Iterator[int]:
+    """``nodes`` (all ``n`` when None) from the last to the first; with ``written_from``
+    (`LineColumn.written_from`), called each time a run of its texts is written."""
+    if nodes is not None:
+        yield from reversed(nodes)
+        return
+    step = LineColumn.step
+    for start in range((n - 1) // step * step, -1, -step):
+        yield from range(min(start + step, n) - 1, start - 1, -1)
+        if written_from is not None:
+            written_from(start)
 
 
 def _numbers(n: int, typed: bool, code: str, value: int = 0) -> list[int]:
