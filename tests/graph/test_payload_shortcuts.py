@@ -19,6 +19,7 @@ from tpukit.graph._graph_nodes import (
     part_label,
     what_it_does,
 )
+from tpukit.graph._graph_wire import LineColumn
 from tpukit.hlo import parse_hlo
 from tpukit.hlo.analysis._cost import (
     computation_bytes,
@@ -251,3 +252,24 @@ def test_the_graph_s_own_bytes_of_every_instruction_are_its_instruction_bytes():
     assert entry["two"] == 16 + 32
     assert entry["gemm"] == 16 + 16 + 16  # not its scratch space
     assert entry["cs"] == 16 + 16
+
+
+def test_texts_written_last_first_are_encoded_run_by_run_or_given_back_whole(monkeypatch):
+    """`LineColumn` (a large module's HLO texts on the wire) encodes each run of texts once
+    the pass from the last node has written it; the runs join into the lines `_lines` writes.
+    A text with a line break, met after runs were encoded, gives every text back in order
+    (the column then goes as JSON)."""
+    monkeypatch.setattr(LineColumn, "step", 2)
+    for broken, expected in ((None, None), (1, "x\ny")):
+        column = LineColumn(5)
+        for k in range(4, -1, -1):
+            if not (k + 1) % 2:
+                column.written_from(k + 1)
+            column.texts[k] = expected if k == broken else f"t{k}"
+        found = column.column()
+        texts = ["t0", expected or "t1", "t2", "t3", "t4"]
+        if broken is None:
+            assert b"".join(found.pieces) == "\n".join(texts).encode()
+            assert len(found.pieces) == 3
+        else:
+            assert found == texts

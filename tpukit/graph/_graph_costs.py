@@ -22,6 +22,7 @@ nothing more.
 
 from __future__ import annotations
 
+from array import array
 from typing import TYPE_CHECKING
 
 from tpukit.hlo.analysis import (
@@ -38,7 +39,12 @@ if TYPE_CHECKING:
     from tpukit.hlo.text import HloComputation
 
 
-def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
+#: One figure per node: an ``array`` of 64-bit ints (no int object per node), or where a
+#: figure is beyond 64 bits, a list of Python's own ints.
+Column = array | list
+
+
+def node_costs(data: GraphTree) -> tuple[Column, Column, Column]:
     """``(flops, bytes, own_bytes)`` of every node, computed once per graph and kept on it.
 
     An instruction's FLOPs include what it calls (a loop's times its trips); its bytes are
@@ -46,10 +52,26 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     (`executed_bytes`); ``own_bytes`` keeps the instruction's own traffic there, which
     is what the first view ranks by (`_first_view`). A group's figures are its children's
     sums. The payload and the first view both read these: each instruction is costed once.
+    The columns are counted in lists (quicker to write) and kept as arrays (`Column`): a
+    large module keeps them with its graph, a list and an int object per figure 2.3 times
+    the bytes.
     """
     found = data._costs
-    if found is not None:
-        return found
+    if found is None:
+        found = tuple(map(_packed, _costed(data)))
+        data._costs = found  # type: ignore[assignment]
+    return found  # type: ignore[return-value]
+
+
+def _packed(figures: list[int]) -> Column:
+    try:
+        return array("q", figures)
+    except OverflowError:  # a figure beyond 64 bits
+        return figures
+
+
+def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
+    """`node_costs` as lists."""
     module = data.module
     n = len(data.kind)
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
@@ -79,8 +101,7 @@ def node_costs(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             nbytes[node] = executed_bytes(instr, module, computation_table)
         else:
             nbytes[node] = own_bytes
-    data._costs = (flops, nbytes, own)
-    return data._costs
+    return flops, nbytes, own
 
 
 def _operand_bytes(data: GraphTree) -> list[int]:

@@ -22,7 +22,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
@@ -95,15 +95,40 @@ class OpFacts:
 
     def part_label(self, instrs: list[HloInstruction], costs: Iterable[tuple[int, int]]) -> str:
         """`part_label` of ``instrs``, whose ``(flops, bytes)`` are ``costs`` (in order)."""
+        flops, nbytes = zip(*costs) if instrs else ((), ())
+        return self.members_label(range(len(instrs)), instrs, flops, nbytes)
+
+    def members_label(
+        self,
+        members: Sequence[int],
+        instrs: Sequence[HloInstruction],
+        flops: Sequence[int],
+        nbytes: Sequence[int],
+    ) -> str:
+        """`part_label` of ``instrs[k]`` for each ``k`` of ``members``, whose FLOPs and bytes
+        are ``flops[k]`` and ``nbytes[k]``: a graph's columns, read in one pass."""
         named = self._named
-        work = []
-        for instr, known in zip(instrs, costs):
+        totals: dict[str, list[int]] = {}  # name -> [ops, FLOPs, bytes], in order of first use
+        count = 0
+        for k in members:
+            count += 1
+            instr = instrs[k]
             opcode = instr.opcode
             if opcode in PLUMBING:
                 continue
             name = named.get((instr.metadata.op_name, opcode)) if opcode != "fusion" else None
-            work.append((name or self.name(instr), known))
-        return _label(work, instrs)
+            if name is None:
+                name = self.name(instr)
+            entry = totals.get(name)
+            if entry is None:
+                totals[name] = [1, flops[k], nbytes[k]]
+            else:
+                entry[0] += 1
+                entry[1] += flops[k]
+                entry[2] += nbytes[k]
+        if not totals:
+            return _plumbing_label([instrs[k] for k in members])
+        return _named_label(totals, count)
 
     def _first_of_each_category(self, instr: HloInstruction) -> dict[str, str]:
         called = tuple(instr.called_computations)
@@ -206,9 +231,19 @@ def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]
             entry[1] += own_flops
             entry[2] += own_bytes
     if not totals:
-        kinds = {i.opcode for i in instrs}
-        return "constants" if kinds <= {"constant"} else "parameters"
-    size = f" · {len(instrs)} ops" if len(instrs) > 1 else ""
+        return _plumbing_label(instrs)
+    return _named_label(totals, len(instrs))
+
+
+def _plumbing_label(instrs: list[HloInstruction]) -> str:
+    """A part of plumbing alone: of constants, else of parameters."""
+    return "constants" if {i.opcode for i in instrs} <= {"constant"} else "parameters"
+
+
+def _named_label(totals: dict[str, list[int]], ops: int) -> str:
+    """`part_label` of a part of ``ops`` instructions, from ``[ops, FLOPs, bytes]`` of each
+    name its work goes by (``totals``, in order of first use)."""
+    size = f" · {ops} ops" if ops > 1 else ""
     # The name with the most FLOPs, else bytes, else ops; the first of equals (`max`).
     column = next((c for c in (1, 2) if any(entry[c] for entry in totals.values())), 0)
     name = max(totals, key=lambda n: totals[n][column])
@@ -229,12 +264,13 @@ _TAILS_KEPT = 4096
 def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> str:
     """The instruction's HLO line without its metadata, which the panel shows apart.
 
-    ``tails``, a dict kept across the instructions of a module, holds each distinct
-    text after the operands without its metadata: most lines of a module end as others
-    do (the same attributes and metadata), so each ending is cut once; one whose
-    metadata comes last (`_metadata_ends`), where it starts (in a large module most
-    endings are their own, an op name or source line apiece: each is cut without
-    splitting it, and the dict is emptied every `_TAILS_KEPT` endings).
+    ``tails``, a dict kept across the instructions of a module, serves the lines whose
+    metadata is not the last of their attributes: it holds each distinct text after the
+    operands without its metadata (many lines of a module end as others do), so each
+    ending is cut once (the dict is emptied every `_TAILS_KEPT` endings). A line whose
+    metadata comes last (`_metadata_ends`: most of them, and in a large module most
+    endings are their own, an op name or source line apiece) is cut where it starts,
+    without splitting it or keeping its ending.
     """
     text = instr.text
     at = text.find(", metadata={")
@@ -245,15 +281,14 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
         return _without_metadata(text, metadata_text(instr, text))
     # Every ", metadata={" lies after the operands, so cutting the ending cuts the line;
     # attributes the parser left unsplit are read from that ending alone (`metadata_text`).
+    if _metadata_ends(text, at, rest_at):
+        return text[:at]
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:
         if len(tails) >= _TAILS_KEPT:  # (a line's whole ending each: megabytes, few met again)
             tails.clear()
-        if _metadata_ends(text, at, rest_at):
-            tail = tails[rest] = rest[: at - rest_at]
-        else:
-            tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
+        tail = tails[rest] = _without_metadata(rest, metadata_text(instr, text))
     return text[:rest_at] + tail
 
 
@@ -263,6 +298,16 @@ def _metadata_ends(text: str, at: int, rest_at: int) -> bool:
     alone and cutting it leaves ``text[:at]``."""
     if text.find("metadata", rest_at) != at + 2 or text.find("metadata", at + 10) >= 0:
         return False
+    # Most values are quoted strings and plain fields: with no brace or backslash inside
+    # and the quotes paired, `_METADATA_VALUE` matches to the end (checked in a fifth of
+    # its time); any other value is matched.
+    inside = text[at + 12 : -1]
+    if (
+        text[-1:] == "}"
+        and "{" not in inside and "}" not in inside and "\\" not in inside
+        and not inside.count('"') % 2
+    ):  # fmt: skip
+        return True
     found = _METADATA_VALUE.match(text, at + 11)
     return found is not None and found.end() == len(text)
 

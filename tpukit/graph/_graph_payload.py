@@ -11,9 +11,10 @@ the heat scale. `_graph_view.HloGraph` compresses the dict into the page.
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from itertools import chain
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_costs import node_costs
@@ -23,11 +24,10 @@ from tpukit.graph._graph_nodes import OpFacts, clip, display_text
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import (
+    LineColumn,
     edge_columns,
-    encoded_lines,
-    indexed,
+    first_use,
     link_columns,
-    split_head,
 )
 from tpukit.hlo.analysis import instruction_count, trip_count
 from tpukit.hlo.text import HloInstruction, HloMetadata, HloModule, describe_location
@@ -65,7 +65,8 @@ def graph_wire(
 
     ``typed``, for `_graph_wire.encode_wire` alone, gives what it writes to the same bytes
     with far less memory: columns of numbers as typed arrays (no int object per number:
-    `edge_columns`, `_numbers`), the texts as UTF-8 once made (`encoded_lines`)."""
+    `edge_columns`, `_numbers`, `node_costs`), the texts as UTF-8 run by run as they are
+    made (`_graph_wire.LineColumn`)."""
     return _payload(data, title, stage, times, memory, wire=True, typed=typed)
 
 
@@ -98,25 +99,19 @@ def _payload(
         return strings.setdefault(text, len(strings))
 
     flops, nbytes, own = node_costs(data)
+    if not typed and glance is None:  # (a glance takes its nodes' figures alone)
+        flops, nbytes = list(flops), list(nbytes)
     facts = OpFacts(module)
     kept = glance.nodes if glance is not None else None
     columns = _instruction_columns(data, intern, facts, wire, kept, typed)
     label = _labels_with_parts_named(data, flops, own, facts, kept)
+    del facts  # (what it learnt of a large module's op names: megabytes, not needed again)
     notes = dict(data.notes)
-    text, shape = columns["text"], columns["shape"]
-    for node in columns.pop("loops"):
-        label[node], notes[node] = _loop_label(
-            data.instr[node], module, label[node], notes.get(node)
-        )
-        if wire:  # its text was left whole: its head holds the label it has now
-            columns["textHead"][node], text[node] = split_head(
-                text[node], label[node], shape[node], columns["op"][node]
-            )
-    if typed:  # (for `encode_wire` alone: the texts as UTF-8 from here on)
-        columns["text"] = encoded_lines(text)
-        del text
+    for node, (loop_label, loop_note) in columns.pop("loops").items():
+        label[node], notes[node] = loop_label, loop_note
     n = len(data.kind)
-    note = [0] * n
+    op, ops, shape, shapes = columns["op"], columns["ops"], columns["shape"], columns["shapes"]
+    note = _numbers(n, typed, "i")
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -129,9 +124,9 @@ def _payload(
         "kind": data.kind,
         "parent": data.parent,
         "label": label,
-        "op": columns["op"],
+        "op": op if wire else [ops[k] for k in op],  # (on the wire: `first_use`, below)
         "cat": columns["cat"],
-        "shape": columns["shape"],
+        "shape": shape if wire else [shapes[k] for k in shape],
         "flops": flops,
         "bytes": nbytes,
         "count": _counts(data),
@@ -157,8 +152,8 @@ def _payload(
     if glance is not None:
         payload = glance.cut(payload)
     if wire:
-        payload["shape"], payload["shapes"] = indexed(payload["shape"])
-        payload["op"], payload["ops"] = indexed(payload["op"])
+        payload["shape"], payload["shapes"] = first_use(payload["shape"], shapes)
+        payload["op"], payload["ops"] = first_use(payload["op"], ops)
     return payload
 
 
@@ -187,55 +182,64 @@ def _instruction_columns(
     wire: bool = False,
     nodes: list[int] | None = None,
     typed: bool = False,
-) -> dict[str, list]:
-    """The columns only instructions fill: opcode, colour category, shape, HLO text, and
-    the interned op name and source of their metadata; ``loops``, the ``while`` nodes.
-    With ``wire``, ``text`` holds what `_graph_wire.split_head` leaves of each text and
-    ``textHead`` which head it took (a loop's text is left whole: its label changes).
+) -> dict:
+    """The columns only instructions fill: colour category, HLO text, the interned op name
+    and source of their metadata, and the opcode and shape as ids into ``ops`` and
+    ``shapes`` (`_graph_wire.first_use` numbers them for the wire); ``loops``, each
+    ``while`` node's label and note (`_loop_label`). With ``wire``, ``text`` holds what
+    `_graph_wire.split_head` leaves of each text and ``textHead`` which head it took.
 
     A group's entries are empty (its ``cat`` is ``group``). Many instructions share an
     opcode, a fusion's kind of work, a shape, an `HloMetadata` object (the parser shares
     equal ones) or a source line: each is worked out once. Metadata is interned from the
     last node to the first, the order the strings table has always had. With ``nodes``
-    (in order), only theirs are filled; with ``typed``, ``cat`` and ``textHead`` are bytes.
+    (in order), only theirs are filled. With ``typed`` (`graph_wire` for `encode_wire`)
+    the columns of numbers are arrays and ``text`` is UTF-8, each run of texts encoded as
+    soon as it is written (`_graph_wire.LineColumn`): a large module's columns hold no
+    object per node.
     """
     n = len(data.kind)
-    cat, op = _numbers(n, typed, CATEGORIES.index("group")), [""] * n
-    shape, text, head_kind = [""] * n, [""] * n, _numbers(n, typed)
+    cat, head_kind = _numbers(n, typed, "B", CATEGORIES.index("group")), _numbers(n, typed, "B")
+    op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
+    scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
+    lines = LineColumn(n)
+    text = lines.texts
     labels = data.label
-    scope, location, source = [0] * n, [0] * n, [0] * n  # (interned: shared ints)
-    loops = []
+    loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, int] = {}  # by opcode: a fusion's and library call's vary
-    by_shape: dict[int, str] = {}
+    ops: dict[str, int] = {"": 0}
+    by_op: dict[str, tuple[int, int]] = {}  # by opcode: a fusion's and library call's vary
+    shapes: dict[str, int] = {"": 0}
+    by_shape: dict[int, tuple[str, int]] = {}
     by_meta: dict[int, tuple[int, int, int]] = {}
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
-    instrs = data.instr
-    for node in range(n - 1, -1, -1) if nodes is None else reversed(nodes):
+    instrs, notes, module = data.instr, data.notes, data.module
+    for node in _last_first(n, nodes, lines.written_from if typed else None):
         instr = instrs[node]
         if instr is None:
             continue
         opcode = instr.opcode
-        if opcode == "fusion" or opcode == "custom-call":
-            cat[node] = categories[facts.category(instr)]
-        else:
-            found = by_op.get(opcode)
-            if found is None:
-                found = by_op[opcode] = categories[facts.category(instr)]
-            cat[node] = found
-            if opcode == "while":
-                loops.append(node)
-        op[node] = opcode
-        written = by_shape.get(id(instr.shape))
-        if written is None:
-            written = by_shape[id(instr.shape)] = clip(str(instr.shape), _SHAPE_LIMIT)
-        shape[node] = written
+        found = by_op.get(opcode)
+        if found is None:
+            varies = opcode == "fusion" or opcode == "custom-call"  # (by what they run)
+            category = -1 if varies else categories[facts.category(instr)]
+            found = by_op[opcode] = category, ops.setdefault(opcode, len(ops))
+        category, op[node] = found
+        cat[node] = category if category >= 0 else categories[facts.category(instr)]
+        said = by_shape.get(id(instr.shape))
+        if said is None:
+            written = clip(str(instr.shape), _SHAPE_LIMIT)
+            said = by_shape[id(instr.shape)] = written, shapes.setdefault(written, len(shapes))
+        written, shape[node] = said
         line_text = display_text(instr, tails)
         if len(line_text) > _TEXT_LIMIT:
             line_text = clip(line_text, _TEXT_LIMIT)
-        if wire and opcode != "while":  # `split_head`, inline: it runs for every instruction
-            head = f"%{labels[node]} = {written} {opcode}"
+        label = labels[node]
+        if opcode == "while":
+            label, note = loops[node] = _loop_label(instr, module, label, notes.get(node))
+        if wire:  # `split_head`, inline: it runs for every instruction
+            head = f"%{label} = {written} {opcode}"
             if line_text.startswith(head):
                 head_kind[node], line_text = 1, line_text[len(head) :]
             elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
@@ -247,15 +251,31 @@ def _instruction_columns(
             said = by_meta[id(meta)] = _metadata_strings(meta, intern, by_line)
         scope[node], location[node], source[node] = said
     return {
-        "cat": cat, "op": op, "shape": shape, "text": text, "scope": scope,
-        "location": location, "source": source, "loops": loops, "textHead": head_kind,
+        "cat": cat, "op": op, "ops": list(ops), "shape": shape, "shapes": list(shapes),
+        "text": lines.column() if typed else text, "scope": scope, "location": location,
+        "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
 
 
-def _numbers(n: int, typed: bool, value: int = 0) -> list[int]:
-    """A column of ``n`` numbers below 256: with ``typed`` (`graph_wire`) an ``array`` of
-    bytes, which `_graph_wire.wire_parts` writes as they are, an eighth of the list's."""
-    return array("B", [value]) * n if typed else [value] * n  # type: ignore[return-value]
+def _last_first(
+    n: int, nodes: list[int] | None, written_from: Callable[[int], None] | None
+) -> Iterator[int]:
+    """``nodes`` (all ``n`` when None) from the last to the first; with ``written_from``
+    (`LineColumn.written_from`), called each time a run of its texts is written."""
+    if nodes is not None:
+        yield from reversed(nodes)
+        return
+    step = LineColumn.step
+    for start in range((n - 1) // step * step, -1, -step):
+        yield from range(min(start + step, n) - 1, start - 1, -1)
+        if written_from is not None:
+            written_from(start)
+
+
+def _numbers(n: int, typed: bool, code: str, value: int = 0) -> list[int]:
+    """A column of ``n`` numbers: with ``typed`` (`graph_wire`) an ``array`` of type
+    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number)."""
+    return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
 
 
 def _metadata_strings(
@@ -296,16 +316,25 @@ def _labels_with_parts_named(
     read of it must not depend on whether a payload was built before.
     """
     label, instrs, kinds = list(data.label), data.instr, data.kind
+    named = _PART_LABELS.get(data)
+    if named is None:
+        named = _PART_LABELS[data] = {}
     for node in range(len(kinds)) if nodes is None else nodes:
         if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
-            members = _members(data, node)
-            label[node] = facts.part_label(
-                [instrs[k] for k in members], [(flops[k], own[k]) for k in members]
-            )
-            held = data.children[node]
-            if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
-                label[node] = f"{label[node].rsplit(' · ', 1)[0]} · {len(held)} stages"
+            found = named.get(node)
+            if found is None:
+                found = facts.members_label(_members(data, node), instrs, flops, own)
+                held = data.children[node]
+                if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
+                    found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
+                named[node] = found
+            label[node] = found
     return label
+
+
+#: Each tree's parts' labels (`_labels_with_parts_named`), made once: a large graph's page
+#: names its parts for the whole payload, then again for its glance.
+_PART_LABELS: WeakKeyDictionary[GraphTree, dict[int, str]] = WeakKeyDictionary()
 
 
 def _counts(data: GraphTree) -> list[int]:

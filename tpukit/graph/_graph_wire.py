@@ -110,6 +110,36 @@ def indexed(values: list[str]) -> tuple[list[int], list[str]]:
     return [table.setdefault(value, len(table)) for value in values], list(table)
 
 
+def first_use(ids: list[int] | array, table: list[str]) -> tuple[list[int] | array, list[str]]:
+    """`indexed` of ``[table[k] for k in ids]`` (``table``'s values distinct), from the ids:
+    renumbered in order of first use, an ``array`` kept an ``array``.
+
+        >>> first_use([2, 0, 2, 1], ["a", "b", "c"])
+        ([0, 1, 0, 2], ['c', 'a', 'b'])
+    """
+    if isinstance(ids, array) and len(table) <= 256:  # (most modules' ops and shapes)
+        return _first_use_bytes(ids, table)
+    used = list(dict.fromkeys(ids))  # (in order of first use)
+    renumber = [0] * len(table)
+    for new, old in enumerate(used):
+        renumber[old] = new
+    again = map(renumber.__getitem__, ids)
+    found = array(ids.typecode, again) if isinstance(ids, array) else list(again)
+    return found, [table[k] for k in used]
+
+
+def _first_use_bytes(ids: array, table: list[str]) -> tuple[array, list[str]]:
+    """`first_use` of an array of ids below 256, as bytes: each id's first place found by
+    ``bytes.find``, the column renumbered by ``bytes.translate`` (no int object per id)."""
+    raw = ids.tobytes() if ids.typecode == "B" else bytes(iter(ids))
+    first = {k: raw.find(k) for k in range(len(table))}
+    used = sorted((k for k in first if first[k] >= 0), key=first.__getitem__)
+    renumber = bytearray(256)
+    for new, old in enumerate(used):
+        renumber[old] = new
+    return array("B", raw.translate(renumber)), [table[k] for k in used]
+
+
 def block_columns(blocks: Iterable[tuple[int, Iterable[int]]]) -> dict[str, list[int]]:
     """``blocks`` (``[[owner, [from, to, bytes, index, ...]], ...]``) as the wire carries
     them: ``blockOwner``, ``blockSize`` (each block's count of numbers), and each of the
@@ -196,9 +226,9 @@ def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> st
     reads it no more): a large module's columns are then let go before they are deflated.
     """
     parts = wire_parts(wire, spend=spend)
-    if not compress:
-        return base64.b64encode(b"".join(parts)).decode()
-    return base64.b64encode(deflate_parts(parts)).decode()
+    packed = deflate_parts(parts) if compress else b"".join(parts)
+    del parts  # (a large module's tens of megabytes, let go before the base64 is made)
+    return base64.b64encode(packed).decode()
 
 
 def deflate(raw: bytes) -> bytes:
@@ -318,10 +348,15 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
     return parts
 
 
+#: Texts joined and encoded at a time by `_lines` and `LineColumn`: a column's UTF-8 is made
+#: in pieces of about a megabyte, never beside a whole copy of it as one string.
+_LINES_AT_A_TIME = 8192
+
+
 class EncodedLines:
     """A column of texts already as `wire_parts` writes it (``pieces``: `_lines`), for
     `encode_wire` alone: a large module's HLO texts held as UTF-8 once made, not as a
-    string object each (`graph_wire` with ``typed``)."""
+    string object each (`LineColumn`, `graph_wire` with ``typed``)."""
 
     __slots__ = ("pieces",)
 
@@ -329,40 +364,65 @@ class EncodedLines:
         self.pieces = pieces
 
 
-def encoded_lines(values: list[str]) -> list[str] | EncodedLines:
-    """``values`` as `EncodedLines`, each text let go once encoded; or ``values`` as they
-    were where a text holds a line break.
+class LineColumn:
+    """A column of ``n`` texts written from its last text to its first (`_graph_payload`
+    reads the nodes last to first), each run of `_LINES_AT_A_TIME` texts encoded as
+    `_lines` encodes it once every text in it is written (`written_from`): a large module's
+    HLO texts are never all held as strings, nor as strings and UTF-8 at once.
 
-        >>> encoded_lines(["a", "b"]).pieces, encoded_lines(["a", "b\\nc"])
-        ([b'a\\nb'], ['a', 'b\\nc'])
+        >>> column = LineColumn(3)
+        >>> column.texts[2], column.texts[1], column.texts[0] = "c", "b", "a"
+        >>> column.column().pieces
+        [b'a\\nb\\nc']
+
+    A text that holds a line break sends the column as JSON (`column` gives the texts).
     """
-    pieces = _lines(values, spend=True)
-    return values if pieces is None else EncodedLines(pieces)
+
+    __slots__ = ("texts", "_pieces", "_encoded")
+    #: Texts encoded at a time: `written_from` encodes a run once a multiple of it is written.
+    step = _LINES_AT_A_TIME
+
+    def __init__(self, n: int) -> None:
+        self.texts: list = [""] * n
+        self._pieces: list[bytes] | None = []
+        self._encoded = n  # texts[_encoded:] are in _pieces, the last first
+
+    def written_from(self, start: int) -> None:
+        """Every text from ``start`` on is written: encodes the runs wholly after it."""
+        texts, pieces, end, step = self.texts, self._pieces, self._encoded, self.step
+        while pieces is not None and end > start:
+            begin = (end - 1) // step * step
+            if begin < start:
+                break
+            piece = _piece(texts[begin:end], end < len(texts))
+            if piece is None:  # a line break: the texts go as JSON
+                texts[end:] = b"".join(reversed(pieces)).decode().split("\n") if pieces else []
+                self._pieces = pieces = None
+                break
+            pieces.append(piece)
+            texts[begin:end] = [None] * (end - begin)
+            self._encoded = end = begin
+
+    def column(self) -> list | EncodedLines:
+        """The whole column, for `wire_parts`: `EncodedLines`, or the texts as they are."""
+        self.written_from(0)
+        if self._pieces is None:
+            return self.texts
+        return EncodedLines(self._pieces[::-1])
 
 
-#: Texts joined and encoded at a time by `_lines`: a column's UTF-8 is made in pieces of
-#: about a megabyte, never beside a whole copy of it as one string.
-_LINES_AT_A_TIME = 8192
-
-
-def _lines(values: object, spend: bool = False) -> list[bytes] | None:
+def _lines(values: object) -> list[bytes] | None:
     """A column of texts as UTF-8 lines, in pieces that join into them (None when a text
-    holds a line break, or for anything else: it goes as JSON). With ``spend`` each text
-    leaves ``values`` once encoded (None in its place), and comes back on a None."""
+    holds a line break, or for anything else: it goes as JSON)."""
     if not isinstance(values, list) or not values:
         return None
     pieces = []
     step = _LINES_AT_A_TIME
     for start in range(0, len(values), step):
-        chunk = values[start : start + step]
-        piece = _piece(chunk, start + step < len(values))
+        piece = _piece(values[start : start + step], start + step < len(values))
         if piece is None:
-            if spend:  # (each piece but the last ends with its line break)
-                values[:start] = [t for p in pieces for t in p.decode()[:-1].split("\n")]
             return None
         pieces.append(piece)
-        if spend:
-            values[start : start + step] = [None] * len(chunk)
     return pieces
 
 
@@ -384,15 +444,16 @@ def _typed(values: list | array) -> tuple[str, bytes]:
     Each kind is tried in turn: a value it cannot hold stops the copy there, and in most
     columns such a value comes first (a parent of -1, the root's total), so this costs
     about one copy, where finding the range first would cost a pass more. Bytes come
-    first, by ``bytes`` (a third of the time of an array's copy). An ``array`` of bytes
-    (`_graph_payload._numbers`) is written as it is, any other (`edge_columns`) as its list.
+    first, by ``bytes`` (a third of the time of an array's copy). An ``array``
+    (`_graph_payload.graph_wire` with ``typed``) is copied as it is, not as a list: no int
+    object per number.
     """
-    if isinstance(values, array):  # (`graph_wire` with ``typed``)
-        if values.typecode == "B":  # bytes already
-            return _TYPES[0][0], values.tobytes()
-        values = values.tolist()  # (one column's ints at a time: quicker than from the array)
+    if isinstance(values, array):
+        found = _narrowed(values)
+        if found is not None:
+            return found
     try:
-        return _TYPES[0][0], bytes(values)
+        return _TYPES[0][0], bytes(iter(values) if isinstance(values, array) else values)
     except ValueError:  # a value out of a byte's range
         pass
     except TypeError:  # a value that is not whole
@@ -405,6 +466,36 @@ def _typed(values: list | array) -> tuple[str, bytes]:
         except TypeError:  # a value that is not whole
             break
     return _FLOAT[0], _little_endian(array(_FLOAT[1], values)).tobytes()
+
+
+def _narrowed(values: array) -> tuple[str, bytes] | None:
+    """`_typed` of an array of ints from its bytes alone (None where it cannot tell: a
+    negative value in a wider kind than its own, a value beyond 32 bits, a big-endian
+    machine): each byte of the kind's width sliced out, and the narrowest kind whose
+    higher bytes are all zero, in a few milliseconds where a copy number by number took
+    tens (a large module's columns of ids, counts and edges)."""
+    size = values.itemsize
+    if values.typecode not in "BHiIlLqQ" or sys.byteorder != "little":
+        return None
+    raw = values.tobytes()
+    if size == 1:
+        return (_TYPES[0][0], raw) if values.typecode == "B" else None
+    columns = [raw[k::size] for k in range(size)]  # byte k of every value
+    zero = bytes(len(values))
+    wide = next((k for k in range(size - 1, 0, -1) if columns[k] != zero), 0) + 1
+    signed = values.typecode in "hilq"
+    if wide <= 2:  # (unsigned: a negative value sets its highest byte)
+        kind = 1 if wide == 1 else 2
+    elif size == 4 and signed:  # an i32 as it is
+        return _TYPES[2][0], raw
+    elif wide <= 4 and max(columns[3]) < 0x80:  # fits a signed 32 bits, not negative
+        kind = 4
+    else:
+        return None
+    out = bytearray(kind * len(values))
+    for k in range(kind):
+        out[k::kind] = columns[k]
+    return {1: _TYPES[0][0], 2: _TYPES[1][0], 4: _TYPES[2][0]}[kind], bytes(out)
 
 
 def _little_endian(values: array) -> array:

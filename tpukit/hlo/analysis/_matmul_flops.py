@@ -80,7 +80,7 @@ def _lhs_contracting(instr: HloInstruction) -> tuple[int, ...]:
             and rest[:at].rstrip()[-1:] in ("", ",")
         ):
             return tuple(int(d) for d in re.findall(r"\d+", found.group(1)))
-    return _dims_attr(instr.attributes.get("lhs_contracting_dims"))
+    return _dims_attr(instr.attribute("lhs_contracting_dims"))
 
 
 _LHS_KEY = "lhs_contracting_dims"

@@ -213,6 +213,16 @@ class HloInstruction:
     def attributes(self, value: dict[str, str]) -> None:
         self._attributes = value
 
+    def attribute(self, key: str, default: str = "") -> str:
+        """``attributes.get(key, default)``, without keeping the split when `attributes`
+        was not asked for yet: a large module's dots are each asked their dimension
+        numbers once (their FLOPs are kept), and every dot's whole dict, metadata
+        included, would stay with the module (14 MB at 400,000 instructions)."""
+        found = self._attributes
+        if found is None:
+            found = split_attributes(self.text[self._rest_at :].strip())
+        return found.get(key, default)
+
     def _fields(self) -> tuple:
         return (
             self.name, self.opcode, self.shape, self.operands, self.attributes,
