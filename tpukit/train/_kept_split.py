@@ -157,12 +157,23 @@ class KeptSplit:
             kept.split = cls()
         return kept.split
 
+    @property
+    def kept(self) -> tuple[Any, Any, Any] | None:
+        """``(graphdef, params, rest)`` as the last call left the model, unchecked (see
+        :meth:`unchanged`), or ``None`` when nothing is kept."""
+        return None if self._walk is None else (self.graphdef, self.params, self.rest)
+
+    def unchanged(self, model: Any) -> bool:
+        """Whether ``model`` is as the kept states left it (the cheap walk finds it so)."""
+        if self._walk is None:
+            return False
+        now = walk(model)
+        return now is not None and now.same_as(self._walk)
+
     def split(self, model: Any) -> tuple[Any, Any, Any]:
         """``split_model(model)``: the kept states when the model is as they left it."""
-        if self._walk is not None:
-            now = walk(model)
-            if now is not None and now.same_as(self._walk):
-                return self.graphdef, self.params, self.rest
+        if self.unchanged(model):
+            return self.graphdef, self.params, self.rest
         graphdef, params, rest = split_model(model)
         self._record(model, graphdef, params, rest)
         return graphdef, params, rest
