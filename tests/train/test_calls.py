@@ -338,3 +338,19 @@ def test_a_repeated_call_walks_the_model_after_its_first_dispatch(monkeypatch):
     order.clear()
     train(m, (x, y), verbose=True)  # a progress line: checked before anything shows
     assert order[:2] == ["walk", "dispatch"], order
+
+
+def test_the_write_back_takes_states_flattened_ahead_only_when_they_are_those_written():
+    from tpukit.train._kept_split import KeptSplit
+
+    m = model()
+    split = KeptSplit()
+    graphdef, params, rest = split.split(m)
+    bias = np.asarray(m.bias[...])
+    plus = [jax.tree.map(lambda a, k=k: a + k, params) for k in (1.0, 2.0)]
+    split.flatten_ahead(plus[0], rest)  # the run's last call, as dispatched
+    split.write_back(m, graphdef, plus[1], rest, checked=True)  # (a guard stop wrote another)
+    assert np.array_equal(np.asarray(m.bias[...]), bias + 2.0)
+    split.flatten_ahead(plus[0], rest)
+    split.write_back(m, graphdef, plus[0], rest, checked=True)
+    assert np.array_equal(np.asarray(m.bias[...]), bias + 1.0)

@@ -239,6 +239,9 @@ class Run:
                 return self._dispatch_ahead(pending, flight.state)
             return None
         self._prefetch_next_epoch()
+        if self.kept is not None and self.position.epoch + 1 == self.spec.options.epochs:
+            # the run's last call: what the write-back will walk, walked while it runs
+            KeptSplit.beside(self.kept).flatten_ahead(*flight.state[:2])
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
             self._evaluation = (flight.state, self.evaluator.start(*flight.state[:2]))
         if speculate and self._indices is not None:
