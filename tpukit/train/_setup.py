@@ -476,6 +476,12 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
     return step
 
 
+def _placed_start(spec: RunSpec, start: int) -> jax.Array:
+    """A call's first step in its epoch, on the devices once per set-up: sent with each
+    call as a NumPy scalar it was one more transfer on the call's critical path."""
+    return jax.device_put(np.int32(start), spec.plan.replicated())
+
+
 def executions(
     spec: RunSpec, pos: Position, indices: jax.Array | None = None
 ) -> Iterator[tuple[int, _steps.Step, dict]]:
@@ -489,11 +495,8 @@ def executions(
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
             fn = _resident_step(spec, steps)
-            yield (
-                steps,
-                fn,
-                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
-            )
+            at = spec.once(("start", start), lambda start=start: _placed_start(spec, start))
+            yield steps, fn, {"arrays": spec.source.arrays, "indices": indices, "start": at}
             start += steps
     else:
         fn = _steps.streamed_execution(
