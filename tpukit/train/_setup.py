@@ -61,6 +61,7 @@ from ._data import (
 from ._exceptions import TrainingInputError
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
+from ._layout import place
 from ._memo import graph_key
 from ._mesh import Plan
 from ._objective import Objective, checked_objective
@@ -479,7 +480,7 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
 def _placed_start(spec: RunSpec, start: int) -> jax.Array:
     """A call's first step in its epoch, on the devices once per set-up: sent with each
     call as a NumPy scalar it was one more transfer on the call's critical path."""
-    return jax.device_put(np.int32(start), spec.plan.replicated())
+    return place(np.int32(start), spec.plan.replicated())
 
 
 def executions(
