@@ -8,6 +8,7 @@ process (another file's ``fit`` may have compiled the same step first).
 import gc
 import re
 import time
+import warnings
 
 import jax
 import numpy as np
@@ -266,3 +267,90 @@ def test_the_side_by_side_optimizer_comparison_agrees_with_the_optax_keys():
                 assert same_optax(fa, fb) == agree
     user = lambda updates, state, params=None: (updates, state)  # noqa: E731
     assert not same_optax(user, user)  # only optax's own closures are known by content
+
+
+def _trained_twice(change) -> tuple[nnx.Module, nnx.Module]:
+    """A model trained by two calls with ``change(model)`` between them (the second
+    call may take the first's set-up), and one trained with the same change whose
+    second call is set up afresh (nothing kept): they should agree."""
+    x, y = X.copy(), Y.copy()
+    kept, fresh = model(), model()
+    for m in (kept, fresh):
+        train(m, (x, y))
+        change(m)
+    TrainingState.of(fresh).release_data()
+    TrainingState.of(fresh).kept.split = None
+    train(kept, (x, y))
+    train(fresh, (x, y))
+    return kept, fresh
+
+
+def test_a_value_set_between_calls_is_trained_from_though_checked_after_the_dispatch():
+    # verbose=False: the repeated set-up's walk of the model runs while the first call
+    # does; the call on the stale set-up is dropped, nothing of it written back
+    def by_update(m):
+        state = nnx.state(m, nnx.Param)
+        nnx.update(m, jax.tree.map(lambda a: a + 0.25, state))
+
+    def by_assignment(m):
+        with warnings.catch_warnings():  # flax >= 0.12 prefers m.kernel[...] = ...
+            warnings.simplefilter("ignore", DeprecationWarning)
+            m.kernel.value = m.kernel.value * 0.5
+
+    def by_a_new_layer(m):
+        m.bias = nnx.Param(jax.numpy.full((2,), -0.5))
+
+    for change in (by_update, by_assignment, by_a_new_layer):
+        kept, fresh = _trained_twice(change)
+        assert same(kept, fresh), change.__name__
+        assert TrainingState.of(kept).steps_done == 12, change.__name__  # 2 calls of 6 steps
+
+
+def test_a_new_learning_rate_or_a_lost_optimizer_state_is_seen_after_the_dispatch():
+    m, other = model(), model()
+    x, y = X.copy(), Y.copy()
+    for n in (m, other):
+        train(n, (x, y))
+    fit(m, optax.adam(5e-2), (x, y), epochs=1, batch_size=16, verbose=False)
+    TrainingState.of(other).release_data()
+    fit(other, optax.adam(5e-2), (x, y), epochs=1, batch_size=16, verbose=False)
+    assert same(m, other)  # trained at the new rate, as a call set up afresh
+    for n in (m, other):  # the kept optimizer state's arrays deleted (donated, say)
+        jax.tree.map(lambda a: a.delete(), TrainingState.of(n).opt_state)
+        train(n, (x, y), metrics=["accuracy"] if n is other else None)  # other: set up afresh
+    assert same(m, other)  # both from a fresh optimizer state
+    assert TrainingState.of(m).steps_done == 18
+
+
+def test_a_repeated_call_walks_the_model_after_its_first_dispatch(monkeypatch):
+    import tpukit.train._kept_split as kept_split
+    import tpukit.train._steps as steps
+
+    m = model()
+    x, y = X.copy(), Y.copy()
+    train(m, (x, y))
+    order = []
+    walk, call = kept_split.walk, steps.Step.__call__
+    monkeypatch.setattr(kept_split, "walk", lambda *a: order.append("walk") or walk(*a))
+    monkeypatch.setattr(steps.Step, "__call__", lambda *a: order.append("dispatch") or call(*a))
+    train(m, (x, y))
+    assert order[:2] == ["dispatch", "walk"], order
+    order.clear()
+    train(m, (x, y), verbose=True)  # a progress line: checked before anything shows
+    assert order[:2] == ["walk", "dispatch"], order
+
+
+def test_the_write_back_takes_states_flattened_ahead_only_when_they_are_those_written():
+    from tpukit.train._kept_split import KeptSplit
+
+    m = model()
+    split = KeptSplit()
+    graphdef, params, rest = split.split(m)
+    bias = np.asarray(m.bias[...])
+    plus = [jax.tree.map(lambda a, k=k: a + k, params) for k in (1.0, 2.0)]
+    split.flatten_ahead(plus[0], rest)  # the run's last call, as dispatched
+    split.write_back(m, graphdef, plus[1], rest, checked=True)  # (a guard stop wrote another)
+    assert np.array_equal(np.asarray(m.bias[...]), bias + 2.0)
+    split.flatten_ahead(plus[0], rest)
+    split.write_back(m, graphdef, plus[0], rest, checked=True)
+    assert np.array_equal(np.asarray(m.bias[...]), bias + 1.0)

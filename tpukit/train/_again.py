@@ -22,6 +22,12 @@ and only what can have changed is looked at:
 A run that writes checkpoints is always set up afresh (its fingerprint is built from
 the model). Whatever differs, the call is set up as before and becomes the last.
 
+A call that shows no progress line (``verbose=False``) dispatches its first compiled
+call before the model's walk and the optimizer's comparison, and makes them while the
+device runs it (they cost a few hundred µs of a short call's host time otherwise);
+should either fail, nothing of the call is applied or written back (:class:`StaleSetUp`)
+and the call starts over, set up afresh.
+
 Example::
 
     >>> last = LastSetUp(spec=None, evaluator=None, trainer=(None, ["accuracy"]),
@@ -98,6 +104,12 @@ def snapshot(value: Any) -> Any:
     if kind is dict:
         return {k: snapshot(v) for k, v in value.items()}
     return value
+
+
+class StaleSetUp(Exception):
+    """Raised inside a run, before anything is applied, when the model or optimizer of a
+    call that took the last call's set-up turns out changed (checked while its first
+    compiled call ran): the call starts over, set up afresh."""
 
 
 class LastSetUp:

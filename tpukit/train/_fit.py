@@ -49,6 +49,7 @@ from tpukit._errors import user_facing
 from tpukit.compilation import Compiled, Signature, bind_arguments, compile_lowering
 from tpukit.measure import peak_for
 
+from ._again import StaleSetUp
 from ._data import StaleData
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
@@ -186,7 +187,11 @@ class Trainer:
         started = time.perf_counter()
         kept = TrainingState.of(self.model).kept
         try:
-            return self._train_on(train_data, options, started, kept)
+            try:
+                return self._train_on(train_data, options, started, kept)
+            except StaleSetUp:  # nothing applied or said (verbose=False): set up afresh
+                kept.last = None
+                return self._train_on(train_data, options, started, kept)
         except StaleData as stale:  # the sharding line was said: the same layout, not again
             kept.forget(stale.names)
             if options.verbose and jax.process_index() == 0:
@@ -210,7 +215,12 @@ class Trainer:
             store = _checkpoint.RunCheckpoints(options.checkpoint_dir, options.checkpoint_every)
             if not options.resume:
                 store.check_new_run()
-        prepared = prepare(self.model, self.optimizer, self.options, train_data, options, kept)
+        # Without a progress line, a repeated set-up's checks of the model and optimizer
+        # are made while its first call runs (``_again``); with one, before anything shows.
+        defer = not options.verbose
+        prepared = prepare(
+            self.model, self.optimizer, self.options, train_data, options, kept, defer
+        )
         spec, position, history = prepared.spec, prepared.position, History()
         params, rest, opt_state = prepared.params, prepared.rest, prepared.opt_state
         if store is not None and options.resume:
@@ -247,6 +257,7 @@ class Trainer:
             prepared.evaluator,
             started=started,
             kept=kept,
+            unverified=prepared.unverified,
         )
         state = (params, rest, opt_state)  # placed already when the last call wrote it
         with explained_out_of_memory(spec, params, rest, opt_state, position):

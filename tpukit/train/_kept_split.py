@@ -149,6 +149,7 @@ class KeptSplit:
         self._walk: Walk | None = None
         self._leaf_of: list[int] = []  # each walked Variable's index in the states' leaves
         self._treedef: Any = None  # of ``(params, rest)``
+        self._ahead: tuple | None = None  # (params, rest, leaves, treedef): flatten_ahead
 
     @classmethod
     def beside(cls, kept: Any) -> KeptSplit:
@@ -157,15 +158,32 @@ class KeptSplit:
             kept.split = cls()
         return kept.split
 
+    @property
+    def kept(self) -> tuple[Any, Any, Any] | None:
+        """``(graphdef, params, rest)`` as the last call left the model, unchecked (see
+        :meth:`unchanged`), or ``None`` when nothing is kept."""
+        return None if self._walk is None else (self.graphdef, self.params, self.rest)
+
+    def unchanged(self, model: Any) -> bool:
+        """Whether ``model`` is as the kept states left it (the cheap walk finds it so)."""
+        if self._walk is None:
+            return False
+        now = walk(model)
+        return now is not None and now.same_as(self._walk)
+
     def split(self, model: Any) -> tuple[Any, Any, Any]:
         """``split_model(model)``: the kept states when the model is as they left it."""
-        if self._walk is not None:
-            now = walk(model)
-            if now is not None and now.same_as(self._walk):
-                return self.graphdef, self.params, self.rest
+        if self.unchanged(model):
+            return self.graphdef, self.params, self.rest
         graphdef, params, rest = split_model(model)
         self._record(model, graphdef, params, rest)
         return graphdef, params, rest
+
+    def flatten_ahead(self, params: Any, rest: Any) -> None:
+        """Flatten ``(params, rest)``, the states a :meth:`write_back` is expected to
+        write, now: a run's last call, while the device computes it, rather than after it
+        (a walk of every Variable, some 150 µs of a short call's host time)."""
+        self._ahead = (params, rest, *jax.tree.flatten((params, rest)))
 
     def write_back(
         self, model: Any, graphdef: Any, params: Any, rest: Any, *, checked: bool = False
@@ -174,8 +192,12 @@ class KeptSplit:
         into the Variables when the model is as the kept states left it and the new
         states have their structure. ``checked``: nothing but ``fit`` touched the model
         since its :meth:`split` this call (no callback ran), so it is not walked again."""
+        ahead, self._ahead = self._ahead, None
         if self._walk is not None and (checked or self._walk.same_as(walk(model) or Walk())):
-            leaves, tree = jax.tree.flatten((params, rest))
+            if ahead is not None and ahead[0] is params and ahead[1] is rest:
+                leaves, tree = ahead[2:]
+            else:
+                leaves, tree = jax.tree.flatten((params, rest))
             if tree == self._treedef:
                 objects = self._walk.objects
                 for n, (variable, at, i) in enumerate(

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from tpukit.display import format_count
 from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _steps
+from ._again import StaleSetUp
 from ._collaborators import Checkpointing, InputWait, Progress
 from ._data import ResidentData, StaleData
 from ._guard import NonFiniteGuard, replay_origin
@@ -72,6 +73,7 @@ class Run:
         evaluator: Evaluator | None,
         started: float | None = None,
         kept: KeptForModel | None = None,
+        unverified: Callable[[], bool] | None = None,
     ):
         self.spec = spec
         self.model = model
@@ -101,6 +103,9 @@ class Run:
             s.kept for s in (spec.source, getattr(evaluator, "source", None)) if _kept_of(s)
         ]
         self.input = InputWait(streamed=not isinstance(spec.source, ResidentData))
+        # A repeated set-up's checks, made while the first call runs (``_again``): until
+        # they pass, nothing is applied or written back (the model may not be the set-up's)
+        self._unverified = unverified
 
     # ----------------------------------------------------------------- the loop
     def train(self, state: tuple) -> History:
@@ -129,6 +134,7 @@ class Run:
                     self._save()
                     self._end_epoch_clock()  # the epoch's save is part of its seconds
                 self.progress.close_epoch()  # its line's time: the epoch's seconds
+            self._verify()  # (made already, unless the run had no call to make)
             if compile_mark() != start:  # something compiled: was it the run's first epoch?
                 self._say_compiles(
                     start, compile_mark() if first_epoch_end is None else first_epoch_end
@@ -140,7 +146,8 @@ class Run:
             raise
         finally:
             with deferred_interrupts():
-                self._write_back(self.state)
+                if self._unverified is None:
+                    self._write_back(self.state)
                 if self.checkpointing:
                     self.checkpointing.close()
         return self.history
@@ -207,7 +214,12 @@ class Run:
         self.progress.speed.count_flops(fn, (state, data), steps)
         before = compile_count(fn)
         dispatched = time.perf_counter()
-        *new_state, stats = fn(state, data)
+        try:
+            *new_state, stats = fn(state, data)
+        except Exception:
+            if self._unverified is not None:  # an array of a stale set-up deleted, say
+                self._verify()
+            raise
         return _Flight(
             steps, fn, data, tuple(new_state), stats, dispatched, compile_count(fn) != before
         )
@@ -227,6 +239,9 @@ class Run:
                 return self._dispatch_ahead(pending, flight.state)
             return None
         self._prefetch_next_epoch()
+        if self.kept is not None and self.position.epoch + 1 == self.spec.options.epochs:
+            # the run's last call: what the write-back will walk, walked while it runs
+            KeptSplit.beside(self.kept).flatten_ahead(*flight.state[:2])
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
             self._evaluation = (flight.state, self.evaluator.start(*flight.state[:2]))
         if speculate and self._indices is not None:
@@ -247,6 +262,8 @@ class Run:
         try:
             with held_interrupts() as self._held:
                 return self._dispatch(pending, state)
+        except StaleSetUp:
+            raise
         except Exception:  # noqa: BLE001 - the call is dispatched again at its turn
             self._look_ahead = False
             return None
@@ -373,9 +390,20 @@ class Run:
         self._pauses = [(a, b) for a, b in self._pauses if b > end]
         return max(end - start - paused, 0.0)
 
+    def _verify(self) -> None:
+        """Make the repeated set-up's checks left for this run; :class:`StaleSetUp` when
+        one fails (nothing applied: the call starts over, set up afresh)."""
+        verify, self._unverified = self._unverified, None
+        if verify is not None and not verify():
+            self._unverified = verify  # still unverified: nothing is written back
+            raise StaleSetUp
+
     def _check_kept_data(self) -> None:
-        """Before the run's first call is applied: the kept data it trains on must still
-        be what was placed (``_data.KeptData``); else nothing is applied (:class:`StaleData`)."""
+        """Before the run's first call is applied: the model and optimizer of a repeated
+        set-up must be its own (:meth:`_verify`), and the kept data it trains on still what
+        was placed (``_data.KeptData``); else nothing is applied (:class:`StaleData`)."""
+        if self._unverified is not None:
+            self._verify()
         if not self._unchecked:
             return
         unchecked, self._unchecked = self._unchecked, []

@@ -33,8 +33,10 @@ Example::
 
 from __future__ import annotations
 
+import copy
+import functools
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import jax
@@ -59,6 +61,7 @@ from ._data import (
 from ._exceptions import TrainingInputError
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
+from ._layout import place
 from ._memo import graph_key
 from ._mesh import Plan
 from ._objective import Objective, checked_objective
@@ -101,6 +104,13 @@ class RunSpec:
     def guard_mode(self) -> str:
         """How fit's calls check for non-finite values (see ``_steps._make_step``)."""
         return "call" if self.guard else "off"
+
+    def with_options(self, options: RunOptions) -> RunSpec:
+        """This set-up with another call's options (a call repeating it: ``_again``);
+        the memo is shared. (``dataclasses.replace`` checks every field again.)"""
+        spec = copy.copy(self)
+        object.__setattr__(spec, "options", options)
+        return spec
 
     def settings(self) -> dict[str, Any]:
         """The settings a resumed run must share with the run that wrote the checkpoint."""
@@ -178,6 +188,9 @@ class Prepared:
     evaluator: Evaluator | None
     #: Whether the state is already placed (the state the last call wrote: ``_again``).
     placed: bool = False
+    #: The checks of a repeated set-up left for while its first call runs (``_again``):
+    #: ``True`` when the model and optimizer are those of the set-up; ``None``: none left.
+    unverified: Callable[[], bool] | None = None
 
     def placed_state(self) -> tuple:
         """``(params, rest, opt_state)`` placed on the devices as the layout says."""
@@ -199,12 +212,15 @@ def prepare(
     train_data: Any,
     run: RunOptions,
     kept: KeptForModel | None = None,
+    defer: bool = False,
 ) -> Prepared:
     """Set a ``fit`` call up, every input checked before any step runs. In-memory data
     that ``kept`` holds a placed copy of (the same arrays) is not placed again, and a
-    call that repeats the last one on the model takes its set-up (``_again``)."""
+    call that repeats the last one on the model takes its set-up (``_again``); ``defer``:
+    the walk of its model and the comparison of its optimizer are left to the run, for
+    while its first call runs (``Prepared.unverified``)."""
     if kept is not None and run.checkpoint_dir is None:
-        again = _repeated(kept, model, optimizer, options, train_data, run)
+        again = _repeated(kept, model, optimizer, options, train_data, run, defer)
         if again is not None:
             return again
     plan = options.plan
@@ -280,9 +296,11 @@ def _repeated(
     options: TrainerOptions,
     train_data: Any,
     run: RunOptions,
+    defer: bool = False,
 ) -> Prepared | None:
     """The last call's set-up for a call that repeats it (``_again``), else ``None``
-    (and nothing placed or counted)."""
+    (and nothing placed or counted). ``defer``: the model's walk and the optimizer's
+    comparison are not made here but returned, to be made while the first call runs."""
     last: LastSetUp | None = kept.last
     if last is None or not last.same_settings(trainer_settings(options), run_settings(run)):
         return None
@@ -296,12 +314,33 @@ def _repeated(
         if copy is None or copy.source is not last.evaluator.source:
             return None
         copies.append(copy)
-    graphdef, params, rest = KeptSplit.beside(kept).split(model)
-    if graphdef is not spec.graphdef or not last.same_optimizer(optimizer):
-        return None
+    split = KeptSplit.beside(kept)
+    unverified = split.kept if defer else None
+    if unverified is None:
+        graphdef, params, rest = split.split(model)
+        if graphdef is not spec.graphdef or not last.same_optimizer(optimizer):
+            return None
+    else:
+        graphdef, params, rest = unverified
+        if graphdef is not spec.graphdef:
+            return None
     for copy in copies:
         copy.reuse()  # its contents are checked while the first call runs
-    return _started(replace(spec, options=run), model, params, rest, last.evaluator, last)
+    if unverified is None:
+        return _started(spec.with_options(run), model, params, rest, last.evaluator, last)
+    state, key = TrainingState.of(model), spec.program.key
+
+    def verify(opt_state: Any) -> bool:
+        """The checks left out above: the model as the kept split left it, the same
+        optimizer, and the optimizer state taken from the model's training state still
+        whole (no array deleted); a fresh one needs none."""
+        return (
+            split.unchanged(model)
+            and last.same_optimizer(optimizer)
+            and (opt_state is not state.opt_state or state.optimizer_state(key) is opt_state)
+        )
+
+    return _started(spec.with_options(run), model, params, rest, last.evaluator, last, verify)
 
 
 def _started(
@@ -311,16 +350,23 @@ def _started(
     rest: Any,
     evaluator: Evaluator | None,
     last: LastSetUp | None = None,
+    verify: Callable[[Any], bool] | None = None,
 ) -> Prepared:
     """The :class:`Prepared` run of ``spec`` from where the model's training got to: the
     optimizer state it kept for this program (else a fresh one), and its position; the
-    state is placed already when it is what ``last`` wrote."""
+    state is placed already when it is what ``last`` wrote. ``verify(opt_state)``: the
+    repeated set-up's checks left for the run (``_repeated``), which check too that the
+    kept optimizer state lost no array (else it is checked here)."""
     state = TrainingState.of(model)
-    kept = state.optimizer_state(spec.program.key)
+    if verify is not None and last.placed(params, rest, state.opt_state):
+        kept = state.opt_state if state.optimizer_key == spec.program.key else None
+    else:
+        kept = state.optimizer_state(spec.program.key)
     opt_state = spec.program.init(params) if kept is None else kept
     position = Position.continuing(state, spec.settings())
     placed = last is not None and last.placed(params, rest, opt_state)
-    return Prepared(spec, params, rest, opt_state, position, evaluator, placed)
+    unverified = None if verify is None else functools.partial(verify, opt_state)
+    return Prepared(spec, params, rest, opt_state, position, evaluator, placed, unverified)
 
 
 def evaluation(
@@ -431,6 +477,12 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
     return step
 
 
+def _placed_start(spec: RunSpec, start: int) -> jax.Array:
+    """A call's first step in its epoch, on the devices once per set-up: sent with each
+    call as a NumPy scalar it was one more transfer on the call's critical path."""
+    return place(np.int32(start), spec.plan.replicated())
+
+
 def executions(
     spec: RunSpec, pos: Position, indices: jax.Array | None = None
 ) -> Iterator[tuple[int, _steps.Step, dict]]:
@@ -444,11 +496,8 @@ def executions(
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
             fn = _resident_step(spec, steps)
-            yield (
-                steps,
-                fn,
-                {"arrays": spec.source.arrays, "indices": indices, "start": np.int32(start)},
-            )
+            at = spec.once(("start", start), lambda start=start: _placed_start(spec, start))
+            yield steps, fn, {"arrays": spec.source.arrays, "indices": indices, "start": at}
             start += steps
     else:
         fn = _steps.streamed_execution(
