@@ -17,6 +17,8 @@ import pytest
 from tpukit.hlo import parse_hlo
 from tpukit.hlo.analysis import _fused_work, _user_scopes
 from tpukit.hlo.analysis._matmul_flops import _dims_attr, _lhs_contracting
+from tpukit.hlo.text import _model
+from tpukit.hlo.text._attributes import split_attributes as _split
 
 _DOT = """HloModule m
 ENTRY e {{
@@ -42,13 +44,18 @@ DOTS = [
 
 
 @pytest.mark.parametrize(("rest", "alone"), DOTS)
-def test_a_dots_contracting_dims_read_from_its_line_are_the_split_attributes(rest, alone):
+def test_a_dots_contracting_dims_read_from_its_line_are_the_split_attributes(
+    rest, alone, monkeypatch
+):
     text = _DOT.format(rest=rest)
     split = parse_hlo(text).instruction("d")
     expected = _dims_attr(split.attributes.get("lhs_contracting_dims"))
     dot = parse_hlo(text).instruction("d")
+    splits = []
+    monkeypatch.setattr(_model, "split_attributes", lambda t: splits.append(t) or _split(t))
     assert _lhs_contracting(dot) == expected
-    assert (dot._attributes is None) == alone  # read from the line: nothing split and kept
+    assert (not splits) == alone  # read from the line alone: nothing split
+    assert dot._attributes is None  # either way, no dict kept with the module
 
 
 HEADS = [
