@@ -115,7 +115,22 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             offer(group, depth + 1)
         else:
             shown.discard(group)
-    return opened
+    return _level_order(data, set(opened), heaviest)
+
+
+def _level_order(
+    data: GraphTree, opened: set[int], weight: Callable[[int], tuple[int, int]]
+) -> list[int]:
+    """``opened`` outer groups first, level by level, each level's heaviest first (of
+    equals, in program order): the order the page opens them in (graph_camera.js: the
+    first below the root is the work it frames)."""
+    order = level = [0]
+    while level:
+        level = sorted(
+            (k for node in level for k in data.children[node] if k in opened), key=weight
+        )
+        order = order + level
+    return order
 
 
 def _is_body(data: GraphTree, node: int) -> bool:
