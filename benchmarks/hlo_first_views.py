@@ -3,8 +3,11 @@
 For each module: the nodes and edges the text says the first view draws
 (``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
 boxes that lie outside the view (cut off), the scale, the view's height, the groups
-drawn open, whether the heaviest stage (`_graph_parts`) is drawn open and how many
-clicks (closed groups) lie between the view and the heaviest op; a screenshot of each output goes to ``--shots``. The page is a JupyterLab-like
+drawn open, whether the heaviest stage (`_graph_parts`) is drawn open, how many
+clicks (closed groups) lie between the view and the heaviest op, and the groups of
+plumbing drawn open (the inputs or outputs section, a part of parameters, constants,
+tuples, their elements and bitcasts alone); a screenshot of each output goes to
+``out/first_views/<label>``. The page is a JupyterLab-like
 notebook whose output is 1000 pixels wide (the graph's own view is 998).
 
 The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
@@ -34,6 +37,9 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 TMP = pathlib.Path(tempfile.gettempdir())
 CHROMIUM = "/usr/bin/chromium"
 ORIGIN = "http://notebook.test"
+# What only passes values on: a group of these alone, or the inputs or outputs section,
+# drawn open is a first view on plumbing.
+_SETUP = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 ZOO = {  # model -> (input, labels) of its training step
     "mlp": ("f32[128,784]", "s32[128]"),
     "lenet5": ("f32[32,28,28,1]", "s32[32]"),
@@ -224,6 +230,13 @@ def work(g, opened: set[int]) -> dict:
         return sum(1 for a in ancestors(node) if a not in opened)
 
     op = min(heavy, key=clicks)
+
+    def plumbing(group: int) -> bool:  # setup alone: the payload's "parameters" parts
+        if data.section.get(group) in ("inputs", "outputs"):
+            return True
+        found = [instr[n] for n in range(group + 1, _end(data, group)) if kind[n] == INSTRUCTION]
+        return bool(found) and all(i.opcode in _SETUP for i in found)
+
     leaves = [
         n
         for n, k in enumerate(kind)
@@ -236,7 +249,19 @@ def work(g, opened: set[int]) -> dict:
         "clicks": clicks(op),
         "stage_open": None if stage is None else stage in opened,
         "op_depth": len(ancestors(op)) - 1,
+        "plumbing_open": [data.label[n] for n in sorted(opened) if n and plumbing(n)],
     }
+
+
+def _end(data, node: int) -> int:
+    """The id after ``node``'s subtree (ids are depth first)."""
+    while node > 0:
+        kids = data.children[data.parent[node]]
+        at = kids.index(node) + 1
+        if at < len(kids):
+            return kids[at]
+        node = data.parent[node]
+    return len(data.kind)
 
 
 def measure(items, shots: pathlib.Path) -> list[dict]:
@@ -282,6 +307,7 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
                 f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
                 f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
                 f"stage open {_yes(row['stage_open'])} clicks {row['clicks']} "
+                f"plumbing {len(row['plumbing_open'])} "
                 f"open: {', '.join(row['open'][1:5])}",
                 flush=True,
             )
@@ -310,10 +336,11 @@ def main() -> None:
     staged = [row for row in rows if row["stage_open"] is not None]
     opened = sum(bool(row["stage_open"]) for row in staged)
     near = sum(row["clicks"] <= 2 for row in rows)
+    clean = sum(not row["plumbing_open"] for row in rows)
     print(
         f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
         f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
-        f"on {near}"
+        f"on {near}; none on plumbing on {clean}"
     )
     out.mkdir(exist_ok=True)
     (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))

@@ -72,13 +72,17 @@ def _heaviest_stage(data) -> int:
     return max(leaves, key=lambda n: (flops[n], own[n], -n))
 
 
-@pytest.mark.parametrize("name", ["gpu_vgg19_forward.hlo", "torch_xla_linear.hlo"])
+@pytest.mark.parametrize(
+    "name", ["gpu_vgg19_forward.hlo", "torch_xla_linear.hlo", "torch_xla_linear_adam.hlo"]
+)
 def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name):
     """Issue 38: VGG-19's 44 convolutions and activations, and a PyTorch/XLA linear step
     (36 ops, no names), are long chains of stages: a stage of 6 ranks drawn open beside 8
     closed ones is taller than the frame, so the view opened a small stage or none. Framed
     on the heaviest stage (`_graph_parts`), the view opens it, and an op with the most
-    FLOPs shows."""
+    FLOPs shows. The Adam step's heaviest stage (bytes: it has no dots) is two levels
+    down; opened level by level, a lighter stage of stages beside its parent took the
+    frame first: the heaviest group anywhere opens first."""
     data = hlo.open((HLO_DATA / name).read_text()).graph()._data
     opened = first_view(data)
     stage = _heaviest_stage(data)
@@ -121,3 +125,18 @@ def test_a_thousand_op_program_shows_its_heaviest_stage_and_nests_the_rest_shall
 
     assert max(depth(k) for k, kind in enumerate(data.kind) if kind == INSTRUCTION) <= 5
     assert all(len(kids) <= MAX_CHILDREN for kids in data.children)
+
+
+def test_a_large_stage_in_a_short_chain_opens_when_only_the_slack_said_it_does_not_fit():
+    """Issue 38: a cuDNN VGG block's two stages of stages, 925 and 185 GFLOP, in a chain of
+    three boxes: the heavier, drawn open (623 units), times the width slack (1.45) was over
+    the frame (900), so the view opened the lighter one. dagre lays the chain out closed
+    and the open stage grows right from its place in it, so it takes its own width, not
+    its width times the slack (`Frame.width`): it opens, and the frame still holds."""
+    data = hlo.open((HLO_DATA / "gpu_cudnn_conv.hlo").read_text()).graph()._data
+    flops, _, _ = node_costs(data)
+    heavier = max(data.children[0], key=flops.__getitem__)
+    assert flops[heavier] > 900e9 and data.kind[heavier] == PART
+    opened = first_view(data)
+    assert heavier in opened
+    assert Frame(data).fits(set(opened))

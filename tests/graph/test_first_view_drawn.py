@@ -95,6 +95,56 @@ def test_a_long_chain_of_stages_is_drawn_on_its_heaviest_stage_none_cut_off(lab)
     assert text.count(" ops") == 1 and "\u2026" not in text, text
 
 
+def test_a_short_chain_opens_its_heaviest_stage_of_stages_drawn_whole(lab):
+    """Issue 38: a cuDNN VGG block opens its 925 GFLOP stage of stages (its estimate, times
+    the width slack, was over the frame: the lighter one opened), and the page draws what
+    the text counts, every box inside the view."""
+    from tests._support.data import HLO_DATA
+    from tpukit.graph._graph_costs import node_costs
+
+    g = graph((HLO_DATA / "gpu_cudnn_conv.hlo").read_text(), title="cudnn")
+    flops, _, _ = node_costs(g._data)
+    heavier = max(g._data.children[0], key=flops.__getitem__)
+    assert heavier in first_view(g._data)
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{heavier}"]').count() == 1
+
+
+_PASSED_ON = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
+
+
+def _fori_matmul(x, w):
+    return jax.lax.fori_loop(0, 8, lambda i, a: jax.numpy.tanh(a @ w), x)
+
+
+def test_a_loop_body_opens_on_its_work_not_on_its_unpacked_state(lab):
+    """Issue 38: a ``fori_loop``'s body starts by unpacking the loop's state (a parameter
+    and its tuple elements: a stage the payload names "parameters"). The view entered the
+    loop, opened its body, and then opened that stage, the only one that fitted. It is
+    plumbing: it stays closed, the body shows its stages (the dot's one click away) and
+    the loop's box its trip count, all drawn as counted."""
+    f32 = jax.ShapeDtypeStruct((128, 128), jax.numpy.float32)
+    text = jax.jit(_fori_matmul).lower(f32, f32).compile().as_text()
+    g = graph(text, title="fori")
+    data = g._data
+    opened = first_view(data)
+    loop = next(k for k in opened if data.instr[k] is not None and data.instr[k].opcode == "while")
+    assert data.children[loop][0] in opened  # the body
+    for node in opened:
+        members = [
+            data.instr[k] for k in range(node + 1, len(data.kind)) if data._contains(node, k)
+        ]
+        ops = {i.opcode for i in members if i is not None}
+        assert not ops or not ops <= _PASSED_ON, (data.label[node], ops)
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{loop}"] .tkg-header').first
+    assert "x8" in header.text_content()
+
+
 def _dense_relu(x, w):
     return jax.nn.relu(x @ w)
 

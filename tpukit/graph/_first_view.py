@@ -1,7 +1,11 @@
 """Which groups the HLO graph shows open when it first draws: the work, not the plumbing.
 
-Groups open breadth first while at most `OPEN_NODES` nodes show and the drawing fits.
-These rules decide what that budget goes to:
+Groups open while at most `OPEN_NODES` nodes show and the drawing fits, the heaviest
+first, wherever it is: a group that opens offers its children, and the heaviest of all
+the groups offered opens next. So the path down to the heaviest stage opens before a
+lighter sibling of a group on it takes the room (breadth first, a stage of stages' lighter
+neighbours took the frame's height and its heaviest stage stayed closed). These rules
+decide what that budget goes to:
 
 - a call or loop that holds most of its computation's instructions is entered
   whatever the budget: a GPU module runs all its work in one ``call`` to a command
@@ -12,8 +16,9 @@ These rules decide what that budget goes to:
   before its condition; a stage of stages counts as its heaviest stage (down to a stage
   of ops), so that a long chain framed on its heaviest stage (`_graph_parts`) opens that
   one, not the stage of the many stages after it, which holds more but shows only boxes;
-- a group of nothing but parameters, constants and values computed from constants
-  alone never opens (a model's RoPE tables or shape constants are not its work);
+- a group of nothing but parameters, constants, values computed from constants alone
+  and the tuples, tuple elements and bitcasts that pass them on never opens (a model's
+  RoPE tables or shape constants, a loop body's unpacked state are not its work);
 - a loop's condition never opens; the body of a loop the view enters always does (it is
   the work; the loop's box says its trip count);
 - a group opens only if the whole drawing still fits the first view's frame, as
@@ -27,19 +32,21 @@ These rules decide what that budget goes to:
 
 from __future__ import annotations
 
+import heapq
+import itertools
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import Frame
-from tpukit.graph._graph_nodes import INSTRUCTION, PART
+from tpukit.graph._graph_nodes import INSTRUCTION, PART, PLUMBING
 from tpukit.hlo.analysis import BACKWARD, FORWARD, PARAMETER_CONSTANT_OPS
 from tpukit.hlo.text import HloComputation
 
 if TYPE_CHECKING:
     from tpukit.graph._graph_data import GraphTree
 
-#: The first view expands groups, breadth first, while at most this many nodes show.
+#: The first view expands groups, heaviest first, while at most this many nodes show.
 OPEN_NODES = 60
 # Sections the first view shows open (their layers closed); the others stay closed.
 _OPEN_SECTIONS = frozenset({FORWARD, BACKWARD})
@@ -82,31 +89,48 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     shown = {0}
     fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
     visible = len(data.children[0])
-    frontier = [0]
-    while frontier:
-        candidates = [
-            k
-            for node in frontier
-            for k in data.children[node]
-            if not plumbing(k) and _opens(data, k, node, sizes)
-        ]
-        candidates.sort(key=heaviest)  # stable: program order
-        frontier = []
-        for group in candidates:
-            extra = len(data.children[group]) - 1
-            entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
-            if not entered and visible + extra > OPEN_NODES:
-                continue
-            if not (entered or fits or not frontier):
-                continue  # too big to fit: one group per level, the heaviest
-            shown.add(group)
-            if entered or not fit or not fits or frame.fits(shown):
-                opened.append(group)
-                visible += extra
-                frontier.append(group)
-            else:
-                shown.discard(group)
-    return opened
+    waiting: list[tuple[tuple[int, int], int, int, int]] = []  # (weight, order, group, depth)
+    levels: set[int] = set()  # depths where a group opened (a root too big: one a level)
+    order = itertools.count()  # of equals, the first offered: program order, outer first
+
+    def offer(node: int, depth: int) -> None:
+        for k in data.children[node]:
+            if not plumbing(k) and _opens(data, k, node, sizes):
+                heapq.heappush(waiting, (heaviest(k), next(order), k, depth))
+
+    offer(0, 1)
+    while waiting:
+        _, _, group, depth = heapq.heappop(waiting)
+        extra = len(data.children[group]) - 1
+        entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
+        if not entered and visible + extra > OPEN_NODES:
+            continue
+        if not (entered or fits) and depth in levels:
+            continue  # too big to fit: one group per level, the heaviest
+        shown.add(group)
+        if entered or not fit or not fits or frame.fits(shown):
+            opened.append(group)
+            levels.add(depth)
+            visible += extra
+            offer(group, depth + 1)
+        else:
+            shown.discard(group)
+    return _level_order(data, set(opened), heaviest)
+
+
+def _level_order(
+    data: GraphTree, opened: set[int], weight: Callable[[int], tuple[int, int]]
+) -> list[int]:
+    """``opened`` outer groups first, level by level, each level's heaviest first (of
+    equals, in program order): the order the page opens them in (graph_camera.js: the
+    first below the root is the work it frames)."""
+    order = level = [0]
+    while level:
+        level = sorted(
+            (k for node in level for k in data.children[node] if k in opened), key=weight
+        )
+        order = order + level
+    return order
 
 
 def _is_body(data: GraphTree, node: int) -> bool:
@@ -145,7 +169,9 @@ def _opens(data: GraphTree, node: int, parent: int, sizes: list[int]) -> bool:
 
 def _plumbing(data: GraphTree) -> Callable[[int], bool]:
     """Whether a node holds only setup: parameters, constants and what is computed from
-    constants alone (RoPE tables, shape constants, iotas), through its groups.
+    constants alone (RoPE tables, shape constants, iotas), and the tuples, their elements
+    and bitcasts that pass them on (a part of those alone is named "parameters": a loop
+    body's unpacked state), through its groups.
 
     Asked of the few nodes the first view may open: worked out for those alone, a group
     through its members until one does work, a computation's values when one of its
@@ -161,7 +187,7 @@ def _plumbing(data: GraphTree) -> Callable[[int], bool]:
             instr = instrs[node]
             if instr is None:
                 found = all(map(only, children[node]))
-            elif children[node] or instr.opcode == "parameter":
+            elif children[node] or instr.opcode in PLUMBING:
                 found = not children[node]
             else:
                 names = constants.get(instr.computation)

@@ -5,10 +5,14 @@ for an open child (graph_layout.js). This module estimates the same boxes from t
 a closed box is as wide as its longer line of text; an open group stacks its children in
 ranks along the longest path of the data flow between them, each rank as wide as its
 boxes side by side (plus the edges that pass through it), as tall as its tallest box.
-The estimate errs on the large side (`WIDTH_SLACK`), so that what it says fits, the page
-can draw at a readable size: the first view opens only such groups (`_first_view`), the
-page opens exactly those (graph_camera.js), and `HloGraph.view_counts` counts what is
-drawn.
+The estimate errs on the large side, so that what it says fits, the page can draw at a
+readable size: the first view opens only such groups (`_first_view`), the page opens
+exactly those (graph_camera.js), and `HloGraph.view_counts` counts what is drawn. Its
+width is the smaller of two guesses that each err large: the widest rank times
+`WIDTH_SLACK` (dagre aligns boxes across ranks, wider than its widest), and the page's
+own "make room" rule applied to dagre's closed layout of each open group (`width`: a
+large stage that opens in a chain of small boxes costs its own width, where the first
+guess pays the slack on it too).
 
 The sizes are the page's own (graph_shared.js), and travel to it in the payload
 (``frame``): the page reads the first view's frame from there, not from a copy.
@@ -67,9 +71,59 @@ class Frame:
         return found
 
     def fits(self, opened: set[int]) -> bool:
-        """Whether the drawing with ``opened`` open fits the first view's frame."""
+        """Whether the drawing with ``opened`` open fits the first view's frame (the
+        smaller of the two widths: the module docstring)."""
         w, h = self.size(0, opened)
-        return w * WIDTH_SLACK <= FRAME_W and h <= FRAME_H
+        return min(w * WIDTH_SLACK, self.width(0, opened)) <= FRAME_W and h <= FRAME_H
+
+    def width(self, node: int, opened: set[int]) -> float:
+        """How wide the page draws ``node``'s box with ``opened`` open, at most.
+
+        dagre lays out a group's children once, closed, and an open child then moves the
+        rest of its rank right by its growth, no other rank (graph_layout.js,
+        measureNode). So an open group is as wide as its children's closed layout
+        (`closed_width`) widened by the rank that grows most; in a chain, whose boxes dagre
+        centres on one line, by half the closed layout's room beside that box less.
+        """
+        kids = self.data.children[node]
+        if node not in opened or not kids:
+            return self.closed(node)[0]
+        rank, _ = self.ranks(node)
+        closed, chain = self.closed_width(node)
+        grown = closed
+        growth: dict[int, float] = {}
+        for kid, r in zip(kids, rank):
+            if kid in opened:
+                w = self.closed(kid)[0]
+                growth[r] = growth.get(r, 0.0) + max(0.0, self.width(kid, opened) - w)
+                if chain:  # its left edge stays (closed - w) / 2 from the chain's
+                    grown = max(grown, (closed + w) / 2 + growth[r])
+        if not chain:
+            grown += max(growth.values(), default=0.0)
+        return max(grown + 2 * PAD, self._header(node))
+
+    def closed_width(self, group: int) -> tuple[float, bool]:
+        """How wide dagre draws ``group``'s children, all closed, at most, and whether they
+        form a chain (one box per rank, no edge skipping a rank: dagre centres them on one
+        line, exactly as wide as the widest). Boxes side by side with no data between them
+        (a loop's body and condition) are exactly as wide as their row. Else dagre's
+        alignment may be up to `WIDTH_SLACK` times wider than its widest rank."""
+        kids = self.data.children[group]
+        rank, dummies = self.ranks(group)
+        rows = {r: d * (NODE_SEP + EDGE_SEP) / 2 for r, d in dummies.items()}
+        counts: dict[int, int] = {}
+        for kid, r in zip(kids, rank):
+            rows[r] = rows.get(r, 0.0) + self.closed(kid)[0]
+            counts[r] = counts.get(r, 0) + 1
+        widest = max(rows[r] + NODE_SEP * (counts.get(r, 1) - 1) for r in rows)
+        chain = not dummies and max(counts.values()) == 1
+        if chain or len(rows) == 1 and not self._links(group, kids):
+            return widest, chain
+        return widest * WIDTH_SLACK, False
+
+    def _header(self, node: int) -> float:
+        """An open group's header line's width: its label and its figures (headerText)."""
+        return min(MAX_CHARS + 20, len(self.data.label[node]) + _COST_CHARS) * CHAR_W + 40
 
     def size(self, node: int, opened: set[int]) -> tuple[float, float]:
         """The estimated ``(width, height)`` of ``node``'s box with ``opened`` open."""
@@ -86,9 +140,8 @@ class Frame:
             heights[r] = max(heights.get(r, 0.0), h)
             counts[r] = counts.get(r, 0) + 1
         inner = max(widths[r] + NODE_SEP * (counts.get(r, 1) - 1) for r in widths)
-        header = min(MAX_CHARS + 20, len(self.data.label[node]) + _COST_CHARS) * CHAR_W + 40
         height = sum(heights.values()) + RANK_SEP * (len(heights) - 1) + HEADER_H + PAD
-        return max(inner + 2 * PAD, header), height
+        return max(inner + 2 * PAD, self._header(node)), height
 
     def closed(self, node: int) -> tuple[float, float]:
         """A closed box: as wide as its longer line (graph_layout.js, closedSize)."""
