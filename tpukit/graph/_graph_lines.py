@@ -6,7 +6,7 @@ column goes as JSON). A large module's columns are tens of megabytes: each is ma
 of `_LINES_AT_A_TIME` texts, never as one string beside its UTF-8. The HLO texts of a
 whole graph (`SlicedLines`) are not held at all until they are deflated: each is a cut of
 its instruction's line, which the module holds anyway, so the column keeps where each cut
-starts and ends and makes its UTF-8 run by run as the compressor reads it (`DeferredLines`).
+starts and ends and makes its UTF-8 run by run as the compressor reads it (`DeferredBytes`).
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ class EncodedLines:
         self.pieces = pieces
 
 
-class DeferredLines:
-    """A column of texts whose UTF-8 is made only as it is deflated: ``sizes``, the bytes
-    of each run of texts, are known beforehand (the wire's header gives the column's
-    length); ``make(k)`` makes run ``k``'s bytes (`SlicedLines`).
+class DeferredBytes:
+    """A column of the wire whose bytes are made only as it is deflated, a run at a time:
+    ``sizes``, the bytes of each run, are known beforehand (the wire's header gives the
+    column's length); ``make(k)`` makes run ``k``'s bytes (a run of texts of `SlicedLines`
+    or `deferred_lines`, or a column of numbers as doubles: `_graph_wire.wire_parts`).
 
-        >>> column = DeferredLines([3, 2], [b"ab\\n", b"cd"].__getitem__)
+        >>> column = DeferredBytes([3, 2], [b"ab\\n", b"cd"].__getitem__)
         >>> column.size, [bytes(piece) for piece in column.pieces(1, 4)]
         (5, [b'b\\n', b'c'])
     """
@@ -121,9 +122,10 @@ class LineColumn:
 class SlicedLines:
     """The HLO texts of every node of a graph, each kept as where it lies in its
     instruction's line (`HloInstruction.text`, which the module holds anyway), not as a
-    string: ``cut(node, start, end)``. A text that is not such a cut of an ASCII line
-    without line breaks is kept as it is, in ``texts`` (a dict by node). `column` gives a
-    `DeferredLines` that makes the UTF-8 of each run of texts as it is deflated: a large
+    string: ``cut(node, start, end)`` (``end`` at most ``limit``, when given: then two
+    bytes a place where that fits). A text that is not such a cut of an ASCII line without
+    line breaks is kept as it is, in ``texts`` (a dict by node). `column` gives a
+    `DeferredBytes` that makes the UTF-8 of each run of texts as it is deflated: a large
     module's 20 MB of texts are never held (as `LineColumn` holds them, encoded).
 
         >>> from types import SimpleNamespace as line
@@ -135,22 +137,23 @@ class SlicedLines:
     """
 
     __slots__ = ("texts", "_instrs", "_starts", "_ends", "_kept")
-    #: Texts encoded at a time (`DeferredLines` makes a run at a time).
+    #: Texts encoded at a time (`DeferredBytes` makes a run at a time).
     step = _LINES_AT_A_TIME
 
-    def __init__(self, instrs: Sequence[HloInstruction | None]) -> None:
+    def __init__(self, instrs: Sequence[HloInstruction | None], limit: int | None = None) -> None:
         n = len(instrs)
         self._instrs = instrs
         self.texts: dict[int, str] = {}
-        self._starts, self._ends = array("i", [0]) * n, array("i", [0]) * n
+        code = "H" if limit is not None and limit < 1 << 16 else "i"
+        self._starts, self._ends = array(code, [0]) * n, array(code, [0]) * n
         self._kept: dict[int, list[int]] = {}  # by run, the nodes whose text is in texts
 
     def cut(self, node: int, start: int, end: int) -> None:
         """``node``'s text is ``instrs[node].text[start:end]`` (an ASCII line, no line break)."""
         self._starts[node], self._ends[node] = start, end
 
-    def column(self) -> list[str] | DeferredLines:
-        """The whole column: `DeferredLines`, or where a text holds a line break (or has no
+    def column(self) -> list[str] | DeferredBytes:
+        """The whole column: `DeferredBytes`, or where a text holds a line break (or has no
         UTF-8) the texts as strings (the column goes as JSON)."""
         n, step = len(self._instrs), self.step
         kept, owned = self._kept, {}  # owned: each run's bytes of texts kept as they are
@@ -171,7 +174,7 @@ class SlicedLines:
             cut = sum(self._ends[begin:end]) - sum(self._starts[begin:end])
             # (each text but the last of all ends in a line break)
             sizes.append(cut + owned.get(begin // step, 0) + end - begin - (end == n))
-        return DeferredLines(sizes, lambda k: self._run(k * step, min(k * step + step, n)))
+        return DeferredBytes(sizes, lambda k: self._run(k * step, min(k * step + step, n)))
 
     def _texts(self, begin: int, end: int) -> list[str]:
         """The texts of nodes ``begin`` to ``end`` (a run, or all of them)."""
@@ -187,6 +190,28 @@ class SlicedLines:
     def _run(self, begin: int, end: int) -> bytes:
         joined = "\n".join(self._texts(begin, end))
         return (joined + "\n" if end < len(self._instrs) else joined).encode()
+
+
+def deferred_lines(values: object, step: int = _LINES_AT_A_TIME) -> DeferredBytes | None:
+    """`_lines` of ``values`` as `DeferredBytes`: each run's size found now (its texts
+    joined, not encoded where they are ASCII), its UTF-8 made as it is deflated, so that a
+    large module's labels and strings are not held twice, as texts and as UTF-8."""
+    if not isinstance(values, list) or not values:
+        return None
+    n, sizes = len(values), []
+    for start in range(0, n, step):
+        chunk = values[start : start + step]
+        try:
+            joined = "\n".join(chunk)
+            size = len(joined) if joined.isascii() else len(joined.encode())
+        except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
+            return None
+        if joined.count("\n") != len(chunk) - 1:
+            return None
+        sizes.append(size + (start + step < n))
+    return DeferredBytes(
+        sizes, lambda k: _piece(values[k * step : k * step + step], k * step + step < n)
+    )
 
 
 def _lines(values: object, step: int = _LINES_AT_A_TIME) -> list[bytes] | None:

@@ -204,7 +204,7 @@ def _instruction_columns(
     op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
     scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
     # A whole graph's texts for `encode_wire`: each where it lies in its line, if it can
-    sliced = SlicedLines(data.instr) if typed and nodes is None else None
+    sliced = SlicedLines(data.instr, _TEXT_LIMIT) if typed and nodes is None else None
     lines = sliced if sliced is not None else LineColumn(n)
     text = lines.texts  # (a text kept as it is)
     labels = data.label

@@ -44,7 +44,13 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from tpukit.graph._graph_lines import _LINES_AT_A_TIME, DeferredLines, EncodedLines, _lines
+from tpukit.graph._graph_lines import (
+    _LINES_AT_A_TIME,
+    DeferredBytes,
+    EncodedLines,
+    _lines,
+    deferred_lines,
+)
 from tpukit.graph._graph_lines import LineColumn as LineColumn  # (read here by tests)
 
 if TYPE_CHECKING:
@@ -164,12 +170,17 @@ def edge_columns(blocks: Iterable[tuple[int, Edges]], typed: bool = False) -> di
     training step has hundreds of thousands of edges: as lists, an int object each).
     """
     owners, sizes = [], []
-    columns = [array("i"), array("i"), array("q"), array("i")]
+    blocks = list(blocks)
+    total = sum(len(edges.source) for _, edges in blocks)  # (each column made at its size,
+    columns = [array(code, [0]) * total for code in "iiqi"]  # not grown block by block)
+    at = 0
     for owner, edges in blocks:
         owners.append(owner)
         sizes.append(4 * len(edges))
+        end = at + len(edges.source)
         for column, part in zip(columns, (edges.source, edges.target, edges.nbytes, edges.index)):
-            column += part
+            column[at:end] = part
+        at = end
     names = ("blockFrom", "blockTo", "blockBytes", "blockIndex")
     return {
         "blockOwner": owners,
@@ -231,7 +242,9 @@ def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> st
     parts = wire_parts(wire, spend=spend)
     packed = deflate_parts(parts, spend=True) if compress else b"".join(_pieces(parts))
     del parts
-    return base64.b64encode(packed).decode()
+    encoded = base64.b64encode(packed)
+    del packed  # (a large module's megabytes, let go before the text is made of the base64)
+    return encoded.decode()
 
 
 def deflate(raw: bytes) -> bytes:
@@ -253,7 +266,7 @@ def deflate(raw: bytes) -> bytes:
 
 
 #: What `wire_parts` gives: bytes, or a column of texts made as it is deflated.
-Part = bytes | DeferredLines
+Part = bytes | DeferredBytes
 
 
 def deflate_parts(parts: list[Part], *, spend: bool = False) -> bytes:
@@ -262,7 +275,7 @@ def deflate_parts(parts: list[Part], *, spend: bool = False) -> bytes:
     A large module's payload is tens of megabytes (`wire_parts`): its one joined copy
     would be the peak of the process's memory while the graph is made. zlib's output does
     not depend on how its input is cut, so each compressor is fed the parts (or the
-    slices of them) of its half in turn, a `DeferredLines` column a run of texts at a time.
+    slices of them) of its half in turn, a `DeferredBytes` column a run of texts at a time.
     With ``spend`` each part is let go of (taken out of ``parts``) once it is deflated:
     the deflated bytes grow as the payload they replace shrinks.
 
@@ -319,20 +332,20 @@ def _adler32_combine(first: int, second: int, length: int) -> int:
     return high << 16 | low
 
 
-#: A part of one half (`_halves`): a view of bytes, or a stretch of a `DeferredLines`.
-_Cut = memoryview | tuple[DeferredLines, int, int]
+#: A part of one half (`_halves`): a view of bytes, or a stretch of a `DeferredBytes`.
+_Cut = memoryview | tuple[DeferredBytes, int, int]
 
 
 def _halves(parts: list[Part], half: int) -> tuple[list[_Cut], list[_Cut]]:
     """``parts`` cut at byte ``half`` of their concatenation: two lists of views (of a
-    `DeferredLines`: the column, where its stretch begins and where it ends)."""
+    `DeferredBytes`: the column, where its stretch begins and where it ends)."""
     first: list[_Cut] = []
     second: list[_Cut] = []
     start = 0
     for part in parts:
         size = _size(part)
         end = start + size
-        if isinstance(part, DeferredLines):
+        if isinstance(part, DeferredBytes):
             cut = min(max(half - start, 0), size)
             if cut:
                 first.append((part, 0, cut))
@@ -352,13 +365,13 @@ def _halves(parts: list[Part], half: int) -> tuple[list[_Cut], list[_Cut]]:
 
 
 def _size(part: Part) -> int:
-    return part.size if isinstance(part, DeferredLines) else len(part)
+    return part.size if isinstance(part, DeferredBytes) else len(part)
 
 
 def _pieces(parts: list) -> Iterator[bytes | memoryview]:
-    """The bytes of ``parts`` (`Part`, or `_halves`' cuts), a `DeferredLines` as it is made."""
+    """The bytes of ``parts`` (`Part`, or `_halves`' cuts), a `DeferredBytes` as it is made."""
     for part in parts:
-        if isinstance(part, DeferredLines):
+        if isinstance(part, DeferredBytes):
             yield from part.pieces()
         elif isinstance(part, tuple):
             yield from part[0].pieces(part[1], part[2])
@@ -392,7 +405,7 @@ def wire_bytes(wire: dict) -> bytes:
 
 def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
     """`wire_bytes` in the pieces it is joined from (`deflate_parts` reads them as they are:
-    a `DeferredLines` column, `graph_wire`'s HLO texts with ``typed``, is made as it is
+    a `DeferredBytes` column, `graph_wire`'s HLO texts with ``typed``, is made as it is
     read); with ``spend``, the binary columns are taken out of ``wire`` itself
     (`encode_wire`)."""
     fields = wire if spend else dict(wire)
@@ -401,14 +414,21 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
     for name in names:
         if name in fields:
             values = fields.pop(name)
+            doubles = _doubles(values) if spend else None
+            if doubles is not None:
+                arrays[name] = _FLOAT[0], len(values), [doubles]
+                continue
             kind, raw = _typed(values)
             arrays[name] = kind, len(values), [raw]
     for name in LINE_COLUMNS:
         value = fields.get(name)
-        if isinstance(value, DeferredLines):
+        if isinstance(value, DeferredBytes):
             lines: list | None = [value]
         elif isinstance(value, EncodedLines):
             lines = value.pieces
+        elif spend:  # (made as they are deflated: `encode_wire`)
+            deferred = deferred_lines(value, _LINES_AT_A_TIME)
+            lines = None if deferred is None else [deferred]
         else:
             lines = _lines(value, _LINES_AT_A_TIME)
         if lines is not None:
@@ -424,6 +444,21 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
         parts += pieces
         size += pad + sum(map(_size, pieces))
     return parts
+
+
+def _doubles(values: list | array) -> DeferredBytes | None:
+    """A column of 64-bit figures that `_typed` writes as doubles (some beyond 32 bits: a
+    large module's FLOPs and bytes) as `DeferredBytes`, made as it is deflated: not held
+    beside the payload's other columns. None for any other column."""
+    if not isinstance(values, array) or values.typecode not in "qQ" or not values:
+        return None
+    if -(2**31) <= min(values) and max(values) < 2**31:  # (a narrower kind holds it)
+        return None
+
+    def doubles(_: int) -> memoryview:
+        return memoryview(_little_endian(array(_FLOAT[1], values))).cast("B")
+
+    return DeferredBytes([8 * len(values)], doubles)
 
 
 def _typed(values: list | array) -> tuple[str, bytes]:
