@@ -128,12 +128,14 @@ class SlicedLines:
     `DeferredBytes` that makes the UTF-8 of each run of texts as it is deflated: a large
     module's 20 MB of texts are never held (as `LineColumn` holds them, encoded).
 
-        >>> from types import SimpleNamespace as line
-        >>> column = SlicedLines([line(text="%a = f32[] exp(%x)"), None, line(text="z")])
-        >>> column.cut(0, 14, 18)
+        >>> from tpukit.hlo import parse_hlo
+        >>> text = "HloModule m\\nENTRY e {\\n  ROOT x = f32[] parameter(0)\\n}"
+        >>> line = parse_hlo(text).entry.instructions[0]
+        >>> column = SlicedLines([line, None, line])
+        >>> column.cut(0, 15, 27)
         >>> column.texts[2] = "é"
         >>> b"".join(column.column().pieces())
-        b'(%x)\\n\\n\\xc3\\xa9'
+        b'parameter(0)\\n\\n\\xc3\\xa9'
     """
 
     __slots__ = ("texts", "_instrs", "_starts", "_ends", "_kept")
@@ -179,8 +181,14 @@ class SlicedLines:
     def _texts(self, begin: int, end: int) -> list[str]:
         """The texts of nodes ``begin`` to ``end`` (a run, or all of them)."""
         instrs, starts, ends = self._instrs, self._starts, self._ends
+        # Cut from where `HloInstruction.text` is read (its line is ``_text[_at:]`` when
+        # ``_at`` is set): the line itself is not made again, only the cut.
         found = [
-            "" if instr is None else instr.text[start:stop]
+            ""
+            if instr is None
+            else instr._text[start:stop]
+            if instr._at < 0
+            else instr._text[instr._at + start : instr._at + stop]
             for instr, start, stop in zip(instrs[begin:end], starts[begin:end], ends[begin:end])
         ]
         for node in self._kept.get(begin // self.step, ()):

@@ -272,15 +272,15 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     endings are their own, an op name or source line apiece) is cut where it starts,
     without splitting it or keeping its ending.
     """
-    cut = display_cut(instr, tails)
-    return cut if isinstance(cut, str) else instr.text[:cut]
+    text = instr.text
+    cut = display_cut(instr, tails, text)
+    return cut if isinstance(cut, str) else text[:cut]
 
 
-def display_cut(instr: HloInstruction, tails: dict[str, str] | None = None) -> int | str:
-    """`display_text` as where it ends in the instruction's line (``instr.text[:end]``),
+def display_cut(instr: HloInstruction, tails: dict[str, str] | None, text: str) -> int | str:
+    """`display_text` as where it ends in the instruction's line ``text`` (``text[:end]``),
     where it is a start of it (most lines: no metadata, or metadata last), else the text:
     a large graph's page keeps where each text lies, not the text (`_graph_lines`)."""
-    text = instr.text
     at = text.find(", metadata={")
     if at < 0:  # nothing the replace below could remove
         return len(text)

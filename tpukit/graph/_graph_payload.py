@@ -239,8 +239,8 @@ def _instruction_columns(
         label = labels[node]
         if opcode == "while":
             label, note = loops[node] = _loop_label(instr, module, label, notes.get(node))
-        cut = display_cut(instr, tails)
         line_text = instr.text
+        cut = display_cut(instr, tails, line_text)
         plain = sliced is not None and cut.__class__ is int and cut <= _TEXT_LIMIT  # type: ignore[operator]
         if plain and line_text.isascii() and "\n" not in line_text:
             # `split_head` of ``line_text[:cut]``, kept as where its rest lies

@@ -414,11 +414,12 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
     for name in names:
         if name in fields:
             values = fields.pop(name)
-            doubles = _doubles(values) if spend else None
+            found = _narrowed(values) if isinstance(values, array) else None
+            doubles = _doubles(values) if spend and found is None else None
             if doubles is not None:
                 arrays[name] = _FLOAT[0], len(values), [doubles]
                 continue
-            kind, raw = _typed(values)
+            kind, raw = _typed(values) if found is None else found
             arrays[name] = kind, len(values), [raw]
     for name in LINE_COLUMNS:
         value = fields.get(name)
