@@ -273,16 +273,24 @@ def display_text(instr: HloInstruction, tails: dict[str, str] | None = None) -> 
     without splitting it or keeping its ending.
     """
     text = instr.text
+    cut = display_cut(instr, tails, text)
+    return cut if isinstance(cut, str) else text[:cut]
+
+
+def display_cut(instr: HloInstruction, tails: dict[str, str] | None, text: str) -> int | str:
+    """`display_text` as where it ends in the instruction's line ``text`` (``text[:end]``),
+    where it is a start of it (most lines: no metadata, or metadata last), else the text:
+    a large graph's page keeps where each text lies, not the text (`_graph_lines`)."""
     at = text.find(", metadata={")
     if at < 0:  # nothing the replace below could remove
-        return text
+        return len(text)
     rest_at = instr._rest_at
     if tails is None or instr._attributes is not None or at < rest_at:
         return _without_metadata(text, metadata_text(instr, text))
     # Every ", metadata={" lies after the operands, so cutting the ending cuts the line;
     # attributes the parser left unsplit are read from that ending alone (`metadata_text`).
     if _metadata_ends(text, at, rest_at):
-        return text[:at]
+        return at
     rest = text[rest_at:]
     tail = tails.get(rest)
     if tail is None:

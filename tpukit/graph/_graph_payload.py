@@ -20,7 +20,8 @@ from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import FRAME_H, FRAME_W
 from tpukit.graph._graph_glance import Glance
-from tpukit.graph._graph_nodes import OpFacts, clip, display_text
+from tpukit.graph._graph_lines import SlicedLines
+from tpukit.graph._graph_nodes import OpFacts, clip, display_cut
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import (
@@ -202,8 +203,10 @@ def _instruction_columns(
     cat, head_kind = _numbers(n, typed, "B", CATEGORIES.index("group")), _numbers(n, typed, "B")
     op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
     scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
-    lines = LineColumn(n)
-    text = lines.texts
+    # A whole graph's texts for `encode_wire`: each where it lies in its line, if it can
+    sliced = SlicedLines(data.instr, _TEXT_LIMIT) if typed and nodes is None else None
+    lines = sliced if sliced is not None else LineColumn(n)
+    text = lines.texts  # (a text kept as it is)
     labels = data.label
     loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -215,7 +218,8 @@ def _instruction_columns(
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
     instrs, notes, module = data.instr, data.notes, data.module
-    for node in _last_first(n, nodes, lines.written_from if typed else None):
+    written_from = lines.written_from if typed and sliced is None else None  # type: ignore[union-attr]
+    for node in _last_first(n, nodes, written_from):
         instr = instrs[node]
         if instr is None:
             continue
@@ -232,19 +236,31 @@ def _instruction_columns(
             written = clip(str(instr.shape), _SHAPE_LIMIT)
             said = by_shape[id(instr.shape)] = written, shapes.setdefault(written, len(shapes))
         written, shape[node] = said
-        line_text = display_text(instr, tails)
-        if len(line_text) > _TEXT_LIMIT:
-            line_text = clip(line_text, _TEXT_LIMIT)
         label = labels[node]
         if opcode == "while":
             label, note = loops[node] = _loop_label(instr, module, label, notes.get(node))
-        if wire:  # `split_head`, inline: it runs for every instruction
-            head = f"%{label} = {written} {opcode}"
-            if line_text.startswith(head):
-                head_kind[node], line_text = 1, line_text[len(head) :]
-            elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
-                head_kind[node], line_text = 2, line_text[len(head) + 5 :]
-        text[node] = line_text
+        line_text = instr.text
+        cut = display_cut(instr, tails, line_text)
+        plain = sliced is not None and cut.__class__ is int and cut <= _TEXT_LIMIT  # type: ignore[operator]
+        if plain and line_text.isascii() and "\n" not in line_text:
+            # `split_head` of ``line_text[:cut]``, kept as where its rest lies
+            head, start = f"%{label} = {written} {opcode}", 0
+            if line_text.startswith(head, 0, cut):
+                head_kind[node], start = 1, len(head)
+            elif line_text.startswith("ROOT ", 0, cut) and line_text.startswith(head, 5, cut):
+                head_kind[node], start = 2, len(head) + 5
+            sliced.cut(node, start, cut)
+        else:
+            line_text = cut if cut.__class__ is str else line_text[:cut]  # type: ignore[index]
+            if len(line_text) > _TEXT_LIMIT:
+                line_text = clip(line_text, _TEXT_LIMIT)
+            if wire:  # `split_head`, inline: it runs for every instruction
+                head = f"%{label} = {written} {opcode}"
+                if line_text.startswith(head):
+                    head_kind[node], line_text = 1, line_text[len(head) :]
+                elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
+                    head_kind[node], line_text = 2, line_text[len(head) + 5 :]
+            text[node] = line_text
         meta = instr.metadata
         said = by_meta.get(id(meta))
         if said is None:

@@ -41,8 +41,17 @@ import sys
 import threading
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
+
+from tpukit.graph._graph_lines import (
+    _LINES_AT_A_TIME,
+    DeferredBytes,
+    EncodedLines,
+    _lines,
+    deferred_lines,
+)
+from tpukit.graph._graph_lines import LineColumn as LineColumn  # (read here by tests)
 
 if TYPE_CHECKING:
     from tpukit.graph._graph_edges import Edges
@@ -161,12 +170,17 @@ def edge_columns(blocks: Iterable[tuple[int, Edges]], typed: bool = False) -> di
     training step has hundreds of thousands of edges: as lists, an int object each).
     """
     owners, sizes = [], []
-    columns = [array("i"), array("i"), array("q"), array("i")]
+    blocks = list(blocks)
+    total = sum(len(edges.source) for _, edges in blocks)  # (each column made at its size,
+    columns = [array(code, [0]) * total for code in "iiqi"]  # not grown block by block)
+    at = 0
     for owner, edges in blocks:
         owners.append(owner)
         sizes.append(4 * len(edges))
+        end = at + len(edges.source)
         for column, part in zip(columns, (edges.source, edges.target, edges.nbytes, edges.index)):
-            column += part
+            column[at:end] = part
+        at = end
     names = ("blockFrom", "blockTo", "blockBytes", "blockIndex")
     return {
         "blockOwner": owners,
@@ -226,9 +240,11 @@ def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> st
     reads it no more): a large module's columns are then let go before they are deflated.
     """
     parts = wire_parts(wire, spend=spend)
-    packed = deflate_parts(parts) if compress else b"".join(parts)
-    del parts  # (a large module's tens of megabytes, let go before the base64 is made)
-    return base64.b64encode(packed).decode()
+    packed = deflate_parts(parts, spend=True) if compress else b"".join(_pieces(parts))
+    del parts
+    encoded = base64.b64encode(packed)
+    del packed  # (a large module's megabytes, let go before the text is made of the base64)
+    return encoded.decode()
 
 
 def deflate(raw: bytes) -> bytes:
@@ -249,61 +265,129 @@ def deflate(raw: bytes) -> bytes:
     return deflate_parts([raw])
 
 
-def deflate_parts(parts: list[bytes]) -> bytes:
+#: What `wire_parts` gives: bytes, or a column of texts made as it is deflated.
+Part = bytes | DeferredBytes
+
+
+def deflate_parts(parts: list[Part], *, spend: bool = False) -> bytes:
     """`deflate` of ``b"".join(parts)``, the same bytes, without joining them first.
 
     A large module's payload is tens of megabytes (`wire_parts`): its one joined copy
     would be the peak of the process's memory while the graph is made. zlib's output does
     not depend on how its input is cut, so each compressor is fed the parts (or the
-    slices of them) of its half in turn.
+    slices of them) of its half in turn, a `DeferredBytes` column a run of texts at a time.
+    With ``spend`` each part is let go of (taken out of ``parts``) once it is deflated:
+    the deflated bytes grow as the payload they replace shrinks.
 
         >>> parts = [bytes(range(256)) * 4096, b"x" * 3000, bytes(range(256)) * 4096]
         >>> deflate_parts(parts) == deflate(b"".join(parts))
         True
     """
-    total = sum(map(len, parts))
+    total = sum(map(_size, parts))
     if total < SPLIT_AT or _free_cores() < 2:
         compressor = zlib.compressobj(_LEVEL)
-        out = [compressor.compress(part) for part in parts]
+        out = [compressor.compress(piece) for piece in _fed(parts, spend)]
         out.append(compressor.flush())
         return b"".join(out)
     first_half, second_half = _halves(parts, total // 2)
-    second: list[bytes] = []
+    if spend:
+        parts.clear()
+    second: list = []
 
     def deflate_second() -> None:
         compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)  # raw deflate
-        out = [compressor.compress(piece) for piece in second_half]
-        second.append(b"".join(out) + compressor.flush())
+        out, checksum = [], 1
+        for piece in _fed(second_half, True):
+            out.append(compressor.compress(piece))
+            checksum = zlib.adler32(piece, checksum)
+        second.extend((b"".join(out) + compressor.flush(), checksum))
 
     worker = threading.Thread(target=deflate_second, name="tpukit-deflate")
     worker.start()
     compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    first = [compressor.compress(piece) for piece in first_half]
+    first, checksum = [], 1
+    for piece in _fed(first_half, True):
+        first.append(compressor.compress(piece))
+        checksum = zlib.adler32(piece, checksum)
     first.append(compressor.flush(zlib.Z_SYNC_FLUSH))
-    checksum = 1
-    for part in parts:
-        checksum = zlib.adler32(part, checksum)
     worker.join()
+    checksum = _adler32_combine(checksum, second[1], total - total // 2)
     return b"".join([_ZLIB_HEADER, *first, second[0], checksum.to_bytes(4, "big")])
 
 
-def _halves(parts: list[bytes], half: int) -> tuple[list[memoryview], list[memoryview]]:
-    """``parts`` cut at byte ``half`` of their concatenation: two lists of views."""
-    first: list[memoryview] = []
-    second: list[memoryview] = []
+def _adler32_combine(first: int, second: int, length: int) -> int:
+    """The Adler-32 of ``a + b`` from that of ``a`` (``first``), of ``b`` (``second``) and
+    ``b``'s ``length``, as zlib's ``adler32_combine`` (which Python's zlib does not offer):
+    each half's checksum is found as it is deflated, by the thread that deflates it.
+
+        >>> a, b = b"tpukit " * 1000, bytes(range(256)) * 300
+        >>> _adler32_combine(zlib.adler32(a), zlib.adler32(b), len(b)) == zlib.adler32(a + b)
+        True
+    """
+    base = 65521  # (the largest prime below 2 ** 16)
+    rem = length % base
+    low = first & 0xFFFF
+    high = (rem * low + (first >> 16) + (second >> 16) + base - rem) % base
+    low = (low + (second & 0xFFFF) + base - 1) % base
+    return high << 16 | low
+
+
+#: A part of one half (`_halves`): a view of bytes, or a stretch of a `DeferredBytes`.
+_Cut = memoryview | tuple[DeferredBytes, int, int]
+
+
+def _halves(parts: list[Part], half: int) -> tuple[list[_Cut], list[_Cut]]:
+    """``parts`` cut at byte ``half`` of their concatenation: two lists of views (of a
+    `DeferredBytes`: the column, where its stretch begins and where it ends)."""
+    first: list[_Cut] = []
+    second: list[_Cut] = []
     start = 0
     for part in parts:
-        view = memoryview(part)
-        end = start + len(part)
-        if end <= half:
-            first.append(view)
-        elif start >= half:
-            second.append(view)
+        size = _size(part)
+        end = start + size
+        if isinstance(part, DeferredBytes):
+            cut = min(max(half - start, 0), size)
+            if cut:
+                first.append((part, 0, cut))
+            if cut < size:
+                second.append((part, cut, size))
         else:
-            first.append(view[: half - start])
-            second.append(view[half - start :])
+            view = memoryview(part)
+            if end <= half:
+                first.append(view)
+            elif start >= half:
+                second.append(view)
+            else:
+                first.append(view[: half - start])
+                second.append(view[half - start :])
         start = end
     return first, second
+
+
+def _size(part: Part) -> int:
+    return part.size if isinstance(part, DeferredBytes) else len(part)
+
+
+def _pieces(parts: list) -> Iterator[bytes | memoryview]:
+    """The bytes of ``parts`` (`Part`, or `_halves`' cuts), a `DeferredBytes` as it is made."""
+    for part in parts:
+        if isinstance(part, DeferredBytes):
+            yield from part.pieces()
+        elif isinstance(part, tuple):
+            yield from part[0].pieces(part[1], part[2])
+        else:
+            yield part
+
+
+def _fed(parts: list, spend: bool) -> Iterator[bytes | memoryview]:
+    """`_pieces` of ``parts``; with ``spend``, each part taken out of the list as it is
+    read, so that none is held once the compressor has it."""
+    if not spend:
+        yield from _pieces(parts)
+        return
+    parts.reverse()
+    while parts:
+        yield from _pieces([parts.pop()])
 
 
 def _free_cores() -> int:
@@ -316,26 +400,41 @@ def _free_cores() -> int:
 
 def wire_bytes(wire: dict) -> bytes:
     """``wire``'s bytes before deflating: the zero byte, JSON's length, JSON, the arrays."""
-    return b"".join(wire_parts(wire))
+    return b"".join(_pieces(wire_parts(wire)))
 
 
-def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
-    """`wire_bytes` in the pieces it is joined from (`deflate_parts` reads them as they are);
-    with ``spend``, the binary columns are taken out of ``wire`` itself (`encode_wire`)."""
+def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
+    """`wire_bytes` in the pieces it is joined from (`deflate_parts` reads them as they are:
+    a `DeferredBytes` column, `graph_wire`'s HLO texts with ``typed``, is made as it is
+    read); with ``spend``, the binary columns are taken out of ``wire`` itself
+    (`encode_wire`)."""
     fields = wire if spend else dict(wire)
     names = (*NUMBER_COLUMNS, *OWNED_COLUMNS)
     arrays = {}
     for name in names:
         if name in fields:
             values = fields.pop(name)
-            kind, raw = _typed(values)
+            found = _narrowed(values) if isinstance(values, array) else None
+            doubles = _doubles(values) if spend and found is None else None
+            if doubles is not None:
+                arrays[name] = _FLOAT[0], len(values), [doubles]
+                continue
+            kind, raw = _typed(values) if found is None else found
             arrays[name] = kind, len(values), [raw]
     for name in LINE_COLUMNS:
         value = fields.get(name)
-        lines = value.pieces if isinstance(value, EncodedLines) else _lines(value)
+        if isinstance(value, DeferredBytes):
+            lines: list | None = [value]
+        elif isinstance(value, EncodedLines):
+            lines = value.pieces
+        elif spend:  # (made as they are deflated: `encode_wire`)
+            deferred = deferred_lines(value, _LINES_AT_A_TIME)
+            lines = None if deferred is None else [deferred]
+        else:
+            lines = _lines(value, _LINES_AT_A_TIME)
         if lines is not None:
             del fields[name]
-            arrays[name] = "lines", sum(map(len, lines)), lines
+            arrays[name] = "lines", sum(map(_size, lines)), lines
     fields["binary"] = [[name, kind, length] for name, (kind, length, _) in arrays.items()]
     text = json.dumps(fields, separators=(",", ":")).encode()
     parts = [b"\0", len(text).to_bytes(4, "little"), text]
@@ -344,97 +443,23 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[bytes]:
         pad = -size % 8
         parts.append(b"\0" * pad)
         parts += pieces
-        size += pad + sum(map(len, pieces))
+        size += pad + sum(map(_size, pieces))
     return parts
 
 
-#: Texts joined and encoded at a time by `_lines` and `LineColumn`: a column's UTF-8 is made
-#: in pieces of about a megabyte, never beside a whole copy of it as one string.
-_LINES_AT_A_TIME = 8192
-
-
-class EncodedLines:
-    """A column of texts already as `wire_parts` writes it (``pieces``: `_lines`), for
-    `encode_wire` alone: a large module's HLO texts held as UTF-8 once made, not as a
-    string object each (`LineColumn`, `graph_wire` with ``typed``)."""
-
-    __slots__ = ("pieces",)
-
-    def __init__(self, pieces: list[bytes]) -> None:
-        self.pieces = pieces
-
-
-class LineColumn:
-    """A column of ``n`` texts written from its last text to its first (`_graph_payload`
-    reads the nodes last to first), each run of `_LINES_AT_A_TIME` texts encoded as
-    `_lines` encodes it once every text in it is written (`written_from`): a large module's
-    HLO texts are never all held as strings, nor as strings and UTF-8 at once.
-
-        >>> column = LineColumn(3)
-        >>> column.texts[2], column.texts[1], column.texts[0] = "c", "b", "a"
-        >>> column.column().pieces
-        [b'a\\nb\\nc']
-
-    A text that holds a line break sends the column as JSON (`column` gives the texts).
-    """
-
-    __slots__ = ("texts", "_pieces", "_encoded")
-    #: Texts encoded at a time: `written_from` encodes a run once a multiple of it is written.
-    step = _LINES_AT_A_TIME
-
-    def __init__(self, n: int) -> None:
-        self.texts: list = [""] * n
-        self._pieces: list[bytes] | None = []
-        self._encoded = n  # texts[_encoded:] are in _pieces, the last first
-
-    def written_from(self, start: int) -> None:
-        """Every text from ``start`` on is written: encodes the runs wholly after it."""
-        texts, pieces, end, step = self.texts, self._pieces, self._encoded, self.step
-        while pieces is not None and end > start:
-            begin = (end - 1) // step * step
-            if begin < start:
-                break
-            piece = _piece(texts[begin:end], end < len(texts))
-            if piece is None:  # a line break: the texts go as JSON
-                texts[end:] = b"".join(reversed(pieces)).decode().split("\n") if pieces else []
-                self._pieces = pieces = None
-                break
-            pieces.append(piece)
-            texts[begin:end] = [None] * (end - begin)
-            self._encoded = end = begin
-
-    def column(self) -> list | EncodedLines:
-        """The whole column, for `wire_parts`: `EncodedLines`, or the texts as they are."""
-        self.written_from(0)
-        if self._pieces is None:
-            return self.texts
-        return EncodedLines(self._pieces[::-1])
-
-
-def _lines(values: object) -> list[bytes] | None:
-    """A column of texts as UTF-8 lines, in pieces that join into them (None when a text
-    holds a line break, or for anything else: it goes as JSON)."""
-    if not isinstance(values, list) or not values:
+def _doubles(values: list | array) -> DeferredBytes | None:
+    """A column of 64-bit figures that `_typed` writes as doubles (some beyond 32 bits: a
+    large module's FLOPs and bytes) as `DeferredBytes`, made as it is deflated: not held
+    beside the payload's other columns. None for any other column."""
+    if not isinstance(values, array) or values.typecode not in "qQ" or not values:
         return None
-    pieces = []
-    step = _LINES_AT_A_TIME
-    for start in range(0, len(values), step):
-        piece = _piece(values[start : start + step], start + step < len(values))
-        if piece is None:
-            return None
-        pieces.append(piece)
-    return pieces
-
-
-def _piece(chunk: list, more: bool) -> bytes | None:
-    """``chunk``'s texts as UTF-8 lines (ending in a line break if ``more`` follow), or None."""
-    try:
-        joined = "\n".join(chunk)
-        if joined.count("\n") != len(chunk) - 1:
-            return None
-        return (joined + "\n" if more else joined).encode()
-    except (TypeError, UnicodeEncodeError):  # not all texts, or a lone surrogate
+    if -(2**31) <= min(values) and max(values) < 2**31:  # (a narrower kind holds it)
         return None
+
+    def doubles(_: int) -> memoryview:
+        return memoryview(_little_endian(array(_FLOAT[1], values))).cast("B")
+
+    return DeferredBytes([8 * len(values)], doubles)
 
 
 def _typed(values: list | array) -> tuple[str, bytes]:
