@@ -385,3 +385,76 @@ def test_calls_are_dispatched_ahead_only_while_a_third_copy_of_the_state_is_smal
     finally:
         tpukit.set_device_memory(None)
     assert look_ahead_fits(state)  # a CPU says no capacity: small states go ahead
+
+
+STARTED_OVER = textwrap.dedent(
+    """
+    import json, os, signal, sys
+    import jax, numpy as np, optax
+    from flax import nnx
+    from tpukit.train import TrainingState, _steps, fit
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(192, 8)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    options = dict(epochs=1, batch_size=64, steps_per_execution=1, verbose=False)
+
+    def params(m):
+        return [np.asarray(a).tolist() for a in jax.tree.leaves(nnx.state(m, nnx.Param))]
+
+    def change(m, x):
+        if sys.argv[1] == "data":
+            x[7, 3] += 1.0  # in place: the copy kept on the device is stale
+        else:  # the model changed: the repeated set-up's checks fail after the dispatch
+            nnx.update(m, jax.tree.map(lambda a: a + 0.25, nnx.state(m, nnx.Param)))
+
+    m, twin, x2 = nnx.Linear(8, 2, rngs=nnx.Rngs(0)), nnx.Linear(8, 2, rngs=nnx.Rngs(0)), x.copy()
+    fit(m, optax.adam(1e-2), (x, y), **options)
+    fit(twin, optax.adam(1e-2), (x2, y), **options)
+    change(m, x)
+    change(twin, x2)
+    before, steps = params(m), TrainingState.of(m).steps_done
+    dispatched, call = [], _steps.Step.__call__
+
+    def dispatch(self, *args):
+        dispatched.append(1)
+        if len(dispatched) == 2:  # the second call, dispatched ahead of its turn
+            os.kill(os.getpid(), signal.SIGINT)
+        return call(self, *args)
+
+    _steps.Step.__call__ = dispatch
+    try:
+        fit(m, optax.adam(1e-2), (x, y), **options)
+        outcome = "finished"
+    except KeyboardInterrupt:
+        outcome = "interrupted"
+    _steps.Step.__call__ = call
+    held = {"dispatched": len(dispatched), "steps": TrainingState.of(m).steps_done - steps,
+            "unchanged": params(m) == before}
+    # the next call trains as the uninterrupted twin's did
+    fit(m, optax.adam(1e-2), (x, y), **options)
+    fit(twin, optax.adam(1e-2), (x2, y), **options)
+    print(json.dumps({"outcome": outcome, **held, "next_same": params(m) == params(twin)}))
+    """
+)
+
+
+@pytest.mark.parametrize("stale", ["data", "model"])
+def test_a_stop_held_during_a_dispatch_ahead_stops_a_call_that_starts_over(stale):
+    # ^C lands inside the dispatch of a repeated call's second call (dispatched ahead,
+    # so held until its turn); then the call finds its data changed in place, or its
+    # model changed (checked while the first call ran), and would start over. The ^C
+    # stops it instead, nothing of it applied, like any ^C before the first step.
+    # One CPU device: calls go ahead only there (not on the 8 simulated ones).
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["JAX_PLATFORMS"] = "cpu"
+    done = subprocess.run(
+        [sys.executable, "-c", STARTED_OVER, stale],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {
+        "outcome": "interrupted", "dispatched": 2, "steps": 0, "unchanged": True,
+        "next_same": True,
+    }, result  # fmt: skip

@@ -192,6 +192,9 @@ class Trainer:
             except StaleSetUp:  # nothing applied or said (verbose=False): set up afresh
                 kept.last = None
                 return self._train_on(train_data, options, started, kept)
+            except KeyboardInterrupt as stop:  # one that stopped a stale call: as above
+                _forget_stale(kept, stop.__context__)
+                raise
         except StaleData as stale:  # the sharding line was said: the same layout, not again
             kept.forget(stale.names)
             if options.verbose and jax.process_index() == 0:
@@ -294,6 +297,15 @@ class Trainer:
             Position.from_record(record),
             history,
         )
+
+
+def _forget_stale(kept: KeptForModel, stale: BaseException | None) -> None:
+    """What a call found stale (``_run.Run.train`` raises ^C with it as its context):
+    the next call neither takes that set-up nor that copy of the data."""
+    if isinstance(stale, StaleSetUp):
+        kept.last = None
+    elif isinstance(stale, StaleData):
+        kept.forget(stale.names)
 
 
 def _check_same_run(store: _checkpoint.RunCheckpoints, spec: RunSpec, record: dict) -> None:

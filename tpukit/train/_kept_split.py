@@ -229,20 +229,29 @@ class KeptSplit:
 def _set_raw(variable: nnx.Variable, value: Any, checked: bool = False) -> None:
     """``variable``'s array set to ``value``; ``checked``: flax's check that the Variable
     may be updated here (not from inside another trace) passed for the write-back's
-    first Variable, and holds for its others (fit runs outside any trace)."""
+    first Variable, and holds for its others (fit runs outside any trace).
+
+    A checked Variable's array is set as ``set_raw_value(value, _unsafe_bypass_check=True)``
+    would set it, without the check that flax's ``__setattr__`` makes again (some 3 µs a
+    Variable in a loop, 10 in situ); flax's own jit sets ``_raw_value`` this way."""
     setter = getattr(variable, "set_raw_value", None)  # flax >= 0.12
     if setter is None:
         object.__setattr__(variable, "raw_value", value)
     elif checked and _BYPASS:
-        setter(value, _unsafe_bypass_check=True)
+        object.__setattr__(variable, "_raw_value", value)
     else:
         setter(value)
 
 
 def _can_bypass() -> bool:
-    """Whether flax's ``Variable.set_raw_value`` can skip its trace check (flax >= 0.12.x)."""
+    """Whether flax's ``Variable.set_raw_value`` can skip its trace check, and does no
+    more than set ``_raw_value`` (flax >= 0.12.x): then :func:`_set_raw` sets it itself."""
     code = getattr(getattr(nnx.Variable, "set_raw_value", None), "__code__", None)
-    return code is not None and "_unsafe_bypass_check" in code.co_varnames
+    return (
+        code is not None
+        and "_unsafe_bypass_check" in code.co_varnames
+        and set(code.co_names) == {"_check_can_update", "_raw_value"}
+    )
 
 
 _BYPASS = _can_bypass()

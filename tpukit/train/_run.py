@@ -126,15 +126,21 @@ class Run:
         )
         start, first_epoch_end = compile_mark(), None
         try:
-            while pos.epoch < epochs:
-                self._epoch()
-                if first_epoch_end is None:
-                    first_epoch_end = compile_mark()
-                if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
-                    self._save()
-                    self._end_epoch_clock()  # the epoch's save is part of its seconds
-                self.progress.close_epoch()  # its line's time: the epoch's seconds
-            self._verify()  # (made already, unless the run had no call to make)
+            try:
+                while pos.epoch < epochs:
+                    self._epoch()
+                    if first_epoch_end is None:
+                        first_epoch_end = compile_mark()
+                    if self.checkpointing and self.checkpointing.due_after_epoch(pos.epoch):
+                        self._save()
+                        self._end_epoch_clock()  # the epoch's save is part of its seconds
+                    self.progress.close_epoch()  # its line's time: the epoch's seconds
+                self._verify()  # (made already, unless the run had no call to make)
+            except (StaleSetUp, StaleData):
+                # nothing applied, and the call would start over: a ^C held while a call
+                # was dispatched ahead stops it instead (the stale error as its context)
+                self._held.deliver()
+                raise
             if compile_mark() != start:  # something compiled: was it the run's first epoch?
                 self._say_compiles(
                     start, compile_mark() if first_epoch_end is None else first_epoch_end

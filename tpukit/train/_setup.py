@@ -33,7 +33,6 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import functools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -107,8 +106,10 @@ class RunSpec:
 
     def with_options(self, options: RunOptions) -> RunSpec:
         """This set-up with another call's options (a call repeating it: ``_again``);
-        the memo is shared. (``dataclasses.replace`` checks every field again.)"""
-        spec = copy.copy(self)
+        the memo is shared. (``dataclasses.replace`` checks every field again, and
+        ``copy.copy`` goes through ``__reduce_ex__``: 5 µs in a loop, 35 in situ.)"""
+        spec = object.__new__(type(self))
+        spec.__dict__.update(self.__dict__)
         object.__setattr__(spec, "options", options)
         return spec
 
