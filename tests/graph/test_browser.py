@@ -41,19 +41,6 @@ def mlp_loss(x, w1, w2):
         return jnp.tanh(h @ w2).sum()
 
 
-@pytest.fixture(scope="module")
-def mlp_graph():
-    return graph(mlp_hlo(), title="mlp", stage="optimized")
-
-
-@pytest.fixture(scope="module")
-def forward_graph():
-    """The MLP's forward pass: its first view shows the scopes open and their fusions."""
-    args = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 4)))
-    text = jax.jit(mlp_loss).lower(*args).compile().as_text()
-    return graph(text, title="mlp", stage="optimized")
-
-
 MODES = ["standalone", "notebook"]
 
 

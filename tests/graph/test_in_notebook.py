@@ -10,12 +10,10 @@ import html
 import re
 
 import jax
-import jax.numpy as jnp
 import pytest
 from flax import nnx
 
 import tpukit
-from tests._support.fixtures import mlp_hlo
 from tests._support.graph_page import LABEL_PX, Page, screenshot
 from tests._support.notebook_page import (
     FIRST_VIEW_DRAWN,
@@ -25,22 +23,7 @@ from tests._support.notebook_page import (
     ORIGIN,
 )
 from tests._support.steps import tutorial_train_step
-from tests.graph.test_browser import mlp_loss
 from tpukit.graph._first_view import first_view
-from tpukit.hlo import graph
-
-
-@pytest.fixture(scope="module")
-def mlp_graph():
-    return graph(mlp_hlo(), title="mlp", stage="optimized")
-
-
-@pytest.fixture(scope="module")
-def forward_graph():
-    """The MLP's forward pass of graph/test_browser.py (its source lines are there)."""
-    args = (jnp.ones((8, 16)), jnp.ones((16, 32)), jnp.ones((32, 4)))
-    return graph(jax.jit(mlp_loss).lower(*args).compile().as_text(), title="mlp", stage="optimized")
-
 
 SCALE = "() => +document.querySelector('.tkg-root').dataset.scale"
 TRANSFORM = "() => document.querySelector('.tkg-scene').getAttribute('transform')"
