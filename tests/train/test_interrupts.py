@@ -293,6 +293,37 @@ def test_the_probe_tells_which_optimizers_can_hide_a_gradient():
     assert _hidden_gradients(frozen, params) == [True, False]  # leaves in order: b, w
 
 
+def test_the_probe_runs_once_per_optimizer_and_parameter_shapes(monkeypatch):
+    """Each trace of fit's step asks the probe; it runs op by op (seconds on a deep
+    model), so a recompile with another batch size reuses its answer. Another optimizer,
+    or the same one on bf16 parameters, is probed again."""
+    from tpukit.train import _steps
+    from tpukit.train._program import OptimizerProgram
+
+    probed = []
+    probe = _steps._probe_hidden
+    monkeypatch.setattr(_steps, "_HIDDEN", {})
+    monkeypatch.setattr(
+        _steps, "_probe_hidden", lambda opt, params: probed.append(1) or probe(opt, params)
+    )
+    model = MLP(nnx.Rngs(0))
+    data = (X[:256], Y[:256])
+    for batch_size in (64, 32):
+        Trainer(model, optax.adam(1e-3)).compile_step(data, batch_size=batch_size)
+    assert len(probed) == 1
+    Trainer(model, optax.chain(optax.zero_nans(), optax.adam(1e-3))).compile_step(
+        data, batch_size=64
+    )
+    assert len(probed) == 2
+    params = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
+    program = OptimizerProgram(optax.adam(1e-3), params)
+    half = jax.tree.map(lambda x: x.astype(jnp.bfloat16), params)
+    assert _steps._hidden_gradients(program, params) == [False, False]
+    assert _steps._hidden_gradients(program, half) == [False, False]
+    assert _steps._hidden_gradients(program, params) == [False, False]
+    assert len(probed) == 4
+
+
 # ------------------------------------------------ the next call dispatched ahead
 def test_a_stop_during_a_dispatch_ahead_is_held_until_that_calls_turn():
     import signal

@@ -43,6 +43,7 @@ from tpukit.compilation import module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
+from ._memo import abstract_key, remembered
 from ._mesh import Plan
 from ._objective import Objective
 
@@ -232,28 +233,60 @@ def _hidden_gradients(optimizer: optax.GradientTransformation, params: Any) -> l
     (``optax.zero_nans``, ``optax.apply_if_finite``, a frozen leaf's ``set_to_zero``)
     would hide one; this probe finds out by running the optimizer once, at trace time,
     on all-NaN gradients and zero parameters of the same shapes.
+
+    The probe runs op by op (hundreds of small programs: seconds for a deep model), so
+    its answer is kept per optimizer program (:class:`~._program.OptimizerProgram`'s
+    key: its update's jaxpr, constants included) and parameter shapes: each later trace
+    of a step with them (another batch size, a recompile, the out-of-memory advice's
+    candidates) reuses it.
     """
-    with jax.ensure_compile_time_eval():
-        zeros = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), params)
+    key = getattr(optimizer, "key", None)
+    if key is None:
+        return _probe_hidden(optimizer, params)
+    return remembered(
+        _HIDDEN, (key, *abstract_key(params)), lambda: _probe_hidden(optimizer, params)
+    )
+
+
+_HIDDEN: dict[tuple, list[bool]] = {}
+
+
+def _probe_hidden(optimizer: optax.GradientTransformation, params: Any) -> list[bool]:
+    """The probe as one compiled program: op by op it would compile each of the
+    optimizer's operations on each shape (4 s against 0.4 s for 18 leaves of 512 x 512)."""
+    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
+    state_names: list[str] = []
+
+    def finite_after_nan_gradients(zero: jax.Array, nan: jax.Array) -> tuple[list, list]:
+        # (Built from arguments: under compile-time evaluation, arrays made from
+        # constants alone would be computed op by op again.)
+        zeros = jax.tree.map(lambda x: jnp.broadcast_to(zero.astype(x.dtype), x.shape), shapes)
         nans = jax.tree.map(
-            lambda x: jnp.full(x.shape, jnp.nan, x.dtype) if _inexact(x) else x, zeros
+            lambda x: jnp.broadcast_to(nan.astype(x.dtype), x.shape) if _inexact(x) else x,
+            zeros,
         )
+        updates, new_state = optimizer.update(nans, optimizer.init(zeros), zeros)
+        inexact = [(name, x) for name, x in leaf_paths(new_state) if _inexact(x)]
+        state_names.extend(name for name, _ in inexact)
+        return (
+            [jnp.all(jnp.isfinite(x)) for _, x in inexact],
+            [jnp.all(jnp.isfinite(u)) for u in _inexact_leaves(updates)],
+        )
+
+    with jax.ensure_compile_time_eval():  # (inside a step's trace: run it now)
         try:
-            updates, new_state = optimizer.update(nans, optimizer.init(zeros), zeros)
+            state_finite, finite = jax.jit(finite_after_nan_gradients)(
+                np.float32(0.0), np.float32(np.nan)
+            )
         except Exception:  # noqa: BLE001 - an optimizer that cannot be probed: check all
             return [True] * len(_inexact_leaves(params))
-        bad_state = [
-            name
-            for name, x in leaf_paths(new_state)
-            if _inexact(x) and not bool(jnp.all(jnp.isfinite(x)))
-        ]
-        names = [name for name, x in leaf_paths(params) if _inexact(x)]
-        finite = [bool(jnp.all(jnp.isfinite(u))) for u in _inexact_leaves(updates)]
+    bad_state = [n for n, ok in zip(state_names, state_finite, strict=True) if not bool(ok)]
+    names = [name for name, x in leaf_paths(params) if _inexact(x)]
 
     def traced_in_state(name: str) -> bool:  # optax states mirror the parameters' paths
         return any(n == name or n.endswith("/" + name) for n in bad_state)
 
-    return [ok and not traced_in_state(name) for name, ok in zip(names, finite, strict=True)]
+    return [bool(ok) and not traced_in_state(name) for name, ok in zip(names, finite, strict=True)]
 
 
 def _every(flags: list[jax.Array]) -> jax.Array:
