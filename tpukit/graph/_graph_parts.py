@@ -421,8 +421,14 @@ class PartsMixin:
         if self.kind[node] == INSTRUCTION or not kids:
             return 0, closed
         links = self._links(kids, users)
-        rank = flow_ranks(len(kids), links)
         widths = self._widths(kids)
+        found = stages(widths, links) if self.kind[node] == SCOPE and len(kids) > 2 else None
+        if found is not None:  # a scope is staged after its parent: drawn open, its stages
+            at = {k: s for s, stage in enumerate(found) for k in stage}
+            links = {(at[a], at[b]) for a, b in links if at[a] != at[b]}
+            nested = box_width(PART, PART_LABEL, None, True)
+            widths = [widths[s[0]] if len(s) == 1 else nested for s in found]
+        rank = flow_ranks(len(widths), links)
         return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
 
     def _weight(
