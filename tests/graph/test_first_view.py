@@ -140,3 +140,32 @@ def test_a_large_stage_in_a_short_chain_opens_when_only_the_slack_said_it_does_n
     opened = first_view(data)
     assert heavier in opened
     assert Frame(data).fits(set(opened))
+
+
+def test_a_long_chain_frames_on_a_scope_too_tall_to_draw_open_as_written():
+    """Issue 38: a PyTorch/XLA step's work is one op-name scope (``aten__norm.1``: 14 ops
+    on a 1 MiB tensor, one after another) at the end of a chain of 300 small ops. The
+    scope is cut into stages only after the root (`_graph_parts`), so the root's frame
+    weighed it drawn open as its 14 ranks, found no frame that holds that, and made stages
+    of stages (kz_llama2_tp4_pp2: the work five levels down); the view left it closed.
+    Weighed as its stages, the root is framed on it, and the view opens it."""
+    lines = ["HloModule scoped", "", "ENTRY main {", "  p0 = f32[4]{0} parameter(0)"]
+    lines.append("  p1 = f32[512,512]{1,0} parameter(1)")
+    previous = "p0"
+    for k in range(300):
+        name = f'op_type="aten__mul" op_name="aten__lerp.{k}/aten__mul"'
+        lines.append(f"  a{k} = f32[4]{{0}} multiply({previous}, {previous}), metadata={{{name}}}")
+        previous = f"a{k}"
+    lines.append(f"  n = f32[512,512]{{1,0}} broadcast({previous}), dimensions={{1}}")
+    previous = "p1"
+    for k in range(14):
+        name = 'op_type="aten__add" op_name="aten__norm.1/aten__add"'
+        lines.append(f"  n{k} = f32[512,512]{{1,0}} add({previous}, n), metadata={{{name}}}")
+        previous = f"n{k}"
+    lines.append(f"  ROOT out = (f32[4]{{0}}, f32[512,512]{{1,0}}) tuple(a299, {previous})")
+    data = hlo.open("\n".join([*lines, "}"]) + "\n").graph()._data
+    scope = data.label.index("aten__norm.1")
+    assert len(data.children[scope]) > 1  # its stages
+    opened = first_view(data)
+    assert scope in opened
+    assert Frame(data).fits(set(opened))

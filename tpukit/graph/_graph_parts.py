@@ -415,14 +415,23 @@ class PartsMixin:
 
     def _open_size(self, node: int, users: dict[int, list[int]]) -> tuple[int, float]:
         """The ranks of ``node``'s children and the box's width, drawn open (no ranks and
-        its closed width for a box that does not open)."""
+        its closed width for a box that does not open). A scope is cut into stages after
+        the group it sits in (`_split_into_parts` walks down): it is weighed as those
+        stages (`stages`), not as its ops, which may be more ranks than any frame holds
+        (kz_llama2_tp4_pp2's ``aten__norm.14``: 13 ranks of ops, 3 stages)."""
         kids = self.children[node]
         closed = box_width(self.kind[node], self.label[node], self.instr[node], bool(kids))
         if self.kind[node] == INSTRUCTION or not kids:
             return 0, closed
         links = self._links(kids, users)
-        rank = flow_ranks(len(kids), links)
         widths = self._widths(kids)
+        found = stages(widths, links) if self.kind[node] == SCOPE and len(kids) > 2 else None
+        if found is not None:  # drawn open, the scope shows its stages
+            at = {k: s for s, stage in enumerate(found) for k in stage}
+            links = {(at[a], at[b]) for a, b in links if at[a] != at[b]}
+            nested = box_width(PART, PART_LABEL, None, True)
+            widths = [widths[s[0]] if len(s) == 1 else nested for s in found]
+        rank = flow_ranks(len(widths), links)
         return max(rank) + 1, max(_drawn_width(rank, widths, links) + 2 * PAD, _HEADER_W)
 
     def _weight(
