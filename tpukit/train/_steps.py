@@ -258,8 +258,6 @@ def _probe_hidden(optimizer: optax.GradientTransformation, params: Any) -> list[
     state_names: list[str] = []
 
     def finite_after_nan_gradients(zero: jax.Array, nan: jax.Array) -> tuple[list, list]:
-        # (Built from arguments: under compile-time evaluation, arrays made from
-        # constants alone would be computed op by op again.)
         zeros = jax.tree.map(lambda x: jnp.broadcast_to(zero.astype(x.dtype), x.shape), shapes)
         nans = jax.tree.map(
             lambda x: jnp.broadcast_to(nan.astype(x.dtype), x.shape) if _inexact(x) else x,
@@ -273,13 +271,14 @@ def _probe_hidden(optimizer: optax.GradientTransformation, params: Any) -> list[
             [jnp.all(jnp.isfinite(u)) for u in _inexact_leaves(updates)],
         )
 
-    with jax.ensure_compile_time_eval():  # (inside a step's trace: run it now)
-        try:
-            state_finite, finite = jax.jit(finite_after_nan_gradients)(
-                np.float32(0.0), np.float32(np.nan)
-            )
-        except Exception:  # noqa: BLE001 - an optimizer that cannot be probed: check all
-            return [True] * len(_inexact_leaves(params))
+    # Compiled and called as a stage, it runs now, inside a step's trace too. (Under
+    # `jax.ensure_compile_time_eval` each operation on constants would run alone.)
+    arguments = (np.float32(0.0), np.float32(np.nan))
+    try:
+        probe = jax.jit(finite_after_nan_gradients).lower(*arguments).compile()
+    except Exception:  # noqa: BLE001 - an optimizer that cannot be probed: check all
+        return [True] * len(_inexact_leaves(params))
+    state_finite, finite = probe(*arguments)
     bad_state = [n for n, ok in zip(state_names, state_finite, strict=True) if not bool(ok)]
     names = [name for name, x in leaf_paths(params) if _inexact(x)]
 
