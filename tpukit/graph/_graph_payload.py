@@ -122,8 +122,9 @@ def _payload(
         "stage": stage or "",
         "module": module.name,
         "strings": list(strings),
-        "kind": data.kind,
-        "parent": data.parent,
+        # (Typed arrays in the tree: `encode_wire` copies them as they are, JSON needs lists.)
+        "kind": data.kind if typed else list(data.kind),
+        "parent": data.parent if typed else list(data.parent),
         "label": label,
         "op": op if wire else [ops[k] for k in op],  # (on the wire: `first_use`, below)
         "cat": columns["cat"],
