@@ -83,16 +83,29 @@ def viewer_fragment(
     (markup shown before the script runs: a fallback, a table), and the script that calls
     ``viewer.entry(root, *arguments, dagre)``; each argument is written as JSON."""
     css, code = _viewer_code(viewer)
-    call_arguments = "".join(f"{script_json(argument)}," for argument in arguments)
-    script = (
-        code
-        + f'\n{viewer.entry}(document.getElementById("{element_id}"),{call_arguments}dagre);'
-        + "})();})();"
-    )
-    return (
-        f'<div id="{element_id}" class="{root_class}"><style>{css}</style>'
-        f"{body}<script>{script}</script></div>"
-    )
+    # Joined once: a large graph's payload (megabytes of base64) is copied into the page
+    # alone, not into each string the page was once built up from.
+    pieces = [
+        f'<div id="{element_id}" class="{root_class}"><style>{css}</style>{body}<script>',
+        code,
+        f'\n{viewer.entry}(document.getElementById("{element_id}"),',
+    ]
+    for argument in arguments:
+        pieces += (*_json_pieces(argument), ",")
+    pieces.append("dagre);})();})();</script></div>")
+    return "".join(pieces)
+
+
+#: A text whose JSON is itself in quotes, safe in a ``<script>`` (a payload's base64).
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9+/=]*")
+
+
+def _json_pieces(value: object) -> tuple[str, ...]:
+    """`script_json` of ``value`` in pieces that join into it: a plain text (`_PLAIN_TEXT`)
+    as itself between quotes, not copied."""
+    if isinstance(value, str) and _PLAIN_TEXT.fullmatch(value):
+        return '"', value, '"'
+    return (script_json(value),)
 
 
 @functools.cache

@@ -112,10 +112,10 @@ def _payload(
         label[node], notes[node] = loop_label, loop_note
     n = len(data.kind)
     op, ops, shape, shapes = columns["op"], columns["ops"], columns["shape"], columns["shapes"]
-    # Columns of numbers as typed arrays where no JSON is made of them: the wire's, and a
-    # glance's (`Glance.cut` takes its nodes' values out as lists).
+    # The tree's typed columns as they are where no JSON is made of them: the wire's, and
+    # a glance's (`Glance.cut` takes its nodes' values out as lists).
     arrays = typed or glance is not None
-    note = _numbers(n, arrays, "i")
+    note = _numbers(n, typed, "i", sparse=glance is not None)
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -203,14 +203,15 @@ def _instruction_columns(
     object per node.
     """
     n = len(data.kind)
-    arrays = typed or nodes is not None  # (a glance's: `Glance.cut` takes its nodes' values)
-    cat, head_kind = _numbers(n, arrays, "B", CATEGORIES.index("group")), _numbers(n, arrays, "B")
-    op, shape = _numbers(n, arrays, "i"), _numbers(n, arrays, "i")
-    scope, location, source = (_numbers(n, arrays, "i") for _ in range(3))
+    sparse = nodes is not None  # (a glance's: `Glance.cut` takes its nodes' values)
+    group = CATEGORIES.index("group")
+    cat, head_kind = _numbers(n, typed, "B", group, sparse), _numbers(n, typed, "B", 0, sparse)
+    op, shape = _numbers(n, typed, "i", 0, sparse), _numbers(n, typed, "i", 0, sparse)
+    scope, location, source = (_numbers(n, typed, "i", 0, sparse) for _ in range(3))
     # A whole graph's texts for `encode_wire`: each where it lies in its line, if it can
     sliced = SlicedLines(data.instr, _TEXT_LIMIT) if typed and nodes is None else None
-    lines = sliced if sliced is not None else LineColumn(n)
-    text = lines.texts  # (a text kept as it is)
+    lines = sliced if sliced is not None else LineColumn(0 if sparse else n)
+    text = _Sparse("") if sparse else lines.texts  # (a text kept as it is)
     labels = data.label
     loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -292,10 +293,25 @@ def _last_first(
             written_from(start)
 
 
-def _numbers(n: int, typed: bool, code: str, value: int = 0) -> list[int]:
+def _numbers(n: int, typed: bool, code: str, value: int = 0, sparse: bool = False) -> list[int]:
     """A column of ``n`` numbers: with ``typed`` (`graph_wire`) an ``array`` of type
-    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number)."""
+    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number);
+    with ``sparse`` (a glance's: a few hundred nodes of a large tree) a `_Sparse` dict."""
+    if sparse:
+        return _Sparse(value)  # type: ignore[return-value]
     return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
+
+
+class _Sparse(dict):
+    """A column of a glance's nodes (`Glance.cut` reads them alone) by node: the nodes
+    written, any other ``default``, not a list of every node of the tree."""
+
+    def __init__(self, default: object) -> None:
+        super().__init__()
+        self.default = default
+
+    def __missing__(self, node: int) -> object:
+        return self.default
 
 
 def _metadata_strings(
