@@ -82,9 +82,16 @@ def viewer_fragment(
     """One output: ``<div id=element_id class=root_class>``, the viewer's styles, ``body``
     (markup shown before the script runs: a fallback, a table), and the script that calls
     ``viewer.entry(root, *arguments, dagre)``; each argument is written as JSON."""
+    return "".join(viewer_pieces(viewer, element_id, root_class, body, arguments))
+
+
+def viewer_pieces(
+    viewer: Viewer, element_id: str, root_class: str, body: str, arguments: Sequence[object]
+) -> list[str]:
+    """`viewer_fragment` as the texts it joins, which a page (`standalone_page`) joins
+    with its own once: a large graph's payload (megabytes of base64) is copied into the
+    page alone, not into each string the page was once built up from."""
     css, code = _viewer_code(viewer)
-    # Joined once: a large graph's payload (megabytes of base64) is copied into the page
-    # alone, not into each string the page was once built up from.
     pieces = [
         f'<div id="{element_id}" class="{root_class}"><style>{css}</style>{body}<script>',
         code,
@@ -93,7 +100,7 @@ def viewer_fragment(
     for argument in arguments:
         pieces += (*_json_pieces(argument), ",")
     pieces.append("dagre);})();})();</script></div>")
-    return "".join(pieces)
+    return pieces
 
 
 #: A text whose JSON is itself in quotes, safe in a ``<script>`` (a payload's base64).
@@ -130,23 +137,25 @@ def _viewer_code(viewer: Viewer) -> tuple[str, str]:
     )
 
 
-def standalone_page(title: str, fragment: str) -> str:
-    """An HTML page around a notebook output ``fragment``, under a content policy that
-    forbids every network request: the page opens offline, and shows that it needs nothing."""
+def standalone_page(title: str, fragment: str | Sequence[str]) -> str:
+    """An HTML page around a notebook output ``fragment`` (or the texts it joins:
+    `viewer_pieces`), under a content policy that forbids every network request: the
+    page opens offline, and shows that it needs nothing."""
     policy = (
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:; connect-src 'none'"
     )
-    return (
+    head = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
         f"<title>{html.escape(title)}</title></head>"
         '<body style="margin:0;padding:12px;font-family:sans-serif">'
-        f"{fragment}</body></html>\n"
     )
+    pieces = [fragment] if isinstance(fragment, str) else fragment
+    return "".join([head, *pieces, "</body></html>\n"])
 
 
-def save_page(path: str | pathlib.Path, title: str, fragment: str) -> pathlib.Path:
+def save_page(path: str | pathlib.Path, title: str, fragment: str | Sequence[str]) -> pathlib.Path:
     """Write `standalone_page` to ``path``; returns the path."""
     path = pathlib.Path(path)
     path.write_text(standalone_page(title, fragment), encoding="utf-8")

@@ -69,7 +69,7 @@ from tpukit.graph._graph_page import (
     new_element_id,
     save_page,
     standalone_page,
-    viewer_fragment,
+    viewer_pieces,
 )
 from tpukit.graph._graph_payload import glance_wire, graph_wire
 from tpukit.graph._graph_wire import encode_wire
@@ -208,6 +208,10 @@ class HloGraph:
         A graph of `GLANCE_INSTRUCTIONS` instructions or more also carries its glance
         (`_graph_glance`), which the page draws at once, while it inflates the whole graph.
         """
+        return "".join(self._html_pieces())
+
+    def _html_pieces(self) -> list[str]:
+        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once)."""
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
@@ -220,7 +224,7 @@ class HloGraph:
     def _glance_html(self) -> str:
         """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output,
         made without grouping the whole graph."""
-        return self._fragment("its first view", self._glance_payload(), "")
+        return "".join(self._fragment("its first view", self._glance_payload(), ""))
 
     def _glance_payload(self) -> str:
         """The glance's payload, not deflated: a few tens of kilobytes, read at once."""
@@ -232,13 +236,13 @@ class HloGraph:
                 self._glance_b64 = encode_wire(wire, compress=False)
         return self._glance_b64
 
-    def _fragment(self, said: str, payload: str, glance: str) -> str:
+    def _fragment(self, said: str, payload: str, glance: str) -> list[str]:
         fallback = html.escape(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
         body = f'<div class="tkg-fallback">{fallback}</div>'
-        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload, glance])
+        return viewer_pieces(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload, glance])
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:
@@ -275,11 +279,11 @@ class HloGraph:
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
-        return standalone_page(self._page_title(), self._repr_html_())
+        return standalone_page(self._page_title(), self._html_pieces())
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the graph as a standalone HTML page that opens offline in any browser."""
-        return save_page(path, self._page_title(), self._repr_html_())
+        return save_page(path, self._page_title(), self._html_pieces())
 
     def _page_title(self) -> str:
         return f"{self.title} — HLO graph"
