@@ -19,6 +19,11 @@ file. Every argument is written as JSON that cannot end the ``<script>`` early.
     True
     >>> "Content-Security-Policy" in standalone_page("t", fragment)
     True
+    >>> pieces = viewer_pieces(
+    ...     GRAPH, "tkg-0", "tkg-root", '<div class="tkg-fallback">f</div>', ["eJw=", ""]
+    ... )
+    >>> standalone_page("t", pieces) == standalone_page("t", fragment)
+    True
 """
 
 from __future__ import annotations
