@@ -219,12 +219,12 @@ class HloGraph:
             f"{self.num_instructions:,} instructions drawn, each call site's own "
             f"({nodes} nodes, {edges} edges when opened)"
         )
-        return self._fragment(said, payload, glance)
+        return self._fragment_pieces(said, payload, glance)
 
     def _glance_html(self) -> str:
         """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output,
         made without grouping the whole graph."""
-        return "".join(self._fragment("its first view", self._glance_payload(), ""))
+        return self._fragment("its first view", self._glance_payload(), "")
 
     def _glance_payload(self) -> str:
         """The glance's payload, not deflated: a few tens of kilobytes, read at once."""
@@ -236,7 +236,10 @@ class HloGraph:
                 self._glance_b64 = encode_wire(wire, compress=False)
         return self._glance_b64
 
-    def _fragment(self, said: str, payload: str, glance: str) -> list[str]:
+    def _fragment(self, said: str, payload: str, glance: str) -> str:
+        return "".join(self._fragment_pieces(said, payload, glance))
+
+    def _fragment_pieces(self, said: str, payload: str, glance: str) -> list[str]:
         fallback = html.escape(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
