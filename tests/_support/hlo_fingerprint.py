@@ -49,7 +49,7 @@ def _groups(data: GraphTree) -> list:
     instrs = [None if i is None else (i.computation, i.name) for i in data.instr]
     children = [list(c) for c in data.children]
     return [
-        data.kind, data.parent, data.label, list(data.order), instrs, children,
+        list(data.kind), list(data.parent), data.label, list(data.order), instrs, children,
         sorted(data.params.items()), sorted(data.roots.items()),
         [(owner, list(edges)) for owner, edges in data.blocks],
         sorted(data.notes.items()), sorted(data.section.items()), first_view(data),

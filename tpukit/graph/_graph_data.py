@@ -20,6 +20,7 @@ from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 
+from tpukit.graph._graph_children import Children
 from tpukit.graph._graph_edges import Edges
 from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
 from tpukit.graph._graph_nodes import CATEGORY_LABELS as CATEGORY_LABELS
@@ -50,7 +51,7 @@ _ROLE_LABELS = {"body": "body", "condition": "condition", "branch": "branch"}
 ARGUMENT_NAMES = "argument_names"
 _NAME = attrgetter("name")
 _CALLED = attrgetter("called_computations")
-#: The children of every leaf (`GraphTree._add_computation`, `_renumber`): never added to.
+#: The children of every leaf while the tree is built (`GraphTree._add_computation`).
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
@@ -58,7 +59,9 @@ class GraphTree(PartsMixin, PiecesMixin):
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
-    range ``[i, i + size)``. Every column is a list indexed by node id.
+    range ``[i, i + size)``. Every column is indexed by node id: lists while the tree is
+    built, then (numbered) ``kind`` and ``parent`` as typed arrays, ``order`` too, and
+    ``children`` as `Children` (an ``array`` of ids per node).
 
     Without ``bodies`` each instruction of ENTRY that runs computations (a fusion, call,
     loop or conditional) is a leaf, and ``hidden`` says how many instruction nodes its
@@ -404,17 +407,18 @@ class GraphTree(PartsMixin, PiecesMixin):
                 visit_all(kids)
         new_id = _inverse(new_order, len(self.kind))
         renumbered = new_id.__getitem__
-        self.kind = list(map(self.kind.__getitem__, new_order))
+        # Changed no more once numbered: typed columns (no int or float object per node)
+        # and the children as two arrays (`Children`), a large module's tree in a third
+        # of the memory.
+        self.kind = array("B", map(self.kind.__getitem__, new_order))  # type: ignore[assignment]
         self.label = list(map(self.label.__getitem__, new_order))
         self.instr = list(map(self.instr.__getitem__, new_order))
-        # Read no more once numbered (a float object each: typed, a quarter of the bytes).
         self.order = array("d", map(self.order.__getitem__, new_order))  # type: ignore[assignment]
-        self.parent = list(map(renumbered, map(self.parent.__getitem__, new_order)))
-        # A leaf's children are one shared empty tuple: a large module has hundreds of
-        # thousands of leaves, and an empty list each is 56 bytes (22 MB for 400,000).
-        self.children = [_NO_CHILDREN] * len(new_order)  # type: ignore[list-item]
-        for node, kids in families:  # numbered in this order, so each list comes sorted
-            self.children[new_id[node]] = list(map(renumbered, kids))
+        self.parent = array("i", map(renumbered, map(self.parent.__getitem__, new_order)))  # type: ignore[assignment]
+        # (Families come in the order they are numbered, so each one's ids come sorted.)
+        self.children = Children.of(  # type: ignore[assignment]
+            ((new_id[node], map(renumbered, kids)) for node, kids in families), len(new_order)
+        )
         self.params = {new_id[k]: [new_id[v] for v in vs] for k, vs in self.params.items()}
         self.roots = {new_id[k]: new_id[v] for k, v in self.roots.items()}
         self.notes = {new_id[k]: v for k, v in self.notes.items()}

@@ -19,6 +19,11 @@ file. Every argument is written as JSON that cannot end the ``<script>`` early.
     True
     >>> "Content-Security-Policy" in standalone_page("t", fragment)
     True
+    >>> pieces = viewer_pieces(
+    ...     GRAPH, "tkg-0", "tkg-root", '<div class="tkg-fallback">f</div>', ["eJw=", ""]
+    ... )
+    >>> standalone_page("t", pieces) == standalone_page("t", fragment)
+    True
 """
 
 from __future__ import annotations
@@ -82,17 +87,37 @@ def viewer_fragment(
     """One output: ``<div id=element_id class=root_class>``, the viewer's styles, ``body``
     (markup shown before the script runs: a fallback, a table), and the script that calls
     ``viewer.entry(root, *arguments, dagre)``; each argument is written as JSON."""
+    return "".join(viewer_pieces(viewer, element_id, root_class, body, arguments))
+
+
+def viewer_pieces(
+    viewer: Viewer, element_id: str, root_class: str, body: str, arguments: Sequence[object]
+) -> list[str]:
+    """`viewer_fragment` as the texts it joins, which a page (`standalone_page`) joins
+    with its own once: a large graph's payload (megabytes of base64) is copied into the
+    page alone, not into each string the page was once built up from."""
     css, code = _viewer_code(viewer)
-    call_arguments = "".join(f"{script_json(argument)}," for argument in arguments)
-    script = (
-        code
-        + f'\n{viewer.entry}(document.getElementById("{element_id}"),{call_arguments}dagre);'
-        + "})();})();"
-    )
-    return (
-        f'<div id="{element_id}" class="{root_class}"><style>{css}</style>'
-        f"{body}<script>{script}</script></div>"
-    )
+    pieces = [
+        f'<div id="{element_id}" class="{root_class}"><style>{css}</style>{body}<script>',
+        code,
+        f'\n{viewer.entry}(document.getElementById("{element_id}"),',
+    ]
+    for argument in arguments:
+        pieces += (*_json_pieces(argument), ",")
+    pieces.append("dagre);})();})();</script></div>")
+    return pieces
+
+
+#: A text whose JSON is itself in quotes, safe in a ``<script>`` (a payload's base64).
+_PLAIN_TEXT = re.compile(r"[A-Za-z0-9+/=]*")
+
+
+def _json_pieces(value: object) -> tuple[str, ...]:
+    """`script_json` of ``value`` in pieces that join into it: a plain text (`_PLAIN_TEXT`)
+    as itself between quotes, not copied."""
+    if isinstance(value, str) and _PLAIN_TEXT.fullmatch(value):
+        return '"', value, '"'
+    return (script_json(value),)
 
 
 @functools.cache
@@ -117,23 +142,25 @@ def _viewer_code(viewer: Viewer) -> tuple[str, str]:
     )
 
 
-def standalone_page(title: str, fragment: str) -> str:
-    """An HTML page around a notebook output ``fragment``, under a content policy that
-    forbids every network request: the page opens offline, and shows that it needs nothing."""
+def standalone_page(title: str, fragment: str | Sequence[str]) -> str:
+    """An HTML page around a notebook output ``fragment`` (or the texts it joins:
+    `viewer_pieces`), under a content policy that forbids every network request: the
+    page opens offline, and shows that it needs nothing."""
     policy = (
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:; connect-src 'none'"
     )
-    return (
+    head = (
         '<!DOCTYPE html>\n<html><head><meta charset="utf-8">'
         f'<meta http-equiv="Content-Security-Policy" content="{policy}">'
         f"<title>{html.escape(title)}</title></head>"
         '<body style="margin:0;padding:12px;font-family:sans-serif">'
-        f"{fragment}</body></html>\n"
     )
+    pieces = [fragment] if isinstance(fragment, str) else fragment
+    return "".join([head, *pieces, "</body></html>\n"])
 
 
-def save_page(path: str | pathlib.Path, title: str, fragment: str) -> pathlib.Path:
+def save_page(path: str | pathlib.Path, title: str, fragment: str | Sequence[str]) -> pathlib.Path:
     """Write `standalone_page` to ``path``; returns the path."""
     path = pathlib.Path(path)
     path.write_text(standalone_page(title, fragment), encoding="utf-8")

@@ -112,7 +112,10 @@ def _payload(
         label[node], notes[node] = loop_label, loop_note
     n = len(data.kind)
     op, ops, shape, shapes = columns["op"], columns["ops"], columns["shape"], columns["shapes"]
-    note = _numbers(n, typed, "i")
+    # The tree's typed columns as they are where no JSON is made of them: the wire's, and
+    # a glance's (`Glance.cut` takes its nodes' values out as lists).
+    arrays = typed or glance is not None
+    note = _numbers(n, typed, "i", sparse=glance is not None)
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
@@ -122,15 +125,15 @@ def _payload(
         "stage": stage or "",
         "module": module.name,
         "strings": list(strings),
-        "kind": data.kind,
-        "parent": data.parent,
+        "kind": data.kind if arrays else list(data.kind),  # (typed arrays in the tree)
+        "parent": data.parent if arrays else list(data.parent),
         "label": label,
         "op": op if wire else [ops[k] for k in op],  # (on the wire: `first_use`, below)
         "cat": columns["cat"],
         "shape": shape if wire else [shapes[k] for k in shape],
         "flops": flops,
         "bytes": nbytes,
-        "count": _counts(data),
+        "count": _counts(data, arrays),
         "scope": columns["scope"],
         "location": columns["location"],
         "source": columns["source"],
@@ -200,13 +203,15 @@ def _instruction_columns(
     object per node.
     """
     n = len(data.kind)
-    cat, head_kind = _numbers(n, typed, "B", CATEGORIES.index("group")), _numbers(n, typed, "B")
-    op, shape = _numbers(n, typed, "i"), _numbers(n, typed, "i")
-    scope, location, source = (_numbers(n, typed, "i") for _ in range(3))
+    sparse = nodes is not None  # (a glance's: `Glance.cut` takes its nodes' values)
+    group = CATEGORIES.index("group")
+    cat, head_kind = _numbers(n, typed, "B", group, sparse), _numbers(n, typed, "B", 0, sparse)
+    op, shape = _numbers(n, typed, "i", 0, sparse), _numbers(n, typed, "i", 0, sparse)
+    scope, location, source = (_numbers(n, typed, "i", 0, sparse) for _ in range(3))
     # A whole graph's texts for `encode_wire`: each where it lies in its line, if it can
     sliced = SlicedLines(data.instr, _TEXT_LIMIT) if typed and nodes is None else None
-    lines = sliced if sliced is not None else LineColumn(n)
-    text = lines.texts  # (a text kept as it is)
+    lines = sliced if sliced is not None else LineColumn(0 if sparse else n)
+    text = _Sparse("") if sparse else lines.texts  # (a text kept as it is)
     labels = data.label
     loops = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -288,10 +293,25 @@ def _last_first(
             written_from(start)
 
 
-def _numbers(n: int, typed: bool, code: str, value: int = 0) -> list[int]:
+def _numbers(n: int, typed: bool, code: str, value: int = 0, sparse: bool = False) -> list[int]:
     """A column of ``n`` numbers: with ``typed`` (`graph_wire`) an ``array`` of type
-    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number)."""
+    ``code``, which `_graph_wire.wire_parts` copies as it is (no int object per number);
+    with ``sparse`` (a glance's: a few hundred nodes of a large tree) a `_Sparse` dict."""
+    if sparse:
+        return _Sparse(value)  # type: ignore[return-value]
     return array(code, [value]) * n if typed else [value] * n  # type: ignore[return-value]
+
+
+class _Sparse(dict):
+    """A column of a glance's nodes (`Glance.cut` reads them alone) by node: the nodes
+    written, any other ``default``, not a list of every node of the tree."""
+
+    def __init__(self, default: object) -> None:
+        super().__init__()
+        self.default = default
+
+    def __missing__(self, node: int) -> object:
+        return self.default
 
 
 def _metadata_strings(
@@ -353,16 +373,16 @@ def _labels_with_parts_named(
 _PART_LABELS: WeakKeyDictionary[GraphTree, dict[int, str]] = WeakKeyDictionary()
 
 
-def _counts(data: GraphTree) -> list[int]:
+def _counts(data: GraphTree, typed: bool = False) -> list[int]:
     """Instructions each node holds directly: a group's, through nested groups; a fusion's,
     call's or loop's, those of the computations it opens (not inside their instructions).
 
     Each node adds its share to its parent's, the last node first: nodes are numbered depth
     first, so a node's own count is whole before it is added. (A fusion whose bodies the
-    tree leaves out starts with theirs: `GraphTree.held`.)
+    tree leaves out starts with theirs: `GraphTree.held`.) With ``typed``, an ``array``.
     """
     kind, parent = data.kind, data.parent
-    count = [0] * len(kind)
+    count = _numbers(len(kind), typed, "i")
     for node, held in data.held.items():
         count[node] = held
     for node in range(len(kind) - 1, 0, -1):

@@ -69,7 +69,7 @@ from tpukit.graph._graph_page import (
     new_element_id,
     save_page,
     standalone_page,
-    viewer_fragment,
+    viewer_pieces,
 )
 from tpukit.graph._graph_payload import glance_wire, graph_wire
 from tpukit.graph._graph_wire import encode_wire
@@ -208,6 +208,10 @@ class HloGraph:
         A graph of `GLANCE_INSTRUCTIONS` instructions or more also carries its glance
         (`_graph_glance`), which the page draws at once, while it inflates the whole graph.
         """
+        return "".join(self._html_pieces())
+
+    def _html_pieces(self) -> list[str]:
+        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once)."""
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
@@ -215,7 +219,7 @@ class HloGraph:
             f"{self.num_instructions:,} instructions drawn, each call site's own "
             f"({nodes} nodes, {edges} edges when opened)"
         )
-        return self._fragment(said, payload, glance)
+        return self._fragment_pieces(said, payload, glance)
 
     def _glance_html(self) -> str:
         """An HTML fragment of the first view alone (`_graph_glance`): a kernel's first output,
@@ -233,12 +237,15 @@ class HloGraph:
         return self._glance_b64
 
     def _fragment(self, said: str, payload: str, glance: str) -> str:
+        return "".join(self._fragment_pieces(said, payload, glance))
+
+    def _fragment_pieces(self, said: str, payload: str, glance: str) -> list[str]:
         fallback = html.escape(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
         body = f'<div class="tkg-fallback">{fallback}</div>'
-        return viewer_fragment(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload, glance])
+        return viewer_pieces(GRAPH, new_element_id("tkg"), "tkg-root", body, [payload, glance])
 
     @property
     def _ipython_display_(self) -> Callable[[], None] | None:
@@ -275,11 +282,11 @@ class HloGraph:
 
     def to_html(self) -> str:
         """A standalone HTML page (with a policy that forbids every network request)."""
-        return standalone_page(self._page_title(), self._repr_html_())
+        return standalone_page(self._page_title(), self._html_pieces())
 
     def save(self, path: str | pathlib.Path) -> pathlib.Path:
         """Write the graph as a standalone HTML page that opens offline in any browser."""
-        return save_page(path, self._page_title(), self._repr_html_())
+        return save_page(path, self._page_title(), self._html_pieces())
 
     def _page_title(self) -> str:
         return f"{self.title} — HLO graph"

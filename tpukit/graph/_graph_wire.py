@@ -414,7 +414,7 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
     for name in names:
         if name in fields:
             values = fields.pop(name)
-            found = _narrowed(values) if isinstance(values, array) else None
+            found = _narrowed(values, spend) if isinstance(values, array) else None
             doubles = _doubles(values) if spend and found is None else None
             if doubles is not None:
                 arrays[name] = _FLOAT[0], len(values), [doubles]
@@ -493,16 +493,19 @@ def _typed(values: list | array) -> tuple[str, bytes]:
     return _FLOAT[0], _little_endian(array(_FLOAT[1], values)).tobytes()
 
 
-def _narrowed(values: array) -> tuple[str, bytes] | None:
+def _narrowed(values: array, view: bool = False) -> tuple[str, bytes | memoryview] | None:
     """`_typed` of an array of ints from its bytes alone (None where it cannot tell: a
     negative value in a wider kind than its own, a value beyond 32 bits, a big-endian
     machine): each byte of the kind's width sliced out, and the narrowest kind whose
     higher bytes are all zero, in a few milliseconds where a copy number by number took
-    tens (a large module's columns of ids, counts and edges)."""
+    tens (a large module's columns of ids, counts and edges). With ``view``, an array of
+    the kind it goes as is given as a view of its bytes, not a copy (`encode_wire`: a
+    large module's tree columns and ids, megabytes each, are deflated from where they lie).
+    """
     size = values.itemsize
     if values.typecode not in "BHiIlLqQ" or sys.byteorder != "little":
         return None
-    raw = values.tobytes()
+    raw = memoryview(values).cast("B") if view else values.tobytes()
     if size == 1:
         return (_TYPES[0][0], raw) if values.typecode == "B" else None
     columns = [raw[k::size] for k in range(size)]  # byte k of every value
@@ -520,7 +523,7 @@ def _narrowed(values: array) -> tuple[str, bytes] | None:
     out = bytearray(kind * len(values))
     for k in range(kind):
         out[k::kind] = columns[k]
-    return {1: _TYPES[0][0], 2: _TYPES[1][0], 4: _TYPES[2][0]}[kind], bytes(out)
+    return {1: _TYPES[0][0], 2: _TYPES[1][0], 4: _TYPES[2][0]}[kind], out if view else bytes(out)
 
 
 def _little_endian(values: array) -> array:
