@@ -17,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import numpy as np
 from flax import nnx
 
 from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
-from tpukit.compilation import compiles, device_capacity
+from tpukit.compilation import compiles, device_capacity, record_count
 from tpukit.display import format_count
 from tpukit.runtime import devices_of, one_at_a_time
 
@@ -562,9 +561,9 @@ def _on_host(stats: dict) -> dict:
 
 
 def compile_mark() -> int:
-    """``tpukit.compiles().end``, the ledger's bookmark, without copying the ledger's
-    records (``compiles()`` gathers every record since the process started)."""
-    return compiles(since=sys.maxsize).end
+    """``tpukit.compiles().end``, the ledger's bookmark: how many compiles it holds, read
+    without building ``compiles()``'s view (three per call, some 60 µs in situ)."""
+    return record_count()
 
 
 def _live(leaves: list) -> bool:
