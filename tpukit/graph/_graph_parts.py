@@ -228,18 +228,13 @@ class PartsMixin:
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
     def _split_into_parts(
-        self, node: int, edges: list[tuple[int, int, int, int]] | None = None
+        self, node: int, tables: tuple[dict[int, list[int]], dict[int, int]] | None = None
     ) -> None:
         """Keep groups at most MAX_CHILDREN wide: runs of loose instructions become parts;
-        with the computation's ``edges``, groups too big to fit become stages as well."""
-        users: dict[int, list[int]] | None = None
-        read: dict[int, int] = defaultdict(int)  # the bytes each instruction reads
+        with the ``tables`` of the computation's edges (each instruction's users, the bytes
+        it reads: `GraphTree._group_by_scope`'s), groups too big to fit become stages as well."""
+        users, read = tables if tables is not None else (None, {})
         weights: dict[int, tuple[int, int]] = {}  # each group's `_weight`, once
-        if edges is not None:
-            users = defaultdict(list)
-            for source, target, size, _ in edges:
-                users[source].append(target)
-                read[target] += size
         stack = [node]
         while stack:
             group = stack.pop()
