@@ -205,12 +205,17 @@ def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool
     """A closed box's width, as `_graph_frame.Frame.closed` estimates it from the tree
     (a part, named by its work only in the payload, at its longest)."""
     if kind == INSTRUCTION and instr is not None:
-        shape = LAYOUT.sub("", str(instr.shape))
-        second = len(instr.opcode) + 1 + len(shape) + (12 if instr.opcode == "fusion" else 0)
+        second = _instruction_chars(instr.opcode, str(instr.shape))
     else:
         second = MAX_CHARS if kind == PART else 32
     chars = min(MAX_CHARS, max(len(label), second))
     return max(70.0, chars * CHAR_W + 20 + (18 if grouped else 0))
+
+
+@functools.lru_cache(maxsize=1024)  # a module's instructions have few opcodes and shapes
+def _instruction_chars(opcode: str, shape: str) -> int:
+    """The characters of an instruction box's second line (its opcode and short shape)."""
+    return len(opcode) + 1 + len(LAYOUT.sub("", shape)) + (12 if opcode == "fusion" else 0)
 
 
 class PartsMixin:
