@@ -243,10 +243,14 @@ def plan_scopes(
     if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
         for param in comp.parameters:
             plan.section[param.name], plan.path[param.name] = INPUTS, []
-    users: dict[str, list[str]] = defaultdict(list)  # (what both steps below read)
+    # The users of each op not placed yet: what both steps below read (they place only
+    # such ops, and placed ops stay placed).
+    users: dict[str, list[str]] = defaultdict(list)
+    placed = plan.section
     for instr in comp.instructions:
         for operand in instr.operands:
-            users[operand].append(instr.name)
+            if operand not in placed:
+                users[operand].append(instr.name)
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
         _outputs(comp, plan, users)
     _follow_neighbours(comp, plan, users)
@@ -470,7 +474,8 @@ def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
 
 def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
     """The ROOT, and plumbing that only feeds it, form the outputs (``users``: the
-    names of each instruction's users, a dict that makes an empty list for a name)."""
+    names of the users of each instruction not placed yet, a dict that makes an empty
+    list for a name)."""
     outputs = {comp.root.name}
     plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
     for instr in reversed(comp.instructions):
@@ -489,7 +494,8 @@ def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, l
 
     Without a placed user, beside their first placed operand other than an input;
     copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
-    ``users`` are the names of each instruction's users (as `_outputs` reads them).
+    ``users`` are the names of the users of each instruction not placed yet (as
+    `_outputs` reads them).
     """
     for instr in reversed(comp.instructions):
         if instr.name not in plan.section:
