@@ -10,6 +10,8 @@ read in part and in whole.
 
 from __future__ import annotations
 
+import pytest
+
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_data import GraphTree
 from tpukit.graph._graph_nodes import (
@@ -273,3 +275,21 @@ def test_texts_written_last_first_are_encoded_run_by_run_or_given_back_whole(mon
             assert len(found.pieces) == 3
         else:
             assert found == texts
+
+
+@pytest.mark.parametrize("op", ["dot_general", "x[0]", ""])
+def test_the_jax_op_of_a_backward_op_name_is_read_from_its_head(monkeypatch, op):
+    # The last component of ``jit(f)/transpose(jvp(g)/dense/dot)`` opens before its last
+    # slash: it is the head's open component and the piece after that slash, the head
+    # split once for the ops of a scope, never the whole name (15,000 of a large module's).
+    from tpukit.graph import _graph_nodes
+    from tpukit.hlo.analysis import forget_parsed_scopes, split_scope
+
+    forget_parsed_scopes()
+    split: list[str] = []
+    monkeypatch.setattr(
+        _graph_nodes, "split_scope", lambda text: split.append(text) or split_scope(text)
+    )
+    name = f"jit(f)/transpose(jvp(g)/layers.0/moe/experts.1/up/{op})"
+    assert _graph_nodes._jax_op(name, "dot") == split_scope(name)[-1]
+    assert split == ["jit(f)/transpose(jvp(g)/layers.0/moe/experts.1/up"]

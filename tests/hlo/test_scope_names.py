@@ -150,3 +150,24 @@ def test_a_fused_parameter_read_through_plumbing_counts_for_the_op_that_reads_it
     # bitcast, param_1 is read first by mul; add writes the result.
     assert weight == {mul: [0, 0, 512, 1], add: [0, 256, 0, 1]}
     assert key == add
+
+
+def test_a_backward_op_name_is_parsed_from_its_head_not_split_whole(monkeypatch):
+    # A backward op's last component opens before its last slash (JAX's
+    # ``transpose(jvp(model)/.../dot)``): the head is parsed, once for the ops of a
+    # scope; a large module's 15,000 such names were each split whole before.
+    from tpukit.hlo.analysis import _user_scopes
+
+    _user_scopes.forget_parsed_scopes()
+    split: list[str] = []
+    real = _user_scopes._split_scope
+    monkeypatch.setattr(_user_scopes, "_split_scope", lambda text: split.append(text) or real(text))
+    names = [
+        f"jit(step)/transpose(jvp(model)/layers.{k}/{scope}/{op})"
+        for k in range(3)
+        for scope in ("dense", "moe/experts.1/up")
+        for op in ("dot_general", "add", "x[0]", "")
+    ]
+    for name in names:
+        assert _parse_op_name(name) == reference_parse(reference_split(name)[:-1]), name
+    assert not set(split) & set(names)

@@ -155,8 +155,8 @@ class GraphTree(PartsMixin, PiecesMixin):
             root = comp.root
             if root is not None:
                 self.roots[owner] = ids[root.name]
-        if scoped:
-            self._group_by_scope(comp, ids, owner, caller, edges)
+        # (what staging reads of a scoped computation's edges: its users, bytes read)
+        tables = self._group_by_scope(comp, ids, owner, caller, edges) if scoped else None
         for instr in compress(instructions, map(_CALLED, instructions)):
             called = _program_computations(instr, self.module)
             node = ids[instr.name]
@@ -174,7 +174,7 @@ class GraphTree(PartsMixin, PiecesMixin):
                     group = self._add(COMPUTATION, node, label, None, 0.0)
                     self._add_computation(sub, group, scoped=_is_program(sub), caller=instr)
         if scoped or len(self.children[owner]) > MAX_CHILDREN:
-            self._split_into_parts(owner, edges if scoped else None)
+            self._split_into_parts(owner, tables)
         # else nothing to split: the instructions of a small unscoped computation (a
         # fusion's body) sit under ``owner`` as they are; `_renumber` puts them in order.
         self._active.discard(comp.name)
@@ -216,14 +216,15 @@ class GraphTree(PartsMixin, PiecesMixin):
         owner: int,
         caller: HloInstruction | None,
         edges: Edges,
-    ) -> None:
+    ) -> tuple[dict[int, list[int]], dict[int, int]]:
         """Move the instructions of ``comp`` into nested groups under ``owner``.
 
         Groups are the user's: the sections of a training step, layers and name
         scopes (`plan_scopes`). A scope used in several unconnected places (one
         ``relu`` per layer) becomes one group per connected piece, so groups follow
         the data flow; a piece of one op, or a tiny piece of a scope scattered in
-        many, stays in its parent.
+        many, stays in its parent. Returns the users of each op and the bytes each reads
+        (its edges' tables, made once: `_split_into_parts` stages the groups with them).
         """
         plan = plan_scopes(comp, self.module, caller)
         for name, note in plan.notes.items():
@@ -248,15 +249,19 @@ class GraphTree(PartsMixin, PiecesMixin):
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
         # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both.)
-        self._users: dict[int, list[int]] = defaultdict(list)
-        self._inputs: dict[int, list[int]] = defaultdict(list)
-        for source, target in zip(edges.source, edges.target):
-            self._users[source].append(target)
-            self._inputs[target].append(source)
+        users: dict[int, list[int]] = defaultdict(list)
+        inputs: dict[int, list[int]] = defaultdict(list)
+        read: dict[int, int] = defaultdict(int)  # the bytes each op reads
+        for source, target, size in zip(edges.source, edges.target, edges.nbytes):
+            users[source].append(target)
+            inputs[target].append(source)
+            read[target] += size
+        self._users, self._inputs = users, inputs
         # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
         self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
+        return users, read
 
     def _order_sections(self, owner: int, size: int) -> None:
         """Sections in the order they run; a layer's backward names its forward, and back."""

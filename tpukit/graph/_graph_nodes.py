@@ -174,21 +174,25 @@ def _fused_work(inside: dict[str, str]) -> str | None:
 def _jax_op(op_name: str, opcode: str) -> str:
     """The JAX op at the end of ``op_name`` (``dot_general``), else ``opcode``.
 
-    `split_scope`'s last component, read off the end where it can be: a last piece with no
-    bracket after a head whose brackets all close. (Most op names are an op's own, met
-    once: split whole, each would stay in `split_scope`'s cache, megabytes of them.)
+    `split_scope`'s last component, read off the end: bracket depth adds up over the
+    whole text, so where the brackets before the last slash all close, the piece after
+    it is the last component, whatever it holds; where one stays open, the last
+    component is the head's open one and that piece (a backward op's
+    ``jit(f)/transpose(jvp(g)/dot)``), the head split once for the ops that share it.
+    (Most op names are an op's own, met once: split whole, each would stay in
+    `split_scope`'s cache, megabytes of them.)
 
         >>> _jax_op("jit(f)/jvp(g)/dot_general", "dot"), _jax_op("", "dot")
         ('dot_general', 'dot')
+        >>> _jax_op("jit(f)/transpose(jvp(g)/dense/dot)", "dot")
+        'transpose(jvp(g)/dense/dot)'
     """
     head, slash, last = op_name.rpartition("/")
     if not slash:
         return op_name or opcode
-    if (
-        last
-        and "(" not in last and ")" not in last and "[" not in last and "]" not in last
-        and head.count("(") + head.count("[") <= head.count(")") + head.count("]")
-    ):  # fmt: skip
+    if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
+        return f"{split_scope(head)[-1]}/{last}"
+    if last:
         return last
     found = split_scope(op_name)[-1:]
     return found[0] if found else opcode

@@ -205,12 +205,17 @@ def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool
     """A closed box's width, as `_graph_frame.Frame.closed` estimates it from the tree
     (a part, named by its work only in the payload, at its longest)."""
     if kind == INSTRUCTION and instr is not None:
-        shape = LAYOUT.sub("", str(instr.shape))
-        second = len(instr.opcode) + 1 + len(shape) + (12 if instr.opcode == "fusion" else 0)
+        second = _instruction_chars(instr.opcode, str(instr.shape))
     else:
         second = MAX_CHARS if kind == PART else 32
     chars = min(MAX_CHARS, max(len(label), second))
     return max(70.0, chars * CHAR_W + 20 + (18 if grouped else 0))
+
+
+@functools.lru_cache(maxsize=1024)  # a module's instructions have few opcodes and shapes
+def _instruction_chars(opcode: str, shape: str) -> int:
+    """The characters of an instruction box's second line (its opcode and short shape)."""
+    return len(opcode) + 1 + len(LAYOUT.sub("", shape)) + (12 if opcode == "fusion" else 0)
 
 
 class PartsMixin:
@@ -228,18 +233,13 @@ class PartsMixin:
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
     def _split_into_parts(
-        self, node: int, edges: list[tuple[int, int, int, int]] | None = None
+        self, node: int, tables: tuple[dict[int, list[int]], dict[int, int]] | None = None
     ) -> None:
         """Keep groups at most MAX_CHILDREN wide: runs of loose instructions become parts;
-        with the computation's ``edges``, groups too big to fit become stages as well."""
-        users: dict[int, list[int]] | None = None
-        read: dict[int, int] = defaultdict(int)  # the bytes each instruction reads
+        with the ``tables`` of the computation's edges (each instruction's users, the bytes
+        it reads: `GraphTree._group_by_scope`'s), groups too big to fit become stages as well."""
+        users, read = tables if tables is not None else (None, {})
         weights: dict[int, tuple[int, int]] = {}  # each group's `_weight`, once
-        if edges is not None:
-            users = defaultdict(list)
-            for source, target, size, _ in edges:
-                users[source].append(target)
-                read[target] += size
         stack = [node]
         while stack:
             group = stack.pop()

@@ -35,7 +35,8 @@ class PiecesMixin:
         sources = nodes & operand_less
         inner = nodes - sources
         # Each operand that is no source -> the ops here reading it: joined when the first
-        # of them is reached (an operand read all over, a residual, costs its readers here).
+        # of them is reached (an operand read all over, a residual, costs its readers here),
+        # or the operand itself, where it is here (its readers here are its users here).
         readers: dict[int, list[int]] = defaultdict(list)
         for node in inner:
             for operand in inputs.get(node, ()):
@@ -50,7 +51,7 @@ class PiecesMixin:
             piece, stack = {start}, [start]
             while stack:
                 node = stack.pop()
-                near = [n for n in users.get(node, ()) if n in inner]
+                near = readers.pop(node, [])
                 for operand in inputs.get(node, ()):
                     if operand in inner:
                         near.append(operand)

@@ -243,10 +243,14 @@ def plan_scopes(
     if plan.has_sections or len(comp.parameters) > _MANY_PARAMETERS:
         for param in comp.parameters:
             plan.section[param.name], plan.path[param.name] = INPUTS, []
-    users: dict[str, list[str]] = defaultdict(list)  # (what both steps below read)
+    # The users of each op not placed yet: what both steps below read (they place only
+    # such ops, and placed ops stay placed).
+    users: dict[str, list[str]] = defaultdict(list)
+    placed = plan.section
     for instr in comp.instructions:
         for operand in instr.operands:
-            users[operand].append(instr.name)
+            if operand not in placed:
+                users[operand].append(instr.name)
     if comp.root is not None and (plan.has_sections or comp.root.opcode == "tuple"):
         _outputs(comp, plan, users)
     _follow_neighbours(comp, plan, users)
@@ -263,6 +267,7 @@ def forget_parsed_scopes() -> None:
     for cached in (_split_scope, _parse_components, _parse_component, _parse_op_name):
         cached.cache_clear()
     _parse_closed_scope.cache_clear()
+    _parse_open_scope.cache_clear()
 
 
 def _is_step(comp: HloComputation) -> bool:
@@ -286,14 +291,16 @@ def _parse_op_name(op_name: str) -> tuple[str, tuple[str, ...]]:
     """The scope of an op: its name stack less the op's own last component.
 
     Ops of one layer differ in that last component alone (``.../dense/dot``,
-    ``.../dense/add``): when it holds no bracket and the brackets before it all close,
-    the stack before its slash is the scope, parsed once for all of them.
+    ``.../dense/add``), so the stack before its last slash is parsed, once for all of
+    them: where its brackets all close, the text after that slash is the last
+    component whatever it holds (`_parse_closed_scope`); where one stays open, that slash
+    is inside the last component, which starts inside the stack (`_parse_open_scope`:
+    a backward op's ``jit(f)/transpose(jvp(g)/dense/dot)``).
     """
     head, slash, last = op_name.rpartition("/")
-    if slash and last and _BRACKET.search(last) is None:
+    if slash and last:
         found = _parse_closed_scope(head)
-        if found is not None:
-            return found
+        return found if found is not None else _parse_open_scope(head)
     return parse_scope(split_scope(op_name)[:-1])
 
 
@@ -315,6 +322,24 @@ def _parse_closed_scope(head: str) -> tuple[str, tuple[str, ...]] | None:
     if head.count("(") + head.count("[") > head.count(")") + head.count("]"):
         return None
     return parse_scope(split_scope(head))
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_open_scope(head: str) -> tuple[str, tuple[str, ...]]:
+    """``parse_scope`` of ``head``'s components but its last, for a ``head`` whose
+    brackets do not all close (its last component is still open at its end).
+
+    Bracket depth adds up over the whole text, so the last component is open at a
+    slash exactly when the brackets before that slash do not all close: ``head``'s
+    components but its last are those of the text before its last slash where that
+    text closes (its last slash then starts the open component), else those of that
+    text but its last, found the same way (cached: a layer's backward ops share them).
+    """
+    parent, slash, last = head.rpartition("/")
+    if not slash:
+        return parse_scope([])
+    found = _parse_closed_scope(parent) if last else None
+    return found if found is not None else _parse_open_scope(parent)
 
 
 _BRACKET = re.compile(r"[()\[\]]")
@@ -449,7 +474,8 @@ def _sections(comp: HloComputation, keys: dict, plan: ScopePlan, place) -> None:
 
 def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
     """The ROOT, and plumbing that only feeds it, form the outputs (``users``: the
-    names of each instruction's users, a dict that makes an empty list for a name)."""
+    names of the users of each instruction not placed yet, a dict that makes an empty
+    list for a name)."""
     outputs = {comp.root.name}
     plan.section[comp.root.name], plan.path[comp.root.name] = OUTPUTS, []
     for instr in reversed(comp.instructions):
@@ -468,7 +494,8 @@ def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, l
 
     Without a placed user, beside their first placed operand other than an input;
     copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
-    ``users`` are the names of each instruction's users (as `_outputs` reads them).
+    ``users`` are the names of the users of each instruction not placed yet (as
+    `_outputs` reads them).
     """
     for instr in reversed(comp.instructions):
         if instr.name not in plan.section:
