@@ -278,33 +278,33 @@ def test_a_gradient_the_optimizer_would_hide_is_still_caught_at_its_step():
 
 
 def test_the_probe_tells_which_optimizers_can_hide_a_gradient():
-    from tpukit.train._steps import _hidden_gradients
+    from tpukit.train._hidden_gradients import hidden_gradients
 
     params = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
-    assert _hidden_gradients(optax.adam(1e-3), params) == [False, False]
-    assert _hidden_gradients(optax.sgd(0.1), params) == [False, False]
-    assert _hidden_gradients(optax.chain(optax.zero_nans(), optax.sgd(0.1)), params) == [
+    assert hidden_gradients(optax.adam(1e-3), params) == [False, False]
+    assert hidden_gradients(optax.sgd(0.1), params) == [False, False]
+    assert hidden_gradients(optax.chain(optax.zero_nans(), optax.sgd(0.1)), params) == [
         True,
         True,
     ]
     frozen = optax.multi_transform(
         {"train": optax.adam(1e-3), "frozen": optax.set_to_zero()}, {"w": "train", "b": "frozen"}
     )
-    assert _hidden_gradients(frozen, params) == [True, False]  # leaves in order: b, w
+    assert hidden_gradients(frozen, params) == [True, False]  # leaves in order: b, w
 
 
 def test_the_probe_runs_once_per_optimizer_and_parameter_shapes(monkeypatch):
     """Each trace of fit's step asks the probe; it runs op by op (seconds on a deep
     model), so a recompile with another batch size reuses its answer. Another optimizer,
     or the same one on bf16 parameters, is probed again."""
-    from tpukit.train import _steps
+    from tpukit.train import _hidden_gradients as probe_module
     from tpukit.train._program import OptimizerProgram
 
     probed = []
-    probe = _steps._probe_hidden
-    monkeypatch.setattr(_steps, "_HIDDEN", {})
+    probe = probe_module._probe_hidden
+    monkeypatch.setattr(probe_module, "_HIDDEN", {})
     monkeypatch.setattr(
-        _steps, "_probe_hidden", lambda opt, params: probed.append(1) or probe(opt, params)
+        probe_module, "_probe_hidden", lambda opt, params: probed.append(1) or probe(opt, params)
     )
     model = MLP(nnx.Rngs(0))
     data = (X[:256], Y[:256])
@@ -318,9 +318,9 @@ def test_the_probe_runs_once_per_optimizer_and_parameter_shapes(monkeypatch):
     params = {"w": jnp.ones((3, 2)), "b": jnp.ones(2)}
     program = OptimizerProgram(optax.adam(1e-3), params)
     half = jax.tree.map(lambda x: x.astype(jnp.bfloat16), params)
-    assert _steps._hidden_gradients(program, params) == [False, False]
-    assert _steps._hidden_gradients(program, half) == [False, False]
-    assert _steps._hidden_gradients(program, params) == [False, False]
+    assert probe_module.hidden_gradients(program, params) == [False, False]
+    assert probe_module.hidden_gradients(program, half) == [False, False]
+    assert probe_module.hidden_gradients(program, params) == [False, False]
     assert len(probed) == 4
 
 

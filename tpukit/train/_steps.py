@@ -44,7 +44,7 @@ from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
 from ._flat import FlatState, Parts
-from ._memo import abstract_key, remembered
+from ._hidden_gradients import hidden_gradients, inexact, inexact_leaves
 from ._mesh import Plan
 from ._objective import Objective
 
@@ -52,10 +52,6 @@ from ._objective import Objective
 def split_model(model: nnx.Module) -> tuple[Any, Any, Any]:
     """``(graphdef, params, rest)``: trainable parameters apart from all other state."""
     return nnx.split(model, nnx.Param, ...)
-
-
-def _inexact(x: Any) -> bool:
-    return jnp.issubdtype(x.dtype, jnp.inexact)
 
 
 def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
@@ -67,7 +63,7 @@ def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
         >>> finite_names({"l1": {"kernel": jnp.zeros(2)}})
         ('loss', 'gradient of l1/kernel', 'new value of l1/kernel')
     """
-    leaves = [n for n, x in leaf_paths(params) if _inexact(x)]
+    leaves = [n for n, x in leaf_paths(params) if inexact(x)]
     return (
         "loss",
         *(f"gradient of {n}" for n in leaves),
@@ -77,11 +73,11 @@ def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
 
 
 def _opt_state_names(opt_state: Any) -> list[str]:
-    return [n for n, x in leaf_paths(opt_state) if _inexact(x)]
+    return [n for n, x in leaf_paths(opt_state) if inexact(x)]
 
 
 def _all_finite(tree: Any) -> list[jax.Array]:
-    return [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if _inexact(x)]
+    return [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree) if inexact(x)]
 
 
 def _keep_if(active: jax.Array, new: Any, old: Any) -> Any:
@@ -111,7 +107,7 @@ def _make_step(
     call's summed loss terms and its final parameters, model state and optimizer state
     are checked once at its end (``end_finite``): a non-finite value persists (``NaN +
     x``, ``0.9 * inf``), so once per call catches it. Only gradient leaves that the
-    optimizer could hide a NaN in (:func:`_hidden_gradients`) are checked every step, and
+    optimizer could hide a NaN in (:func:`hidden_gradients`) are checked every step, and
     only when there are any. The host never keeps the state of a call that tripped.
 
     ``guard="step"`` is the run that decides what is kept: every step checks its loss,
@@ -149,8 +145,8 @@ def _make_step(
             stats["steps"] = stats["steps"] + counted.astype(jnp.int32)
             terms = {n: jnp.where(counted, t, 0.0) for n, t in terms.items()}
         elif guard == "call":
-            hidden = _hidden_gradients(optimizer, params)
-            checked = [g for g, h in zip(_inexact_leaves(grads), hidden, strict=True) if h]
+            hidden = hidden_gradients(optimizer, params)
+            checked = [g for g, h in zip(inexact_leaves(grads), hidden, strict=True) if h]
             if checked:
                 good = _every([jnp.all(jnp.isfinite(g)) for g in checked])
                 stats["gradients_finite"] = stats["gradients_finite"] & good
@@ -218,75 +214,6 @@ def _resident_batch(data: dict, index: int) -> tuple[Any, np.ndarray]:
 
 def _streamed_batch(data: dict, index: int) -> tuple[Any, None]:
     return jax.tree.map(lambda a: a[index], data["chunk"]), None
-
-
-def _inexact_leaves(tree: Any) -> list[jax.Array]:
-    return [x for x in jax.tree.leaves(tree) if _inexact(x)]
-
-
-def _hidden_gradients(optimizer: optax.GradientTransformation, params: Any) -> list[bool]:
-    """For each inexact gradient leaf: could a non-finite value there leave no trace in
-    the new parameters and optimizer state? Then fit's call checks that leaf every step.
-
-    Most optimizers carry a NaN gradient into the update (Adam's moments, SGD's step),
-    where it persists and the check of the call's final state finds it, so checking the
-    gradients every step would be paid for nothing. An optimizer that sanitizes them
-    (``optax.zero_nans``, ``optax.apply_if_finite``, a frozen leaf's ``set_to_zero``)
-    would hide one; this probe finds out by running the optimizer once, at trace time,
-    on all-NaN gradients and zero parameters of the same shapes.
-
-    The probe runs op by op (hundreds of small programs: seconds for a deep model), so
-    its answer is kept per optimizer program (:class:`~._program.OptimizerProgram`'s
-    key: its update's jaxpr, constants included) and parameter shapes: each later trace
-    of a step with them (another batch size, a recompile, the out-of-memory advice's
-    candidates) reuses it.
-    """
-    key = getattr(optimizer, "key", None)
-    if key is None:
-        return _probe_hidden(optimizer, params)
-    return remembered(
-        _HIDDEN, (key, *abstract_key(params)), lambda: _probe_hidden(optimizer, params)
-    )
-
-
-_HIDDEN: dict[tuple, list[bool]] = {}
-
-
-def _probe_hidden(optimizer: optax.GradientTransformation, params: Any) -> list[bool]:
-    """The probe as one compiled program: op by op it would compile each of the
-    optimizer's operations on each shape (4 s against 0.4 s for 18 leaves of 512 x 512)."""
-    shapes = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), params)
-    state_names: list[str] = []
-
-    def finite_after_nan_gradients(zero: jax.Array, nan: jax.Array) -> tuple[list, list]:
-        zeros = jax.tree.map(lambda x: jnp.broadcast_to(zero.astype(x.dtype), x.shape), shapes)
-        nans = jax.tree.map(
-            lambda x: jnp.broadcast_to(nan.astype(x.dtype), x.shape) if _inexact(x) else x,
-            zeros,
-        )
-        updates, new_state = optimizer.update(nans, optimizer.init(zeros), zeros)
-        inexact = [(name, x) for name, x in leaf_paths(new_state) if _inexact(x)]
-        state_names.extend(name for name, _ in inexact)
-        return (
-            [jnp.all(jnp.isfinite(x)) for _, x in inexact],
-            [jnp.all(jnp.isfinite(u)) for u in _inexact_leaves(updates)],
-        )
-
-    # Compiled and called as a stage, it runs now, inside a step's trace too. (Under
-    # `jax.ensure_compile_time_eval` each operation on constants would run alone.)
-    arguments = (np.float32(0.0), np.float32(np.nan))
-    try:
-        probe = jax.jit(finite_after_nan_gradients).lower(*arguments).compile()
-    except Exception:  # noqa: BLE001 - an optimizer that cannot be probed: check all
-        return [True] * len(_inexact_leaves(params))
-    state_finite, finite = probe(*arguments)
-    bad_state = [n for n, ok in zip(state_names, state_finite, strict=True) if not bool(ok)]
-    names = [name for name, x in leaf_paths(params) if _inexact(x)]
-
-    def traced_in_state(name: str) -> bool:  # optax states mirror the parameters' paths
-        return any(n == name or n.endswith("/" + name) for n in bad_state)
-
-    return [bool(ok) and not traced_in_state(name) for name, ok in zip(names, finite, strict=True)]
 
 
 def _every(flags: list[jax.Array]) -> jax.Array:
