@@ -91,8 +91,10 @@ def check_fits(spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: 
 
 
 @contextlib.contextmanager
-def explained_out_of_memory(spec: RunSpec, state: Any, position: Position) -> Iterator[None]:
-    """Turn a device's out-of-memory inside the run (from ``state``, a ``_flat.FlatState``) (``RESOURCE_EXHAUSTED``: the device
+def explained_out_of_memory(
+    spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position
+) -> Iterator[None]:
+    """Turn a device's out-of-memory inside the run (``RESOURCE_EXHAUSTED``: the device
     held less than the check assumed, or no capacity was known) into the explained
     ``DeviceMemoryError``. The run has written back the last call it applied whole."""
     try:
@@ -105,7 +107,7 @@ def explained_out_of_memory(spec: RunSpec, state: Any, position: Position) -> It
         if capacity is None:
             capacity, origin = available_bytes(device), "free now"
         try:
-            compiled = first_call(spec, *state.tree(), position)
+            compiled = first_call(spec, params, rest, opt_state, position)
         except Exception:  # the explanation must never hide the error it explains
             raise exc from None
         raise DeviceMemoryError(
@@ -126,7 +128,6 @@ def first_call(
         step.function,
         signature,
         fixes=fit_fixes(spec, params, rest),
-        calling=step.calling(state),
     )
 
 
