@@ -39,14 +39,19 @@ def inexact_leaves(tree: Any) -> list[jax.Array]:
     return [x for x in jax.tree.leaves(tree) if inexact(x)]
 
 
+def inexact_names(tree: Any) -> list[str]:
+    """The paths of ``tree``'s inexact leaves, in leaf order (``l1/kernel``)."""
+    return [name for name, x in leaf_paths(tree) if inexact(x)]
+
+
 def hidden_gradients(optimizer: optax.GradientTransformation, params: Any) -> list[bool]:
     """For each inexact gradient leaf: could a non-finite value there leave no trace in
     the new parameters and optimizer state? Then fit's call checks that leaf every step.
     Asked at trace time; the probe runs there, on the parameters' shapes.
 
     The probe compiles a program of the optimizer's update, so its answer is kept per
-    optimizer program (:class:`~._program.OptimizerProgram`'s
-    key: its update's jaxpr, constants included) and parameter shapes: each later trace
+    optimizer program (:class:`~._program.OptimizerProgram`'s key: its update's jaxpr,
+    constants included) and parameter shapes: each later trace
     of a step with them (another batch size, a recompile, the out-of-memory advice's
     candidates) reuses it.
     """
@@ -90,7 +95,7 @@ def _probe_hidden(optimizer: optax.GradientTransformation, params: Any) -> list[
         return [True] * len(inexact_leaves(params))
     state_finite, finite = probe(*arguments)
     bad_state = [n for n, ok in zip(state_names, state_finite, strict=True) if not bool(ok)]
-    names = [name for name, x in leaf_paths(params) if inexact(x)]
+    names = inexact_names(params)
 
     def traced_in_state(name: str) -> bool:  # optax states mirror the parameters' paths
         return any(n == name or n.endswith("/" + name) for n in bad_state)

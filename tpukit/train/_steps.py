@@ -38,12 +38,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from tpukit._pytree import leaf_paths
 from tpukit.compilation import module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
-from ._hidden_gradients import hidden_gradients, inexact, inexact_leaves
+from ._hidden_gradients import hidden_gradients, inexact, inexact_leaves, inexact_names
 from ._mesh import Plan
 from ._objective import Objective
 
@@ -62,7 +61,7 @@ def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
         >>> finite_names({"l1": {"kernel": jnp.zeros(2)}})
         ('loss', 'gradient of l1/kernel', 'new value of l1/kernel')
     """
-    leaves = [n for n, x in leaf_paths(params) if inexact(x)]
+    leaves = inexact_names(params)
     return (
         "loss",
         *(f"gradient of {n}" for n in leaves),
@@ -72,7 +71,7 @@ def finite_names(params: Any, opt_state: Any = ()) -> tuple[str, ...]:
 
 
 def _opt_state_names(opt_state: Any) -> list[str]:
-    return [n for n, x in leaf_paths(opt_state) if inexact(x)]
+    return inexact_names(opt_state)
 
 
 def _all_finite(tree: Any) -> list[jax.Array]:
