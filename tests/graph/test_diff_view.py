@@ -481,3 +481,49 @@ def test_a_fused_op_pairs_with_the_lowered_op_it_came_from_not_the_first_alike()
     result was never used) is as alike by shape and work and comes first."""
     view = diff_graph(SOFTMAX_LOWERED, SOFTMAX_OPTIMIZED, labels=("lowered", "optimized"))
     assert view.matched_ops == {"reduce_sum.7": "sum_fusion"}, view.matched_ops
+
+
+# ``jax.lax.top_k`` as JAX 0.10 lowers it and as XLA:CPU compiles it (printed by
+# ``jax.jit(f).lower(x).compile().as_text()``, metadata cut): the ``topk`` becomes a
+# ``TopK`` custom-call that calls a scalar comparator.
+TOPK_LOWERED = """HloModule jit_sort_topk
+ENTRY main.1 {
+  x.1 = f32[64,1024]{1,0} parameter(0)
+  top_k.3 = (f32[64,8]{1,0}, s32[64,8]{1,0}) topk(x.1), k=8, largest=true
+  top_k.4 = f32[64,8]{1,0} get-tuple-element(top_k.3), index=0
+  top_k.5 = s32[64,8]{1,0} get-tuple-element(top_k.3), index=1
+  ROOT tuple.1 = (f32[64,8]{1,0}, s32[64,8]{1,0}) tuple(top_k.4, top_k.5)
+}"""
+TOPK_OPTIMIZED = """HloModule jit_sort_topk, is_scheduled=true
+%compare-greater-than.1.clone (p.0.lhs.0: f32[], p.0.rhs.0: f32[], p.1.lhs.0: s32[], p.1.rhs.0: s32[]) -> pred[] {
+  %p.0.lhs.0 = f32[] parameter(0)
+  %p.0.rhs.0 = f32[] parameter(1)
+  %p.1.lhs.0 = s32[] parameter(2)
+  %p.1.rhs.0 = s32[] parameter(3)
+  %constant.3 = s32[] constant(0)
+  %constant.4 = s32[] constant(2147483647)
+  %bitcast.2 = s32[] bitcast(%p.0.lhs.0)
+  %bitcast.3 = s32[] bitcast(%p.0.rhs.0)
+  %xor.2 = s32[] xor(%constant.4, %bitcast.2)
+  %compare.4 = pred[] compare(%bitcast.2, %constant.3), direction=LT
+  %xor.3 = s32[] xor(%constant.4, %bitcast.3)
+  %compare.5 = pred[] compare(%bitcast.3, %constant.3), direction=LT
+  %select.2 = s32[] select(%compare.4, %xor.2, %bitcast.2)
+  %select.3 = s32[] select(%compare.5, %xor.3, %bitcast.3)
+  ROOT %compare.6 = pred[] compare(%select.2, %select.3), direction=GT
+}
+
+ENTRY %main.1 (x.1: f32[64,1024]) -> (f32[64,8], s32[64,8]) {
+  %x.1 = f32[64,1024]{1,0} parameter(0), metadata={op_name="x"}
+  ROOT %custom-call = (f32[64,8]{1,0}, s32[64,8]{1,0}) custom-call(%x.1), custom_call_target="TopK", called_computations={%compare-greater-than.1.clone}, metadata={op_name="jit(sort_topk)/top_k"}
+}"""
+
+
+def test_a_library_call_pairs_with_the_op_it_names_and_its_comparator_is_no_op():
+    """The comparator XLA gives TopK runs per element, like a sort's: its compares and
+    selects are not ops of the program (they were 7 unmatched "ops"), and the custom-call
+    pairs with the lowered ``topk``."""
+    view = diff_graph(TOPK_LOWERED, TOPK_OPTIMIZED, labels=("lowered", "optimized"))
+    assert view.matched_ops == {"top_k.3": "custom-call"}, view.matched_ops
+    module = parse_hlo(TOPK_OPTIMIZED)
+    assert module.computations["compare-greater-than.1.clone"].kind == "applied"

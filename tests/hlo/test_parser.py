@@ -609,3 +609,32 @@ def test_parsing_a_large_module_is_fast(compiled_programs):
         best = min(best, time.perf_counter() - start)
     assert sum(len(c) for c in module.computations.values()) > 10_000
     assert best < 1.0, f"parsing {len(big.splitlines())} lines took {best:.2f} s"
+
+
+def test_a_custom_calls_comparator_is_applied_and_its_body_is_a_program():
+    """A custom-call's ``called_computations`` are a program (Shardy's shard_map body,
+    run once on arrays) or a per-element function (TopK's comparator, on scalars): only
+    the first runs as program, for costs and the graph."""
+    from tpukit.hlo.analysis._cost import run_computations
+
+    text = """HloModule m
+less (a: f32[], b: f32[]) -> pred[] {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT lt = pred[] compare(a, b), direction=LT
+}
+body (x: f32[8,128]) -> f32[8,128] {
+  x = f32[8,128]{1,0} parameter(0)
+  ROOT e = f32[8,128]{1,0} exponential(x)
+}
+ENTRY main {
+  p = f32[8,128]{1,0} parameter(0)
+  top = (f32[8,2]{1,0}, s32[8,2]{1,0}) custom-call(p), custom_call_target="TopK", called_computations={less}
+  ROOT shmap = f32[8,128]{1,0} custom-call(p), custom_call_target="xla.sdy.ManualComputation", called_computations={body}
+}"""
+    module = parse_hlo(text)
+    assert module.computations["less"].kind == "applied"
+    assert module.computations["body"].kind == "called"
+    top, shmap = (module.entry[name] for name in ("top", "shmap"))
+    assert run_computations(top, module) == []
+    assert [c.name for c, _ in run_computations(shmap, module)] == ["body"]

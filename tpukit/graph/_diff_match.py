@@ -242,15 +242,15 @@ def _pair_by_shape(
     free: dict[tuple[str, str], list[int]] = defaultdict(list)
     for node in added:
         free[facts_b.kind(node)].append(node)
-        if facts_b.kind(node)[0] == "fusion":  # a fusion can stand for one op it fused
-            for op in facts_b.work(node):
+        if facts_b.kind(node)[0] in _STANDS_FOR_OPS:  # a fusion can stand for one op it
+            for op in facts_b.work(node):  # fused, a custom-call for the op it names
                 free[(op, "")].append(node)
     taken: set[int] = set()
 
     def best_of(node: int) -> tuple[int | None, float]:
         kind = facts_a.kind(node)
         options = list(free.get(kind, []))
-        if kind[0] == "fusion":  # an op of the other stage that this fusion fused
+        if kind[0] in _STANDS_FOR_OPS:  # an op of the other stage this fusion fused
             for op in facts_a.work(node):
                 options += free.get((op, ""), [])
         best, score = None, _LEAST_LIKENESS
@@ -287,6 +287,10 @@ def _pair_by_shape(
     return left, [n for n in added if n not in taken]
 
 
+# Ops that can stand for an op of the other stage: a fusion for those it holds, a
+# custom-call for the op its target names (XLA's ``TopK`` for ``topk``).
+_STANDS_FOR_OPS = frozenset({"fusion", "custom-call"})
+_NOT_NAME = re.compile(r"[^a-z0-9]")
 # An op pairs with a leftover of the other side only if it scores more than this.
 _LEAST_LIKENESS = 2.5
 # Ops inside a fusion that say nothing of its work (they convert, move or name values).
@@ -312,12 +316,15 @@ class _OpFacts:
         return instr.opcode, instr.custom_call_target if instr.opcode == "custom-call" else ""
 
     def work(self, node: int) -> frozenset[str]:
-        """The opcodes that do its work: its own, or those a fusion holds (conversions
-        and moves left out, unless that is all it does: then its root's)."""
+        """The opcodes that do its work: its own, those a fusion holds (conversions
+        and moves left out, unless that is all it does: then its root's), or for a
+        custom-call its target as an opcode (``TopK``: ``topk``)."""
         found = self._work.get(node)
         if found is None:
             instr = self.side.data.instr[node]
             found = frozenset({instr.opcode})
+            if instr.opcode == "custom-call" and instr.custom_call_target:
+                found = frozenset({_NOT_NAME.sub("", instr.custom_call_target.lower())})
             if instr.opcode == "fusion":  # what it holds, else what its root does
                 called = self.side.data.module.called(instr)
                 found = frozenset({i.opcode for c in called for i in c} - _NO_WORK)

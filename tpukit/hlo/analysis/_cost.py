@@ -104,13 +104,17 @@ _RUN_ROLES = frozenset({"calls", "body", "condition", "branch", "called_computat
 
 def run_computations(instr: HloInstruction, module: HloModule) -> list[tuple[HloComputation, str]]:
     """``(computation, role)`` for each computation ``instr`` runs as program (a loop's
-    body and condition, a call's or conditional's computations), not its reducers."""
-    return [
-        (module.computations[ref.name], ref.role)
-        for ref in instr.called_computations
-        if ref.name in module.computations
-        and (ref.role in _RUN_ROLES or (ref.role == "to_apply" and instr.opcode == "call"))
-    ]
+    body and condition, a call's or conditional's computations), not its reducers nor a
+    custom-call's per-element comparator (TopK's: ``kind`` ``applied``)."""
+    found = []
+    for ref in instr.called_computations:
+        comp = module.computations.get(ref.name)
+        if comp is not None and (
+            (ref.role in _RUN_ROLES and comp.kind != "applied")
+            or (ref.role == "to_apply" and instr.opcode == "call")
+        ):
+            found.append((comp, ref.role))
+    return found
 
 
 _PROGRAM_KINDS = frozenset({"entry", "while_body", "while_condition", "branch", "called", "async"})

@@ -30,7 +30,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from tpukit.hlo.text._model import HloInstruction, HloMetadata, HloModule, HloSourceFrame
+from tpukit.hlo.text._model import (
+    HloComputation,
+    HloInstruction,
+    HloMetadata,
+    HloModule,
+    HloSourceFrame,
+)
 from tpukit.hlo.text._sources import is_user_file
 
 # ``key=value`` fields; a key starts a word (the same matches as without the look-behind,
@@ -123,7 +129,7 @@ def link_sources(module: HloModule, metadata: Iterable[HloMetadata] | None = Non
                 meta.source_file, meta.source_line = frame.file, frame.line
 
 
-def _kind(opcode: str, role: str) -> str:
+def _kind(opcode: str, role: str, comp: HloComputation) -> str:
     if role == "body":
         return "while_body"
     if role == "condition":
@@ -136,9 +142,21 @@ def _kind(opcode: str, role: str) -> str:
         return "async" if opcode.endswith("-start") else "called"
     if role == "to_apply" and opcode == "call":
         return "called"
-    if role == "called_computations":
-        return "called"
+    if role == "called_computations":  # a custom-call's: a program (Shardy's shard_map
+        return "applied" if _per_element(comp) else "called"  # body) or TopK's comparator
     return "applied"
+
+
+def _per_element(comp: HloComputation) -> bool:
+    """Whether ``comp`` maps scalars to a scalar: a comparator or reducer applied per
+    element (TopK's ``compare-greater-than``), not a program run once."""
+    root = comp.root
+    return (
+        root is not None
+        and not root.shape.is_tuple
+        and root.shape.rank == 0
+        and all(not p.shape.is_tuple and p.shape.rank == 0 for p in comp.parameters)
+    )
 
 
 def assign_kinds(module: HloModule, callers: list[HloInstruction] | None = None) -> None:
@@ -150,6 +168,6 @@ def assign_kinds(module: HloModule, callers: list[HloInstruction] | None = None)
             comp = module.computations.get(ref.name)
             if comp is None or comp.is_entry:
                 continue
-            kind = _kind(instr.opcode, ref.role)
+            kind = _kind(instr.opcode, ref.role, comp)
             if comp.kind in ("unused", "applied") and kind != comp.kind:
                 comp.kind = kind if comp.kind == "unused" or kind in _PROGRAM_KINDS else comp.kind
