@@ -527,3 +527,25 @@ def test_a_library_call_pairs_with_the_op_it_names_and_its_comparator_is_no_op()
     assert view.matched_ops == {"top_k.3": "custom-call"}, view.matched_ops
     module = parse_hlo(TOPK_OPTIMIZED)
     assert module.computations["compare-greater-than.1.clone"].kind == "applied"
+
+
+def test_a_fusion_that_only_lays_data_out_pairs_with_the_lowered_transpose():
+    """XLA makes a lowered ``transpose`` a ``transpose_copy_fusion`` (transpose, copy):
+    its work is the transpose it moves data by, not its root's ``copy``."""
+    lowered = """HloModule jit_t
+ENTRY main {
+  x = f32[28,28,32,6]{3,2,1,0} parameter(0)
+  ROOT transpose.3 = f32[6,28,28,32]{3,2,1,0} transpose(x), dimensions={3,0,1,2}
+}"""
+    optimized = """HloModule jit_t, is_scheduled=true
+fused_transpose {
+  p = f32[28,28,32,6]{3,2,1,0} parameter(0)
+  t = f32[6,28,28,32]{0,3,2,1} transpose(p), dimensions={3,0,1,2}
+  ROOT c = f32[6,28,28,32]{3,2,1,0} copy(t)
+}
+ENTRY main {
+  x = f32[28,28,32,6]{3,2,1,0} parameter(0)
+  ROOT transpose_copy_fusion = f32[6,28,28,32]{3,2,1,0} fusion(x), kind=kLoop, calls=fused_transpose
+}"""
+    view = diff_graph(lowered, optimized, labels=("lowered", "optimized"))
+    assert view.matched_ops == {"transpose.3": "transpose_copy_fusion"}, view.matched_ops

@@ -325,9 +325,10 @@ class _OpFacts:
             found = frozenset({instr.opcode})
             if instr.opcode == "custom-call" and instr.custom_call_target:
                 found = frozenset({_NOT_NAME.sub("", instr.custom_call_target.lower())})
-            if instr.opcode == "fusion":  # what it holds, else what its root does
-                called = self.side.data.module.called(instr)
-                found = frozenset({i.opcode for c in called for i in c} - _NO_WORK)
+            if instr.opcode == "fusion":  # what it holds, else how it moves data, else
+                called = self.side.data.module.called(instr)  # what its root does
+                held = {i.opcode for c in called for i in c}
+                found = frozenset(held - _NO_WORK) or frozenset(held - _PLUMBING - {"copy"})
                 if not found and called and called[0].root is not None:
                     found = frozenset({called[0].root.opcode})
             self._work[node] = found
