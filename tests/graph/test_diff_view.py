@@ -549,3 +549,46 @@ ENTRY main {
 }"""
     view = diff_graph(lowered, optimized, labels=("lowered", "optimized"))
     assert view.matched_ops == {"transpose.3": "transpose_copy_fusion"}, view.matched_ops
+
+
+def test_an_op_xla_rewrote_pairs_by_the_primitive_its_op_name_kept():
+    """XLA:CPU rewrites ``select-and-scatter`` (max pooling's gradient) as a ``scatter``
+    fusion that keeps the primitive's op_name; the two pair (from the LeNet-5 step)."""
+    op_name = 'metadata={op_name="jit(train_step)/transpose(jvp(model))/select_and_scatter"}'
+    lowered = f"""HloModule jit_pool_grad
+ge {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = pred[] compare(a, b), direction=GE
+}}
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+ENTRY main {{
+  x = f32[32,28,28,6]{{3,2,1,0}} parameter(0)
+  g = f32[32,14,14,6]{{3,2,1,0}} parameter(1)
+  zero = f32[] constant(0)
+  ROOT select_and_scatter.19 = f32[32,28,28,6]{{3,2,1,0}} select-and-scatter(x, g, zero), window={{size=1x2x2x1 stride=1x2x2x1}}, select=ge, scatter=add, {op_name}
+}}"""
+    optimized = f"""HloModule jit_pool_grad, is_scheduled=true
+add {{
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}}
+wrapped_scatter_computation {{
+  p0 = f32[32,28,28,6]{{3,2,1,0}} parameter(0)
+  p1 = s32[37632,4]{{1,0}} parameter(1)
+  p2 = f32[37632,1,1,1,1]{{4,3,2,1,0}} parameter(2)
+  ROOT scatter.7 = f32[32,28,28,6]{{3,2,1,0}} scatter(p0, p1, p2), update_window_dims={{1,2,3,4}}, inserted_window_dims={{}}, scatter_dims_to_operand_dims={{0,1,2,3}}, index_vector_dim=1, to_apply=add
+}}
+ENTRY main {{
+  x = f32[32,28,28,6]{{3,2,1,0}} parameter(0)
+  i = s32[37632,4]{{1,0}} parameter(1)
+  u = f32[37632,1,1,1,1]{{4,3,2,1,0}} parameter(2)
+  ROOT wrapped_scatter.2 = f32[32,28,28,6]{{3,2,1,0}} fusion(x, i, u), kind=kLoop, calls=wrapped_scatter_computation, {op_name}
+}}"""
+    view = diff_graph(lowered, optimized, labels=("lowered", "optimized"))
+    assert view.matched_ops == {"select_and_scatter.19": "wrapped_scatter.2"}, view.matched_ops

@@ -245,11 +245,19 @@ def _pair_by_shape(
         if facts_b.kind(node)[0] in _STANDS_FOR_OPS:  # a fusion can stand for one op it
             for op in facts_b.work(node):  # fused, a custom-call for the op it names
                 free[(op, "")].append(node)
+    # XLA rewrites some ops into others (select-and-scatter into a scatter fusion): an op
+    # may also pair with one that kept the JAX primitive it came from in its op_name.
+    by_source: dict[str, list[int]] = defaultdict(list)
+    for node in added:
+        if b.data.instr[node].metadata.op_name:
+            by_source[_source_op(b.data.instr[node])].append(node)
     taken: set[int] = set()
 
     def best_of(node: int) -> tuple[int | None, float]:
         kind = facts_a.kind(node)
         options = list(free.get(kind, []))
+        if a.data.instr[node].metadata.op_name:
+            options += by_source.get(_source_op(a.data.instr[node]), [])
         if kind[0] in _STANDS_FOR_OPS:  # an op of the other stage this fusion fused
             for op in facts_a.work(node):
                 options += free.get((op, ""), [])
