@@ -6,10 +6,10 @@ boxes that lie outside the view (cut off), the scale, the view's height, the gro
 drawn open, whether the heaviest stage (`_graph_parts`) is drawn open, how many
 clicks (closed groups) lie between the view and the heaviest op, the groups of
 plumbing drawn open (the inputs or outputs section, a part of parameters, constants,
-tuples, their elements and bitcasts alone), and the groups drawn open beside a closed
-sibling that holds at least twice their work (FLOPs, else bytes; a stage of stages counts
-as its heaviest stage, as `_first_view` ranks it: a lighter stage shown in place of the
-heavier one; a step's passes, which open as they fit, aside); a screenshot of each output goes to
+tuples, their elements and bitcasts alone), and the stages and scopes drawn open that hold
+less than half the work of one the view shows closed (FLOPs, else bytes; a stage of stages
+counts as its heaviest stage, as `_first_view` ranks it; a step's passes, which open as
+they fit, aside): a light group drawn open as if it were the work; a screenshot of each output goes to
 ``out/first_views/<label>``. The page is a JupyterLab-like
 notebook whose output is 1000 pixels wide (the graph's own view is 998).
 
@@ -249,17 +249,18 @@ def work(g, opened: set[int]) -> dict:
         return flops[group], own[group]
 
     def outweighs(a: tuple[int, int], b: tuple[int, int]) -> bool:
-        return a[0] >= 2 * b[0] if a[0] else not b[0] and a[1] >= 2 * b[1]
+        return a[0] > 2 * b[0] if a[0] else not b[0] and a[1] > 2 * b[1]
 
+    shut = [
+        work_of(s)
+        for g in opened
+        for s in children[g]
+        if s not in opened and children[s] and chosen(s)
+    ]
     lighter = [
         data.label[g]
         for g in sorted(opened)
-        if g
-        and chosen(g)
-        and any(
-            s not in opened and children[s] and chosen(s) and outweighs(work_of(s), work_of(g))
-            for s in children[parent[g]]
-        )
+        if g and chosen(g) and any(outweighs(s, work_of(g)) for s in shut)
     ]
     leaves = [
         n

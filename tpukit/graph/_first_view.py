@@ -16,10 +16,9 @@ decide what that budget goes to:
   before its condition; a stage of stages counts as its heaviest stage (down to a stage
   of ops), so that a long chain framed on its heaviest stage (`_graph_parts`) opens that
   one, not the stage of the many stages after it, which holds more but shows only boxes;
-- a stage or scope that holds less than half of a sibling that could not open (the frame
-  or the node budget had no room for it) stays closed too: the view shows the heavier
-  one's place closed, not a light neighbour drawn open as if it were the work (a step's
-  passes aside: each opens as it fits);
+- a group that holds less than half of one that could not open (the frame or the node
+  budget had no room for it; it shows closed) stays closed too: drawn open, a light
+  neighbour would say it is the work (a step's passes aside: each opens as it fits);
 - a group of nothing but parameters, constants, values computed from constants alone
   and the tuples, tuple elements and bitcasts that pass them on never opens (a model's
   RoPE tables or shape constants, a loop body's unpacked state are not its work);
@@ -96,7 +95,7 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     waiting: list[tuple[tuple[int, int], int, int, int]] = []  # (weight, order, group, depth)
     levels: set[int] = set()  # depths where a group opened (a root too big: one a level)
     order = itertools.count()  # of equals, the first offered: program order, outer first
-    refused: dict[int, tuple[int, int]] = {}  # parent -> its heaviest child left shut
+    refused: tuple[int, int] | None = None  # the heaviest group that could not open
 
     def offer(node: int, depth: int) -> None:
         for k in data.children[node]:
@@ -108,9 +107,8 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
         weight, _, group, depth = heapq.heappop(waiting)
         extra = len(data.children[group]) - 1
         entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
-        parent = data.parent[group]
-        if not entered and _much_lighter(weight, refused.get(parent)):
-            continue  # not in place of a sibling at least twice as heavy left shut
+        if not entered and _much_lighter(weight, refused):
+            continue  # not drawn open beside a group at least twice as heavy shut
         if not (entered or fits) and depth in levels:
             continue  # too big to fit: one group per level, the heaviest
         shown.add(group)
@@ -123,8 +121,8 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             offer(group, depth + 1)
             continue
         shown.discard(group)
-        if group not in data.section:  # a step's passes open as they fit, each
-            refused.setdefault(parent, weight)
+        if group not in data.section and (refused is None or weight < refused):
+            refused = weight  # (a step's passes open as they fit, each)
     return _level_order(data, set(opened), heaviest)
 
 
