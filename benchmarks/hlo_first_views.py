@@ -367,7 +367,8 @@ def main() -> None:
     print(
         f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
         f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
-        f"on {near}; none on plumbing on {clean}; no lighter sibling open on {focused}"
+        f"on {near}; none on plumbing on {clean}; no group open lighter than half of one "
+        f"shut on {focused}"
     )
     out.mkdir(exist_ok=True)
     (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))
