@@ -18,7 +18,8 @@ decide what that budget goes to:
   one, not the stage of the many stages after it, which holds more but shows only boxes;
 - a group that holds less than half of one that could not open (the frame or the node
   budget had no room for it; it shows closed) stays closed too: drawn open, a light
-  neighbour would say it is the work (a step's passes aside: each opens as it fits);
+  neighbour would say it is the work (a step's passes aside: each opens as it fits; and
+  ``fit=False``, a diff's sides, which frame their own part of the groups);
 - a group of nothing but parameters, constants, values computed from constants alone
   and the tuples, tuple elements and bitcasts that pass them on never opens (a model's
   RoPE tables or shape constants, a loop body's unpacked state are not its work);
@@ -121,8 +122,9 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             offer(group, depth + 1)
             continue
         shown.discard(group)
-        if group not in data.section and (refused is None or weight < refused):
-            refused = weight  # (a step's passes open as they fit, each)
+        if fit and group not in data.section and (refused is None or weight < refused):
+            refused = weight  # (a step's passes open as they fit, each; a diff's side frames
+            # its own part of the groups: `first_view`)
     return _level_order(data, set(opened), heaviest)
 
 
