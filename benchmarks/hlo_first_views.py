@@ -4,9 +4,12 @@ For each module: the nodes and edges the text says the first view draws
 (``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
 boxes that lie outside the view (cut off), the scale, the view's height, the groups
 drawn open, whether the heaviest stage (`_graph_parts`) is drawn open, how many
-clicks (closed groups) lie between the view and the heaviest op, and the groups of
+clicks (closed groups) lie between the view and the heaviest op, the groups of
 plumbing drawn open (the inputs or outputs section, a part of parameters, constants,
-tuples, their elements and bitcasts alone); a screenshot of each output goes to
+tuples, their elements and bitcasts alone), and the stages and scopes drawn open that hold
+less than half the work of one the view shows closed (FLOPs, else bytes; a stage of stages
+counts as its heaviest stage, as `_first_view` ranks it; a step's passes, which open as
+they fit, aside): a light group drawn open as if it were the work; a screenshot of each output goes to
 ``out/first_views/<label>``. The page is a JupyterLab-like
 notebook whose output is 1000 pixels wide (the graph's own view is 998).
 
@@ -206,7 +209,7 @@ def work(g, opened: set[int]) -> dict:
     nearest of equals; else the most bytes) and the clicks to it (its closed enclosing
     groups)."""
     from tpukit.graph._graph_costs import node_costs
-    from tpukit.graph._graph_nodes import INSTRUCTION, PART
+    from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
 
     data = g._data
     flops, _, own = node_costs(data)
@@ -237,6 +240,28 @@ def work(g, opened: set[int]) -> dict:
         found = [instr[n] for n in range(group + 1, _end(data, group)) if kind[n] == INSTRUCTION]
         return bool(found) and all(i.opcode in _SETUP for i in found)
 
+    def chosen(group: int) -> bool:  # a stage or scope the view chose to open, or not
+        return kind[group] in (PART, SCOPE) and group not in data.section and not plumbing(group)
+
+    def work_of(group: int) -> tuple[int, int]:  # a stage of stages: its heaviest stage's
+        while kind[group] == PART and any(kind[k] == PART for k in children[group]):
+            group = max(children[group], key=lambda k: (flops[k], own[k]))
+        return flops[group], own[group]
+
+    def outweighs(a: tuple[int, int], b: tuple[int, int]) -> bool:
+        return a[0] > 2 * b[0] if a[0] else not b[0] and a[1] > 2 * b[1]
+
+    shut = [
+        work_of(s)
+        for g in opened
+        for s in children[g]
+        if s not in opened and children[s] and chosen(s)
+    ]
+    lighter = [
+        data.label[g]
+        for g in sorted(opened)
+        if g and chosen(g) and any(outweighs(s, work_of(g)) for s in shut)
+    ]
     leaves = [
         n
         for n, k in enumerate(kind)
@@ -250,6 +275,7 @@ def work(g, opened: set[int]) -> dict:
         "stage_open": None if stage is None else stage in opened,
         "op_depth": len(ancestors(op)) - 1,
         "plumbing_open": [data.label[n] for n in sorted(opened) if n and plumbing(n)],
+        "lighter_open": lighter,
     }
 
 
@@ -307,7 +333,7 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
                 f"{row['edges']:4} cut {row['cut']:3} scale {row['scale']:.2f} "
                 f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
                 f"stage open {_yes(row['stage_open'])} clicks {row['clicks']} "
-                f"plumbing {len(row['plumbing_open'])} "
+                f"plumbing {len(row['plumbing_open'])} lighter {len(row['lighter_open'])} "
                 f"open: {', '.join(row['open'][1:5])}",
                 flush=True,
             )
@@ -337,10 +363,12 @@ def main() -> None:
     opened = sum(bool(row["stage_open"]) for row in staged)
     near = sum(row["clicks"] <= 2 for row in rows)
     clean = sum(not row["plumbing_open"] for row in rows)
+    focused = sum(not row["lighter_open"] for row in rows)
     print(
         f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
         f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
-        f"on {near}; none on plumbing on {clean}"
+        f"on {near}; none on plumbing on {clean}; no group open lighter than half of one "
+        f"shut on {focused}"
     )
     out.mkdir(exist_ok=True)
     (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))

@@ -25,6 +25,9 @@ GENERATED = {
 }
 
 #: Hashes from the code before issue 24 (``python -m tests.hlo.test_fingerprint`` prints them).
+#: Issue 38 (session 50) changed ``groups``, ``payload`` and ``view`` of gpu_cublas_gemm,
+#: gpu_cudnn_conv, odd_syntax, torch_xla_linear and torch_xla_linear_adam: a group holding less
+#: than half of one the first view shows closed (it did not fit) no longer opens.
 #: torch_xla_linear_backward.hlo is new in session 47 (issue 38: a stage of stages' header).
 #: Issue 38 (session 48) changed ``groups``, ``payload`` and ``view`` of gpu_cudnn_conv,
 #: odd_syntax, torch_xla_linear, torch_xla_linear_backward and scan16: the first view's width
@@ -84,18 +87,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "9d5e847a9d4cb34e",
         "cost": "c07ec958d4481e0e",
         "fusions": "445274e32c8d2deb",
-        "groups": "925ee751ee371acb",
-        "payload": "3b46f2e0e7809ead",
-        "view": "1e08216e66171a46",
+        "groups": "a1b72f8cca521132",
+        "payload": "c6f8c80b7c5419c4",
+        "view": "b9177d892ba92a03",
     },
     "gpu_cudnn_conv.hlo": {
         "model": "4344eef34d0fb94b",
         "ops": "574dd9a4f8da7b0c",
         "cost": "f85f1a6cbb6b54be",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "966b749db7f312f8",
-        "payload": "d54598d992880686",
-        "view": "b9177d892ba92a03",
+        "groups": "49744cc40fb81100",
+        "payload": "194c5414c2aa14e3",
+        "view": "3ec779786e88fbc0",
     },
     "gpu_vgg19_forward.hlo": {
         "model": "7bcaf17fff15c70b",
@@ -120,9 +123,9 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "7bc883923c34893e",
         "cost": "df4e3109227e30fc",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "72c68d4f7763a840",
-        "payload": "521058c2aef69855",
-        "view": "b31c1a698e147d70",
+        "groups": "f52b34f294c28b22",
+        "payload": "2c2e67dfba34c539",
+        "view": "4e78c6b546d05e8d",
     },
     "spmd_async_collectives.hlo": {
         "model": "ed8c5a8a26214f1e",
@@ -147,18 +150,18 @@ EXPECTED: dict[str, dict[str, str]] = {
         "ops": "c1b8563077016fa9",
         "cost": "1c27d65a036f7d80",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "01375a5834ae99fe",
-        "payload": "52901dbc8c2caa2e",
-        "view": "e052a3ecf5d0e04d",
+        "groups": "e9cc7e5893624265",
+        "payload": "a4a2f5fe111bd97f",
+        "view": "9c7154bc1566b9c7",
     },
     "torch_xla_linear_adam.hlo": {
         "model": "b4b03f50c9fa480a",
         "ops": "963789f83348445b",
         "cost": "681a4f727e11abc0",
         "fusions": "4f53cda18c2baa0c",
-        "groups": "86ffd0c6284b14ee",
-        "payload": "46c52a352ab920fb",
-        "view": "af8457fe439a0e43",
+        "groups": "b487d4239b86bee5",
+        "payload": "72b89992f9d0d479",
+        "view": "588bae75facf7ef7",
     },
     "torch_xla_linear_backward.hlo": {
         "model": "019037cec29129f0",

@@ -16,6 +16,10 @@ decide what that budget goes to:
   before its condition; a stage of stages counts as its heaviest stage (down to a stage
   of ops), so that a long chain framed on its heaviest stage (`_graph_parts`) opens that
   one, not the stage of the many stages after it, which holds more but shows only boxes;
+- a group that holds less than half of one that could not open (the frame or the node
+  budget had no room for it; it shows closed) stays closed too: drawn open, a light
+  neighbour would say it is the work (a step's passes aside: each opens as it fits; and
+  ``fit=False``, a diff's sides, which frame their own part of the groups);
 - a group of nothing but parameters, constants, values computed from constants alone
   and the tuples, tuple elements and bitcasts that pass them on never opens (a model's
   RoPE tables or shape constants, a loop body's unpacked state are not its work);
@@ -92,6 +96,7 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     waiting: list[tuple[tuple[int, int], int, int, int]] = []  # (weight, order, group, depth)
     levels: set[int] = set()  # depths where a group opened (a root too big: one a level)
     order = itertools.count()  # of equals, the first offered: program order, outer first
+    refused: tuple[int, int] | None = None  # the heaviest group that could not open
 
     def offer(node: int, depth: int) -> None:
         for k in data.children[node]:
@@ -100,22 +105,37 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
 
     offer(0, 1)
     while waiting:
-        _, _, group, depth = heapq.heappop(waiting)
+        weight, _, group, depth = heapq.heappop(waiting)
         extra = len(data.children[group]) - 1
         entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
-        if not entered and visible + extra > OPEN_NODES:
-            continue
+        if not entered and _much_lighter(weight, refused):
+            continue  # not drawn open beside a group at least twice as heavy shut
         if not (entered or fits) and depth in levels:
             continue  # too big to fit: one group per level, the heaviest
         shown.add(group)
-        if entered or not fit or not fits or frame.fits(shown):
+        if entered or (
+            visible + extra <= OPEN_NODES and (not fit or not fits or frame.fits(shown))
+        ):
             opened.append(group)
             levels.add(depth)
             visible += extra
             offer(group, depth + 1)
-        else:
-            shown.discard(group)
+            continue
+        shown.discard(group)
+        if fit and group not in data.section and (refused is None or weight < refused):
+            refused = weight  # (a step's passes open as they fit, each; a diff's side frames
+            # its own part of the groups: `first_view`)
     return _level_order(data, set(opened), heaviest)
+
+
+def _much_lighter(weight: tuple[int, int], than: tuple[int, int] | None) -> bool:
+    """Whether a group of ``weight`` (`_opened`'s key: minus FLOPs, minus bytes) holds
+    less than half of ``than``: its FLOPs, or with no FLOPs on either side its bytes."""
+    if than is None:
+        return False
+    if than[0]:
+        return 2 * weight[0] > than[0]
+    return not weight[0] and 2 * weight[1] > than[1]
 
 
 def _level_order(
