@@ -19,7 +19,11 @@ plumbing such as parameters or tuples). For each pair this prints:
 
 The pairs: the small JAX programs and zoo training steps of `hlo_first_views` (lowered and
 optimized here, on CPU, cached in the temp directory), the CPU dump under
-``tests/data/hlo/dump``, and any ``--pair BEFORE AFTER`` files given.
+``tests/data/hlo/dump``, the TPU v6e pairs under ``benchmarks/hlo_pairs/v6e`` (real libtpu
+modules nobody here wrote, git-ignored: ``sources.md`` there says where to copy them
+from and why they are not kept here), and any
+``--pair BEFORE AFTER`` files given. The totals are printed for the CPU pairs and the TPU
+pairs apart (``--pair`` files count with neither).
 
     .venv/bin/python benchmarks/hlo_diff_match.py [--pair before.txt after.txt ...]
 
@@ -54,8 +58,11 @@ def _cached(name: str, make) -> str:
     return path.read_text()
 
 
-def pairs(extra: list[list[str]]) -> list[tuple[str, str, str]]:
-    """``(name, before text, after text)`` of every pair measured."""
+TPU_PAIRS = ROOT / "benchmarks" / "hlo_pairs" / "v6e"
+
+
+def pairs(extra: list[list[str]]) -> list[tuple[str, str, str, str]]:
+    """``(name, platform, before text, after text)`` of every pair measured."""
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import jax
@@ -67,24 +74,31 @@ def pairs(extra: list[list[str]]) -> list[tuple[str, str, str]]:
         found.append(
             (
                 name,
+                "cpu",
                 _cached(f"{name}.before", lambda low=lowered: low.as_text(dialect="hlo")),
                 _cached(f"{name}.after", lambda low=lowered: low.compile().as_text()),
             )
         )
     for model in ("mlp", "lenet5"):
-        found.append((f"{model}_step", *_step_pair(model, ZOO[model])))
+        found.append((f"{model}_step", "cpu", *_step_pair(model, ZOO[model])))
     dump = ROOT / "tests" / "data" / "hlo" / "dump"
     found.append(
         (
             "jit_predict (dump)",
+            "cpu",
             (dump / "module_0003.jit_predict.before_optimizations.txt").read_text(),
             (dump / "module_0003.jit_predict.cpu_after_optimizations.txt").read_text(),
         )
     )
+    for before in sorted(TPU_PAIRS.glob("*.before.hlo")):  # absent if the data was dropped
+        name = before.name.removesuffix(".before.hlo")
+        after = TPU_PAIRS / f"{name}.after.hlo"
+        found.append((f"{name} (v6e)", "tpu", before.read_text(), after.read_text()))
     for before, after in extra:
         found.append(
             (
                 pathlib.Path(after).name,
+                "",
                 pathlib.Path(before).read_text(),
                 pathlib.Path(after).read_text(),
             )
@@ -114,7 +128,7 @@ def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
     )
 
 
-def measure(name: str, before: str, after: str) -> dict:
+def measure(name: str, platform: str, before: str, after: str) -> dict:
     from tpukit.graph._diff_match import match_programs
     from tpukit.hlo import graph
 
@@ -136,6 +150,7 @@ def measure(name: str, before: str, after: str) -> dict:
     )
     return {
         "name": name,
+        "platform": platform,
         "before_ops": len(side_a.ops),
         "after_ops": len(side_b.ops),
         "xla_added": len(added_by_xla),
@@ -168,9 +183,16 @@ def main() -> None:
             f"{row['kept']} | {row['matched']} | {row['matched_of_kept']:.0%} | "
             f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} |"
         )
-    kept = sum(row["kept"] for row in rows)
-    matched = sum(row["matched"] for row in rows)
-    print(f"\nall pairs: {matched} of {kept} kept ops matched ({matched / kept:.0%})")
+    print()
+    for label, chosen in (
+        ("CPU pairs", [r for r in rows if r["platform"] == "cpu"]),
+        ("TPU pairs", [r for r in rows if r["platform"] == "tpu"]),
+        ("all pairs", rows),
+    ):
+        kept = sum(row["kept"] for row in chosen)
+        matched = sum(row["matched"] for row in chosen)
+        if kept:
+            print(f"{label}: {matched} of {kept} kept ops matched ({matched / kept:.0%})")
     for row in rows:
         if row["unmatched"]:
             print(f"{row['name']}: not matched: {', '.join(row['unmatched'][:12])}")

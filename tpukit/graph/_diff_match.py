@@ -3,10 +3,10 @@
 `match_programs` is the comparison behind `_diff_view.diff_graph`. Each program is read
 as the tree of groups its graph shows (`_graph_data`, node kinds from `_graph_nodes`): a group's key is the path of its
 labels from the top (``("forward", "layers[0] (Linear)")``), looking through the
-consecutive parts of big groups, with XLA's numbers taken out of loop and call names, a
-loop's or conditional's computations named by their role (``body``, ``condition``,
-``branch``), and ``#2`` added to a scope that appears twice in one place. Equal keys match; a key on one
-side only is an added or removed group.
+consecutive parts of big groups, with XLA's numbers and ``.clone`` suffixes taken out of
+loop, call and conditional names, a loop's or conditional's computations named by their
+role (``body``, ``condition``, ``branch``), and ``#2`` added to a scope that appears twice
+in one place. Equal keys match; a key on one side only is an added or removed group.
 
 A working op (a fusion, a dot, a custom call, a collective; not plumbing such as
 parameters or tuples) is matched by its signature: the scope of its ``op_name``, its
@@ -40,7 +40,7 @@ from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_payload import graph_payload
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.analysis import executed, op_counts, parse_scope, split_scope
-from tpukit.hlo.text import HloInstruction
+from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 ADDED, REMOVED, CHANGED, SAME = "added", "removed", "changed", "same"
 #: Ops that do no work of their own: never matched, never added or removed.
@@ -54,6 +54,9 @@ _HEAVY = frozenset(
     "all-gather reduce-scatter all-to-all collective-permute".split()
 )
 _NUMBER = re.compile(r"\.\d+\b")
+# What XLA appends to an instruction or computation it copies (``cond.8`` becomes
+# ``cond.8.clone``, a branch ``region_0.1.clone.clone``): not part of the name.
+_CLONE = re.compile(r"\.clone\b")
 _DIGITS = re.compile(r"\d+")
 _WHOLE = ("flops", "bytes", "instructions")
 
@@ -127,7 +130,7 @@ class ProgramGroups:
             if kind in (SCOPE, COMPUTATION) or (
                 instr is not None and data.children[node] and instr.opcode != "fusion"
             ):
-                label = data.label[node] if kind == SCOPE else _NUMBER.sub("", data.label[node])
+                label = data.label[node] if kind == SCOPE else _unnumbered(data.label[node])
                 if kind == COMPUTATION and ": " in label:  # a loop's body by its role: XLA
                     label = label.split(": ", 1)[0]  # renames it ("wide.region_0.clone.sunk")
                 base = key_of[parent]
@@ -321,21 +324,23 @@ class _OpFacts:
 
     def kind(self, node: int) -> tuple[str, str]:
         instr = self.side.data.instr[node]
-        return instr.opcode, instr.custom_call_target if instr.opcode == "custom-call" else ""
+        target = instr.custom_call_target if instr.opcode == "custom-call" else ""
+        return _as_work(instr.opcode), target
 
     def work(self, node: int) -> frozenset[str]:
-        """The opcodes that do its work: its own, those a fusion holds (conversions
-        and moves left out, unless that is all it does: then its root's), or for a
-        custom-call its target as an opcode (``TopK``: ``topk``)."""
+        """The opcodes that do its work (`_as_work`): its own, those a fusion holds,
+        nested fusions opened (conversions and moves left out, unless that is all it
+        does: then its root's), or for a custom-call its target as an opcode (``TopK``:
+        ``topk``)."""
         found = self._work.get(node)
         if found is None:
             instr = self.side.data.instr[node]
-            found = frozenset({instr.opcode})
+            found = frozenset({_as_work(instr.opcode)})
             if instr.opcode == "custom-call" and instr.custom_call_target:
                 found = frozenset({_NOT_NAME.sub("", instr.custom_call_target.lower())})
             if instr.opcode == "fusion":  # what it holds, else how it moves data, else
                 called = self.side.data.module.called(instr)  # what its root does
-                held = {i.opcode for c in called for i in c}
+                held = _held(self.side.data.module, called)
                 found = frozenset(held - _NO_WORK) or frozenset(held - _PLUMBING - {"copy"})
                 if not found and called and called[0].root is not None:
                     found = frozenset({called[0].root.opcode})
@@ -363,6 +368,41 @@ class _OpFacts:
         return found
 
 
+def _untiled(instr: HloInstruction) -> tuple:
+    """Its element types, dimensions and dimension order, without the tiling and memory
+    space a device adds (``f32[8,64]{1,0:T(8,128)S(1)}`` on TPU is ``f32[8,64]{1,0}``; a
+    scalar's ``{:T(128)}`` is no layout): those say nothing of what an op is."""
+    return tuple(
+        (leaf.dtype, leaf.dims, (leaf.layout or "").split(":")[0]) for leaf in instr.shape.leaves()
+    )
+
+
+def _as_work(opcode: str) -> str:
+    """An opcode as the work it does: an async ``X-start`` does X (XLA:TPU splits a
+    lowered ``slice`` into ``slice-start`` and ``slice-done``), and a ``dot`` is a
+    contraction like a ``convolution`` (XLA:TPU emits every dot as one)."""
+    opcode = opcode.removesuffix("-start")
+    return "convolution" if opcode == "dot" else opcode
+
+
+def _held(module: HloModule, called: list[HloComputation]) -> set[str]:
+    """The work opcodes (`_as_work`) inside a fusion's computations, nested fusions
+    opened (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside its fusion)."""
+    held: set[str] = set()
+    stack, seen = list(called), set()
+    while stack:
+        computation = stack.pop()
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        for instr in computation:
+            if instr.opcode == "fusion":
+                stack.extend(module.called(instr))
+            else:
+                held.add(_as_work(instr.opcode))
+    return held
+
+
 def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int, int]) -> float:
     """How alike op ``node`` of ``a`` and op ``other`` of ``b`` are (see `_pair_by_shape`)."""
     ka = fa.side.key_of[fa.side.group_of[node]]
@@ -378,7 +418,7 @@ def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int
         score = 1.5
     else:
         score = -3.0
-    score += 1.5 * (ia.shape.dims == ib.shape.dims) + (str(ia.shape) == str(ib.shape))
+    score += 1.5 * (ia.shape.dims == ib.shape.dims) + (_untiled(ia) == _untiled(ib))
     mine = {pairs.get(k) for k in fa.operands(node)} - {None}
     score += 1.5 * len(mine & set(fb.operands(other)))
     score += ka == kb
@@ -433,6 +473,11 @@ def _exact_name(instr: HloInstruction) -> str:
 
 def _unnumbered_name(instr: HloInstruction) -> str:
     return _NUMBER.sub("", instr.name)
+
+
+def _unnumbered(label: str) -> str:
+    """A loop's, call's or branch's label less XLA's numbers and clone suffixes."""
+    return _CLONE.sub("", _NUMBER.sub("", label))
 
 
 def _merged_keys(a: ProgramGroups, b: ProgramGroups) -> list[tuple[str, ...]]:
