@@ -66,13 +66,14 @@ from tpukit.graph._first_view import BodiesLeftOut, first_view
 from tpukit.graph._graph_data import SCOPE, GraphTree
 from tpukit.graph._graph_page import (
     GRAPH,
+    TextPieces,
     new_element_id,
     save_page,
     standalone_page,
     viewer_pieces,
 )
 from tpukit.graph._graph_payload import glance_wire, graph_wire
-from tpukit.graph._graph_wire import encode_wire
+from tpukit.graph._graph_wire import encode_wire, encode_wire_pieces
 from tpukit.hlo.analysis import instruction_count
 from tpukit.hlo.text import HloModule, parse_hlo, paused_gc, progress, read_hlo_source
 
@@ -164,7 +165,7 @@ class HloGraph:
         self.stage = stage
         self.times = dict(times) if times is not None else None
         self.memory = dict(memory) if memory else None
-        self._payload_b64: str | None = None
+        self._payload_b64: TextPieces | None = None
         self._glance_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
 
@@ -193,13 +194,15 @@ class HloGraph:
             self._view_counts = (len(nodes), len(edges))
         return self._view_counts
 
-    def _payload(self) -> str:
+    def _payload(self) -> TextPieces:
+        """The whole graph's payload, in base64, as the texts it joins (`encode_wire_pieces`):
+        made once and kept, a page copies them into itself; never joined into one text."""
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 wire = graph_wire(
                     self._data, self.title, self.stage, self.times, self.memory, typed=True
                 )
-                self._payload_b64 = encode_wire(wire, spend=True)
+                self._payload_b64 = TextPieces(encode_wire_pieces(wire, spend=True))
         return self._payload_b64
 
     def _repr_html_(self) -> str:
@@ -236,10 +239,10 @@ class HloGraph:
                 self._glance_b64 = encode_wire(wire, compress=False)
         return self._glance_b64
 
-    def _fragment(self, said: str, payload: str, glance: str) -> str:
+    def _fragment(self, said: str, payload: str | TextPieces, glance: str) -> str:
         return "".join(self._fragment_pieces(said, payload, glance))
 
-    def _fragment_pieces(self, said: str, payload: str, glance: str) -> list[str]:
+    def _fragment_pieces(self, said: str, payload: str | TextPieces, glance: str) -> list[str]:
         fallback = html.escape(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."

@@ -239,12 +239,35 @@ def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> st
     With ``spend`` the columns are taken out of ``wire`` as they are written (the caller
     reads it no more): a large module's columns are then let go before they are deflated.
     """
+    return "".join(encode_wire_pieces(wire, compress, spend=spend))
+
+
+#: Deflated bytes put into base64 at a time by `encode_wire_pieces` (a multiple of 3: the
+#: pieces' base64 joins into the whole's): a megabyte of text each.
+_BASE64_STEP = 3 << 18
+
+
+def encode_wire_pieces(wire: dict, compress: bool = True, *, spend: bool = False) -> list[str]:
+    """`encode_wire` as the texts it joins, each the base64 of `_BASE64_STEP` bytes.
+
+    A page takes its payload as these pieces (`_graph_page.TextPieces`), which it copies
+    into itself once: the whole base64 is never made as bytes and again as a text (the
+    two at once were the peak of a large module's payload), and the deflated bytes are
+    let go of once their pieces are made.
+
+        >>> wire = {"label": ["x"] * 300000}
+        >>> "".join(encode_wire_pieces(wire)) == base64.b64encode(
+        ...     deflate(wire_bytes(wire))).decode()
+        True
+    """
     parts = wire_parts(wire, spend=spend)
     packed = deflate_parts(parts, spend=True) if compress else b"".join(_pieces(parts))
     del parts
-    encoded = base64.b64encode(packed)
-    del packed  # (a large module's megabytes, let go before the text is made of the base64)
-    return encoded.decode()
+    view = memoryview(packed)
+    return [
+        base64.b64encode(view[at : at + _BASE64_STEP]).decode()
+        for at in range(0, len(packed), _BASE64_STEP)
+    ]
 
 
 def deflate(raw: bytes) -> bytes:
