@@ -4,18 +4,24 @@ copies (issue 38: a 400,000-instruction module's graph in at most 3x its text).
 `HloGraph._payload` keeps `encode_wire_pieces`' texts (`TextPieces`), not their join: the
 whole base64 is never made as bytes and as a text at once, and a page copies the pieces
 into itself once. `HloGraph.save` writes the page's pieces without joining them: a page
-whose title is not ASCII is twice its length in memory. Every output is the same text.
+whose title is not ASCII is twice its length in memory. Before a large graph's page is
+joined, the heap that making the graph freed is given back (`give_back_freed_heap`). Every
+output is the same text.
 """
 
 from __future__ import annotations
 
 import base64
+import platform
 import re
 import zlib
+
+import pytest
 
 from tests._support.data import HLO_DATA
 from tpukit import hlo
 from tpukit.graph import _graph_page, _graph_wire
+from tpukit.graph._graph_heap import give_back_freed_heap
 from tpukit.graph._graph_page import TextPieces, standalone_page
 from tpukit.graph._graph_payload import graph_wire
 from tpukit.graph._graph_wire import encode_wire, encode_wire_pieces
@@ -76,3 +82,30 @@ def test_a_text_given_as_pieces_goes_as_one_json_text_and_a_list_as_an_array():
     assert 'getElementById("tkg-0"),"eJw=",["a","b"],dagre);' in page
     odd = _graph_page.viewer_fragment(_graph_page.GRAPH, "tkg-0", "r", "", [TextPieces(["<", "a"])])
     assert '"\\u003ca",dagre);' in odd
+
+
+def test_a_large_page_is_joined_after_the_freed_heap_is_given_back(monkeypatch):
+    """A graph whose payload is a megabyte or more gives the heap that making it freed back
+    (`give_back_freed_heap`) once its glance and counts are made, before its page is joined."""
+    from tpukit.graph import _graph_view
+
+    monkeypatch.setattr(_graph_wire, "_BASE64_STEP", 3 * 100)
+    calls: list[str] = []
+    monkeypatch.setattr(_graph_view, "give_back_freed_heap", lambda: calls.append("trim"))
+    joined = _graph_view.standalone_page
+    monkeypatch.setattr(
+        _graph_view, "standalone_page", lambda *a: (calls.append("page"), joined(*a))[1]
+    )
+    g = _graph()
+    g.to_html()
+    assert calls == ["trim", "page"]
+    assert g._view_counts is not None and g._payload_b64 is not None
+    monkeypatch.setattr(_graph_wire, "_BASE64_STEP", 3 << 18)
+    calls.clear()
+    _graph().to_html()  # (a payload of one piece: a small graph's heap is left as it is)
+    assert calls == ["page"]
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
+def test_the_freed_heap_is_given_back_through_glibc():
+    assert give_back_freed_heap() is True

@@ -64,6 +64,7 @@ from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_fac
 from tpukit.display import format_bytes, format_seconds, kernel_shell
 from tpukit.graph._first_view import BodiesLeftOut, first_view
 from tpukit.graph._graph_data import SCOPE, GraphTree
+from tpukit.graph._graph_heap import give_back_freed_heap
 from tpukit.graph._graph_page import (
     GRAPH,
     TextPieces,
@@ -214,7 +215,11 @@ class HloGraph:
         return "".join(self._html_pieces())
 
     def _html_pieces(self) -> list[str]:
-        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once)."""
+        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once).
+
+        A large graph's page is made where its process is at its largest: before it is,
+        the heap that making the graph freed is given back (`give_back_freed_heap`).
+        """
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
@@ -222,6 +227,8 @@ class HloGraph:
             f"{self.num_instructions:,} instructions drawn, each call site's own "
             f"({nodes} nodes, {edges} edges when opened)"
         )
+        if len(payload) > 1:  # (a megabyte of payload or more: `encode_wire_pieces`)
+            give_back_freed_heap()  # what grouping, the payload and the glance let go of
         return self._fragment_pieces(said, payload, glance)
 
     def _glance_html(self) -> str:
