@@ -109,3 +109,23 @@ def test_a_large_page_is_joined_after_the_freed_heap_is_given_back(monkeypatch):
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="malloc_trim is glibc's")
 def test_the_freed_heap_is_given_back_through_glibc():
     assert give_back_freed_heap() is True
+
+
+@pytest.mark.parametrize("cores", [1, 2])
+def test_the_deflated_pieces_go_into_base64_without_being_joined(cores, monkeypatch):
+    """`encode_wire_pieces` takes the compressors' pieces (`deflated_pieces`: the bytes of
+    `deflate_parts`, on one core or two) into base64 as they are, never their join."""
+    monkeypatch.setattr(_graph_wire, "_free_cores", lambda: cores)
+    monkeypatch.setattr(_graph_wire, "SPLIT_AT", 10)
+    monkeypatch.setattr(_graph_wire, "_BASE64_STEP", 3 * 7)
+    wire = {"label": [f"node {k}" for k in range(2000)]}
+    raw = _graph_wire.wire_bytes(wire)
+    pieces = _graph_wire.deflated_pieces([raw[at : at + 500] for at in range(0, len(raw), 500)])
+    assert len(pieces) > 2 and b"".join(pieces) == _graph_wire.deflate(raw)
+    whole = base64.b64encode(_graph_wire.deflate(raw)).decode()
+
+    def joined(*_args, **_kwargs):
+        raise AssertionError("the deflated bytes were joined")
+
+    monkeypatch.setattr(_graph_wire, "deflate_parts", joined)
+    assert "".join(encode_wire_pieces(wire, spend=True)) == whole
