@@ -162,7 +162,7 @@ def test_the_hlo_texts_are_decoded_when_the_panel_first_shows_one(browser, forwa
     third of a training step's payload) undecoded until a panel shows one; then the text
     is the instruction's, and the column is decoded once."""
     html_page = forward_graph.to_html()
-    texts = read_wire(zlib.decompress(base64.b64decode(forward_graph._payload_b64)))["text"]
+    texts = read_wire(zlib.decompress(base64.b64decode("".join(forward_graph._payload()))))["text"]
     column = len("\n".join(texts))
     page = Page(browser, {"/graph.html": html_page})
     page.page.add_init_script(_COUNT_DECODED)

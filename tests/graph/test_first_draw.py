@@ -166,7 +166,7 @@ def test_a_payload_deflated_on_two_cores_draws_as_one_deflated_whole(browser, mo
     monkeypatch.setattr(_graph_wire, "SPLIT_AT", 0)
     monkeypatch.setattr(_graph_wire, "_free_cores", lambda: 2)
     g = graph(mlp_hlo(), title="mlp")
-    split = base64.b64decode(g._payload())
+    split = base64.b64decode("".join(g._payload()))
     raw = zlib.decompress(split)
     assert split != zlib.compress(raw, _graph_wire._LEVEL)  # two halves, not one
     page, errors = _open(browser, g.to_html(), "ready")

@@ -112,9 +112,21 @@ def viewer_pieces(
 _PLAIN_TEXT = re.compile(r"[A-Za-z0-9+/=]*")
 
 
+class TextPieces(tuple):
+    """One text argument of `viewer_pieces` given as the texts it joins (a large graph's
+    payload: `_graph_wire.encode_wire_pieces`), which the page copies in once; a list
+    stays a JSON array."""
+
+    __slots__ = ()
+
+
 def _json_pieces(value: object) -> tuple[str, ...]:
     """`script_json` of ``value`` in pieces that join into it: a plain text (`_PLAIN_TEXT`)
-    as itself between quotes, not copied."""
+    as itself between quotes, not copied; `TextPieces` of plain texts as those texts."""
+    if isinstance(value, TextPieces):
+        if all(_PLAIN_TEXT.fullmatch(piece) for piece in value):
+            return '"', *value, '"'
+        value = "".join(value)
     if isinstance(value, str) and _PLAIN_TEXT.fullmatch(value):
         return '"', value, '"'
     return (script_json(value),)
@@ -146,6 +158,11 @@ def standalone_page(title: str, fragment: str | Sequence[str]) -> str:
     """An HTML page around a notebook output ``fragment`` (or the texts it joins:
     `viewer_pieces`), under a content policy that forbids every network request: the
     page opens offline, and shows that it needs nothing."""
+    return "".join(_page_pieces(title, fragment))
+
+
+def _page_pieces(title: str, fragment: str | Sequence[str]) -> list[str]:
+    """`standalone_page` as the texts it joins."""
     policy = (
         "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
         "img-src data:; connect-src 'none'"
@@ -157,13 +174,16 @@ def standalone_page(title: str, fragment: str | Sequence[str]) -> str:
         '<body style="margin:0;padding:12px;font-family:sans-serif">'
     )
     pieces = [fragment] if isinstance(fragment, str) else fragment
-    return "".join([head, *pieces, "</body></html>\n"])
+    return [head, *pieces, "</body></html>\n"]
 
 
 def save_page(path: str | pathlib.Path, title: str, fragment: str | Sequence[str]) -> pathlib.Path:
-    """Write `standalone_page` to ``path``; returns the path."""
+    """Write `standalone_page` to ``path``, a piece at a time (as ``Path.write_text`` would
+    write it whole): a large graph's page, twice its length in memory where its title is
+    not ASCII, is never made; returns the path."""
     path = pathlib.Path(path)
-    path.write_text(standalone_page(title, fragment), encoding="utf-8")
+    with path.open("w", encoding="utf-8") as file:
+        file.writelines(_page_pieces(title, fragment))
     return path
 
 

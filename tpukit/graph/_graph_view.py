@@ -64,15 +64,17 @@ from tpukit._errors import ArgumentError, HloTextError, WrongTypeError, user_fac
 from tpukit.display import format_bytes, format_seconds, kernel_shell
 from tpukit.graph._first_view import BodiesLeftOut, first_view
 from tpukit.graph._graph_data import SCOPE, GraphTree
+from tpukit.graph._graph_heap import give_back_freed_heap
 from tpukit.graph._graph_page import (
     GRAPH,
+    TextPieces,
     new_element_id,
     save_page,
     standalone_page,
     viewer_pieces,
 )
 from tpukit.graph._graph_payload import glance_wire, graph_wire
-from tpukit.graph._graph_wire import encode_wire
+from tpukit.graph._graph_wire import encode_wire, encode_wire_pieces
 from tpukit.hlo.analysis import instruction_count
 from tpukit.hlo.text import HloModule, parse_hlo, paused_gc, progress, read_hlo_source
 
@@ -164,7 +166,7 @@ class HloGraph:
         self.stage = stage
         self.times = dict(times) if times is not None else None
         self.memory = dict(memory) if memory else None
-        self._payload_b64: str | None = None
+        self._payload_b64: TextPieces | None = None
         self._glance_b64: str | None = None
         self._view_counts: tuple[int, int] | None = None
 
@@ -193,13 +195,15 @@ class HloGraph:
             self._view_counts = (len(nodes), len(edges))
         return self._view_counts
 
-    def _payload(self) -> str:
+    def _payload(self) -> TextPieces:
+        """The whole graph's payload, in base64, as the texts it joins (`encode_wire_pieces`):
+        made once and kept, a page copies them into itself; never joined into one text."""
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 wire = graph_wire(
                     self._data, self.title, self.stage, self.times, self.memory, typed=True
                 )
-                self._payload_b64 = encode_wire(wire, spend=True)
+                self._payload_b64 = TextPieces(encode_wire_pieces(wire, spend=True))
         return self._payload_b64
 
     def _repr_html_(self) -> str:
@@ -211,7 +215,11 @@ class HloGraph:
         return "".join(self._html_pieces())
 
     def _html_pieces(self) -> list[str]:
-        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once)."""
+        """`_repr_html_` as the texts it joins (`to_html` joins them into its page once).
+
+        A large graph's page is made where its process is at its largest: before it is,
+        the heap that making the graph freed is given back (`give_back_freed_heap`).
+        """
         payload = self._payload()  # first: it costs the nodes and opens the first view with
         glance = self._glance_payload() if self._is_large() else ""  # the collector paused
         nodes, edges = self.view_counts()  # (these reuse both)
@@ -219,6 +227,8 @@ class HloGraph:
             f"{self.num_instructions:,} instructions drawn, each call site's own "
             f"({nodes} nodes, {edges} edges when opened)"
         )
+        if len(payload) > 1:  # (a megabyte of payload or more: `encode_wire_pieces`)
+            give_back_freed_heap()  # what grouping, the payload and the glance let go of
         return self._fragment_pieces(said, payload, glance)
 
     def _glance_html(self) -> str:
@@ -236,10 +246,10 @@ class HloGraph:
                 self._glance_b64 = encode_wire(wire, compress=False)
         return self._glance_b64
 
-    def _fragment(self, said: str, payload: str, glance: str) -> str:
+    def _fragment(self, said: str, payload: str | TextPieces, glance: str) -> str:
         return "".join(self._fragment_pieces(said, payload, glance))
 
-    def _fragment_pieces(self, said: str, payload: str, glance: str) -> list[str]:
+    def _fragment_pieces(self, said: str, payload: str | TextPieces, glance: str) -> list[str]:
         fallback = html.escape(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."

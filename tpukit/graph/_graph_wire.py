@@ -239,12 +239,42 @@ def encode_wire(wire: dict, compress: bool = True, *, spend: bool = False) -> st
     With ``spend`` the columns are taken out of ``wire`` as they are written (the caller
     reads it no more): a large module's columns are then let go before they are deflated.
     """
+    return "".join(encode_wire_pieces(wire, compress, spend=spend))
+
+
+#: Deflated bytes put into base64 at a time by `encode_wire_pieces` (a multiple of 3: the
+#: pieces' base64 joins into the whole's): a megabyte of text each.
+_BASE64_STEP = 3 << 18
+
+
+def encode_wire_pieces(wire: dict, compress: bool = True, *, spend: bool = False) -> list[str]:
+    """`encode_wire` as the texts it joins, each the base64 of `_BASE64_STEP` bytes.
+
+    A page takes its payload as these pieces (`_graph_page.TextPieces`), which it copies
+    into itself once: the whole base64 is never made as bytes and again as a text (the
+    two at once were the peak of a large module's payload), and the deflated bytes are
+    let go of as their pieces are made (`deflated_pieces`, never joined).
+    """
     parts = wire_parts(wire, spend=spend)
-    packed = deflate_parts(parts, spend=True) if compress else b"".join(_pieces(parts))
+    packed = deflated_pieces(parts, spend=True) if compress else list(_pieces(parts))
     del parts
-    encoded = base64.b64encode(packed)
-    del packed  # (a large module's megabytes, let go before the text is made of the base64)
-    return encoded.decode()
+    return _base64_pieces(packed)
+
+
+def _base64_pieces(pieces: list) -> list[str]:
+    """The base64 of ``b"".join(pieces)`` as the texts of `_BASE64_STEP` bytes each (the
+    last of the rest); ``pieces`` is emptied, each let go of once it is read."""
+    out: list[str] = []
+    held = bytearray()
+    pieces.reverse()
+    while pieces:
+        held += pieces.pop()
+        while len(held) >= _BASE64_STEP:
+            out.append(base64.b64encode(held[:_BASE64_STEP]).decode())
+            del held[:_BASE64_STEP]
+    if held:
+        out.append(base64.b64encode(held).decode())
+    return out
 
 
 def deflate(raw: bytes) -> bytes:
@@ -283,12 +313,18 @@ def deflate_parts(parts: list[Part], *, spend: bool = False) -> bytes:
         >>> deflate_parts(parts) == deflate(b"".join(parts))
         True
     """
+    return b"".join(deflated_pieces(parts, spend=spend))
+
+
+def deflated_pieces(parts: list[Part], *, spend: bool = False) -> list[bytes]:
+    """`deflate_parts` as the pieces the compressors gave, not joined: `encode_wire_pieces`
+    puts them into base64 a piece at a time, so the deflated bytes are never held twice."""
     total = sum(map(_size, parts))
     if total < SPLIT_AT or _free_cores() < 2:
         compressor = zlib.compressobj(_LEVEL)
         out = [compressor.compress(piece) for piece in _fed(parts, spend)]
         out.append(compressor.flush())
-        return b"".join(out)
+        return out
     first_half, second_half = _halves(parts, total // 2)
     if spend:
         parts.clear()
@@ -300,19 +336,22 @@ def deflate_parts(parts: list[Part], *, spend: bool = False) -> bytes:
         for piece in _fed(second_half, True):
             out.append(compressor.compress(piece))
             checksum = zlib.adler32(piece, checksum)
-        second.extend((b"".join(out) + compressor.flush(), checksum))
+        out.append(compressor.flush())
+        second.extend((out, checksum))
 
     worker = threading.Thread(target=deflate_second, name="tpukit-deflate")
     worker.start()
     compressor = zlib.compressobj(_LEVEL, zlib.DEFLATED, -zlib.MAX_WBITS)
-    first, checksum = [], 1
+    first, checksum = [_ZLIB_HEADER], 1
     for piece in _fed(first_half, True):
         first.append(compressor.compress(piece))
         checksum = zlib.adler32(piece, checksum)
     first.append(compressor.flush(zlib.Z_SYNC_FLUSH))
     worker.join()
     checksum = _adler32_combine(checksum, second[1], total - total // 2)
-    return b"".join([_ZLIB_HEADER, *first, second[0], checksum.to_bytes(4, "big")])
+    first += second[0]
+    first.append(checksum.to_bytes(4, "big"))
+    return first
 
 
 def _adler32_combine(first: int, second: int, length: int) -> int:
