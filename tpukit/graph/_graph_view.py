@@ -53,7 +53,6 @@ keeps the whole graph.
 
 from __future__ import annotations
 
-import html
 import os
 import pathlib
 import uuid
@@ -68,6 +67,7 @@ from tpukit.graph._graph_heap import give_back_freed_heap
 from tpukit.graph._graph_page import (
     GRAPH,
     TextPieces,
+    html_text,
     new_element_id,
     save_page,
     standalone_page,
@@ -250,7 +250,7 @@ class HloGraph:
         return "".join(self._fragment_pieces(said, payload, glance))
 
     def _fragment_pieces(self, said: str, payload: str | TextPieces, glance: str) -> list[str]:
-        fallback = html.escape(
+        fallback = html_text(
             f"HLO graph of {self.title}: {said}. It draws with JavaScript: "
             "run the cell in a trusted notebook, or open a file written by HloGraph.save()."
         )
