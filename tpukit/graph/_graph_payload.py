@@ -355,29 +355,36 @@ def _labels_with_parts_named(
     named = _PART_LABELS.get(data)
     if named is None:
         named = _PART_LABELS[data] = {}
-    name_parts = _part_namer(data, facts, flops, own, named)
+    namer = _PartNamer(data, facts, flops, own, named)
     parts = compress(range(len(kinds)), map(PART.__eq__, kinds)) if nodes is None else nodes
     for node in parts:
         if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
             found = named.get(node)
             if found is None:
-                name_parts(node)
+                namer.totals(node)
                 found = named[node]
             label[node] = found
     return label
 
 
-def _part_namer(
-    data: GraphTree, facts: OpFacts, flops: list[int], own: list[int], named: dict[int, str]
-) -> Callable[[int], tuple[dict[str, list[int]], int]]:
-    """Names ``named`` the parts under a group and the group itself (a part's name, from
+class _PartNamer:
+    """Names the parts under a group and the group itself (``named``: a part's name, from
     `OpFacts.members_totals` of its `_members`), each part's totals made from its
     children's: a stage of stages holds stages, each named, so each member was counted
     once a level. The members in `_members`' order (the last child first), so that names
-    come in the same order of first use and the first of equals is the same."""
-    instrs, children, kinds, labels = data.instr, data.children, data.kind, data.label
+    come in the same order of first use and the first of equals is the same. (A class,
+    not a closure that calls itself: that would be a cycle, holding ``facts`` and its
+    megabytes past the payload's ``del`` while the collector is paused.)"""
 
-    def totals(group: int) -> tuple[dict[str, list[int]], int]:
+    def __init__(
+        self, data: GraphTree, facts: OpFacts, flops: list[int], own: list[int], named: dict
+    ) -> None:
+        self.data, self.facts, self.flops, self.own, self.named = data, facts, flops, own, named
+
+    def totals(self, group: int) -> tuple[dict[str, list[int]], int]:
+        """``group``'s totals and member count (`OpFacts.members_totals`), its parts named."""
+        data, facts, flops, own = self.data, self.facts, self.flops, self.own
+        instrs, children, kinds = data.instr, data.children, data.kind
         merged: dict[str, list[int]] = {}
         count = 0
         run: list[int] = []  # instructions in a row: counted together
@@ -390,18 +397,16 @@ def _part_namer(
                     merged, count, facts.members_totals(run, instrs, flops, own)
                 )
                 run = []
-            merged, count = _merged(merged, count, totals(kid))
+            merged, count = _merged(merged, count, self.totals(kid))
         if run:
             merged, count = _merged(merged, count, facts.members_totals(run, instrs, flops, own))
-        if kinds[group] == PART and labels[group] == PART_LABEL:
+        if kinds[group] == PART and data.label[group] == PART_LABEL:
             found = totals_label(merged, count, lambda: [instrs[k] for k in _members(data, group)])
             held = children[group]
             if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
                 found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
-            named[group] = found
+            self.named[group] = found
         return merged, count
-
-    return totals
 
 
 def _merged(
