@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import pytest
 
+from tpukit.graph import _graph_payload
 from tpukit.graph._graph_costs import node_costs
-from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_data import PART, GraphTree
 from tpukit.graph._graph_nodes import (
     OpFacts,
     category,
@@ -21,6 +22,7 @@ from tpukit.graph._graph_nodes import (
     part_label,
     what_it_does,
 )
+from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_wire import LineColumn
 from tpukit.hlo import parse_hlo
 from tpukit.hlo.analysis._cost import (
@@ -293,3 +295,51 @@ def test_the_jax_op_of_a_backward_op_name_is_read_from_its_head(monkeypatch, op)
     name = f"jit(f)/transpose(jvp(g)/layers.0/moe/experts.1/up/{op})"
     assert _graph_nodes._jax_op(name, "dot") == split_scope(name)[-1]
     assert split == ["jit(f)/transpose(jvp(g)/layers.0/moe/experts.1/up"]
+
+
+def _chain_module(count: int) -> str:
+    """A flat chain of ``count`` ops, a dot every fourth: too long for one frame, so
+    staging makes stages of stages (`_graph_parts._nest`), each a part named by its work."""
+    lines = ["  p0 = f32[64,64]{1,0} parameter(0)"]
+    for k in range(1, count + 1):
+        operand = "p0" if k == 1 else f"a{k - 1}"
+        if k % 4 == 0:
+            dims = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+            lines.append(f"  a{k} = f32[64,64]{{1,0}} dot({operand}, p0), {dims}")
+        else:
+            op = ("exponential", "negate", "tanh")[k % 4 - 1]
+            lines.append(f"  a{k} = f32[64,64]{{1,0}} {op}({operand})")
+    lines[-1] = "  ROOT " + lines[-1].lstrip()
+    return "HloModule chain\nENTRY e {\n" + "\n".join(lines) + "\n}\n"
+
+
+class _ReadOnce(list):
+    """A column of figures that counts the reads of each place."""
+
+    def __init__(self, values) -> None:
+        super().__init__(values)
+        self.reads: dict[int, int] = {}
+
+    def __getitem__(self, k):
+        self.reads[k] = self.reads.get(k, 0) + 1
+        return super().__getitem__(k)
+
+
+def test_nested_parts_are_named_from_each_instructions_figures_read_once():
+    data = GraphTree(parse_hlo(_chain_module(300)))
+    flops, _, own = (list(column) for column in node_costs(data))
+    parts = [k for k, kind in enumerate(data.kind) if kind == PART and data.label[k] == PART_LABEL]
+    nested = [k for k in parts if any(data.kind[c] == PART for c in data.children[k])]
+    assert len(nested) > 5  # (stages of stages of stages: the case at stake)
+    reference = OpFacts(data.module)  # each part named from its members, as written
+    expected = list(data.label)
+    for node in parts:
+        members = _graph_payload._members(data, node)
+        expected[node] = reference.members_label(members, data.instr, flops, own)
+        if node in nested:
+            expected[node] = f"{expected[node].rsplit(' · ', 1)[0]} · "
+            expected[node] += f"{len(data.children[node])} stages"
+    counted = _ReadOnce(flops)
+    labels = _graph_payload._labels_with_parts_named(data, counted, own, OpFacts(data.module))
+    assert labels == expected
+    assert counted.reads and max(counted.reads.values()) == 1

@@ -15,7 +15,7 @@ import itertools
 import pytest
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo.analysis import _fused_work, _user_scopes
+from tpukit.hlo.analysis import _fused_work, _matmul_flops, _user_scopes
 from tpukit.hlo.analysis._matmul_flops import _dims_attr, _lhs_contracting
 from tpukit.hlo.text import _model
 from tpukit.hlo.text._attributes import split_attributes as _split
@@ -56,6 +56,41 @@ def test_a_dots_contracting_dims_read_from_its_line_are_the_split_attributes(
     assert _lhs_contracting(dot) == expected
     assert (not splits) == alone  # read from the line alone: nothing split
     assert dot._attributes is None  # either way, no dict kept with the module
+
+
+class _CountedPieces:
+    """`_matmul_flops._PLAIN_PIECES`, counting the texts it is asked to read."""
+
+    def __init__(self) -> None:
+        self.read = 0
+        self._pieces = _matmul_flops._PLAIN_PIECES
+
+    def fullmatch(self, text, *args):
+        self.read += 1
+        return self._pieces.fullmatch(text, *args)
+
+
+@pytest.mark.parametrize(
+    ("pieces", "alone"), [("lhs_batch_dims={0}, ", True), ("sharding={replicated}, ", False)]
+)
+def test_the_pieces_before_a_dots_contracting_dims_are_read_once_for_dots_writing_them_alike(
+    pieces, alone, monkeypatch
+):
+    # (each dot's own metadata after them: the line differs, what decides does not)
+    dots = [
+        parse_hlo(
+            _DOT.format(rest=f', {pieces}lhs_contracting_dims={{2}}, metadata={{op_name="a/{k}"}}')
+        ).instruction("d")
+        for k in range(3)
+    ]
+    counted = _CountedPieces()
+    monkeypatch.setattr(_matmul_flops, "_PLAIN_PIECES", counted)
+    monkeypatch.setattr(_matmul_flops, "_READ", {}, raising=False)  # (none kept before)
+    splits = []
+    monkeypatch.setattr(_model, "split_attributes", lambda t: splits.append(t) or _split(t))
+    assert [_lhs_contracting(dot) for dot in dots] == [(2,)] * 3
+    assert counted.read == 1
+    assert len(splits) == (0 if alone else 3)  # (not plain: every dot's attributes read)
 
 
 HEADS = [

@@ -22,7 +22,7 @@ falls in, and the short texts (a part's label, an instruction's HLO line) the vi
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import attrgetter
 
 from tpukit.display import format_bytes, format_flops
@@ -107,6 +107,18 @@ class OpFacts:
     ) -> str:
         """`part_label` of ``instrs[k]`` for each ``k`` of ``members``, whose FLOPs and bytes
         are ``flops[k]`` and ``nbytes[k]``: a graph's columns, read in one pass."""
+        totals, count = self.members_totals(members, instrs, flops, nbytes)
+        return totals_label(totals, count, lambda: [instrs[k] for k in members])
+
+    def members_totals(
+        self,
+        members: Iterable[int],
+        instrs: Sequence[HloInstruction],
+        flops: Sequence[int],
+        nbytes: Sequence[int],
+    ) -> tuple[dict[str, list[int]], int]:
+        """What `members_label` counts of ``members``: ``[ops, FLOPs, bytes]`` by the name
+        their work goes by, in order of first use, and how many members (plumbing too)."""
         named = self._named
         totals: dict[str, list[int]] = {}  # name -> [ops, FLOPs, bytes], in order of first use
         count = 0
@@ -126,9 +138,7 @@ class OpFacts:
                 entry[0] += 1
                 entry[1] += flops[k]
                 entry[2] += nbytes[k]
-        if not totals:
-            return _plumbing_label([instrs[k] for k in members])
-        return _named_label(totals, count)
+        return totals, count
 
     def _first_of_each_category(self, instr: HloInstruction) -> dict[str, str]:
         called = tuple(instr.called_computations)
@@ -242,6 +252,16 @@ def _label(work: list[tuple[str, tuple[int, int]]], instrs: list[HloInstruction]
 def _plumbing_label(instrs: list[HloInstruction]) -> str:
     """A part of plumbing alone: of constants, else of parameters."""
     return "constants" if {i.opcode for i in instrs} <= {"constant"} else "parameters"
+
+
+def totals_label(
+    totals: dict[str, list[int]], count: int, plumbing: Callable[[], list[HloInstruction]]
+) -> str:
+    """`part_label` from `OpFacts.members_totals`' ``totals`` and ``count``; ``plumbing``
+    gives the members, asked only when all of them are plumbing."""
+    if not totals:
+        return _plumbing_label(plumbing())
+    return _named_label(totals, count)
 
 
 def _named_label(totals: dict[str, list[int]], ops: int) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable, Iterator, Mapping
-from itertools import chain
+from itertools import chain, compress
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
@@ -21,7 +21,7 @@ from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import FRAME_H, FRAME_W
 from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_lines import SlicedLines
-from tpukit.graph._graph_nodes import OpFacts, clip, display_cut
+from tpukit.graph._graph_nodes import OpFacts, clip, display_cut, totals_label
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import (
@@ -351,21 +351,81 @@ def _labels_with_parts_named(
     and modules by their text), so what the table, the diff's matching and ``to_dot``
     read of it must not depend on whether a payload was built before.
     """
-    label, instrs, kinds = list(data.label), data.instr, data.kind
+    label, kinds = list(data.label), data.kind
     named = _PART_LABELS.get(data)
     if named is None:
         named = _PART_LABELS[data] = {}
-    for node in range(len(kinds)) if nodes is None else nodes:
+    namer = _PartNamer(data, facts, flops, own, named)
+    parts = compress(range(len(kinds)), map(PART.__eq__, kinds)) if nodes is None else nodes
+    for node in parts:
         if kinds[node] == PART and label[node] == PART_LABEL:  # (a stage of layers: named)
             found = named.get(node)
             if found is None:
-                found = facts.members_label(_members(data, node), instrs, flops, own)
-                held = data.children[node]
-                if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
-                    found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
-                named[node] = found
+                namer.totals(node)
+                found = named[node]
             label[node] = found
     return label
+
+
+class _PartNamer:
+    """Names the parts under a group and the group itself (``named``: a part's name, from
+    `OpFacts.members_totals` of its `_members`), each part's totals made from its
+    children's: a stage of stages holds stages, each named, so each member was counted
+    once a level. The members in `_members`' order (the last child first), so that names
+    come in the same order of first use and the first of equals is the same. (A class,
+    not a closure that calls itself: that would be a cycle, holding ``facts`` and its
+    megabytes past the payload's ``del`` while the collector is paused.)"""
+
+    def __init__(
+        self, data: GraphTree, facts: OpFacts, flops: list[int], own: list[int], named: dict
+    ) -> None:
+        self.data, self.facts, self.flops, self.own, self.named = data, facts, flops, own, named
+
+    def totals(self, group: int) -> tuple[dict[str, list[int]], int]:
+        """``group``'s totals and member count (`OpFacts.members_totals`), its parts named."""
+        data, facts, flops, own = self.data, self.facts, self.flops, self.own
+        instrs, children, kinds = data.instr, data.children, data.kind
+        merged: dict[str, list[int]] = {}
+        count = 0
+        run: list[int] = []  # instructions in a row: counted together
+        for kid in reversed(children[group]):
+            if instrs[kid] is not None:
+                run.append(kid)
+                continue
+            if run:
+                merged, count = _merged(
+                    merged, count, facts.members_totals(run, instrs, flops, own)
+                )
+                run = []
+            merged, count = _merged(merged, count, self.totals(kid))
+        if run:
+            merged, count = _merged(merged, count, facts.members_totals(run, instrs, flops, own))
+        if kinds[group] == PART and data.label[group] == PART_LABEL:
+            found = totals_label(merged, count, lambda: [instrs[k] for k in _members(data, group)])
+            held = children[group]
+            if any(kinds[k] == PART for k in held):  # a stage of stages: says how many
+                found = f"{found.rsplit(' · ', 1)[0]} · {len(held)} stages"
+            self.named[group] = found
+        return merged, count
+
+
+def _merged(
+    into: dict[str, list[int]], count: int, more: tuple[dict[str, list[int]], int]
+) -> tuple[dict[str, list[int]], int]:
+    """``into`` (totals of ``count`` members) with ``more``'s totals of the members after
+    them added; ``more``'s dict itself where ``into`` holds none (it is no one else's)."""
+    totals, added = more
+    if not count:
+        return totals, added
+    for name, (ops, flops, nbytes) in totals.items():
+        entry = into.get(name)
+        if entry is None:
+            into[name] = [ops, flops, nbytes]
+        else:
+            entry[0] += ops
+            entry[1] += flops
+            entry[2] += nbytes
+    return into, count + added
 
 
 #: Each tree's parts' labels (`_labels_with_parts_named`), made once: a large graph's page

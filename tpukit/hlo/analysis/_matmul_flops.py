@@ -66,21 +66,35 @@ def _lhs_contracting(instr: HloInstruction) -> tuple[int, ...]:
     """A dot's ``lhs_contracting_dims``, read from its line where the parser left its
     attributes unsplit and the key is written once, first among them or after plain
     pieces (as XLA writes a dot: ``lhs_batch_dims={0}``): a large module's tens of thousands of dots
-    then keep no dict of attributes each (what ``attributes`` would split and keep)."""
+    then keep no dict of attributes each (what ``attributes`` would split and keep).
+
+    What decides it lies between the operands and the end of the key's value (the pieces
+    before the key, the value): read once per distinct such text (`_READ`), since the
+    dots of a module write few (what follows, the metadata, is each dot's own)."""
     if instr._attributes is None:
-        rest = instr.text[instr._rest_at :]
-        at = rest.find(_LHS_KEY)
+        text, start = instr.text, instr._rest_at
+        at = text.find(_LHS_KEY, start)
         if at < 0:
             return ()  # not in the line: no split could find it
-        found = _DIMS_VALUE.match(rest, at + len(_LHS_KEY))
-        if (
-            found is not None
-            and rest.find(_LHS_KEY, at + 1) < 0
-            and _PLAIN_PIECES.fullmatch(rest, 0, at) is not None
-            and rest[:at].rstrip()[-1:] in ("", ",")
-        ):
-            return tuple(int(d) for d in re.findall(r"\d+", found.group(1)))
+        found = _DIMS_VALUE.match(text, at + len(_LHS_KEY))
+        if found is not None and text.find(_LHS_KEY, at + 1) < 0:
+            head = text[start : found.end()]
+            dims = _READ.get(head, _UNREAD)
+            if dims is _UNREAD:
+                if len(_READ) >= _READ_KEPT:
+                    _READ.clear()
+                dims = _READ[head] = _plain_dims(head, at - start, found.group(1))
+            if dims is not None:
+                return dims
     return _dims_attr(instr.attribute("lhs_contracting_dims"))
+
+
+def _plain_dims(head: str, at: int, value: str) -> tuple[int, ...] | None:
+    """The dims ``value`` of the key at ``at`` in ``head`` (the text after a dot's operands
+    to the end of that value) where only plain pieces come before the key, else None."""
+    if _PLAIN_PIECES.fullmatch(head, 0, at) is not None and head[:at].rstrip()[-1:] in ("", ","):
+        return _dims_attr(value)
+    return None
 
 
 _LHS_KEY = "lhs_contracting_dims"
@@ -89,6 +103,11 @@ _DIMS_VALUE = re.compile(r"\s*=\s*(\{[\d,\s]*\})\s*(?:,|$)")
 # Pieces before the key that cannot hold it: no string, no bracket but braces of digits
 # (``lhs_batch_dims={0}``).
 _PLAIN_PIECES = re.compile(r'[^\[\](){}"]*(?:\{[\d,\s]*\}[^\[\](){}"]*)*')
+#: `_lhs_contracting`'s reads by the text from a dot's operands to its key's value (None:
+#: not plain), emptied past `_READ_KEPT` texts (a module's dots write a handful).
+_READ: dict[str, tuple[int, ...] | None] = {}
+_READ_KEPT = 1024
+_UNREAD = object()
 
 
 def _dims_attr(value: str | None) -> tuple[int, ...]:
