@@ -22,7 +22,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import jax
 from flax import nnx
@@ -66,6 +66,21 @@ attribute_library_frames_to_callers()
 name_locations_with(describe_location)  # HLO names notebook cells as their user sees them
 
 Stage = Literal["lowered", "optimized"]
+
+
+class Calling(NamedTuple):
+    """How a `Compiled` calls an executable lowered on another form of its function's
+    arguments (fit's step takes its state as flat leaves): ``arguments(args, kwargs)``
+    gives the executable's arguments, ``results`` maps its output back, and
+    ``shardings`` maps its input shardings to ``(positional, keywords)``."""
+
+    arguments: Callable[[tuple, dict], tuple]
+    results: Callable[[Any], Any]
+    shardings: Callable[[tuple], tuple[tuple, dict]]
+
+
+#: The executable takes the function's arguments as they are.
+AS_GIVEN = Calling(lambda args, kwargs: (args, kwargs), lambda out: out, tuple)
 
 
 @user_facing
@@ -163,8 +178,10 @@ def compile_lowering(
     bound_arguments: tuple = (),
     example_arguments: tuple[tuple, dict] | None = None,
     fixes: Callable[..., list] | None = None,
+    calling: Calling = AS_GIVEN,
 ) -> Compiled:
-    """Lower with ``lower()``, compile, and wrap the result as a `Compiled` of ``function``.
+    """Lower with ``lower()``, compile, and wrap the result as a `Compiled` of ``function``
+    (its executable called as ``calling`` says).
 
     The one place that times the two stages, notices a persistent-cache hit, fills in
     the signature's output and turns a failure into a `CompileError` at the user's line;
@@ -202,6 +219,7 @@ def compile_lowering(
         from_cache=cache_hit_count() > hits_before,
         example_arguments=example_arguments,
         fixes=fixes,
+        calling=calling,
     )
     ours = [r for r in records_since(ledger_mark) if r.kind == "jit"]
     compiled.compile_record = ours[-1] if ours else None
@@ -240,8 +258,10 @@ class Compiled:
         from_cache: bool,
         example_arguments: tuple[tuple, dict] | None = None,
         fixes: Callable[..., list] | None = None,
+        calling: Calling = AS_GIVEN,
     ):
         self.function = function
+        self.calling = calling
         # What an out-of-memory explanation measures as "what would fit" (None: nothing).
         self.fixes = fixes
         self.bound_arguments = bound_arguments
@@ -286,7 +306,7 @@ class Compiled:
     @property
     def input_shardings(self) -> dict[str, Any]:
         """The sharding of each traced argument by name (a pytree of them for pytree arguments)."""
-        (positional, keywords), _ = self.jax_compiled.input_shardings
+        positional, keywords = self.calling.shardings(self.jax_compiled.input_shardings[0])
         names = [p.name for p in self.signature.arrays if not p.keyword]
         return {**dict(zip(names, positional)), **keywords}
 
@@ -329,11 +349,11 @@ class Compiled:
         traced = self._traced_arguments((*self.bound_arguments, *args), kwargs)
         with self._device_memory_errors():  # memory hook: an out-of-memory explained
             self._check_configured_capacity()
-            return settled(self.jax_compiled(*traced), self.devices)
+            return self.calling.results(settled(self.jax_compiled(*traced), self.devices))
 
     def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
-        traced = self.signature.check_call(args, kwargs)
+        traced = self.calling.arguments(*self.signature.check_call(args, kwargs))
         if len(self.devices) > 1:
             traced = place_like(traced, self.jax_compiled.input_shardings[0])
         else:
