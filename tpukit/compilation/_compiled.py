@@ -22,6 +22,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 import jax
@@ -72,11 +73,15 @@ class Calling(NamedTuple):
     """How a `Compiled` calls an executable lowered on another form of its function's
     arguments (fit's step takes its state as flat leaves): ``arguments(args, kwargs)``
     gives the executable's arguments, ``results`` maps its output back, and
-    ``shardings`` maps its input shardings to ``(positional, keywords)``."""
+    ``shardings`` maps its input shardings to ``(positional, keywords)``.
+    ``argument_names`` gives the executable's arguments their paths in the function's
+    trees (``{"leaves[0]": "state[0]['layers'][0]['kernel'].value"}``), by which the
+    memory view and the graph tell a layer's weight and its role."""
 
     arguments: Callable[[tuple, dict], tuple]
     results: Callable[[Any], Any]
     shardings: Callable[[tuple], tuple[tuple, dict]]
+    argument_names: Mapping[str, str] = MappingProxyType({})
 
 
 #: The executable takes the function's arguments as they are.
@@ -336,8 +341,14 @@ class Compiled:
             name=self.name,
             device_kind=self.device_kind,
             xla_cost=lambda: xla_cost_analysis(executable),
-            argument_names=self.signature.argument_paths(),
+            argument_names=self.argument_paths(),
         )
+
+    def argument_paths(self) -> dict[str, str]:
+        """``{path JAX gave an argument of the program: the name to show}``: the
+        signature's (``traced_args[0]`` is ``x``) and the executable's own form of the
+        arguments (`Calling.argument_names`), for the graph and the memory view."""
+        return {**self.signature.argument_paths(), **self.calling.argument_names}
 
     def collectives(self) -> list[Collective]:
         """The cross-device collectives XLA put in the optimized program (count and bytes each)."""

@@ -351,7 +351,8 @@ class Step:
         """How ``tpukit.Compiled`` calls the program lowered by :meth:`lower` on
         ``state`` as ``function(params, rest, opt_state, **data)``: the three trees go
         in as their leaves, and ``(params, rest, opt_state, stats)`` comes out."""
-        treedef = _flat(state).treedef
+        flat = _flat(state)
+        treedef = flat.treedef
 
         def arguments(args: tuple, kwargs: dict) -> tuple:
             return (treedef.flatten_up_to(tuple(args)), kwargs)
@@ -364,7 +365,13 @@ class Step:
             leaves, data = args
             return tuple(treedef.unflatten(leaves)), data
 
-        return Calling(arguments, results, shardings)
+        # Named as JAX named the state's leaves when the step took the tree itself.
+        paths = jax.tree_util.tree_flatten_with_path(flat.tree())[0]
+        names = {
+            f"leaves[{i}]": "state" + jax.tree_util.keystr(path)
+            for i, (path, _) in enumerate(paths)
+        }
+        return Calling(arguments, results, shardings, names)
 
     def diagnosis(self) -> Step:
         """The same call with every quantity of every step checked (``guard="step"``),
