@@ -200,6 +200,20 @@ def test_training_step_breakdown_and_layers():
     assert sum(n for _, n in view.breakdown()) == view.in_use_at_peak_bytes
 
 
+def test_a_training_steps_arguments_are_named_by_their_place_in_its_state():
+    """fit's step takes its state as flat leaves (JAX names them ``leaves[0]``, ...): the
+    view names each by its path in ``(params, rest, opt_state)``, the layer's weight or
+    moment it is, and the data by its own."""
+    view = training_step("mlp").memory_view()
+    groups = {b.group for b in view.buffers_at_peak() if b.kind == "argument"}
+    assert {
+        "state[0]['layers'][0]['kernel'].value",
+        "state[2][0].mu['layers'][2]['bias'].value",
+        "data['indices']",
+    } <= groups, sorted(groups)
+    assert not [g for g in groups if g.startswith("leaves")], sorted(groups)
+
+
 def predict(model, x):
     return model(x)
 

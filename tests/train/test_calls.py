@@ -344,20 +344,32 @@ def test_a_repeated_call_walks_the_model_after_its_first_dispatch(monkeypatch):
     assert order[:2] == ["walk", "dispatch"], order
 
 
-def test_the_write_back_takes_states_flattened_ahead_only_when_they_are_those_written():
-    from tpukit.train._kept_split import KeptSplit
-
-    m = model()
-    split = KeptSplit()
-    graphdef, params, rest = split.split(m)
-    bias = np.asarray(m.bias[...])
-    plus = [jax.tree.map(lambda a, k=k: a + k, params) for k in (1.0, 2.0)]
-    split.flatten_ahead(plus[0], rest)  # the run's last call, as dispatched
-    split.write_back(m, graphdef, plus[1], rest, checked=True)  # (a guard stop wrote another)
-    assert np.array_equal(np.asarray(m.bias[...]), bias + 2.0)
-    split.flatten_ahead(plus[0], rest)
-    split.write_back(m, graphdef, plus[0], rest, checked=True)
-    assert np.array_equal(np.asarray(m.bias[...]), bias + 1.0)
+def test_repeated_calls_pass_the_state_on_flat_and_build_its_trees_only_when_read(monkeypatch):
+    # Each dispatch on trees flattens NNX's and optax's nodes and builds the result's
+    # again (some 200 µs of a short call); the state goes from call to call, into the
+    # model's Variables and on to the next call as leaves, a tree only where one is read.
+    m = nnx.Sequential(nnx.Linear(8, 8, rngs=nnx.Rngs(0)), nnx.Linear(8, 2, rngs=nnx.Rngs(1)))
+    twin = nnx.clone(m)
+    x, y = X.copy(), Y.copy()
+    train(m, (x, y), steps_per_execution=2)
+    built, init = [], nnx.State.__init__
+    monkeypatch.setattr(
+        nnx.State, "__init__", lambda self, *a, **k: built.append(1) or init(self, *a, **k)
+    )
+    train(m, (x, y), epochs=2, steps_per_execution=2)  # the last call's set-up, 6 calls
+    assert not built, len(built)  # no State made: no tree of the state, in or out
+    opt_state = TrainingState.of(m).opt_state  # read: built now, once
+    assert built and TrainingState.of(m).opt_state is opt_state
+    monkeypatch.setattr(nnx.State, "__init__", init)
+    # the same model and optimizer state as calls set up afresh, from the trees read
+    for epochs in (1, 2):
+        TrainingState.of(twin).release_data()  # no kept set-up: the call starts from trees
+        train(twin, (x, y), epochs=epochs, steps_per_execution=2)
+    assert same(m, twin)
+    twin_state = jax.tree.leaves(TrainingState.of(twin).opt_state)
+    assert all(
+        np.array_equal(a, b) for a, b in zip(jax.tree.leaves(opt_state), twin_state, strict=True)
+    )
 
 
 def test_the_write_back_checks_flaxs_trace_context_once_not_once_per_variable(monkeypatch):

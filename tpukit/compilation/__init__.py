@@ -24,10 +24,10 @@ from tpukit.compilation._analysis import Memory
 from tpukit.compilation._call_line import CallSpec, parse_call_line
 from tpukit.compilation._compile_cache import enable_compile_cache
 from tpukit.compilation._compile_phases import CompilePhases
-from tpukit.compilation._compiled import Compiled, compile, compile_lowering
+from tpukit.compilation._compiled import Calling, Compiled, compile, compile_lowering
 from tpukit.compilation._diff import HloDiff, diff
 from tpukit.compilation._diff_row import DiffRow
-from tpukit.compilation._ledger import CompileRecord, no_recompile
+from tpukit.compilation._ledger import CompileRecord, no_recompile, record_count
 from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
@@ -42,6 +42,7 @@ from tpukit.memory import Fix, search_batch
 
 __all__ = [
     "CallSpec",
+    "Calling",
     "CompilePhases",
     "CompileRecord",
     "Compiled",
@@ -75,6 +76,7 @@ __all__ = [
     "plot_fusions",
     "plot_ops",
     "plot_roofline",
+    "record_count",
     "search",
     "search_batch",
     "set_device_memory",

@@ -22,7 +22,8 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
 
 import jax
 from flax import nnx
@@ -66,6 +67,25 @@ attribute_library_frames_to_callers()
 name_locations_with(describe_location)  # HLO names notebook cells as their user sees them
 
 Stage = Literal["lowered", "optimized"]
+
+
+class Calling(NamedTuple):
+    """How a `Compiled` calls an executable lowered on another form of its function's
+    arguments (fit's step takes its state as flat leaves): ``arguments(args, kwargs)``
+    gives the executable's arguments, ``results`` maps its output back, and
+    ``shardings`` maps its input shardings to ``(positional, keywords)``.
+    ``argument_names`` gives the executable's arguments their paths in the function's
+    trees (``{"leaves[0]": "state[0]['layers'][0]['kernel'].value"}``), by which the
+    memory view and the graph tell a layer's weight and its role."""
+
+    arguments: Callable[[tuple, dict], tuple]
+    results: Callable[[Any], Any]
+    shardings: Callable[[tuple], tuple[tuple, dict]]
+    argument_names: Mapping[str, str] = MappingProxyType({})
+
+
+#: The executable takes the function's arguments as they are.
+AS_GIVEN = Calling(lambda args, kwargs: (args, kwargs), lambda out: out, tuple)
 
 
 @user_facing
@@ -163,8 +183,10 @@ def compile_lowering(
     bound_arguments: tuple = (),
     example_arguments: tuple[tuple, dict] | None = None,
     fixes: Callable[..., list] | None = None,
+    calling: Calling = AS_GIVEN,
 ) -> Compiled:
-    """Lower with ``lower()``, compile, and wrap the result as a `Compiled` of ``function``.
+    """Lower with ``lower()``, compile, and wrap the result as a `Compiled` of ``function``
+    (its executable called as ``calling`` says).
 
     The one place that times the two stages, notices a persistent-cache hit, fills in
     the signature's output and turns a failure into a `CompileError` at the user's line;
@@ -202,6 +224,7 @@ def compile_lowering(
         from_cache=cache_hit_count() > hits_before,
         example_arguments=example_arguments,
         fixes=fixes,
+        calling=calling,
     )
     ours = [r for r in records_since(ledger_mark) if r.kind == "jit"]
     compiled.compile_record = ours[-1] if ours else None
@@ -240,8 +263,10 @@ class Compiled:
         from_cache: bool,
         example_arguments: tuple[tuple, dict] | None = None,
         fixes: Callable[..., list] | None = None,
+        calling: Calling = AS_GIVEN,
     ):
         self.function = function
+        self.calling = calling
         # What an out-of-memory explanation measures as "what would fit" (None: nothing).
         self.fixes = fixes
         self.bound_arguments = bound_arguments
@@ -286,7 +311,7 @@ class Compiled:
     @property
     def input_shardings(self) -> dict[str, Any]:
         """The sharding of each traced argument by name (a pytree of them for pytree arguments)."""
-        (positional, keywords), _ = self.jax_compiled.input_shardings
+        positional, keywords = self.calling.shardings(self.jax_compiled.input_shardings[0])
         names = [p.name for p in self.signature.arrays if not p.keyword]
         return {**dict(zip(names, positional)), **keywords}
 
@@ -316,8 +341,14 @@ class Compiled:
             name=self.name,
             device_kind=self.device_kind,
             xla_cost=lambda: xla_cost_analysis(executable),
-            argument_names=self.signature.argument_paths(),
+            argument_names=self.argument_paths(),
         )
+
+    def argument_paths(self) -> dict[str, str]:
+        """``{path JAX gave an argument of the program: the name to show}``: the
+        signature's (``traced_args[0]`` is ``x``) and the executable's own form of the
+        arguments (`Calling.argument_names`), for the graph and the memory view."""
+        return {**self.signature.argument_paths(), **self.calling.argument_names}
 
     def collectives(self) -> list[Collective]:
         """The cross-device collectives XLA put in the optimized program (count and bytes each)."""
@@ -329,11 +360,11 @@ class Compiled:
         traced = self._traced_arguments((*self.bound_arguments, *args), kwargs)
         with self._device_memory_errors():  # memory hook: an out-of-memory explained
             self._check_configured_capacity()
-            return settled(self.jax_compiled(*traced), self.devices)
+            return self.calling.results(settled(self.jax_compiled(*traced), self.devices))
 
     def _traced_arguments(self, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
         __tracebackhide__ = True  # noqa: F841 - IPython and pytest hide this frame
-        traced = self.signature.check_call(args, kwargs)
+        traced = self.calling.arguments(*self.signature.check_call(args, kwargs))
         if len(self.devices) > 1:
             traced = place_like(traced, self.jax_compiled.input_shardings[0])
         else:

@@ -26,6 +26,7 @@ from typing import Any
 
 import jax
 
+from tpukit.graph import user_path
 from tpukit.hlo import (
     LiveRanges,
     MemoryView,
@@ -124,7 +125,8 @@ def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> Memor
         limit, origin = device_capacity(compiled.devices[0])
     stats = _memory_analysis(compiled.jax_compiled)
     xla_peak = getattr(stats, "peak_memory_in_bytes", None) if stats is not None else None
-    arguments = [p.metadata.op_name for p in module.entry.parameters]
+    names = _argument_names(compiled)
+    arguments = [user_path(p.metadata.op_name, names) for p in module.entry.parameters]
     is_step = any(name.startswith("state[2]") for name in arguments)
     return MemoryView(
         module,
@@ -135,16 +137,16 @@ def memory_view_of(compiled: Any, *, capacity: int | str | None = None) -> Memor
         capacity=limit,
         capacity_source=origin,
         roles=_STEP_ROLES if is_step else None,
-        argument_names=_argument_names(compiled),
+        argument_names=names,
         output_names=_output_names(compiled),
     )
 
 
 def _argument_names(compiled: Any) -> dict[str, str]:
     """``{"traced_args[0]": "x"}``: the view names the arguments as the user did
-    (``Signature.argument_paths``)."""
-    signature = getattr(compiled, "signature", None)
-    return signature.argument_paths() if signature is not None else {}
+    (``Compiled.argument_paths``: fit's step's flat leaves by their place in its state)."""
+    paths = getattr(compiled, "argument_paths", None)
+    return paths() if paths is not None else {}
 
 
 def _output_names(compiled: Any) -> list[str]:

@@ -477,7 +477,11 @@ class GraphTree(PartsMixin, PiecesMixin):
 
 def user_path(path: str, renames: dict[str, str]) -> str:
     """``traced_args[0]['w']`` -> ``x['w']`` with ``{"traced_args[0]": "x"}`` (a prefix
-    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``)."""
+    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``).
+    A whole path is looked up first: fit's step names each of its flat leaves."""
+    whole = renames.get(path)
+    if whole is not None:
+        return whole
     for prefix, name in renames.items():
         if path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] in ("", "[", "."):
             return name + path[len(prefix) :]

@@ -117,7 +117,8 @@ class LastSetUp:
     and its ``evaluator``), with the settings it was made from: ``trainer`` and ``run``
     (tuples of option values, :func:`trainer_settings` and :func:`run_settings`) and
     the ``optimizer`` given. ``written`` is the state the call left in the model and its
-    ``TrainingState`` (placed as the layout says)."""
+    ``TrainingState`` (placed as the layout says), which the next call starts from as it
+    is when the model and the optimizer state are still both of it."""
 
     def __init__(
         self, spec: Any, evaluator: Any, trainer: tuple, run: tuple, optimizer: Any
@@ -127,7 +128,7 @@ class LastSetUp:
         self.trainer = trainer
         self.run = run
         self.optimizer = optimizer
-        self.written: tuple = ()  # (params, rest, opt_state), set by the run's write-back
+        self.written: Any = None  # the run's ``_flat.FlatState``, set by its write-back
 
     def same_settings(self, trainer: tuple, run: tuple) -> bool:
         return same(trainer, self.trainer) and same(run, self.run)
@@ -137,12 +138,6 @@ class LastSetUp:
         last = self.optimizer
         return optimizer is last or (
             same_optax(optimizer.update, last.update) and same_optax(optimizer.init, last.init)
-        )
-
-    def placed(self, params: Any, rest: Any, opt_state: Any) -> bool:
-        """Whether ``(params, rest, opt_state)`` is the state the last call wrote."""
-        return len(self.written) == 3 and all(
-            a is b for a, b in zip((params, rest, opt_state), self.written, strict=True)
         )
 
 

@@ -51,6 +51,7 @@ from tpukit.measure import peak_for
 
 from ._again import StaleSetUp
 from ._data import StaleData
+from ._flat import FlatState
 from ._guard import NonFiniteGuard, NonFiniteLossError
 from ._history import History
 from ._kept import KeptForModel
@@ -163,21 +164,24 @@ class Trainer:
         run = RunOptions.of({**COMPILE_STEP_DEFAULTS, **options}, call="compile_step()")
         prepared = prepare(self.model, self.optimizer, self.options, train_data, run)
         step, state, data = prepared.first_call()
+        tree = state.tree()
         # Every part of the state is traced, also one without arrays (optax.sgd's empty
         # state, which a call's signature would hold static and leave out of the call).
         signature = Signature(
             step.name,
-            tuple(replace(p, kind="array") for p in bind_arguments(step.function, state, data)),
+            tuple(replace(p, kind="array") for p in bind_arguments(step.function, tree, data)),
         )
         # Lowering reads shapes and shardings; nothing is donated until the program runs.
         # timeit() and profile() with no arguments run on this state and data, as fit would:
         # random numbers would make Adam's second moments negative and every step non-finite.
+        # fit's program takes the state as leaves: the call maps the trees onto them.
         return compile_lowering(
             lambda: step.lower(state, data),
             step.function,
             signature,
-            example_arguments=(tuple(state), dict(data)),
-            fixes=fit_fixes(prepared.spec, prepared.params, prepared.rest),
+            example_arguments=(tree, dict(data)),
+            fixes=fit_fixes(prepared.spec, tree[0], tree[1]),
+            calling=step.calling(state),
         )
 
     def _train(self, train_data: Any, options: RunOptions) -> History:
@@ -225,20 +229,20 @@ class Trainer:
             self.model, self.optimizer, self.options, train_data, options, kept, defer
         )
         spec, position, history = prepared.spec, prepared.position, History()
-        params, rest, opt_state = prepared.params, prepared.rest, prepared.opt_state
+        # The state stays flat (``_flat``): its trees are built only where they are read.
+        start, on_devices = prepared.state, prepared.placed
         if store is not None and options.resume:
-            params, rest, opt_state, position, history = self._restore(
-                store, spec, params, rest, opt_state
-            )
+            params, rest, opt_state, position, history = self._restore(store, spec, *start.tree())
+            start, on_devices = FlatState.of(params, rest, opt_state), False
         else:  # a stopped epoch that this call cannot finish: its steps stay, said once
             note = TrainingState.of(self.model).unfinished_epoch_note(spec.settings())
             if note is not None:
                 warnings.warn(note, stacklevel=4)
         # Before any step: a program over the device's memory is refused, explained (once
         # for the set-up: calls that repeat it, ``_again``, run the same program).
-        spec.once("fits", lambda: check_fits(spec, params, rest, opt_state, position))
+        spec.once("fits", lambda: check_fits(spec, *start.tree(), position))
         history.sharding = spec.once(
-            "sharding", lambda: self.plan.summary(params, opt_state, spec.batch_size)
+            "sharding", lambda: self.plan.summary(start.params, start.opt_state, spec.batch_size)
         )
         show = options.verbose and jax.process_index() == 0
         if show and not said_sharding:
@@ -255,16 +259,17 @@ class Trainer:
             position,
             history,
             Progress(show, speed, placed.note() if placed is not None else ""),
-            NonFiniteGuard(params, opt_state),
+            NonFiniteGuard(start),
             Checkpointing(store, spec) if store is not None else None,
             prepared.evaluator,
             started=started,
             kept=kept,
             unverified=prepared.unverified,
         )
-        state = (params, rest, opt_state)  # placed already when the last call wrote it
-        with explained_out_of_memory(spec, params, rest, opt_state, position):
-            return run.train(state if prepared.placed else self.plan.put_state(*state))
+        if not on_devices:  # (placed already when the last call wrote it)
+            start = FlatState.of(*self.plan.put_state(*start.tree()))
+        with explained_out_of_memory(spec, start, position):
+            return run.train(start)
 
     def _restore(
         self, store: _checkpoint.RunCheckpoints, spec: RunSpec, params, rest, opt_state

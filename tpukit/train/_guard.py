@@ -23,6 +23,7 @@ import numpy as np
 from tpukit.compilation import NanOrigin, search
 
 from ._exceptions import NonFiniteLossError
+from ._flat import FlatState
 from ._history import History
 from ._steps import Step, finite_names
 
@@ -51,15 +52,19 @@ _KINDS = ("gradient of ", "new value of ", "optimizer state ")
 class NonFiniteGuard:
     """Reads the ``finite`` flags of a compiled call for a model and optimizer state."""
 
-    def __init__(self, params: Any, opt_state: Any):
-        self._state = (params, opt_state)
+    def __init__(self, params: Any, opt_state: Any = None):
+        self._state = (params, opt_state)  # or a ``_flat.FlatState`` as ``params``
         self._names: tuple[str, ...] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
-        """What each ``finite`` flag is about (named when a call trips, not before)."""
+        """What each ``finite`` flag is about (named when a call trips, not before: a run's
+        state is a tree only then)."""
         if self._names is None:
-            self._names = finite_names(*self._state)
+            params, opt_state = self._state
+            if isinstance(params, FlatState):
+                params, opt_state = params.params, params.opt_state
+            self._names = finite_names(params, opt_state)
         return self._names
 
     @staticmethod

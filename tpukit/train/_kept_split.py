@@ -38,6 +38,7 @@ from typing import Any
 import jax
 from flax import nnx
 
+from ._flat import FlatState
 from ._steps import split_model
 
 #: What the walk does with a value, by its type (flax's checks are slow ``isinstance``
@@ -140,16 +141,17 @@ def walk(model: Any) -> Walk | None:
 
 class KeptSplit:
     """``(graphdef, params, rest)`` of the model as the last call left it, with the
-    :class:`Walk` that proves the model still is that (see the module's docstring)."""
+    :class:`Walk` that proves the model still is that (see the module's docstring).
+    The states are kept as they were written: trees, or the ``FlatState`` of a call
+    (whose trees are built only when read, :attr:`params` and :attr:`rest`)."""
 
     def __init__(self) -> None:
         self.graphdef: Any = None
-        self.params: Any = None
-        self.rest: Any = None
+        self.state: Any = None  # (params, rest), or the FlatState written
         self._walk: Walk | None = None
         self._leaf_of: list[int] = []  # each walked Variable's index in the states' leaves
         self._treedef: Any = None  # of ``(params, rest)``
-        self._ahead: tuple | None = None  # (params, rest, leaves, treedef): flatten_ahead
+        self._parts: Any = None  # the last FlatState's ``Parts`` found of ``_treedef``
 
     @classmethod
     def beside(cls, kept: Any) -> KeptSplit:
@@ -159,10 +161,18 @@ class KeptSplit:
         return kept.split
 
     @property
-    def kept(self) -> tuple[Any, Any, Any] | None:
-        """``(graphdef, params, rest)`` as the last call left the model, unchecked (see
-        :meth:`unchanged`), or ``None`` when nothing is kept."""
-        return None if self._walk is None else (self.graphdef, self.params, self.rest)
+    def params(self) -> Any:
+        return self.state[0] if type(self.state) is tuple else self.state.params
+
+    @property
+    def rest(self) -> Any:
+        return self.state[1] if type(self.state) is tuple else self.state.rest
+
+    @property
+    def kept(self) -> tuple[Any, Any] | None:
+        """``(graphdef, state)`` as the last call left the model, unchecked (see
+        :meth:`unchanged`; ``state`` as :attr:`state`), or ``None`` when nothing is kept."""
+        return None if self._walk is None else (self.graphdef, self.state)
 
     def unchanged(self, model: Any) -> bool:
         """Whether ``model`` is as the kept states left it (the cheap walk finds it so)."""
@@ -179,36 +189,28 @@ class KeptSplit:
         self._record(model, graphdef, params, rest)
         return graphdef, params, rest
 
-    def flatten_ahead(self, params: Any, rest: Any) -> None:
-        """Flatten ``(params, rest)``, the states a :meth:`write_back` is expected to
-        write, now: a run's last call, while the device computes it, rather than after it
-        (a walk of every Variable, some 150 µs of a short call's host time)."""
-        self._ahead = (params, rest, *jax.tree.flatten((params, rest)))
-
     def write_back(
-        self, model: Any, graphdef: Any, params: Any, rest: Any, *, checked: bool = False
+        self, model: Any, graphdef: Any, state: FlatState, *, checked: bool = False
     ) -> None:
-        """``nnx.update(model, params, rest)`` (states of ``graphdef``'s model); straight
-        into the Variables when the model is as the kept states left it and the new
-        states have their structure. ``checked``: nothing but ``fit`` touched the model
-        since its :meth:`split` this call (no callback ran), so it is not walked again."""
-        ahead, self._ahead = self._ahead, None
+        """``nnx.update(model, params, rest)`` (``state``'s, states of ``graphdef``'s
+        model); straight from ``state``'s leaves into the Variables when the model is as
+        the kept states left it and the new states have their structure. ``checked``:
+        nothing but ``fit`` touched the model since its :meth:`split` this call (no
+        callback ran), so it is not walked again."""
         if self._walk is not None and (checked or self._walk.same_as(walk(model) or Walk())):
-            if ahead is not None and ahead[0] is params and ahead[1] is rest:
-                leaves, tree = ahead[2:]
-            else:
-                leaves, tree = jax.tree.flatten((params, rest))
-            if tree == self._treedef:
-                objects = self._walk.objects
+            parts = state.parts
+            if parts is self._parts or parts.model_treedef == self._treedef:
+                self._parts = parts
+                leaves, objects = state.leaves, self._walk.objects
                 for n, (variable, at, i) in enumerate(
                     zip(self._walk.variables, self._walk.raw_at, self._leaf_of, strict=True)
                 ):
                     _set_raw(variable, leaves[i], checked=n > 0)
                     objects[at] = leaves[i]
-                self.params, self.rest = params, rest
+                self.state = state
                 return
-        nnx.update(model, params, rest)
-        self._record(model, graphdef, params, rest)
+        nnx.update(model, state.params, state.rest)
+        self._record(model, graphdef, state.params, state.rest)
 
     def _record(self, model: Any, graphdef: Any, params: Any, rest: Any) -> None:
         """Keep ``(graphdef, params, rest)`` when every leaf of the states is the array of
@@ -222,8 +224,8 @@ class KeptSplit:
         leaf_of = [index.get(id(found.objects[at]), -1) for at in found.raw_at]
         if len(index) != len(leaf_of) or sorted(leaf_of) != list(range(len(index))):
             return
-        self.graphdef, self.params, self.rest = graphdef, params, rest
-        self._walk, self._leaf_of, self._treedef = found, leaf_of, tree
+        self.graphdef, self.state = graphdef, (params, rest)
+        self._walk, self._leaf_of, self._treedef, self._parts = found, leaf_of, tree, None
 
 
 def _set_raw(variable: nnx.Variable, value: Any, checked: bool = False) -> None:

@@ -91,10 +91,8 @@ def check_fits(spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: 
 
 
 @contextlib.contextmanager
-def explained_out_of_memory(
-    spec: RunSpec, params: Any, rest: Any, opt_state: Any, position: Position
-) -> Iterator[None]:
-    """Turn a device's out-of-memory inside the run (``RESOURCE_EXHAUSTED``: the device
+def explained_out_of_memory(spec: RunSpec, state: Any, position: Position) -> Iterator[None]:
+    """Turn a device's out-of-memory inside the run (from ``state``, a ``_flat.FlatState``) (``RESOURCE_EXHAUSTED``: the device
     held less than the check assumed, or no capacity was known) into the explained
     ``DeviceMemoryError``. The run has written back the last call it applied whole."""
     try:
@@ -107,7 +105,7 @@ def explained_out_of_memory(
         if capacity is None:
             capacity, origin = available_bytes(device), "free now"
         try:
-            compiled = first_call(spec, params, rest, opt_state, position)
+            compiled = first_call(spec, *state.tree(), position)
         except Exception:  # the explanation must never hide the error it explains
             raise exc from None
         raise DeviceMemoryError(
@@ -128,6 +126,7 @@ def first_call(
         step.function,
         signature,
         fixes=fit_fixes(spec, params, rest),
+        calling=step.calling(state),
     )
 
 

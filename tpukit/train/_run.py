@@ -17,7 +17,6 @@ Example::
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ import numpy as np
 from flax import nnx
 
 from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
-from tpukit.compilation import compiles, device_capacity
+from tpukit.compilation import compiles, device_capacity, record_count
 from tpukit.display import format_count
 from tpukit.runtime import devices_of, one_at_a_time
 
@@ -36,6 +35,7 @@ from . import _steps
 from ._again import StaleSetUp
 from ._collaborators import Checkpointing, InputWait, Progress
 from ._data import ResidentData, StaleData
+from ._flat import FlatState
 from ._guard import NonFiniteGuard, replay_origin
 from ._history import History
 from ._kept import KeptForModel
@@ -52,7 +52,7 @@ class _Flight:
     steps: int
     fn: _steps.Step
     data: dict
-    state: tuple  # (params, rest, opt_state) after its steps
+    state: FlatState  # (params, rest, opt_state) after its steps
     stats: dict
     dispatched: float  # time.perf_counter() at dispatch
     compiled: bool  # whether dispatching it compiled the function
@@ -84,7 +84,7 @@ class Run:
         self.checkpointing = checkpointing
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
-        self.state: tuple = ()
+        self.state: FlatState | None = None
         self._outputs = False  # whether ``state`` holds a compiled call's results
         self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
         # the next epoch's first call, dispatched ahead, and the rest of its calls
@@ -108,7 +108,7 @@ class Run:
         self._unverified = unverified
 
     # ----------------------------------------------------------------- the loop
-    def train(self, state: tuple) -> History:
+    def train(self, state: FlatState) -> History:
         """Train from ``state`` (``(params, rest, opt_state)``, placed) to the last epoch.
 
         Whatever stops the loop (the last epoch, the NaN guard, an exception, ^C), the
@@ -122,7 +122,8 @@ class Run:
         # On several simulated CPU devices each call is waited for as it is dispatched
         # (tpukit.runtime.settled): one dispatched ahead would only hold ^C meanwhile.
         self._look_ahead = not self.spec.options.callbacks and self.spec.once(
-            "look_ahead", lambda: look_ahead_fits(state) and not one_at_a_time(devices_of(state))
+            "look_ahead",
+            lambda: look_ahead_fits(state.leaves) and not one_at_a_time(devices_of(state.leaves)),
         )
         start, first_epoch_end = compile_mark(), None
         try:
@@ -197,10 +198,10 @@ class Run:
             if self.spec.guard and self.guard.tripped(stats):
                 state, stopped = self._good_steps(flight.fn, flight.data)
                 with deferred_interrupts():
-                    self._apply(tuple(state), stopped, flight.steps, seconds)
+                    self._apply(state, stopped, flight.steps, seconds)
                 self._stop(stopped, flight)
             with deferred_interrupts():
-                record = self._apply(tuple(flight.state), stats, flight.steps, seconds)
+                record = self._apply(flight.state, stats, flight.steps, seconds)
             self.progress.advance(flight.steps, self._running(), seconds, compiled=flight.compiled)
             if self.spec.options.callbacks:
                 self._write_back(self.state)
@@ -214,21 +215,19 @@ class Run:
             flight = following
         self._finish_epoch(self.state)
 
-    def _dispatch(self, pending: tuple[int, _steps.Step, dict], state: tuple) -> _Flight:
+    def _dispatch(self, pending: tuple[int, _steps.Step, dict], state: FlatState) -> _Flight:
         """Start one compiled call on ``state``; its results stay on the device."""
         steps, fn, data = pending
         self.progress.speed.count_flops(fn, (state, data), steps)
         before = compile_count(fn)
         dispatched = time.perf_counter()
         try:
-            *new_state, stats = fn(state, data)
+            new_state, stats = fn(state, data)
         except Exception:
             if self._unverified is not None:  # an array of a stale set-up deleted, say
                 self._verify()
             raise
-        return _Flight(
-            steps, fn, data, tuple(new_state), stats, dispatched, compile_count(fn) != before
-        )
+        return _Flight(steps, fn, data, new_state, stats, dispatched, compile_count(fn) != before)
 
     def _ahead_of(self, flight: _Flight, pending: tuple | None) -> _Flight | None:
         """Dispatch the call after ``flight`` on its result before reading it back, when
@@ -245,11 +244,9 @@ class Run:
                 return self._dispatch_ahead(pending, flight.state)
             return None
         self._prefetch_next_epoch()
-        if self.kept is not None and self.position.epoch + 1 == self.spec.options.epochs:
-            # the run's last call: what the write-back will walk, walked while it runs
-            KeptSplit.beside(self.kept).flatten_ahead(*flight.state[:2])
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
-            self._evaluation = (flight.state, self.evaluator.start(*flight.state[:2]))
+            state = flight.state
+            self._evaluation = (state, self.evaluator.start(state.params, state.rest))
         if speculate and self._indices is not None:
             epoch, indices = self._indices
             ahead = Position(epoch_base=self.position.epoch_base, epoch=epoch)
@@ -262,7 +259,7 @@ class Run:
                     self._next_epoch = (ahead_flight, calls)
         return None
 
-    def _dispatch_ahead(self, pending: tuple, state: tuple) -> _Flight | None:
+    def _dispatch_ahead(self, pending: tuple, state: FlatState) -> _Flight | None:
         """:meth:`_dispatch` ahead of the call's turn: a ^C meanwhile is held until its
         turn; a failure turns the look-ahead off and leaves the call for its turn."""
         try:
@@ -274,7 +271,7 @@ class Run:
             self._look_ahead = False
             return None
 
-    def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[list, dict]:
+    def _good_steps(self, fn: _steps.Step, data: dict) -> tuple[FlatState, dict]:
         """The state after a tripped call's good steps, and the stats naming the bad one.
 
         The call did not consume its input, so its steps run again from it with every
@@ -283,11 +280,11 @@ class Run:
         run find nothing, as a non-deterministic reduction could make it, nothing of
         the call is kept.)
         """
-        *state, diagnosed = fn.diagnosis()(self.state, data)
+        state, diagnosed = fn.diagnosis()(self.state, data)
         diagnosed = jax.device_get(diagnosed)
         if int(diagnosed["bad_step"]) < 0:
             zero = {n: 0.0 for n in self.names}
-            return list(self.state), {**zero, "steps": 0, "bad_step": 0, "finite": None}
+            return self.state, {**zero, "steps": 0, "bad_step": 0, "finite": None}
         return state, diagnosed
 
     def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
@@ -317,7 +314,7 @@ class Run:
                 epoch_indices_on_device(spec, epoch),
             )
 
-    def _apply(self, state: tuple, stats: dict, steps: int, seconds: float) -> dict:
+    def _apply(self, state: FlatState, stats: dict, steps: int, seconds: float) -> dict:
         """Take one call's new state, advance the position by its steps and add its
         figures to the history: one block, run inside ``deferred_interrupts``."""
         pos = self.position
@@ -346,15 +343,15 @@ class Run:
         sums = self.position.epoch_sums
         return {n: sums.get(n, 0.0) / max(sums.get("steps", 0), 1) for n in self.names}
 
-    def _finish_epoch(self, state: tuple) -> None:
+    def _finish_epoch(self, state: FlatState) -> None:
         pos = self.position
         figures = self._running()
         if self.evaluator is not None:
             started_on, values = self._evaluation or (None, None)
             self._evaluation = None
-            if started_on is None or started_on[0] is not state[0]:
+            if started_on is not state:
                 values = None
-            figures.update(self.evaluator(state[0], state[1], values))
+            figures.update(self.evaluator(state.params, state.rest, values))
         with deferred_interrupts():
             self.history.add_epoch(
                 {
@@ -387,7 +384,7 @@ class Run:
         """Write a checkpoint; its time is left out of the calls' seconds (steps/s)."""
         begin = time.perf_counter()
         with deferred_interrupts():
-            self.checkpointing.save(self.position, self.history, self.state)
+            self.checkpointing.save(self.position, self.history, self.state.tree())
         self._pauses.append((begin, time.perf_counter()))
 
     def _call_seconds(self, start: float, end: float) -> float:
@@ -449,14 +446,16 @@ class Run:
         self.progress.close_epoch()
         if self.checkpointing:
             with deferred_interrupts():
-                self.checkpointing.save(pos, self.history, self.state)  # unless saved already
+                self.checkpointing.save(
+                    pos, self.history, self.state.tree()
+                )  # unless saved already
         error = self.guard.error(
             stats["finite"],
             self._where(pos.step + 1, pos.global_step + 1),
             pos.global_step if self.checkpointing else None,
             self.history,
             origin=(
-                replay_origin(flight.fn, flight.data, int(stats["bad_step"]), self.state)
+                replay_origin(flight.fn, flight.data, int(stats["bad_step"]), self.state.tree())
                 if self.spec.find_nan_origin
                 else None
             ),
@@ -496,33 +495,34 @@ class Run:
         if self.progress.show:
             print(f"tpukit.fit: {message}", flush=True)
 
-    def _write_back(self, state: tuple) -> None:
-        """Put the run's state into the model and its :class:`TrainingState`."""
-        params, rest, opt_state = state
+    def _write_back(self, state: FlatState) -> None:
+        """Put the run's state into the model and its :class:`TrainingState`: the
+        model's Variables set from the state's leaves, and the optimizer state kept as
+        the state's part (no tree is built: ``_flat``)."""
         pos = self.position
+        model_leaves = state.leaves[: state.model_leaves]
         # a call's results are live (fit never deletes them); the state given may not be
-        live = self._outputs or _live((params, rest, opt_state))
-        if live or _live((params, rest)):
+        live = self._outputs or _live(state.leaves)
+        if live or _live(model_leaves):
             if self.kept is not None:
                 KeptSplit.beside(self.kept).write_back(
                     self.model,
                     self.spec.graphdef,
-                    params,
-                    rest,
+                    state,
                     checked=not self.spec.options.callbacks,  # only callbacks touch the model
                 )
             else:
-                nnx.update(self.model, params, rest)
+                nnx.update(self.model, state.params, state.rest)
         TrainingState.of(self.model).advance(
             pos.epoch_base + pos.epoch,
             pos.global_step,
             self.spec.program.key,
-            opt_state if live or _live(opt_state) else None,
+            state if live or _live(state.optimizer_leaves()) else None,
             in_epoch=(pos.step, dict(pos.epoch_sums), self.spec.settings()) if pos.step else None,
         )
         last = getattr(self.kept, "last", None)
         if last is not None and last.spec.memo is self.spec.memo:  # the next call's state
-            last.written = (params, rest, opt_state) if live else ()
+            last.written = state if live else None
 
 
 #: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's
@@ -538,9 +538,9 @@ LOOK_AHEAD_SHARE = 0.05
 LOOK_AHEAD_BYTES = 256 * 2**20
 
 
-def look_ahead_fits(state: tuple) -> bool:
-    """Whether one more copy of ``state`` (its bytes over all devices, an upper bound
-    of what one device holds) is small beside a device's memory."""
+def look_ahead_fits(state: Any) -> bool:
+    """Whether one more copy of ``state`` (a tree, or its leaves; its bytes over all
+    devices, an upper bound of what one device holds) is small beside a device's memory."""
     leaves = jax.tree.leaves(state)
     size = sum(getattr(x, "nbytes", 0) for x in leaves)
     devices = [d for x in leaves[:1] for d in getattr(x, "devices", lambda: ())()]
@@ -561,10 +561,10 @@ def _on_host(stats: dict) -> dict:
 
 
 def compile_mark() -> int:
-    """``tpukit.compiles().end``, the ledger's bookmark, without copying the ledger's
-    records (``compiles()`` gathers every record since the process started)."""
-    return compiles(since=sys.maxsize).end
+    """``tpukit.compiles().end``, the ledger's bookmark: how many compiles it holds, read
+    without building ``compiles()``'s view (three per call, some 60 µs in situ)."""
+    return record_count()
 
 
-def _live(tree: Any) -> bool:
-    return not any(getattr(x, "is_deleted", lambda: False)() for x in jax.tree.leaves(tree))
+def _live(leaves: list) -> bool:
+    return not any(getattr(x, "is_deleted", lambda: False)() for x in leaves)

@@ -58,6 +58,7 @@ from ._data import (
     kept_copy,
 )
 from ._exceptions import TrainingInputError
+from ._flat import FlatState
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
 from ._layout import place
@@ -179,12 +180,11 @@ class Evaluator:
 @dataclass(frozen=True, eq=False)  # holds arrays: compared by identity
 class Prepared:
     """A run set up and checked: what it is (``spec``), the state it starts from
-    (not yet placed), where it starts, and its evaluation of ``eval_data``."""
+    (``(params, rest, opt_state)`` as a ``FlatState``, placed or not), where it starts,
+    and its evaluation of ``eval_data``."""
 
     spec: RunSpec
-    params: Any
-    rest: Any
-    opt_state: Any
+    state: FlatState
     position: Position
     evaluator: Evaluator | None
     #: Whether the state is already placed (the state the last call wrote: ``_again``).
@@ -193,13 +193,13 @@ class Prepared:
     #: ``True`` when the model and optimizer are those of the set-up; ``None``: none left.
     unverified: Callable[[], bool] | None = None
 
-    def placed_state(self) -> tuple:
-        """``(params, rest, opt_state)`` placed on the devices as the layout says."""
+    def placed_state(self) -> FlatState:
+        """The state placed on the devices as the layout says."""
         if self.placed:
-            return self.params, self.rest, self.opt_state
-        return self.spec.plan.put_state(self.params, self.rest, self.opt_state)
+            return self.state
+        return FlatState.of(*self.spec.plan.put_state(*self.state.tree()))
 
-    def first_call(self) -> tuple[_steps.Step, tuple, dict]:
+    def first_call(self) -> tuple[_steps.Step, FlatState, dict]:
         """``(step, placed state, data)``: the first compiled call the run makes."""
         state = self.placed_state()
         _, step, data = next(executions(self.spec, self.position))
@@ -287,7 +287,7 @@ def prepare(
         if run.checkpoint_dir is None:
             trainer, settings = trainer_settings(options), run_settings(run)
             kept.last = LastSetUp(spec, evaluator, trainer, settings, optimizer)
-    return _started(spec, model, params, rest, evaluator)
+    return _started(spec, model, (params, rest), evaluator)
 
 
 def _repeated(
@@ -316,58 +316,64 @@ def _repeated(
             return None
         copies.append(copy)
     split = KeptSplit.beside(kept)
-    unverified = split.kept if defer else None
-    if unverified is None:
-        graphdef, params, rest = split.split(model)
-        if graphdef is not spec.graphdef or not last.same_optimizer(optimizer):
-            return None
-    else:
-        graphdef, params, rest = unverified
-        if graphdef is not spec.graphdef:
-            return None
+    found = split.kept
+    if found is None or found[0] is not spec.graphdef:
+        return None
+    if not defer and not (split.unchanged(model) and last.same_optimizer(optimizer)):
+        return None
     for copy in copies:
         copy.reuse()  # its contents are checked while the first call runs
-    if unverified is None:
-        return _started(spec.with_options(run), model, params, rest, last.evaluator, last)
+    if not defer:
+        return _started(spec.with_options(run), model, found[1], last.evaluator, last)
     state, key = TrainingState.of(model), spec.program.key
 
-    def verify(opt_state: Any) -> bool:
+    def verify(kept_optimizer: bool) -> bool:
         """The checks left out above: the model as the kept split left it, the same
-        optimizer, and the optimizer state taken from the model's training state still
-        whole (no array deleted); a fresh one needs none."""
+        optimizer, and the optimizer state taken from the model's training state
+        (``kept_optimizer``) still whole (no array deleted); a fresh one needs none."""
         return (
             split.unchanged(model)
             and last.same_optimizer(optimizer)
-            and (opt_state is not state.opt_state or state.optimizer_state(key) is opt_state)
+            and (not kept_optimizer or state.optimizer_whole(key))
         )
 
-    return _started(spec.with_options(run), model, params, rest, last.evaluator, last, verify)
+    return _started(spec.with_options(run), model, found[1], last.evaluator, last, verify)
 
 
 def _started(
     spec: RunSpec,
     model: nnx.Module,
-    params: Any,
-    rest: Any,
+    kept: Any,
     evaluator: Evaluator | None,
     last: LastSetUp | None = None,
-    verify: Callable[[Any], bool] | None = None,
+    verify: Callable[[bool], bool] | None = None,
 ) -> Prepared:
     """The :class:`Prepared` run of ``spec`` from where the model's training got to: the
-    optimizer state it kept for this program (else a fresh one), and its position; the
-    state is placed already when it is what ``last`` wrote. ``verify(opt_state)``: the
+    model's states ``kept`` (``(params, rest)``, or the ``FlatState`` a call wrote), the
+    optimizer state the model kept for this program (else a fresh one), and its position.
+    The state is the one ``last`` wrote, placed already and never made a tree again,
+    when model and optimizer state are both of it. ``verify(kept_optimizer)``: the
     repeated set-up's checks left for the run (``_repeated``), which check too that the
     kept optimizer state lost no array (else it is checked here)."""
-    state = TrainingState.of(model)
-    if verify is not None and last.placed(params, rest, state.opt_state):
-        kept = state.opt_state if state.optimizer_key == spec.program.key else None
-    else:
-        kept = state.optimizer_state(spec.program.key)
-    opt_state = spec.program.init(params) if kept is None else kept
+    state, key = TrainingState.of(model), spec.program.key
     position = Position.continuing(state, spec.settings())
-    placed = last is not None and last.placed(params, rest, opt_state)
-    unverified = None if verify is None else functools.partial(verify, opt_state)
-    return Prepared(spec, params, rest, opt_state, position, evaluator, placed, unverified)
+    written = last.written if last is not None else None
+    if (
+        written is not None
+        and kept is written
+        and state.holds_optimizer_of(written)
+        and state.optimizer_key == key
+        and (verify is not None or state.optimizer_whole(key))
+    ):
+        unverified = None if verify is None else functools.partial(verify, True)
+        return Prepared(spec, written, position, evaluator, True, unverified)
+    params, rest = kept if type(kept) is tuple else (kept.params, kept.rest)
+    opt_state = state.optimizer_state(key)
+    unverified = None if verify is None else functools.partial(verify, opt_state is not None)
+    if opt_state is None:
+        opt_state = spec.program.init(params)
+    start = FlatState.of(params, rest, opt_state)
+    return Prepared(spec, start, position, evaluator, False, unverified)
 
 
 def evaluation(

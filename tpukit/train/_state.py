@@ -35,6 +35,7 @@ from typing import Any
 
 import jax
 
+from ._flat import FlatState
 from ._kept import KeptForModel
 
 
@@ -60,7 +61,7 @@ class TrainingState:
         self.epochs_done = 0
         self.steps_done = 0
         self.optimizer_key: str | None = None
-        self.opt_state: Any = None
+        self._opt_state: Any = None  # a tree, or the ``FlatState`` whose part it is
         self.in_epoch: tuple[int, dict[str, float], dict[str, Any]] | None = None
         self.kept = KeptForModel()
 
@@ -75,15 +76,38 @@ class TrainingState:
         _STATES[key] = (weakref.ref(model, lambda _, key=key: _STATES.pop(key, None)), state)
         return state
 
+    @property
+    def opt_state(self) -> Any:
+        """The optimizer state after the last call, or ``None``. A call leaves it as the
+        optimizer part of its flat state (``_flat.FlatState``): the tree is built when
+        read, not by every call."""
+        kept = self._opt_state
+        return kept.opt_state if isinstance(kept, FlatState) else kept
+
+    @opt_state.setter
+    def opt_state(self, value: Any) -> None:
+        self._opt_state = value
+
+    def holds_optimizer_of(self, state: FlatState) -> bool:
+        """Whether the kept optimizer state is ``state``'s optimizer part."""
+        return self._opt_state is state
+
     def optimizer_state(self, key: str) -> Any:
         """The kept optimizer state if it belongs to optimizer program ``key``, else ``None``."""
-        if key != self.optimizer_key or self.opt_state is None:
-            return None
-        for x in jax.tree.leaves(self.opt_state):  # an array deleted since (donated, say)?
+        return self.opt_state if self.optimizer_whole(key) else None
+
+    def optimizer_whole(self, key: str) -> bool:
+        """Whether an optimizer state of program ``key`` is kept, no array of it deleted
+        since (donated, say)."""
+        kept = self._opt_state
+        if key != self.optimizer_key or kept is None:
+            return False
+        leaves = kept.optimizer_leaves() if isinstance(kept, FlatState) else jax.tree.leaves(kept)
+        for x in leaves:
             deleted = getattr(x, "is_deleted", None)
             if deleted is not None and deleted():
-                return None
-        return self.opt_state
+                return False
+        return True
 
     def advance(
         self,
@@ -93,7 +117,8 @@ class TrainingState:
         opt_state: Any,
         in_epoch: tuple[int, dict[str, float], dict[str, Any]] | None = None,
     ) -> None:
-        """Record where training got to, and the optimizer state to continue from."""
+        """Record where training got to, and the optimizer state to continue from (a
+        tree, or a ``FlatState`` whose optimizer part it is)."""
         self.epochs_done, self.steps_done = int(epochs_done), int(steps_done)
         self.optimizer_key, self.opt_state = key, opt_state
         self.in_epoch = in_epoch
@@ -141,7 +166,7 @@ class TrainingState:
         self.kept = KeptForModel()
 
     def __repr__(self) -> str:
-        kept = "kept" if self.opt_state is not None else "none"
+        kept = "kept" if self._opt_state is not None else "none"
         inside = f", {self.in_epoch[0]} steps into the next epoch" if self.in_epoch else ""
         data = f", data kept: {', '.join(self.kept.data)}" if self.kept.data else ""
         return (

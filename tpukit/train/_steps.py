@@ -38,10 +38,11 @@ import numpy as np
 import optax
 from flax import nnx
 
-from tpukit.compilation import module_scopes
+from tpukit.compilation import Calling, module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
+from ._flat import FlatState, Parts
 from ._hidden_gradients import hidden_gradients, inexact, inexact_leaves, inexact_names
 from ._mesh import Plan
 from ._objective import Objective
@@ -283,14 +284,17 @@ def _gather(a: jax.Array, rows: jax.Array) -> jax.Array:
 class Step:
     """One compiled training call as ``fit`` runs it, in :mod:`jax.stages`' calling form.
 
-    ``jitted(state, data)`` is the :func:`jax.jit` function ``fit`` calls: ``state`` is
-    ``(params, rest, opt_state)``, not donated (a stopped or interrupted call leaves it
-    intact, see the module's docstring), and ``data`` the dict of the call's data
-    arrays; it returns ``(params, rest, opt_state, stats)``.
+    ``step(state, data)`` dispatches it: ``state`` is a :class:`~tpukit.train._flat.FlatState`
+    (``(params, rest, opt_state)`` as leaves), not donated (a stopped or interrupted
+    call leaves it intact, see the module's docstring), and ``data`` the dict of the
+    call's data arrays; it returns ``(new state, stats)``, the new state a
+    ``FlatState`` of the same :class:`~tpukit.train._flat.Parts`. The jitted function
+    takes and returns the state's leaves (:meth:`jitted`, one per state structure),
+    so that no dispatch flattens or builds NNX's and optax's trees (``_flat``).
     ``function`` is the same computation as a plain Python function with named
     parameters, ``function(params, rest, opt_state, **data)``, which
-    ``Trainer.compile_step`` binds to describe the call (``tpukit.Compiled`` calls a
-    program with its positional and keyword arrays exactly this way).
+    ``Trainer.compile_step`` binds to describe the call; :meth:`calling` tells
+    ``tpukit.Compiled`` how such a call maps onto the leaves.
     """
 
     name = "fit_step"
@@ -305,23 +309,69 @@ class Step:
         self._diagnosis = diagnosis
         self._devices: tuple | None = None  # the program's, read from its first result
         self._replay = replay
+        self._jitted: dict[Any, Callable] = {}  # by the state's treedef
+        self._last: tuple[Parts | None, Callable | None] = (None, None)
 
-        def fit_step(state: tuple, data: dict) -> tuple:
-            return function(*state, **data)
+    def jitted(self, parts: Parts) -> Callable:
+        """The :func:`jax.jit` function over ``(leaves, data)`` for states of ``parts``'
+        structure: it returns ``(new leaves, stats)``."""
+        last_parts, fn = self._last
+        if last_parts is parts:
+            return fn
+        treedef = parts.treedef
+        fn = self._jitted.get(treedef)
+        if fn is None:
+            function = self.function
 
-        self.jitted = jax.jit(fit_step)
+            def fit_step(leaves: list, data: dict) -> tuple:
+                *state, stats = function(*treedef.unflatten(leaves), **data)
+                return treedef.flatten_up_to(tuple(state)), stats
 
-    def __call__(self, state: tuple, data: dict) -> tuple:
+            fn = self._jitted[treedef] = jax.jit(fit_step)
+        self._last = (parts, fn)
+        return fn
+
+    def __call__(self, state: FlatState, data: dict) -> tuple[FlatState, dict]:
         """Dispatch the call; on several simulated CPU devices, wait for it too
         (``tpukit.runtime.settled``: XLA:CPU can deadlock two such calls in flight)."""
-        result = self.jitted(state, data)
+        leaves, stats = self.jitted(state.parts)(state.leaves, data)
         if self._devices is None:  # a Step's mesh is fixed (it is cached per plan)
-            self._devices = devices_of(result[-1])  # the stats: a few leaves to look at
-        return settled(result, self._devices)
+            self._devices = devices_of(stats)  # the stats: a few leaves to look at
+        leaves, stats = settled((leaves, stats), self._devices)
+        return state.like(leaves), stats
 
-    def lower(self, state: tuple, data: dict) -> Any:
-        """``jax.stages.Lowered`` of the call on these arguments (nothing runs)."""
-        return self.jitted.lower(state, data)
+    def lower(self, state: FlatState | tuple, data: dict) -> Any:
+        """``jax.stages.Lowered`` of the call on these arguments (nothing runs); ``state``
+        a ``FlatState`` or the tuple ``(params, rest, opt_state)``."""
+        flat = _flat(state)
+        return self.jitted(flat.parts).lower(flat.leaves, data)
+
+    @staticmethod
+    def calling(state: FlatState | tuple) -> Calling:
+        """How ``tpukit.Compiled`` calls the program lowered by :meth:`lower` on
+        ``state`` as ``function(params, rest, opt_state, **data)``: the three trees go
+        in as their leaves, and ``(params, rest, opt_state, stats)`` comes out."""
+        flat = _flat(state)
+        treedef = flat.treedef
+
+        def arguments(args: tuple, kwargs: dict) -> tuple:
+            return (treedef.flatten_up_to(tuple(args)), kwargs)
+
+        def results(out: tuple) -> tuple:
+            leaves, stats = out
+            return (*treedef.unflatten(leaves), stats)
+
+        def shardings(args: tuple) -> tuple[tuple, dict]:
+            leaves, data = args
+            return tuple(treedef.unflatten(leaves)), data
+
+        # Named as JAX named the state's leaves when the step took the tree itself.
+        paths = jax.tree_util.tree_flatten_with_path(flat.tree())[0]
+        names = {
+            f"leaves[{i}]": "state" + jax.tree_util.keystr(path)
+            for i, (path, _) in enumerate(paths)
+        }
+        return Calling(arguments, results, shardings, names)
 
     def diagnosis(self) -> Step:
         """The same call with every quantity of every step checked (``guard="step"``),
@@ -341,7 +391,11 @@ class Step:
         return self._replay() if self._replay is not None else None
 
     def _cache_size(self) -> int:  # read by ``_progress.compile_count``
-        return self.jitted._cache_size()
+        return sum(fn._cache_size() for fn in self._jitted.values())
+
+
+def _flat(state: FlatState | tuple) -> FlatState:
+    return state if isinstance(state, FlatState) else FlatState.of(*state)
 
 
 @functools.lru_cache(maxsize=32)
