@@ -26,7 +26,6 @@ from typing import Any
 
 import jax
 
-from tpukit.graph import user_path
 from tpukit.hlo import (
     LiveRanges,
     MemoryView,
@@ -35,6 +34,7 @@ from tpukit.hlo import (
     parse_bytes,
     parse_hlo,
     read_live_ranges,
+    user_path,
 )
 
 ENVIRONMENT_VARIABLE = "TPUKIT_DEVICE_MEMORY"

@@ -23,7 +23,6 @@ Imports: ``tpukit.hlo.text``, ``tpukit.hlo.analysis``, ``tpukit.display``,
 
 from tpukit.graph._diff_view import HloDiffView, diff_graph
 from tpukit.graph._graph_data import ARGUMENT_NAMES as ARGUMENT_NAMES
-from tpukit.graph._graph_data import user_path as user_path
 from tpukit.graph._graph_schema import FUSION_COLOURED_BY as FUSION_COLOURED_BY
 from tpukit.graph._graph_schema import PLOT_COLOURS as PLOT_COLOURS
 from tpukit.graph._graph_view import HloGraph, graph

@@ -42,6 +42,7 @@ from tpukit.hlo.analysis import (
     place_label,
     plan_scopes,
     run_computations,
+    user_path,
 )
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
@@ -473,19 +474,6 @@ class GraphTree(PartsMixin, PiecesMixin):
                 return True
             node = self.parent[node]
         return False
-
-
-def user_path(path: str, renames: dict[str, str]) -> str:
-    """``traced_args[0]['w']`` -> ``x['w']`` with ``{"traced_args[0]": "x"}`` (a prefix
-    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``).
-    A whole path is looked up first: fit's step names each of its flat leaves."""
-    whole = renames.get(path)
-    if whole is not None:
-        return whole
-    for prefix, name in renames.items():
-        if path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] in ("", "[", "."):
-            return name + path[len(prefix) :]
-    return path
 
 
 def _program_computations(

@@ -69,6 +69,7 @@ from tpukit.hlo.analysis import (
 )
 from tpukit.hlo.analysis import place_label as place_label
 from tpukit.hlo.analysis import plan_scopes as plan_scopes
+from tpukit.hlo.analysis import user_path as user_path
 from tpukit.hlo.text import (
     ComputationRef,
     HloComputation,

@@ -55,8 +55,8 @@ from dataclasses import dataclass
 
 from tpukit._errors import ArgumentError
 from tpukit.display import BORDER_COLOR, Column, Figure, Report, Table, format_bytes
-from tpukit.graph import HloGraph, user_path
-from tpukit.hlo.analysis import FORWARD, place_label, plan_scopes
+from tpukit.graph import HloGraph
+from tpukit.hlo.analysis import FORWARD, place_label, plan_scopes, user_path
 from tpukit.hlo.text import HloInstruction, HloModule
 from tpukit.memory._memory_chart import PLURAL, chart_svg
 from tpukit.memory._memory_ranges import KINDS, LiveRanges, LiveValue

@@ -52,6 +52,7 @@ from tpukit.hlo.analysis._user_scopes import parse_scope as parse_scope
 from tpukit.hlo.analysis._user_scopes import place_label as place_label
 from tpukit.hlo.analysis._user_scopes import plan_scopes as plan_scopes
 from tpukit.hlo.analysis._user_scopes import split_scope as split_scope
+from tpukit.hlo.analysis._user_scopes import user_path as user_path
 
 # Names imported `as` themselves serve the rooms above (the graph, memory, the program).
 __all__ = [

@@ -563,3 +563,16 @@ def _mixed_note(weight: dict, label, placed: str) -> str:
     others = sorted({label(k) for k in weight} - {label(key), placed})
     text = f"placed in {placed}, the source of {share}"
     return text + (f"; it also holds ops from {', '.join(others)}" if others else "")
+
+
+def user_path(path: str, renames: dict[str, str]) -> str:
+    """``traced_args[0]['w']`` -> ``x['w']`` with ``{"traced_args[0]": "x"}`` (a prefix
+    renames a whole argument: ``traced_args[1]`` is no prefix of ``traced_args[10]``).
+    A whole path is looked up first: fit's step names each of its flat leaves."""
+    whole = renames.get(path)
+    if whole is not None:
+        return whole
+    for prefix, name in renames.items():
+        if path.startswith(prefix) and path[len(prefix) : len(prefix) + 1] in ("", "[", "."):
+            return name + path[len(prefix) :]
+    return path
