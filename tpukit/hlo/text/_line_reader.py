@@ -18,7 +18,12 @@ from tpukit.hlo.text._brackets import open_brackets, split_top
 from tpukit.hlo.text._instruction_line import parse_instruction
 from tpukit.hlo.text._metadata import metadata_table
 from tpukit.hlo.text._model import HloComputation, HloInstruction, HloModule
-from tpukit.hlo.text._module_links import assign_kinds, link_sources, stack_frames
+from tpukit.hlo.text._module_links import (
+    assign_kinds,
+    frame_places,
+    link_sources,
+    stack_frames,
+)
 
 # (Its signature ends at the last non-space before the "{": ``(?:.*\S)?``, which finds
 # it from the end, matches what a lazy ``.*?`` would, 5x quicker on a long signature.)
@@ -170,6 +175,7 @@ class _Reader:
                 "compiled.as_text(); StableHLO (MLIR) text is not supported."
             )
         module.stack_frames = stack_frames(self.tables)
+        module.frame_places = frame_places(self.tables)
         # Every metadata of the module is in its table of texts (`_metadata_of`,
         # `_parse_attributes`, `_record`), once for the many instructions that share it.
         link_sources(module, metadata_table(self.shared).values())

@@ -406,7 +406,9 @@ class HloModule:
 
     ``attributes`` holds the header's ``key=value`` pairs as raw strings
     (``entry_computation_layout``, ``is_scheduled``, ...). ``stack_frames`` maps
-    a ``stack_frame_id`` to its call stack, innermost frame first. ``unparsed`` keeps the
+    a ``stack_frame_id`` to its call stack, innermost frame first, and ``frame_places`` to
+    where each of its frames is, columns included (`_module_links.frame_places`: how two
+    modules' frames are compared). ``unparsed`` keeps the
     lines outside computations that the parser did not understand.
     """
 
@@ -415,6 +417,7 @@ class HloModule:
     attributes: dict[str, str] = field(default_factory=dict)
     entry_name: str = ""
     stack_frames: dict[int, tuple[HloSourceFrame, ...]] = field(default_factory=dict)
+    frame_places: dict[int, tuple[tuple, ...]] = field(default_factory=dict)
     unparsed: list[str] = field(default_factory=list)
     _callers: dict[str, list[HloInstruction]] | None = field(
         default=None, init=False, repr=False, compare=False

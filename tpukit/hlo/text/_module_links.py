@@ -103,6 +103,44 @@ def stack_frames(tables: dict[str, dict[int, str]]) -> dict[int, tuple[HloSource
     return stacks
 
 
+def frame_places(tables: dict[str, dict[int, str]]) -> dict[int, tuple[tuple, ...]]:
+    """Map each ``StackFrames`` id to where it is, innermost frame first: each frame as
+    ``(file, function, line, end_line, column, end_column)``.
+
+    `stack_frames` keeps file, line and function; two calls on one line (``irfft(rfft(y))``)
+    differ only in their columns. Two modules of one program (before and after XLA's
+    passes) number their frames apart, so a frame is compared by its place, never its id.
+    """
+    files, functions = tables["FileNames"], tables["FunctionNames"]
+    locations = {}
+    for key, value in tables["FileLocations"].items():
+        fields = dict(_META_FIELD.findall(value))
+        locations[key] = (
+            _unquote(files.get(int(fields.get("file_name_id", "0") or 0), "")),
+            _unquote(functions.get(int(fields.get("function_name_id", "0") or 0), "")),
+            *(fields.get(k, "") for k in ("line", "end_line", "column", "end_column")),
+        )
+    own: dict[int, tuple] = {}
+    parents: dict[int, int] = {}
+    for key, value in tables["StackFrames"].items():
+        fields = dict(_META_FIELD.findall(value))
+        location = fields.get("file_location_id", "")
+        own[key] = locations.get(int(location), ()) if location.isdigit() else ()
+        parent = fields.get("parent_frame_id", "")
+        parents[key] = int(parent) - 1 if parent.isdigit() and int(parent) > 1 else 0
+    places: dict[int, tuple[tuple, ...]] = {}
+    for key in own:  # each stack walked once: a frame below a known one ends the walk
+        chain, seen, current = [], set(), key
+        while current in own and current not in seen and current not in places:
+            seen.add(current)
+            chain.append(current)
+            current = parents[current]
+        below = places.get(current, ())
+        for frame in reversed(chain):
+            below = places[frame] = ((own[frame],) if own[frame] else ()) + below
+    return places
+
+
 def user_frame(stack: tuple[HloSourceFrame, ...]) -> HloSourceFrame | None:
     """The innermost frame of the user's code (see `is_user_file`), else the innermost."""
     for frame in stack:
