@@ -36,6 +36,7 @@ from tpukit.hlo.analysis._cost import run_computations as run_computations
 from tpukit.hlo.analysis._executed import RUNS_COMPUTATIONS as RUNS_COMPUTATIONS
 from tpukit.hlo.analysis._executed import Tally, executed
 from tpukit.hlo.analysis._executed import executed_bytes as executed_bytes
+from tpukit.hlo.analysis._executed import fft_flops as fft_flops
 from tpukit.hlo.analysis._fusions import Collective, Fusion, collectives_of, fusions_of
 from tpukit.hlo.analysis._loops import repeated_loops as repeated_loops
 from tpukit.hlo.analysis._loops import trip_count as trip_count

@@ -14,7 +14,8 @@ all use these):
 - **dot/conv FLOPs** are 2 x multiply-adds of dots, convolutions and cuBLAS/cuDNN calls;
   **all FLOPs** add one FLOP per output element of elementwise arithmetic and one per
   element a reduction combines, so a matrix-vector product that XLA rewrote into
-  multiply + reduce still reads as work.
+  multiply + reduce still reads as work, and an ``fft``'s FLOPs as XLA counts them
+  (`fft_flops`).
 - **bytes** are what each instruction outside fusion bodies reads and writes (a fusion's
   traffic at its boundary).
 
@@ -63,7 +64,7 @@ from tpukit.hlo.analysis._cost import (
     run_computations,
 )
 from tpukit.hlo.analysis._loops import trip_count
-from tpukit.hlo.analysis._matmul_flops import own_dot_conv_flops
+from tpukit.hlo.analysis._matmul_flops import first_array, operand_shape, own_dot_conv_flops
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 #: Instructions whose traffic and work are those of the computations they run.
@@ -207,7 +208,36 @@ def own_all_flops(instr: HloInstruction, module: HloModule) -> int:
         found = _WINDOW_SIZE.search(instr.attributes.get("window", ""))
         window = math.prod(int(v) for v in found.group(1).split("x")) if found else 1
         return instr.shape.num_elements * max(window - 1, 0)
+    if opcode == "fft":
+        return fft_flops(instr, module)
     return own_dot_conv_flops(instr, module)
+
+
+def fft_flops(instr: HloInstruction, module: HloModule) -> int:
+    """FLOPs of an ``fft`` as XLA's ``HloCostAnalysis::HandleFft`` counts them: 2 (a
+    multiply-add) x 4 (multiply-adds in a complex multiply) x the product of
+    ``log2(length)`` over ``fft_length`` x the elements of the input; 0 for another op.
+
+    Not a dot or convolution, so not in the matmul FLOPs (``dot_flops``): XLA:TPU has no
+    FFT unit and makes each ``fft`` into DFT matmuls, which are; so a lowered program's
+    matmul FLOPs can be far below its optimized one's (`tpukit.graph._diff_view` says why).
+
+        >>> from tpukit.hlo import parse_hlo
+        >>> module = parse_hlo('''
+        ... HloModule m
+        ... ENTRY e {
+        ...   x = c64[8,256]{1,0} parameter(0)
+        ...   ROOT f = c64[8,256]{1,0} fft(x), fft_type=FFT, fft_length={256}
+        ... }''')
+        >>> fft_flops(module.instruction("f"), module)  # 2 * 4 * log2(256) * 8*256
+        131072
+    """
+    lengths = re.findall(r"\d+", instr.attributes.get("fft_length", ""))
+    if instr.opcode != "fft" or not lengths:
+        return 0
+    source = first_array(operand_shape(instr, module, 0))
+    logs = math.prod(max(int(n), 1).bit_length() - 1 for n in lengths)  # XLA's Log2Floor
+    return 2 * 4 * logs * (source.num_elements if source is not None else 0)
 
 
 def _computation(
