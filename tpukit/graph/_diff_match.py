@@ -35,6 +35,7 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tpukit.graph._diff_parts import find_parts
 from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_payload import graph_payload
@@ -517,7 +518,9 @@ class ProgramMatch:
 
     ``sides`` are the two programs' `ProgramGroups`; ``groups`` a `GroupDiff` per group
     of either, depth first; ``pairs`` maps each matched op's node in ``a`` to its node
-    in ``b``; ``removed`` and ``added`` are the nodes of the ops only ``a`` or ``b`` has.
+    in ``b``; ``parts`` maps each op of ``b`` that is a part of an op XLA expanded
+    (`_diff_parts`) to that op's node in ``a`` (several when the evidence names several);
+    ``removed`` and ``added`` are the nodes of the ops only ``a`` or ``b`` has.
     """
 
     sides: tuple[ProgramGroups, ProgramGroups]
@@ -525,6 +528,7 @@ class ProgramMatch:
     pairs: dict[int, int]
     removed: list[int]
     added: list[int]
+    parts: dict[int, tuple[int, ...]]
 
 
 def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
@@ -533,6 +537,7 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
     _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
+    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
     groups: list[GroupDiff] = []
     for key in _merged_keys(side_a, side_b):
@@ -572,4 +577,4 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
                 **figures,
             )
         )
-    return ProgramMatch((side_a, side_b), groups, pairs, removed, added)
+    return ProgramMatch((side_a, side_b), groups, pairs, removed, added, parts)

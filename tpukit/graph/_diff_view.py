@@ -27,6 +27,7 @@ Nothing here imports JAX: the modules may come from dumps of another machine.
 
 from __future__ import annotations
 
+import functools
 import html
 import os
 import pathlib
@@ -44,9 +45,12 @@ from tpukit.graph._graph_page import (
 )
 from tpukit.graph._graph_view import HloGraph, graph
 from tpukit.graph._graph_wire import encode_payload
+from tpukit.hlo.analysis import fft_flops
 from tpukit.hlo.text import HloModule
 
 _TEXT_ROWS = 60  # rows `__repr__` prints before it elides
+# The viewer's marks for an op of ``b`` that is a part of an op XLA split, and that op.
+PART, SPLIT = "part", "split"
 
 
 class HloDiffView:
@@ -54,7 +58,10 @@ class HloDiffView:
 
     ``groups`` lists a `GroupDiff` per group of either program, depth first;
     ``ops_added`` and ``ops_removed`` name the working ops only ``b`` or only ``a`` has;
-    ``matched_ops`` maps each op of ``a`` to its match in ``b``. In a notebook the view
+    ``matched_ops`` maps each op of ``a`` to its match in ``b``; ``part_ops`` maps each op
+    of ``b`` that is a part of an op XLA expanded into several (an ``fft`` into DFT
+    matmuls: `_diff_parts`) to that op of ``a`` (to several when its ``op_name``, source
+    and data flow name several: it is a part of one of them). In a notebook the view
     shows the table of groups above the two graphs; ``print(repr(view))`` prints the
     table, ``rows()`` gives it as data, ``save(path)`` writes a standalone page.
     """
@@ -68,6 +75,11 @@ class HloDiffView:
         self._pairs, self._removed, self._added = match.pairs, match.removed, match.added
         self.matched_ops = {
             side_a.data.instr[x].name: side_b.data.instr[y].name for x, y in match.pairs.items()
+        }
+        self._parts = match.parts
+        self.part_ops = {
+            side_b.data.instr[y].name: [side_a.data.instr[x].name for x in wholes]
+            for y, wholes in match.parts.items()
         }
         self.ops_removed = [side_a.data.instr[x].name for x in match.removed]
         self.ops_added = [side_b.data.instr[y].name for y in match.added]
@@ -117,6 +129,7 @@ class HloDiffView:
             f"{len(self.groups)} groups: {c[ADDED]} added, {c[REMOVED]} removed, "
             f"{c[CHANGED]} changed, {c[SAME]} the same; ops: {len(self.ops_added)} added, "
             f"{len(self.ops_removed)} removed, {len(self.matched_ops)} matched"
+            + (f", {len(self.part_ops)} parts of an op XLA split" if self.part_ops else "")
         )
 
     def _title(self) -> str:
@@ -162,11 +175,12 @@ class HloDiffView:
         )
 
     def __repr__(self) -> str:
+        fft = self._fft_note
         return "\n".join(
             (
                 f"{self._title()}: {self._summary()}",
                 self._table().text("  "),
-                "  (+ only in b, - only in a, ~ changed)",
+                "  (+ only in b, - only in a, ~ changed)" + (f"\n  {fft}" if fft else ""),
             )
         )
 
@@ -189,6 +203,21 @@ class HloDiffView:
                 link[0][str(na)], link[1][str(nb)] = nb, na
         for x, y in self._pairs.items():
             link[0][str(x)], link[1][str(y)] = y, x
+        parts: list[dict[str, list[int]]] = [{}, {}]
+        for y, wholes in self._parts.items():
+            parts[1][str(y)] = list(wholes)
+            status[1][str(y)] = PART
+            link[1].setdefault(str(y), wholes[0])
+            for x in wholes:
+                parts[0].setdefault(str(x), []).append(y)
+                status[0][str(x)] = SPLIT  # an op or call XLA split: matched, in parts
+                link[0].setdefault(str(x), y)
+        for index, g in enumerate(self.groups):  # a call XLA inlined, made into parts
+            held = parts[0].get(str(g.nodes[0]))
+            if g.status == REMOVED and held:
+                notes[index] = (
+                    f"XLA inlined this call: {len(held)} ops of {self.labels[1]} came of it"
+                )
         for node in self._removed:
             status[0][str(node)] = REMOVED
         for node in self._added:
@@ -197,6 +226,7 @@ class HloDiffView:
             "labels": list(self.labels),
             "status": status,
             "link": link,
+            "parts": parts,
             "rows": rows,
             "names": [g.name for g in self.groups],
             "notes": notes,
@@ -216,7 +246,32 @@ class HloDiffView:
             parts.append(f"ops +{g.ops_added} −{g.ops_removed}")
         if self.timed and g.delta("time") is not None:
             parts.append(f"time {_signed(g.delta('time'), format_seconds) or 'same'}")
-        return f"{b} vs {a}: " + ", ".join(parts)
+        note = f"{b} vs {a}: " + ", ".join(parts)
+        return note + (f"; {self._fft_note}" if not g.path and self._fft_note else "")
+
+    @functools.cached_property
+    def _fft_note(self) -> str:
+        """Why the FLOPs of two programs differ where one holds ``fft`` ops: FLOPs count
+        dots and convolutions, an ``fft`` is neither, and XLA:TPU makes it into DFT
+        matmuls, which are (a lowered program of three FFTs reads 0 FLOPs, its optimized
+        one hundreds of thousands); empty when neither holds one."""
+        found, without = [], []
+        for side, label in zip(self._sides, self.labels, strict=True):
+            module = side.data.module
+            ffts = [i for i in module.instructions() if i.opcode == "fft"]
+            if ffts:
+                flops = format_flops(sum(fft_flops(i, module) for i in ffts))
+                found.append(
+                    f"{label}'s {len(ffts)} fft op{'s' if len(ffts) > 1 else ''} "
+                    f"({flops} as XLA counts them) are not in its FLOPs"
+                )
+            else:
+                without.append(label)
+        if found and without:
+            found.append(
+                f"{without[0]} has none: XLA made them into other ops (DFT matmuls on TPU), counted"
+            )
+        return "FLOPs count dots and convolutions: " + "; ".join(found) if found else ""
 
     def _repr_html_(self) -> str:
         """One self-contained fragment: the table, both graphs, their viewer, no request."""
@@ -239,6 +294,7 @@ class HloDiffView:
             '<div class="tkd-key"><span><i class="tkd-key-added"></i>added in '
             f'{b}</span><span><i class="tkd-key-removed"></i>removed from {a}</span>'
             '<span><i class="tkd-key-changed"></i>changed</span>'
+            '<span><i class="tkd-key-part"></i>part of an op XLA split</span>'
             '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
             f'<div class="tkd-table-wrap">{self._table().html()}</div></div>'
             f'<div class="tkd-fallback">{fallback}</div>'

@@ -18,8 +18,11 @@
 
 "use strict";
 
-var DIFF_CLASS = {added: "tkd-added", removed: "tkd-removed", changed: "tkd-changed"};
-var DIFF_WORD = {added: "added", removed: "removed", changed: "changed"};
+// "part": an op of b that is a part of an op XLA split into several; "split": that op of a.
+var DIFF_CLASS = {added: "tkd-added", removed: "tkd-removed", changed: "tkd-changed",
+  part: "tkd-part", split: "tkd-part"};
+var DIFF_WORD = {added: "added", removed: "removed", changed: "changed",
+  part: "part of an op XLA split", split: "split by XLA into several ops"};
 
 function tpukitDiffView(root, payloads, marks, dagre) {
   if (!root || root.getAttribute("data-state")) return;
@@ -75,7 +78,8 @@ DiffView.prototype.showRow = function (r) {
   this.markRow(r);
 };
 
-// A node clicked on side s: the nearest matched node at or above it is shown on the other side.
+// A node clicked on side s: the nearest matched node at or above it is shown on the other side
+// (an op XLA split: its first part shown, every part ringed; a part: the op it is part of).
 DiffView.prototype.fromNode = function (s, i) {
   var link = this.marks.link[s], parent = this.datas[s].parent;
   var k = i;
@@ -84,7 +88,7 @@ DiffView.prototype.fromNode = function (s, i) {
   while (g >= 0 && this.rowOf[s][g] === undefined) g = parent[g];
   this.markRow(g >= 0 ? this.rowOf[s][g] : -1);
   this.sides[s].mark(i);
-  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1);
+  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, k >= 0 ? this.marks.parts[s][k] : null);
 };
 
 DiffView.prototype.markRow = function (r) {
@@ -107,8 +111,21 @@ DiffView.prototype.describe = function (s, i) {
   var labels = marks.labels, text = [];
   if (status === "added") text.push("only in " + labels[1] + ": added");
   if (status === "removed") text.push("only in " + labels[0] + ": removed");
-  if (other !== undefined) {
-    text.push("matches " + this.datas[1 - s].label[other] + " in " + labels[1 - s]);
+  var parts = marks.parts[s][i], names = this.datas[1 - s].label;
+  var paired = other !== undefined && !(parts && parts.indexOf(other) >= 0);
+  if (paired) {
+    text.push("matches " + names[other] + " in " + labels[1 - s]);
+  }
+  if (parts && s === 1) {
+    text.push("part of " + (parts.length > 1 ? "one of " : "") +
+      parts.map(function (k) { return names[k]; }).join(", ") + " in " + labels[0] +
+      (parts.length > 1 ? " (their op_name, source and data flow do not tell which)" : ""));
+  }
+  if (parts && s === 0) {
+    var shown = parts.slice(0, 6).map(function (k) { return names[k]; }).join(", ");
+    text.push("XLA made it into " + parts.length + (paired ? " more" : "") + " op" +
+      (parts.length > 1 ? "s" : "") +
+      " in " + labels[1] + ": " + shown + (parts.length > 6 ? ", ..." : ""));
   }
   var r = this.rowOf[s][i];
   if (r !== undefined && status !== "added" && status !== "removed") text.push(marks.notes[r]);
@@ -125,6 +142,7 @@ function DiffSide(root, data, dagre, owner, side) {
   this.data = data;
   this.status = owner.marks.status[side];
   this.linked = -1;
+  this.also = [];  // more nodes ringed with the linked one: the other parts of a split op
   this.view = new GraphView(root, data, dagre, {
     folds: false,
     decorate: function (i, node, closed, width) { self.decorate(i, node, closed, width); },
@@ -142,30 +160,35 @@ DiffSide.prototype.decorate = function (i, node, closed, width) {
   if (mark) {
     node.classList.add(DIFF_CLASS[mark]);
     node.setAttribute("data-diff", mark);
-    if (mark !== "changed" && closed) {
+    if ((mark === "added" || mark === "removed") && closed) {
       var badge = svg("text", {"class": "tkd-badge", x: width - 6, y: 14, "text-anchor": "end"}, node);
       badge.textContent = mark === "added" ? "+" : "\u2212";
       var tip = svg("title", {}, node);
       tip.textContent = this.data.label[i] + ": " + DIFF_WORD[mark];
     }
   }
-  if (i === this.linked) node.classList.add("tkd-linked");
+  if (i === this.linked || this.also.indexOf(i) >= 0) node.classList.add("tkd-linked");
 };
 
-// Ring node i (or nothing) without moving the view.
-DiffSide.prototype.mark = function (i) {
+// Ring node i (or nothing), and the nodes in also (or none), without moving the view.
+DiffSide.prototype.mark = function (i, also) {
   this.linked = i;
+  this.also = also || [];
   this.root.setAttribute("data-linked", String(i));
   var old = this.root.querySelectorAll(".tkd-linked");
   for (var k = 0; k < old.length; k++) old[k].classList.remove("tkd-linked");
-  var shown = i >= 0 ? this.view.element(i) : null;
-  if (shown) shown.classList.add("tkd-linked");
+  var ringed = [i].concat(this.also);
+  for (var r = 0; r < ringed.length; r++) {
+    var shown = ringed[r] >= 0 ? this.view.element(ringed[r]) : null;
+    if (shown) shown.classList.add("tkd-linked");
+  }
 };
 
-// Open the groups around node i, ring it and centre the view on it (-1: only clear the ring).
-DiffSide.prototype.reveal = function (i) {
+// Open the groups around node i, ring it (and also's nodes) and centre the view on it
+// (-1: only clear the rings).
+DiffSide.prototype.reveal = function (i, also) {
   if (i < 0) { this.mark(-1); return; }
   this.linked = i;
   this.view.reveal(i);
-  this.mark(i);
+  this.mark(i, also);
 };

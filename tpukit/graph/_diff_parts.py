@@ -1,0 +1,177 @@
+"""Ops XLA made several of: an optimized op that is a *part of* a lowered op.
+
+`_diff_match` pairs ops one to one. XLA:TPU expands some lowered ops into several: an
+``fft`` into DFT matmuls with iota, sine and cosine fusions, a ``gather`` into the gather
+and a fusion preparing its indices, a ``slice`` into ``slice-start`` and ``slice-done``.
+Only one of them (or none) can be the op's pair; the others would be shown as added. They
+keep the op's ``op_name``, and that is the evidence used here, never shape or place.
+
+The rule (`find_parts`): an optimized op left unpaired is a part of the lowered op whose
+full ``op_name`` equals its own, or of the lowered ``call`` its ``op_name`` equals or lies
+under (XLA inlines a call and names what it made of it by the call's ``op_name``). A full
+``op_name`` is the op's own with those of the calls around it put in front: inside a
+called computation JAX names ops from the call (``fft``); once inlined, XLA names them in
+full (``jit(f)/jit(fft)/fft``). The deepest such ``op_name`` is taken. When several
+lowered ops or calls carry it (three ``jnp.fft`` calls are all ``jit(f)/jit(fft)``), the
+ops' source places decide: a place is the whole call stack of the op's stack frame with
+lines and columns (`HloModule.frame_places`: two modules number their frames apart), an
+op inside a call having the call's. If the places leave more than one (or say nothing),
+the op is a part of all of them, shown so ("part of one of ..."): never one picked at
+random. An op without an ``op_name`` is never a part.
+
+A lowered op that has parts, and every op inside a lowered call that has parts, is no
+longer *removed*: its work is in the parts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from tpukit.graph._graph_nodes import INSTRUCTION
+from tpukit.hlo.analysis import split_scope
+
+if TYPE_CHECKING:
+    from tpukit.graph._diff_match import ProgramGroups
+
+
+def find_parts(
+    a: ProgramGroups, b: ProgramGroups, pairs: dict[int, int], removed: list[int], added: list[int]
+) -> tuple[dict[int, tuple[int, ...]], list[int], list[int]]:
+    """``({b node: (a nodes it is a part of)}, removed, added)``: the parts of lowered ops
+    among ``added`` (see the module docstring), and ``removed`` and ``added`` without the
+    lowered ops that have parts (or lie in a call that has) and without the parts."""
+    wholes: dict[str, list[int]] = defaultdict(list)  # full op_name -> lowered ops, calls
+    calls: set[str] = set()
+    ops = set(a.ops)
+    for node in range(len(a.data.kind)):
+        instr = a.data.instr[node]
+        if instr is None or a.data.kind[node] != INSTRUCTION:
+            continue
+        is_call = instr.opcode == "call" and bool(a.data.children[node])
+        if is_call or node in ops:
+            name = _full_name(a, node)
+            if name:
+                wholes[name].append(node)
+                if is_call:
+                    calls.add(name)
+    parts: dict[int, tuple[int, ...]] = {}
+    flow = _Flow(b)
+    for node in added:
+        name = _full_name(b, node)
+        if not name:
+            continue
+        found = _deepest(name, wholes, calls)
+        if not found:
+            continue
+        place = _place(b, node)
+        found = [whole for whole in found if place and _place(a, whole) == place] or found
+        if len(found) > 1:  # the one whose pair feeds this op or takes what it makes
+            near = flow.near(node)
+            found = [whole for whole in found if pairs.get(whole) in near] or found
+        parts[node] = tuple(found)
+    if not parts:
+        return parts, removed, added
+    split = {whole for held in parts.values() for whole in held}
+    left = [node for node in removed if not _inside(a, node, split)]
+    return parts, left, [node for node in added if node not in parts]
+
+
+def _deepest(name: str, wholes: dict[str, list[int]], calls: set[str]) -> list[int]:
+    """The lowered ops whose full op_name is ``name``, else the calls it lies deepest under."""
+    if name in wholes:
+        return wholes[name]
+    pieces = split_scope(name)
+    for depth in range(len(pieces) - 1, 0, -1):
+        scope = "/".join(pieces[:depth])
+        if scope in calls:
+            return wholes[scope]
+    return []
+
+
+def _full_name(side: ProgramGroups, node: int) -> str:
+    """The op's ``op_name`` with those of the calls around it in front (module docstring);
+    a name already written in full (older JAX) is kept as it is."""
+    data = side.data
+    name = data.instr[node].metadata.op_name
+    if not name:
+        return ""
+    parent = data.parent[node]
+    while parent > 0:
+        caller = data.instr[parent]
+        if caller is not None and caller.opcode == "call" and caller.metadata.op_name:
+            scope = caller.metadata.op_name
+            if name != scope and not name.startswith(scope + "/"):
+                name = f"{scope}/{name}"
+        parent = data.parent[parent]
+    return name
+
+
+def _place(side: ProgramGroups, node: int) -> tuple:
+    """Where the op comes from in the user's source: its stack frame's place (the frames'
+    files, functions, lines and columns), else its source file and line, else its
+    nearest call's; ``()`` when nothing says."""
+    data = side.data
+    while node > 0:
+        instr = data.instr[node]
+        if instr is not None:
+            meta = instr.metadata
+            if meta.stack_frame_id and meta.stack_frame_id in data.module.frame_places:
+                return data.module.frame_places[meta.stack_frame_id]
+            if meta.source_file:
+                return ((meta.source_file, "", str(meta.source_line)),)
+        node = data.parent[node]
+        while node > 0 and (data.instr[node] is None or data.instr[node].opcode != "call"):
+            node = data.parent[node]
+    return ()
+
+
+# Ops a value passes through unchanged, between an op and the ops it feeds.
+_THROUGH = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier"})
+
+
+class _Flow:
+    """Which working ops of one side feed an op or take its result, looking through
+    plumbing (bitcasts, tuples): each computation's users read once, when first asked."""
+
+    def __init__(self, side: ProgramGroups) -> None:
+        self.side = side
+        self.node_of: dict[tuple[str, str], int] = {}
+        for node in side.ops:
+            instr = side.data.instr[node]
+            self.node_of[(instr.computation, instr.name)] = node
+        self.users: dict[str, dict[str, list[str]]] = {}
+
+    def near(self, node: int) -> set[int]:
+        instr = self.side.data.instr[node]
+        comp = self.side.data.module.computations.get(instr.computation)
+        if comp is None:
+            return set()
+        users = self.users.get(comp.name)
+        if users is None:
+            users = self.users[comp.name] = defaultdict(list)
+            for other in comp:
+                for operand in other.operands:
+                    users[operand].append(other.name)
+        found: set[int] = set()
+        for step in (lambda name: comp.get(name).operands, users.__getitem__):
+            stack, seen = list(step(instr.name)), {instr.name}
+            while stack:
+                name = stack.pop()
+                if name in seen or comp.get(name) is None:
+                    continue
+                seen.add(name)
+                if (comp.name, name) in self.node_of:
+                    found.add(self.node_of[(comp.name, name)])
+                elif comp.get(name).opcode in _THROUGH:
+                    stack.extend(step(name))
+        return found
+
+
+def _inside(side: ProgramGroups, node: int, split: set[int]) -> bool:
+    """Whether ``node`` is one of ``split`` or lies inside one of them (a call)."""
+    while node >= 0:
+        if node in split:
+            return True
+        node = side.data.parent[node]
+    return False
