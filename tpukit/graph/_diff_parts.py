@@ -6,7 +6,8 @@ and a fusion preparing its indices, a ``slice`` into ``slice-start`` and ``slice
 Only one of them (or none) can be the op's pair; the others would be shown as added. They
 keep the op's ``op_name``, and that is the evidence used here, never shape or place.
 
-The rule (`find_parts`): an optimized op left unpaired is a part of the lowered op whose
+Only when ``b`` is what XLA compiled of ``a`` (`_compiled_from`): between two programs a
+shared ``op_name`` need not mean one op. The rule (`find_parts`): an optimized op left unpaired is a part of the lowered op whose
 full ``op_name`` equals its own, or of the lowered ``call`` its ``op_name`` equals or lies
 under (XLA inlines a call and names what it made of it by the call's ``op_name``). A full
 ``op_name`` is the op's own with those of the calls around it put in front: inside a
@@ -41,6 +42,8 @@ def find_parts(
     """``({b node: (a nodes it is a part of)}, removed, added)``: the parts of lowered ops
     among ``added`` (see the module docstring), and ``removed`` and ``added`` without the
     lowered ops that have parts (or lie in a call that has) and without the parts."""
+    if not _compiled_from(a, b):
+        return {}, removed, added
     wholes: dict[str, list[int]] = defaultdict(list)  # full op_name -> lowered ops, calls
     calls: set[str] = set()
     ops = set(a.ops)
@@ -75,6 +78,19 @@ def find_parts(
     split = {whole for held in parts.values() for whole in held}
     left = [node for node in removed if not _inside(a, node, split)]
     return parts, left, [node for node in added if node not in parts]
+
+
+def _compiled_from(a: ProgramGroups, b: ProgramGroups) -> bool:
+    """Whether ``b`` is what XLA compiled of ``a``: their stages say lowered and optimized,
+    or, stages unknown, ``a`` is unscheduled and ``b`` scheduled, both of one name. Only
+    then does a shared op_name mean one op: two programs (2 and 3 layers) share op_names
+    between ops of their own (each ``relu`` of a Python loop is ``jit(f)/relu``)."""
+    stages = (a.graph.stage, b.graph.stage)
+    if all(stages):
+        return stages == ("lowered", "optimized")
+    ma, mb = a.data.module, b.data.module
+    scheduled = [m.attributes.get("is_scheduled") == "true" for m in (ma, mb)]
+    return scheduled == [False, True] and ma.name == mb.name
 
 
 def _deepest(name: str, wholes: dict[str, list[int]], calls: set[str]) -> list[int]:
