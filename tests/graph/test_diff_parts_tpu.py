@@ -198,3 +198,46 @@ ENTRY %main.7 (table.1: f32[1000,64], idx.1: s32[32]) -> (f32[32,64], f32[32,64]
     assert view.matched_ops["slice.1"] == "slice-start", view.matched_ops
     assert view.part_ops == {"pad_clamp_fusion": ["gather.3"], "slice-done": ["slice.1"]}
     assert "2 parts of an op XLA split" in repr(view)
+
+
+def test_of_two_ops_one_op_name_names_the_part_is_of_the_one_its_data_flows_with():
+    """LeNet-5's conv2 input and weight gradients are two convolutions of one op_name and
+    one source line; XLA:CPU lays the input gradient out in a ``bitcast_copy_fusion`` of
+    that op_name too. It is a part of the input gradient: the op it reads is that one's
+    pair (cut of the ``lenet5_step`` pair of ``benchmarks/hlo_diff_match.py``, XLA:CPU)."""
+    conv = 'metadata={op_name="jit(train_step)/transpose(jvp(model (LeNet5)))/conv2 (Conv)/conv_general_dilated"}'
+    lowered = f"""HloModule jit_train_step
+ENTRY main.29 {{
+  g.1 = f32[32,14,14,16]{{3,2,1,0}} parameter(0)
+  w.1 = f32[5,5,6,16]{{3,2,1,0}} parameter(1)
+  x.1 = f32[32,14,14,6]{{3,2,1,0}} parameter(2)
+  conv_general_dilated.8 = f32[32,14,14,6]{{3,2,1,0}} convolution(g.1, w.1), window={{size=5x5 pad=4_4x4_4}}, dim_labels=b01f_01oi->b01f, {conv}
+  conv_general_dilated.7 = f32[5,5,6,16]{{3,2,1,0}} convolution(x.1, g.1), window={{size=10x10}}, dim_labels=f01b_i01o->01bf, {conv}
+  ROOT tuple.1 = (f32[32,14,14,6]{{3,2,1,0}}, f32[5,5,6,16]{{3,2,1,0}}) tuple(conv_general_dilated.8, conv_general_dilated.7)
+}}"""
+    optimized = f"""HloModule jit_train_step, is_scheduled=true
+%fused_computation (param_0: f32[6,14,14,32], param_1: f32[32,14,14,16]) -> f32[6,5,5,16] {{
+  %param_0 = f32[6,14,14,32]{{3,2,1,0}} parameter(0)
+  %param_1 = f32[32,14,14,16]{{3,2,1,0}} parameter(1)
+  ROOT %convolution.3 = f32[6,5,5,16]{{3,2,1,0}} convolution(%param_0, %param_1), window={{size=10x10}}, dim_labels=b01f_01io->b01f, {conv}
+}}
+%fused_computation.50 (param_0.80: f32[32,14,14,6]) -> f32[37632,1,1,1,1] {{
+  %param_0.80 = f32[32,14,14,6]{{3,2,1,0}} parameter(0)
+  %bitcast.22 = f32[37632,1,1,1,1]{{0,4,3,2,1}} bitcast(%param_0.80), {conv}
+  ROOT %copy.19 = f32[37632,1,1,1,1]{{4,3,2,1,0}} copy(%bitcast.22), {conv}
+}}
+ENTRY %main.29 (g.1: f32[32,14,14,16], w.1: f32[5,5,16,6], x.1: f32[6,14,14,32]) -> (f32[37632,1,1,1,1], f32[6,5,5,16]) {{
+  %g.1 = f32[32,14,14,16]{{3,2,1,0}} parameter(0)
+  %w.1 = f32[5,5,16,6]{{3,2,1,0}} parameter(1)
+  %x.1 = f32[6,14,14,32]{{3,2,1,0}} parameter(2)
+  %convolution = f32[32,14,14,6]{{3,2,1,0}} convolution(%g.1, %w.1), window={{size=5x5 pad=4_4x4_4}}, dim_labels=b01f_01io->b01f, {conv}
+  %bitcast_copy_fusion = f32[37632,1,1,1,1]{{4,3,2,1,0}} fusion(%convolution), kind=kLoop, calls=%fused_computation.50, {conv}
+  %ynn_fusion = f32[6,5,5,16]{{3,2,1,0}} fusion(%x.1, %g.1), kind=kCustom, calls=%fused_computation, {conv}
+  ROOT %tuple.2 = (f32[37632,1,1,1,1]{{4,3,2,1,0}}, f32[6,5,5,16]{{3,2,1,0}}) tuple(%bitcast_copy_fusion, %ynn_fusion)
+}}"""
+    view = diff_graph(lowered, optimized, labels=("lowered", "optimized"))
+    assert view.matched_ops == {
+        "conv_general_dilated.8": "convolution",
+        "conv_general_dilated.7": "ynn_fusion",
+    }, view.matched_ops
+    assert view.part_ops == {"bitcast_copy_fusion": ["conv_general_dilated.8"]}, view.part_ops
