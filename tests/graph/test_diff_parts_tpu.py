@@ -151,6 +151,7 @@ def test_a_lowered_program_of_ffts_says_why_its_flops_are_below_the_optimized_on
     note = view._marks()["notes"][0]
     assert "lowered's 3 fft ops (53.6 kFLOP as XLA counts them) are not in its FLOPs" in note
     assert "optimized has none" in note and "fft ops" in repr(view)
+    assert '<div class="tkd-note">FLOPs count dots and convolutions: ' in view._repr_html_()
 
 
 def test_a_gathers_index_fusion_and_a_slice_done_are_parts_of_the_paired_lowered_ops():

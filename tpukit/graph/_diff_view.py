@@ -296,7 +296,13 @@ class HloDiffView:
             '<span><i class="tkd-key-changed"></i>changed</span>'
             '<span><i class="tkd-key-part"></i>part of an op XLA split</span>'
             '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
-            f'<div class="tkd-table-wrap">{self._table().html()}</div></div>'
+            f'<div class="tkd-table-wrap">{self._table().html()}</div>'
+            + (
+                f'<div class="tkd-note">{html.escape(self._fft_note)}</div>'
+                if self._fft_note
+                else ""
+            )
+            + "</div>"
             f'<div class="tkd-fallback">{fallback}</div>'
             f'<div class="tkd-sides">{panes}</div>'
         )
