@@ -249,17 +249,20 @@ class GraphTree(PartsMixin, PiecesMixin):
             trie = next(iter(trie["/"].values()))
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
-        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both.)
+        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
+        operand_less = self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
+        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both;
+        # of the inputs only those with operands, the only ones that join ops: filtered
+        # here once, not at every level of scopes an op is in.)
         users: dict[int, list[int]] = defaultdict(list)
         inputs: dict[int, list[int]] = defaultdict(list)
         read: dict[int, int] = defaultdict(int)  # the bytes each op reads
         for source, target, size in zip(edges.source, edges.target, edges.nbytes):
             users[source].append(target)
-            inputs[target].append(source)
+            if source not in operand_less:
+                inputs[target].append(source)
             read[target] += size
         self._users, self._inputs = users, inputs
-        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
-        self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
         return users, read
@@ -374,6 +377,7 @@ class GraphTree(PartsMixin, PiecesMixin):
                 ((child_name, sub),) = sub["/"].items()
                 label = f"{label}/{child_name}"
             inside = _trie_members(sub)
+            size = len(inside)
             if members is not None:
                 inside &= members
             if split and len(inside) < 2:  # an op alone stays in its parent, as it would
@@ -382,12 +386,15 @@ class GraphTree(PartsMixin, PiecesMixin):
                     self.children[parent].append(node)
                 continue
             pieces = self._connected_pieces(inside) if split else [inside]
+            whole = len(inside) == size  # (``inside`` is every op of ``sub``)
             for piece in pieces:
                 if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
                     self._place(sub, parent, piece, split)
                     continue
                 group = self._add(SCOPE, parent, label, None, 0.0)
-                self._place(sub, group, piece, split)
+                # A piece of every op of ``sub`` (most scopes: one piece) goes on as no
+                # members: no set to filter at each level below.
+                self._place(sub, group, None if whole and len(piece) == size else piece, split)
                 orders = sorted(self.order[c] for c in self.children[group])
                 self.order[group] = orders[len(orders) // 2]
 

@@ -6,7 +6,8 @@ connected by a data edge between them and by an operand they both read (a layer'
 backward computes its weight and input gradients from the same output gradient, made
 outside it); an operand-less op (parameter, constant) joins nothing itself and goes with
 its first user's piece. The tables read are the computation's being grouped, made by
-`GraphTree._group_by_scope`: each op's users and inputs, and its operand-less ops.
+`GraphTree._group_by_scope`: each op's users and its inputs that have operands (an
+operand-less one joins nothing), and its operand-less ops.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ class PiecesMixin:
     """`GraphTree`'s connected pieces of a scope's ops."""
 
     _users: dict[int, list[int]]
-    _inputs: dict[int, list[int]]
+    _inputs: dict[int, list[int]]  # (only those with operands: no source)
     _sources: set[int]
 
     def _connected_pieces(self, nodes: set[int]) -> list[set[int]]:
@@ -34,14 +35,16 @@ class PiecesMixin:
             return self._pair_pieces(*sorted(nodes))
         sources = nodes & operand_less
         inner = nodes - sources
-        # Each operand that is no source -> the ops here reading it: joined when the first
-        # of them is reached (an operand read all over, a residual, costs its readers here),
-        # or the operand itself, where it is here (its readers here are its users here).
+        if len(inner) == 1:  # (a layer's op and its kernel and bias: nothing to search)
+            return self._one_op_pieces(*inner, sources)
+        # Each operand (none a source: `inputs` holds no other) -> the ops here reading it:
+        # joined when the first of them is reached (an operand read all over, a residual,
+        # costs its readers here), or the operand itself, where it is here (its readers
+        # here are its users here).
         readers: dict[int, list[int]] = defaultdict(list)
         for node in inner:
             for operand in inputs.get(node, ()):
-                if operand not in operand_less:
-                    readers[operand].append(node)
+                readers[operand].append(node)
         pieces: list[set[int]] = []
         piece_of: dict[int, int] = {}
         for start in sorted(inner):
@@ -81,7 +84,19 @@ class PiecesMixin:
                 joined = False
             # (an inner op's piece comes first, then a source joins it or follows alone)
             return [{a, b}] if joined else ([{a}, {b}] if b in operand_less else [{b}, {a}])
-        if not joined:
-            shared = set(self._inputs.get(a, ())).intersection(self._inputs.get(b, ()))
-            joined = not shared <= operand_less
+        if not joined:  # (`_inputs` holds no source: any operand both read joins them)
+            joined = not set(self._inputs.get(a, ())).isdisjoint(self._inputs.get(b, ()))
         return [{a, b}] if joined else [{a}, {b}]
+
+    def _one_op_pieces(self, op: int, sources: set[int]) -> list[set[int]]:
+        """`_connected_pieces` of one op that has operands and ``sources`` (operand-less
+        ops): the op's piece, each source it reads in it, any other one a piece alone."""
+        piece = {op}
+        pieces = [piece]
+        users = self._users
+        for source in sorted(sources):
+            if op in users.get(source, ()):
+                piece.add(source)
+            else:
+                pieces.append({source})
+        return pieces
