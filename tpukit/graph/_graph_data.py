@@ -100,6 +100,7 @@ class GraphTree(PartsMixin, PiecesMixin):
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
         self._users = self._inputs = {}  # (the last computation's)
         self._sources: set[int] = set()
+        self._whole: set[int] = set()
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -263,6 +264,7 @@ class GraphTree(PartsMixin, PiecesMixin):
                 inputs[target].append(source)
             read[target] += size
         self._users, self._inputs = users, inputs
+        self._whole = self._whole_scopes(trie)
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
         return users, read
@@ -376,6 +378,13 @@ class GraphTree(PartsMixin, PiecesMixin):
             while not sub[""] and len(sub["/"]) == 1:
                 ((child_name, sub),) = sub["/"].items()
                 label = f"{label}/{child_name}"
+            if members is None and (not split or id(sub) in self._whole):
+                # every op of ``sub``, one piece (`_whole_scopes`; in a section, unsplit)
+                group = self._add(SCOPE, parent, label, None, 0.0)
+                self._place(sub, group, None, split)
+                orders = sorted(self.order[c] for c in self.children[group])
+                self.order[group] = orders[len(orders) // 2]
+                continue
             inside = _trie_members(sub)
             size = len(inside)
             if members is not None:
