@@ -150,8 +150,11 @@ class PiecesMixin:
             at = find(op)
             if at is None:  # (an op of a section: not in ``trie``)
                 continue
+            readers = users.get(op, ())
+            if len(readers) == 1 and find(readers[0]) == at:  # (a kernel read where it is)
+                continue
             deepest = -1  # the deepest scope holding the op and one of its users
-            for user in users.get(op, ()):
+            for user in readers:
                 other = find(user)
                 if other is not None:
                     deepest = max(deepest, depth[common(at, other)])
