@@ -380,10 +380,7 @@ class GraphTree(PartsMixin, PiecesMixin):
                 label = f"{label}/{child_name}"
             if members is None and (not split or id(sub) in self._whole):
                 # every op of ``sub``, one piece (`_whole_scopes`; in a section, unsplit)
-                group = self._add(SCOPE, parent, label, None, 0.0)
-                self._place(sub, group, None, split)
-                orders = sorted(self.order[c] for c in self.children[group])
-                self.order[group] = orders[len(orders) // 2]
+                self._scope_group(sub, parent, label, None, split)
                 continue
             inside = _trie_members(sub)
             size = len(inside)
@@ -400,12 +397,19 @@ class GraphTree(PartsMixin, PiecesMixin):
                 if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
                     self._place(sub, parent, piece, split)
                     continue
-                group = self._add(SCOPE, parent, label, None, 0.0)
-                # A piece of every op of ``sub`` (most scopes: one piece) goes on as no
-                # members: no set to filter at each level below.
-                self._place(sub, group, None if whole and len(piece) == size else piece, split)
-                orders = sorted(self.order[c] for c in self.children[group])
-                self.order[group] = orders[len(orders) // 2]
+                # A piece of every op of ``sub`` goes on as no members: no set to filter below.
+                whole_piece = whole and len(piece) == size
+                self._scope_group(sub, parent, label, None if whole_piece else piece, split)
+
+    def _scope_group(
+        self, sub: dict, parent: int, label: str, members: set[int] | None, split: bool
+    ) -> None:
+        """A group under ``parent`` of the ops of ``sub`` (those in ``members`` if given),
+        sorted among its siblings by its children's median order."""
+        group = self._add(SCOPE, parent, label, None, 0.0)
+        self._place(sub, group, members, split)
+        orders = sorted(self.order[c] for c in self.children[group])
+        self.order[group] = orders[len(orders) // 2]
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
