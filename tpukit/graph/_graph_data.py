@@ -100,6 +100,7 @@ class GraphTree(PartsMixin, PiecesMixin):
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
         self._users = self._inputs = {}  # (the last computation's)
         self._sources: set[int] = set()
+        self._whole: set[int] = set()
         self._renumber()
         # Filled on first use: the groups the first view opens (`_first_view`), and costs
         # per node (`_graph_costs`).
@@ -249,17 +250,21 @@ class GraphTree(PartsMixin, PiecesMixin):
             trie = next(iter(trie["/"].values()))
         trie["sections"] = [(name, sections[name]) for name in SECTIONS if name in sections]
         self.children[owner] = []
-        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both.)
+        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
+        operand_less = self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
+        # (An op's neighbours are its users and its inputs: `_connected_pieces` reads both;
+        # of the inputs only those with operands, the only ones that join ops: filtered
+        # here once, not at every level of scopes an op is in.)
         users: dict[int, list[int]] = defaultdict(list)
         inputs: dict[int, list[int]] = defaultdict(list)
         read: dict[int, int] = defaultdict(int)  # the bytes each op reads
         for source, target, size in zip(edges.source, edges.target, edges.nbytes):
             users[source].append(target)
-            inputs[target].append(source)
+            if source not in operand_less:
+                inputs[target].append(source)
             read[target] += size
         self._users, self._inputs = users, inputs
-        # The operand-less ops (parameters, constants), for `_connected_pieces` to take apart.
-        self._sources = {ids[i.name] for i in comp.instructions if not i.operands}
+        self._whole = self._whole_scopes(trie)
         self._place(trie, owner, None)
         self._order_sections(owner, len(comp.instructions))
         return users, read
@@ -373,7 +378,12 @@ class GraphTree(PartsMixin, PiecesMixin):
             while not sub[""] and len(sub["/"]) == 1:
                 ((child_name, sub),) = sub["/"].items()
                 label = f"{label}/{child_name}"
+            if members is None and (not split or id(sub) in self._whole):
+                # every op of ``sub``, one piece (`_whole_scopes`; in a section, unsplit)
+                self._scope_group(sub, parent, label, None, split)
+                continue
             inside = _trie_members(sub)
+            size = len(inside)
             if members is not None:
                 inside &= members
             if split and len(inside) < 2:  # an op alone stays in its parent, as it would
@@ -382,14 +392,24 @@ class GraphTree(PartsMixin, PiecesMixin):
                     self.children[parent].append(node)
                 continue
             pieces = self._connected_pieces(inside) if split else [inside]
+            whole = len(inside) == size  # (``inside`` is every op of ``sub``)
             for piece in pieces:
                 if split and (len(piece) == 1 or (len(pieces) > 3 and len(piece) < 4)):
                     self._place(sub, parent, piece, split)
                     continue
-                group = self._add(SCOPE, parent, label, None, 0.0)
-                self._place(sub, group, piece, split)
-                orders = sorted(self.order[c] for c in self.children[group])
-                self.order[group] = orders[len(orders) // 2]
+                # A piece of every op of ``sub`` goes on as no members: no set to filter below.
+                whole_piece = whole and len(piece) == size
+                self._scope_group(sub, parent, label, None if whole_piece else piece, split)
+
+    def _scope_group(
+        self, sub: dict, parent: int, label: str, members: set[int] | None, split: bool
+    ) -> None:
+        """A group under ``parent`` of the ops of ``sub`` (those in ``members`` if given),
+        sorted among its siblings by its children's median order."""
+        group = self._add(SCOPE, parent, label, None, 0.0)
+        self._place(sub, group, members, split)
+        orders = sorted(self.order[c] for c in self.children[group])
+        self.order[group] = orders[len(orders) // 2]
 
     def _renumber(self) -> None:
         """Number the nodes depth first, children in program order."""
