@@ -80,9 +80,13 @@ def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name)
     (36 ops, no names), are long chains of stages: a stage of 6 ranks drawn open beside 8
     closed ones is taller than the frame, so the view opened a small stage or none. Framed
     on the heaviest stage (`_graph_parts`), the view opens it, and an op with the most
-    FLOPs shows. The Adam step's heaviest stage (bytes: it has no dots) is two levels
+    FLOPs in it shows. The Adam step's heaviest stage (bytes: it has no dots) is two levels
     down; opened level by level, a lighter stage of stages beside its parent took the
-    frame first: the heaviest group anywhere opens first."""
+    frame first: the heaviest group anywhere opens first.
+
+    VGG-19's heaviest op (conv2, 224 px) lies outside its heaviest stage (three 56 px
+    convs): they tied while the padding's taps counted; counted as XLA does (session 51),
+    a 224 px map loses fewer taps to its edges."""
     data = hlo.open((HLO_DATA / name).read_text()).graph()._data
     opened = first_view(data)
     stage = _heaviest_stage(data)
@@ -92,7 +96,9 @@ def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name)
     nodes, _ = data.visible(set(opened))
     drawn = [k for k in nodes if data._contains(stage, k)]
     assert max(flops[k] for k in drawn) == max(
-        flops[k] for k, kind in enumerate(data.kind) if kind == INSTRUCTION
+        flops[k]
+        for k, kind in enumerate(data.kind)
+        if kind == INSTRUCTION and data._contains(stage, k)
     )
 
 

@@ -1,7 +1,9 @@
 """The numbers on HLO nodes, each derived by hand: FLOPs, bytes and categories.
 
-A strided convolution's input gradient is an input-dilated convolution whose window
-mostly reads the zeros put between its input's elements; library calls carry scratch
+A convolution counts only the taps that read a real input element, as XLA's own cost
+analysis does: a strided convolution's input gradient is an input-dilated convolution
+whose window mostly reads the zeros put between its input's elements, and XLA:TPU writes
+a batched matmul as a convolution whose batch dims are input-dilated spatial dims; library calls carry scratch
 buffers; asynchronous pairs hand one buffer from start to done; ``opt-barrier`` moves
 nothing. The graph's header counts instructions, not the groups drawn around them.
 """
@@ -31,6 +33,16 @@ def conv(x, w, padding):
 
 @pytest.mark.parametrize("padding", ["VALID", "SAME"])
 def test_a_stride_2_convolutions_input_gradient_counts_what_the_convolution_counts(padding):
+    """Both count the (output, tap) pairs that meet a real input element, as XLA's
+    HloCostAnalysis does (the gradient's pairs are the forward's, mirrored).
+
+    Until session 51 ``[SAME]`` expected 8 x 3 = 24 taps per side, the padding taps of
+    the last output included (73,728 FLOPs): tpukit counted every tap of an undilated
+    window, and an input-dilated one with stride 1 as ``inputs x taps``, a shortcut that
+    over-counted XLA:TPU's batched matmuls written as convolutions 2x. Counting by XLA's
+    rule everywhere, SAME's last output (position 7, taps 14..16 of a 16-long input
+    padded by 0 low and 1 high) has 2 real taps: 23 per side, 67,712 FLOPs, what
+    ``cost_analysis()`` says for both."""
     x, w = jnp.ones((2, 16, 16, 8)), jnp.ones((3, 3, 8, 4))
     forward = parse_hlo(jax.jit(lambda x, w: conv(x, w, padding)).lower(x, w).compile().as_text())
     backward = parse_hlo(
@@ -39,8 +51,9 @@ def test_a_stride_2_convolutions_input_gradient_counts_what_the_convolution_coun
     (fwd,) = [i for i in forward.instructions() if i.opcode == "convolution"]
     (grad,) = [i for i in backward.instructions() if i.opcode == "convolution"]
     assert "lhs_dilate=2x2" in grad.attributes["window"]
-    # 2 x batch 2 x 4 output features x 8 input features x (7 or 8 outputs x 3 taps) per side
-    side = {"VALID": 7, "SAME": 8}[padding] * 3
+    # 2 x batch 2 x 4 output features x 8 input features x real taps per side: VALID 7
+    # outputs x 3 taps; SAME 8 x 3 less the high padding's one
+    side = {"VALID": 7 * 3, "SAME": 8 * 3 - 1}[padding]
     expected = 2 * 2 * 4 * 8 * side * side
     assert instruction_flops(fwd, forward) == expected
     assert instruction_flops(grad, backward) == expected  # was 16 x 16 x 9 taps per output
@@ -57,6 +70,33 @@ ENTRY e {
     )
     # the dilated input x0 0 x1 0 x2: output 0 reads (x0, 0), output 1 reads (x1, 0)
     assert instruction_flops(module.instruction("c"), module) == 2 * 2
+
+
+# Cut from a real XLA:TPU module: the two kinds of convolution in the optimized
+# attention of Junyi-99/hlo-visualizer (examples/v6e-1/attention.after.hlo, commit
+# 2b240a3c, libtpu 0.0.48), operands renamed to parameters. softmax(QK^T / 8) V with
+# B=2, H=4, S=128, D=64: each is a batched matmul written as a convolution whose batch
+# dims (2, 4) are spatial, input-dilated so that one tap per output meets a real element.
+TPU_ATTENTION = """HloModule attention_v6e_cut
+ENTRY e {
+  q = bf16[2,4,128,64]{2,3,1,0:T(8,128)(2,1)} parameter(0)
+  k = bf16[2,4,128,64]{2,3,1,0:T(8,128)(2,1)} parameter(1)
+  v = bf16[2,4,128,64]{2,3,1,0:T(8,128)(2,1)} parameter(2)
+  p = bf16[2,4,128,128]{2,3,1,0:T(8,128)(2,1)} parameter(3)
+  qk = bf16[2,4,128,128]{2,3,1,0:T(8,128)(2,1)} convolution(q, k), window={size=2x4 stride=1x3 lhs_dilate=2x4}, dim_labels=01bf_01oi->01bf
+  ROOT pv = bf16[2,4,128,64]{2,3,1,0:T(8,128)(2,1)} convolution(v, p), window={size=2x4 stride=2x4 pad=1_1x3_3 lhs_dilate=1x3 rhs_reversal=1x1}, dim_labels=01fb_01oi->01fb
+}"""
+
+
+def test_xla_tpus_batched_matmuls_written_as_convolutions_count_as_the_matmuls():
+    """QK^T and PV are 2 x (2 x 4) x 128 x 128 x 64 FLOPs each, what XLA's cost analysis
+    counts. Each counted 2x before session 51: QK^T's dilated dims (stride 1) as every
+    input element meeting every tap (true only with full padding), PV's undilated dim 0
+    with its padding taps (``pad=1_1``) among the 2 x 2 it counted."""
+    module = parse_hlo(TPU_ATTENTION)
+    matmul = 2 * (2 * 4) * 128 * 128 * 64
+    assert instruction_flops(module.instruction("qk"), module) == matmul == 16_777_216
+    assert instruction_flops(module.instruction("pv"), module) == matmul
 
 
 GEMM = """HloModule gemm

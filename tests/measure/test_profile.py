@@ -398,9 +398,11 @@ def test_a_gpu_trace_of_command_buffers_names_kernels_after_their_fusions():
         }
     )
     # Executions, not kernels: the convolution ran once per run (its two kernels together),
-    # so its FLOPs are one convolution's: 2 x 64 outputs x 4 features x 3x3x4 taps.
+    # so its FLOPs are one convolution's: 2 x 4 out x 4 in features x the taps on real input
+    # per side of the 8x8 SAME 3x3 window, 8 x 3 less 2 (2 x 64 x 4 x 36 with the padding's
+    # taps, until session 51).
     assert all(r["calls"] == 1 for r in records.values())
-    assert records["cudnn-conv.102"]["flops"] == 2 * 64 * 4 * 36
+    assert records["cudnn-conv.102"]["flops"] == 2 * 4 * 4 * (8 * 3 - 2) ** 2
     assert profile.total_seconds == pytest.approx(17.3e-6)
     # Read offline without the run count, the instruction seen least often gives it.
     assert tpukit.Profile.from_profile_data([data], module).runs == 3

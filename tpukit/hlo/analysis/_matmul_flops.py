@@ -2,10 +2,10 @@
 
 The per-instruction half of tpukit's FLOP count (`tpukit.hlo.analysis._cost` sums it over a
 module, as executed). A dot is ``2 * output elements * contracted size``; a convolution
-``2 * output elements * kernel input features * kernel window``, with only the taps on
-real input elements counted when the input is dilated; a cuBLAS gemm reads its
-contracting dimensions from its backend config; cuDNN's backward convolutions move the
-roles of input, kernel and output.
+``2 * kernel input features * (output element, kernel tap) pairs``, counting only the taps
+that read a real input element (not padding, not the holes of ``lhs_dilate``), as XLA's
+own cost analysis does; a cuBLAS gemm reads its contracting dimensions from its backend
+config; cuDNN's backward convolutions move the roles of input, kernel and output.
 
     >>> from tpukit.hlo import parse_hlo
     >>> module = parse_hlo('''
@@ -140,105 +140,118 @@ def _dot_flops(instr: HloInstruction, module: HloModule, contracting: tuple[int,
 
 
 def _conv_flops(instr: HloInstruction, module: HloModule, direction: str) -> int:
-    """``2 * output elements * kernel input features * kernel window size``.
+    """``2 * kernel input features * (output element, kernel tap) pairs on real input``.
 
-    The ``dim_labels`` (``b01f_01io->b01f``) always describe the forward
-    convolution input x kernel -> output. cuDNN's backward calls move those
-    roles: backward-input computes the input gradient from (output gradient,
-    kernel); backward-filter computes the kernel from (input, output gradient).
+    The ``dim_labels`` (``b01f_01io->b01f``) and the window always describe the forward
+    convolution input x kernel -> output. cuDNN's backward calls move those roles:
+    backward-input computes the input from (output, kernel); backward-filter computes the
+    kernel from (input, output). Each does the forward convolution's multiply-adds.
 
-    An input-dilated convolution (``lhs_dilate`` in its window: a transposed
-    convolution, or the input gradient of a strided one) multiplies most window
-    taps by the zeros put between the input's elements. Only real elements count:
-    each meets every tap once, as each output of the forward convolution meets every
-    tap (padding included), so a stride-2 convolution's input gradient counts what
-    the convolution itself counts.
+    A tap counts where it reads a real input element, not the padding around the input
+    nor the holes ``lhs_dilate`` puts between its elements, as XLA's own cost analysis
+    (``HloCostAnalysis::GetConvolutionFlops``) counts: a SAME-padded convolution's edge
+    outputs do fewer multiply-adds, a transposed convolution (the input gradient of a
+    strided one) counts what the strided convolution counts, and XLA:TPU's batched
+    matmul written as a convolution (its batch dims spatial, ``lhs_dilate`` the batch
+    size, so one tap per output meets a real element) counts as the matmul. Without a
+    readable window or input, every tap counts.
     """
     labels = instr.attributes.get("dim_labels", "")
-    kernel_labels = labels.partition("_")[2].partition("->")[0]
+    lhs_labels, _, rest = labels.partition("_")
+    kernel_labels, _, out_labels = rest.partition("->")
     result = first_array(instr.shape)
+    first, second = operand_shape(instr, module, 0), operand_shape(instr, module, 1)
     if direction == "backward_filter":
-        kernel, output = result, operand_shape(instr, module, 1)
+        lhs, kernel, output = first, result, second
     elif direction == "backward_input":
-        kernel, output = operand_shape(instr, module, 1), operand_shape(instr, module, 0)
+        lhs, kernel, output = result, second, first
     else:
-        kernel, output = operand_shape(instr, module, 1), result
+        lhs, kernel, output = first, second, result
     if kernel is None or output is None or len(kernel_labels) != kernel.rank:
         return 0
     in_features = kernel.dims[kernel_labels.index("i")] if "i" in kernel_labels else 1
     window = math.prod(kernel.dims[k] for k, c in enumerate(kernel_labels) if c.isdigit())
-    flops = 2 * output.num_elements * in_features * window
-    if direction == "forward" and "lhs_dilate" in instr.attributes.get("window", ""):
-        taps = _real_taps(instr, module, labels, kernel)
-        if taps is not None:
-            flops = flops * taps[0] // taps[1]
-    return flops
+    pairs = output.num_elements * window
+    taps = _real_taps(instr.attributes.get("window", ""), labels, lhs, kernel, output)
+    if taps is not None:
+        real, spatial_outputs = taps
+        pairs = output.num_elements // spatial_outputs * real if spatial_outputs else 0
+    return 2 * in_features * pairs
 
 
 def _real_taps(
-    instr: HloInstruction, module: HloModule, labels: str, kernel: HloShape
+    window: str, labels: str, lhs: HloShape | None, kernel: HloShape, out: HloShape
 ) -> tuple[int, int] | None:
-    """``(taps on real input elements, all taps)`` over the spatial dimensions.
-
-    In a dilated dimension with window stride 1, every real input element meets
-    every tap: ``input size * window size``. With a larger stride, output position
-    ``i`` and tap ``k`` read position ``p = i * stride + k * rhs_dilate - pad_low``
-    of the dilated input (``(size - 1) * lhs_dilate + 1`` long), a real element when
-    ``p`` lies inside and is a multiple of ``lhs_dilate``; those pairs are counted.
-    Other dimensions count ``output size * window size``, as undilated convolutions
-    do. Dimensions are independent, so the counts multiply. None when the window or
-    the labels cannot be read.
-    """
-    fields = dict(_WINDOW_FIELD.findall(instr.attributes.get("window", "")))
+    """``(real pairs, output positions)`` over the spatial dimensions: the (output
+    position, kernel tap) pairs that read a real input element, and the output's spatial
+    size. Dimensions are independent, so both multiply over them. None when the window,
+    the labels or the input's shape cannot be read."""
+    fields = dict(_WINDOW_FIELD.findall(window))
     lhs_labels, _, rest = labels.partition("_")
-    out_labels = rest.partition("->")[2]
-    lhs, out = operand_shape(instr, module, 0), first_array(instr.shape)
-    if lhs is None or out is None or len(lhs_labels) != lhs.rank or len(out_labels) != out.rank:
+    kernel_labels, _, out_labels = rest.partition("->")
+    if lhs is None or (len(lhs_labels), len(out_labels)) != (lhs.rank, out.rank):
         return None
     spatial = sorted(c for c in lhs_labels if c.isdigit())
+    if any(
+        sorted(c for c in other if c.isdigit()) != spatial for other in (kernel_labels, out_labels)
+    ):
+        return None
 
     def per_dim(name: str, default: int) -> list[int]:
         values = fields.get(name, "")
         return [int(v) for v in values.split("x")] if values else [default] * len(spatial)
 
     try:
-        size, stride = per_dim("size", 1), per_dim("stride", 1)
-        lhs_dilate, rhs_dilate = per_dim("lhs_dilate", 1), per_dim("rhs_dilate", 1)
+        stride, lhs_dilate = per_dim("stride", 1), per_dim("lhs_dilate", 1)
+        rhs_dilate = per_dim("rhs_dilate", 1)
         pads = fields.get("pad", "")
         pad_low = [int(p.split("_")[0]) for p in pads.split("x")] if pads else [0] * len(spatial)
     except ValueError:
         return None
-    real, every = 1, 1
+    steps = stride + lhs_dilate + rhs_dilate
+    if len(steps) != 3 * len(spatial) or len(pad_low) != len(spatial) or min(steps, default=1) < 1:
+        return None
+    real, outputs = 1, 1
     for d, label in enumerate(spatial):
-        outputs = out.dims[out_labels.index(label)]
-        inputs = lhs.dims[lhs_labels.index(label)]
-        if lhs_dilate[d] == 1:
-            real *= outputs * size[d]
-        elif stride[d] == 1:
-            real *= inputs * size[d]
-        else:
-            real *= _taps_on_real_elements(
-                outputs, size[d], stride[d], pad_low[d], lhs_dilate[d], rhs_dilate[d], inputs
-            )
-        every *= outputs * size[d]
-    return (real, every) if every else None
+        size = out.dims[out_labels.index(label)]
+        real *= _taps_on_real_elements(
+            size,
+            kernel.dims[kernel_labels.index(label)],
+            stride[d],
+            pad_low[d],
+            lhs_dilate[d],
+            rhs_dilate[d],
+            lhs.dims[lhs_labels.index(label)],
+        )
+        outputs *= size
+    return real, outputs
 
 
 def _taps_on_real_elements(
     outputs: int, taps: int, stride: int, pad_low: int, dilate: int, rhs_dilate: int, size: int
 ) -> int:
-    """How many (output position, tap) pairs of one dimension read a real input element."""
-    length = (size - 1) * dilate + 1
-    period = dilate // math.gcd(stride, dilate)
+    """How many (output position, tap) pairs of one dimension read a real input element.
+
+    Output ``i`` and tap ``k`` read position ``p = i * stride + k * rhs_dilate - pad_low``
+    of the padded, dilated input: a real element when ``0 <= p <= (size - 1) * dilate``
+    and ``dilate`` divides ``p``. For each tap the outputs inside form a range, and those
+    whose ``p`` is a multiple of ``dilate`` one residue class modulo
+    ``dilate / gcd(stride, dilate)`` (none when the gcd does not divide the offset)."""
+    if size < 1 or outputs < 1:
+        return 0
+    last = (size - 1) * dilate  # the last real element's position
+    common = math.gcd(stride, dilate)
+    period = dilate // common
+    step = pow(stride // common, -1, period)  # solves i * stride = -offset (mod dilate)
     total = 0
     for k in range(taps):
         offset = k * rhs_dilate - pad_low  # p = i * stride + offset
         low = max(0, -(offset // stride))
-        high = min(outputs - 1, (length - 1 - offset) // stride)
-        for residue in range(period):
-            if (residue * stride + offset) % dilate:
-                continue
-            first = low + (residue - low) % period
-            if first <= high:
-                total += (high - first) // period + 1
+        high = min(outputs - 1, (last - offset) // stride)
+        if low > high or offset % common:
+            continue
+        residue = -offset // common * step % period
+        first = low + (residue - low) % period
+        if first <= high:
+            total += (high - first) // period + 1
     return total
