@@ -1,0 +1,139 @@
+"""Fusion bodies the page builds itself: which, and what their payload carries.
+
+Fused computations hold most of a large module's instructions (three quarters of a
+400,000-instruction training step's nodes), and a user opens few of them. Building each
+body's nodes in Python (the tree's ids, edges, order; the payload's columns of each
+node) was a third of the graph's time. A page's tree (`GraphTree` with ``lazy``) leaves
+out the bodies `builds_in_page` accepts: the fusion is a leaf whose ``held`` instructions
+come in the payload's body columns (`body_columns`), and the page (``insertBodies`` in
+``assets/graph_bodies.js``) puts each body's nodes in place as it loads: the same nodes,
+ids, labels, texts, edges and costs as a tree built with them.
+
+The payload carries, per body instruction (program order): its HLO line (the page reads
+its label and the panel's text from it), its opcode and shape (indices into ``bodyOps``
+and ``bodyShapes``), its colour category, its operands (``bodyArgs`` of them in
+``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
+(its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+instruction in a tree built with it); per body, its root and parameters (``bodyRoot``,
+``bodyParams`` in parameter order) and where its edges go among the blocks. What the
+page works out itself is where each node goes (a parameter or constant just before its
+first user, as `_graph_data._edges_and_order` orders them) and the edges.
+
+A body is left to the page only where the page's reading of its lines is exact: a
+fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
+another computation or varying in category (a fusion, a library call), every line
+ASCII, without metadata (the panel shows a line without it, and a node's scope and
+source come from it), within the panel's length, and opening with the head the wire
+leaves out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built
+as before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+
+from tpukit.graph._graph_nodes import clip
+from tpukit.graph._graph_parts import MAX_CHILDREN
+from tpukit.graph._graph_schema import CATEGORIES
+from tpukit.hlo.analysis import FLOP_OPS, bytes_with_operands, instruction_flops, op_category
+from tpukit.hlo.text import HloComputation, HloModule
+
+#: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
+SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
+#: Opcodes whose category depends on more than the opcode, or that run computations.
+_VARIES = frozenset({"fusion", "custom-call"})
+#: The payload's body columns of whole numbers (typed arrays on the wire).
+BODY_COLUMNS = (
+    "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyCat", "bodyArgs", "bodyFrom",
+    "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot", "bodyParams",
+    "bodyBlock",
+)  # fmt: skip
+
+
+def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
+    """Whether the page can build ``comp``'s nodes itself (see the module docstring).
+
+    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared)."""
+    instructions = comp.instructions
+    if comp.kind != "fusion" or len(instructions) > MAX_CHILDREN:
+        return False
+    for instr in instructions:
+        opcode = instr.opcode
+        if instr.called_computations or opcode in _VARIES:
+            return False
+        text = instr.text
+        if len(text) > TEXT_LIMIT or not text.isascii() or "\n" in text or "metadata=" in text:
+            return False
+        shape = shapes.get(id(instr.shape))
+        if shape is None:
+            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
+        head = f"%{instr.name} = {shape} {opcode}"
+        if not (text.startswith(head) or (text.startswith("ROOT ") and text.startswith(head, 5))):
+            return False
+    return True
+
+
+def body_columns(
+    module: HloModule, bodies: Iterable[tuple[int, HloComputation]], blocks: dict[int, int]
+) -> dict:
+    """The payload's columns of the bodies left to the page, ``(fusion node, body)`` in
+    node order: `BODY_COLUMNS`, ``bodyText`` (each instruction's line, a line column) and
+    the tables ``bodyOps`` and ``bodyShapes``. Instructions come in program order.
+    ``blocks``: where each fusion's edges go among the blocks of a tree built with them
+    (``bodyBlock``: the page draws edges in that order)."""
+    owner, size, block = array("i"), array("i"), array("i")
+    op, shape, cat, args, made = (array("i") for _ in range(5))
+    sources, flops, nbytes = array("i"), array("q"), array("q")
+    roots, params = array("i"), array("i")
+    ops: dict[str, int] = {}
+    shapes: dict[int, int] = {}
+    shape_texts: dict[str, int] = {}
+    categories = {name: k for k, name in enumerate(CATEGORIES)}
+    by_op: dict[str, tuple[int, int]] = {}
+    lines: list[str] = []
+    for node, comp in bodies:
+        instructions = comp.instructions
+        owner.append(node)
+        block.append(blocks[node])
+        size.append(len(instructions))
+        local = {instr.name: k for k, instr in enumerate(instructions)}
+        sizes = [instr.shape.nbytes for instr in instructions]
+        made.extend(sizes)
+        roots.append(local[comp.root.name])  # type: ignore[union-attr]
+        params.extend(local[p.name] for p in comp.parameters)
+        for instr in instructions:
+            opcode = instr.opcode
+            found = by_op.get(opcode)
+            if found is None:
+                category = op_category(opcode)
+                category = categories[category if category in categories else "other"]
+                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), category
+            op.append(found[0])
+            cat.append(found[1])
+            said = shapes.get(id(instr.shape))
+            if said is None:
+                written = clip(str(instr.shape), SHAPE_LIMIT)
+                said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
+            shape.append(said)
+            read = 0
+            for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
+                source = local.get(operand)
+                if source is None:
+                    found_instr = comp.get(operand) if operand[:1] == "%" else None
+                    if found_instr is None:
+                        sources.append(-1)  # no edge, but its place among the operands
+                        continue
+                    source = local[found_instr.name]
+                sources.append(source)
+                read += sizes[source]
+            args.append(len(instr.operands))
+            flops.append(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
+            nbytes.append(bytes_with_operands(instr, module, read))
+            lines.append(instr.text)
+    return {
+        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyOps": list(ops),
+        "bodyShape": shape, "bodyShapes": list(shape_texts), "bodyCat": cat, "bodyArgs": args,
+        "bodyFrom": sources, "bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes,
+        "bodyRoot": roots, "bodyParams": params, "bodyBlock": block, "bodyText": lines,
+    }  # fmt: skip
