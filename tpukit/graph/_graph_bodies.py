@@ -82,10 +82,17 @@ def body_columns(
     the tables ``bodyOps`` and ``bodyShapes``. Instructions come in program order.
     ``blocks``: where each fusion's edges go among the blocks of a tree built with them
     (``bodyBlock``: the page draws edges in that order)."""
-    owner, size, block = array("i"), array("i"), array("i")
-    op, shape, cat, args, made = (array("i") for _ in range(5))
-    sources, flops, nbytes = array("i"), array("q"), array("q")
-    roots, params = array("i"), array("i")
+    owner: list[int] = []
+    size: list[int] = []
+    block: list[int] = []
+    roots: list[int] = []
+    params: list[int] = []
+    made: list[int] = []
+    sources: list[int] = []
+    # (lists while they are written, a bound method each: quicker than arrays; arrays after)
+    op, shape, cat, args, flops, nbytes = [], [], [], [], [], []  # type: ignore[var-annotated]
+    add_op, add_shape, add_cat, add_args = op.append, shape.append, cat.append, args.append
+    add_flops, add_bytes, add_source = flops.append, nbytes.append, sources.append
     ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
@@ -99,9 +106,9 @@ def body_columns(
         size.append(len(instructions))
         local = {instr.name: k for k, instr in enumerate(instructions)}
         sizes = [instr.shape.nbytes for instr in instructions]
-        made.extend(sizes)
+        made += sizes
         roots.append(local[comp.root.name])  # type: ignore[union-attr]
-        params.extend(local[p.name] for p in comp.parameters)
+        params += [local[p.name] for p in comp.parameters]
         for instr in instructions:
             opcode = instr.opcode
             found = by_op.get(opcode)
@@ -109,31 +116,44 @@ def body_columns(
                 category = op_category(opcode)
                 category = categories[category if category in categories else "other"]
                 found = by_op[opcode] = ops.setdefault(opcode, len(ops)), category
-            op.append(found[0])
-            cat.append(found[1])
+            add_op(found[0])
+            add_cat(found[1])
             said = shapes.get(id(instr.shape))
             if said is None:
                 written = clip(str(instr.shape), SHAPE_LIMIT)
                 said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
-            shape.append(said)
+            add_shape(said)
             read = 0
             for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
                 source = local.get(operand)
                 if source is None:
                     found_instr = comp.get(operand) if operand[:1] == "%" else None
                     if found_instr is None:
-                        sources.append(-1)  # no edge, but its place among the operands
+                        add_source(-1)  # no edge, but its place among the operands
                         continue
                     source = local[found_instr.name]
-                sources.append(source)
+                add_source(source)
                 read += sizes[source]
-            args.append(len(instr.operands))
-            flops.append(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
-            nbytes.append(bytes_with_operands(instr, module, read))
+            add_args(len(instr.operands))
+            add_flops(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
+            add_bytes(bytes_with_operands(instr, module, read))
             lines.append(instr.text)
-    return {
-        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyOps": list(ops),
-        "bodyShape": shape, "bodyShapes": list(shape_texts), "bodyCat": cat, "bodyArgs": args,
-        "bodyFrom": sources, "bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes,
-        "bodyRoot": roots, "bodyParams": params, "bodyBlock": block, "bodyText": lines,
+    ids = {
+        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape, "bodyCat": cat,
+        "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
+        "bodyBlock": block,
     }  # fmt: skip
+    figures = {"bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes}
+    return {
+        **{name: array("i", column) for name, column in ids.items()},
+        **{name: _figures(column) for name, column in figures.items()},
+        "bodyOps": list(ops), "bodyShapes": list(shape_texts), "bodyText": lines,
+    }  # fmt: skip
+
+
+def _figures(column: list[int]) -> array | list[int]:
+    """A column of bytes or FLOPs as 64-bit ints, or as it is where one is beyond them."""
+    try:
+        return array("q", column)
+    except OverflowError:
+        return column
