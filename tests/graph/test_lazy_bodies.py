@@ -25,8 +25,9 @@ from tpukit.graph._graph_wire import encode_wire, read_wire
 from tpukit.hlo import parse_hlo
 
 # Bodies the page builds (fused_a: parameters out of order, a constant moved to its user, a
-# tuple root that is not the last line, an operand read twice; fused_b: a dot; fused_w:
-# inside a loop's body) and bodies Python keeps building (metadata; a reduction's region).
+# tuple root that is not the last line, an operand read twice; fused_b: a dot; fused_meta:
+# metadata, last; fused_w: inside a loop's body) and bodies Python keeps building
+# (fused_mid: metadata before another attribute; fused_reduce: a reduction's region).
 EDGE_HLO = """HloModule edges
 
 %fused_a (p1: f32[8], p0: f32[8]) -> (f32[8], f32[8]) {
@@ -50,6 +51,11 @@ EDGE_HLO = """HloModule edges
 %fused_meta (q: f32[8]) -> f32[8] {
   %q = f32[8]{0} parameter(0)
   ROOT %r = f32[8]{0} negate(f32[8]{0} %q), metadata={op_name="jit(f)/neg" source_file="a.py" source_line=3}
+}
+
+%fused_mid (q: f32[8]) -> f32[8] {
+  %q = f32[8]{0} parameter(0)
+  ROOT %r = f32[8]{0} negate(f32[8]{0} %q), metadata={op_name="jit(f)/neg"}, backend_config="x"
 }
 
 %add (a: f32[], b: f32[]) -> f32[] {
@@ -86,7 +92,7 @@ EDGE_HLO = """HloModule edges
   ROOT %lt = pred[] compare(s32[] %i, s32[] %n), direction=LT
 }
 
-ENTRY %main (u: f32[8], v: f32[8], x: f32[8,16], y: f32[16,4]) -> (f32[8], f32[8,4], f32[], f32[8]) {
+ENTRY %main (u: f32[8], v: f32[8], x: f32[8,16], y: f32[16,4]) -> (f32[8], f32[8,4], f32[], f32[8], f32[8]) {
   %u = f32[8]{0} parameter(0)
   %v = f32[8]{0} parameter(1)
   %x = f32[8,16]{1,0} parameter(2)
@@ -96,15 +102,16 @@ ENTRY %main (u: f32[8], v: f32[8], x: f32[8,16], y: f32[16,4]) -> (f32[8], f32[8
   %fb = f32[8,4]{1,0} fusion(f32[8,16]{1,0} %x, f32[16,4]{1,0} %y), kind=kOutput, calls=%fused_b
   %fm = f32[8]{0} fusion(f32[8]{0} %g0), kind=kLoop, calls=%fused_meta
   %fr = f32[] fusion(f32[8]{0} %fm), kind=kInput, calls=%fused_reduce
+  %fd = f32[8]{0} fusion(f32[8]{0} %fm), kind=kLoop, calls=%fused_mid
   %zero = s32[] constant(0)
   %init = (s32[], f32[8]{0}) tuple(s32[] %zero, f32[8]{0} %fm)
   %loop = (s32[], f32[8]{0}) while((s32[], f32[8]{0}) %init), condition=%cond, body=%body
   %lv = f32[8]{0} get-tuple-element((s32[], f32[8]{0}) %loop), index=1
-  ROOT %res = (f32[8]{0}, f32[8,4]{1,0}, f32[], f32[8]{0}) tuple(f32[8]{0} %g0, f32[8,4]{1,0} %fb, f32[] %fr, f32[8]{0} %lv)
+  ROOT %res = (f32[8]{0}, f32[8,4]{1,0}, f32[], f32[8]{0}, f32[8]{0}) tuple(f32[8]{0} %g0, f32[8,4]{1,0} %fb, f32[] %fr, f32[8]{0} %lv, f32[8]{0} %fd)
 }
 """
 
-LAZY = {"fused_a", "fused_b", "fused_w"}
+LAZY = {"fused_a", "fused_b", "fused_meta", "fused_w"}
 
 
 def _fresh(copy: int):
@@ -136,7 +143,7 @@ def test_the_page_tree_leaves_out_the_bodies_the_page_reads_and_keeps_the_rest()
     kept = [i for i in range(len(whole.kind)) if whole.parent[i] not in lazy_fusions]
     assert [whole.label[i] for i in kept] == list(lazy.label)  # the same order, bodies apart
     assert [lazy.label[i] for i in first_view(lazy)] == [whole.label[i] for i in first_view(whole)]
-    for name in ("fm", "fr"):  # metadata, a reduction's region: built as before
+    for name in ("fd", "fr"):  # metadata not last, a reduction's region: built as before
         assert len(lazy.children[_fusion(lazy, name)]) == len(whole.children[_fusion(whole, name)])
 
 
@@ -157,10 +164,14 @@ def test_a_graph_page_carries_its_bodies_apart_and_counts_as_before():
 # as JSON-ready columns.
 _UNPACKED = """async (payloads) => {
   const columns = ["kind", "parent", "label", "op", "cat", "shape", "flops", "bytes", "count",
-    "scope", "location", "source", "text", "textHead", "note", "open", "strings"];
+    "text", "textHead", "open"];
   const read = (d) => {
     const out = {keys: Object.keys(d).sort()};
     columns.forEach((k) => { out[k] = Array.from(d[k]); });
+    // (by their texts: the strings' table is interned in another order)
+    ["scope", "location", "source", "note"].forEach((k) => {
+      out[k] = Array.from(d[k], (id) => d.strings[id]);
+    });
     out.blocks = d.blocks.map((b) => [b[0], Array.from(b[1])]);
     out.params = Object.entries(d.params).map(([k, v]) => [+k, Array.from(v)]);
     out.roots = Object.entries(d.roots).map(([k, v]) => [+k, v]);
@@ -179,10 +190,38 @@ def _unpacked(browser, payloads: list[str]) -> list[dict]:
     return found
 
 
-@pytest.mark.parametrize("source", ["edges", "gpu_command_buffer.hlo"])
+def _many_bodies(fusions: int = 30) -> str:
+    """A module whose last fusion (a reduction's: built in Python, with its parameters)
+    comes after ``fusions`` bodies the page builds, 10 ops each: its body's nodes are
+    below 256 in the page's tree, above it once the bodies are in place."""
+    ops = "\n".join(
+        f"  %e{k} = f32[8]{{0}} exponential(f32[8]{{0}} %e{k - 1})" for k in range(1, 9)
+    )
+    fused = "".join(
+        f"%fused_{n} (e0: f32[8]) -> f32[8] {{\n  %e0 = f32[8]{{0}} parameter(0)\n{ops}\n"
+        f"  ROOT %out = f32[8]{{0}} negate(f32[8]{{0}} %e8)\n}}\n\n"
+        for n in range(fusions)
+    )
+    calls = "\n".join(
+        f"  %f{n} = f32[8]{{0}} fusion(f32[8]{{0}} %f{n - 1}), kind=kLoop, calls=%fused_{n}"
+        for n in range(1, fusions)
+    )
+    reduce = EDGE_HLO[EDGE_HLO.index("%add ") : EDGE_HLO.index("%fused_w ")]
+    return (
+        f"HloModule many\n\n{fused}{reduce}"
+        "ENTRY %main (u: f32[8]) -> f32[] {\n  %u = f32[8]{0} parameter(0)\n"
+        "  %f0 = f32[8]{0} fusion(f32[8]{0} %u), kind=kLoop, calls=%fused_0\n"
+        f"{calls}\n  ROOT %fr = f32[] fusion(f32[8]{{0}} %f{fusions - 1}), kind=kInput, "
+        "calls=%fused_reduce\n}\n"
+    )
+
+
+@pytest.mark.parametrize("source", ["edges", "many", "gpu_command_buffer.hlo"])
 def test_the_page_unpacks_a_payload_with_bodies_apart_as_the_whole_trees(browser, source):
     if source == "edges":
         text = EDGE_HLO
+    elif source == "many":
+        text = _many_bodies()
     else:
         from pathlib import Path
 
@@ -206,8 +245,10 @@ def test_an_opened_fusion_shows_its_body_as_pythons_whole_tree_says(browser):
     for which, g in (("lazy", lazy_graph), ("whole", whole_graph)):
         page = open_graph(browser, [g], "standalone")
         seen = shown[which] = {}
-        for name in ("fa", "fb"):
+        for name in ("fa", "fb", "fm"):
             fusion = _fusion(data, name)
+            _open_around(page, data, fusion)
+            page.page.locator(".tkg-fit").click()  # (all of it in view)
             node(page, name).locator(".tkg-toggle").click()
             kids = list(data.children[fusion])
             drawn = page.page.locator(f'.tkg-group[data-node="{fusion}"]')
@@ -228,6 +269,20 @@ def test_an_opened_fusion_shows_its_body_as_pythons_whole_tree_says(browser):
             screenshot(page, "lazy_fusion_opened")
         assert page.errors == []
     assert shown["lazy"] == shown["whole"]
+
+
+def _open_around(page: Page, data: GraphTree, target: int) -> None:
+    """Open the closed groups around ``target`` in the page, the outermost first."""
+    around = []
+    at = data.parent[target]
+    while at > 0:
+        around.append(at)
+        at = data.parent[at]
+    for group in reversed(around):
+        closed = page.page.locator(f'.tkg-node[data-node="{group}"]')
+        if closed.count():
+            page.page.locator(".tkg-fit").click()
+            closed.locator(".tkg-toggle").click()
 
 
 def test_search_finds_an_instruction_inside_a_body_the_page_built(browser):

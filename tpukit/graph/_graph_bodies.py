@@ -9,8 +9,8 @@ come in the payload's body columns (`body_columns`), and the page (``insertBodie
 ``assets/graph_bodies.js``) puts each body's nodes in place as it loads: the same nodes,
 ids, labels, texts, edges and costs as a tree built with them.
 
-The payload carries, per body instruction (program order): its HLO line (the page reads
-its label and the panel's text from it), its opcode and shape (indices into ``bodyOps``
+The payload carries, per body instruction (program order): its HLO line up to its
+metadata (the page reads its label and the panel's text from it), its opcode and shape (indices into ``bodyOps``
 and ``bodyShapes``), its colour category, its operands (``bodyArgs`` of them in
 ``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
 (its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
@@ -22,22 +22,22 @@ first user, as `_graph_data._edges_and_order` orders them) and the edges.
 A body is left to the page only where the page's reading of its lines is exact: a
 fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
 another computation or varying in category (a fusion, a library call), every line
-ASCII, without metadata (the panel shows a line without it, and a node's scope and
-source come from it), within the panel's length, and opening with the head the wire
-leaves out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built
-as before.
+ASCII, its metadata (if any) last (the panel's text is the line up to it: `display_cut`;
+its op name and source go as the payload's interned ``bodyScope``, ``bodyLocation``,
+``bodySource``), within the panel's length, and opening with the head the wire leaves
+out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built as before.
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from tpukit.graph._graph_nodes import clip
+from tpukit.graph._graph_nodes import clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import FLOP_OPS, bytes_with_operands, instruction_flops, op_category
-from tpukit.hlo.text import HloComputation, HloModule
+from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
 
 #: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
 SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
@@ -47,7 +47,7 @@ _VARIES = frozenset({"fusion", "custom-call"})
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyCat", "bodyArgs", "bodyFrom",
     "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot", "bodyParams",
-    "bodyBlock",
+    "bodyBlock", "bodyScope", "bodyLocation", "bodySource",
 )  # fmt: skip
 
 
@@ -63,25 +63,40 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         if instr.called_computations or opcode in _VARIES:
             return False
         text = instr.text
-        if len(text) > TEXT_LIMIT or not text.isascii() or "\n" in text or "metadata=" in text:
+        if not text.isascii() or "\n" in text:
+            return False
+        cut = text.find(", metadata={")  # the panel's text is the line up to it, if last
+        if cut < 0:
+            cut = len(text)
+        elif display_cut(instr, {}, text) not in (cut, text[:cut]):  # (the same, as a text)
+            return False
+        if cut > TEXT_LIMIT:
             return False
         shape = shapes.get(id(instr.shape))
         if shape is None:
             shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
         head = f"%{instr.name} = {shape} {opcode}"
-        if not (text.startswith(head) or (text.startswith("ROOT ") and text.startswith(head, 5))):
+        if not (
+            text.startswith(head, 0, cut)
+            or (text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut))
+        ):
             return False
     return True
 
 
 def body_columns(
-    module: HloModule, bodies: Iterable[tuple[int, HloComputation]], blocks: dict[int, int]
+    module: HloModule,
+    bodies: Iterable[tuple[int, HloComputation]],
+    blocks: dict[int, int],
+    strings_of: Callable[[HloMetadata], tuple[int, int, int]],
 ) -> dict:
     """The payload's columns of the bodies left to the page, ``(fusion node, body)`` in
     node order: `BODY_COLUMNS`, ``bodyText`` (each instruction's line, a line column) and
     the tables ``bodyOps`` and ``bodyShapes``. Instructions come in program order.
     ``blocks``: where each fusion's edges go among the blocks of a tree built with them
-    (``bodyBlock``: the page draws edges in that order)."""
+    (``bodyBlock``: the page draws edges in that order). ``strings_of``: the interned op
+    name, source label and source path of a metadata (the payload's ``scope``,
+    ``location`` and ``source``), asked once per metadata object."""
     owner: list[int] = []
     size: list[int] = []
     block: list[int] = []
@@ -93,6 +108,10 @@ def body_columns(
     op, shape, cat, args, flops, nbytes = [], [], [], [], [], []  # type: ignore[var-annotated]
     add_op, add_shape, add_cat, add_args = op.append, shape.append, cat.append, args.append
     add_flops, add_bytes, add_source = flops.append, nbytes.append, sources.append
+    scope: list[int] = []
+    location: list[int] = []
+    source_path: list[int] = []
+    by_meta: dict[int, tuple[int, int, int]] = {}
     ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
@@ -137,11 +156,21 @@ def body_columns(
             add_args(len(instr.operands))
             add_flops(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
             add_bytes(bytes_with_operands(instr, module, read))
-            lines.append(instr.text)
+            text = instr.text
+            cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
+            lines.append(text if cut < 0 else text[:cut])
+            meta = instr.metadata
+            said_meta = by_meta.get(id(meta))
+            if said_meta is None:
+                said_meta = by_meta[id(meta)] = strings_of(meta)
+            scope.append(said_meta[0])
+            location.append(said_meta[1])
+            source_path.append(said_meta[2])
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape, "bodyCat": cat,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
-        "bodyBlock": block,
+        "bodyBlock": block, "bodyScope": scope, "bodyLocation": location,
+        "bodySource": source_path,
     }  # fmt: skip
     figures = {"bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes}
     return {

@@ -120,6 +120,15 @@ def _payload(
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
+    bodies = {}
+    if data.lazy and glance is None:  # the bodies the page builds (a page's tree)
+        by_line: dict[tuple[str, int], tuple[str, str]] = {}
+        bodies = body_columns(
+            module,
+            sorted(data.lazy.items()),
+            data.lazy_block,
+            lambda meta: _metadata_strings(meta, intern, by_line),
+        )
     payload = {
         **schema_payload(),
         "title": title,
@@ -152,8 +161,7 @@ def _payload(
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
-    if data.lazy and glance is None:  # the bodies the page builds (a page's tree)
-        bodies = body_columns(module, sorted(data.lazy.items()), data.lazy_block)
+    if bodies:
         payload.update(bodies if typed else {k: _listed(v) for k, v in bodies.items()})
     if wire:  # the fields `pack` adds, where it adds them
         payload["textHead"] = columns["textHead"]

@@ -3,7 +3,8 @@
 //
 // A large module's fused computations hold most of its instructions, and Python no longer
 // builds their nodes: the payload's tree leaves each such fusion a leaf, and its body comes
-// as columns of its own (bodyOwner, bodySize, bodyText: each instruction's HLO line, bodyOp
+// as columns of its own (bodyOwner, bodySize, bodyText: each instruction's HLO line without
+// its metadata, whose op name and source come as bodyScope, bodyLocation and bodySource, bodyOp
 // and bodyShape: indices into bodyOps and bodyShapes, bodyCat, bodyArgs and bodyFrom: the
 // operands as indices into the body, -1 for a name it does not hold, bodyMade: the bytes each
 // makes, bodyFlops and bodyBytes: tpukit's costs, bodyRoot, bodyParams, bodyBlock: where
@@ -64,7 +65,7 @@ function insertBodies(data) {
   data.open = data.open.map(function (k) { return newId[k]; });
   ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyShape", "bodyShapes",
     "bodyCat", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot",
-    "bodyParams", "bodyBlock"].forEach(function (name) { delete data[name]; });
+    "bodyParams", "bodyBlock", "bodyScope", "bodyLocation", "bodySource"].forEach(function (name) { delete data[name]; });
   return data;
 }
 
@@ -96,6 +97,9 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
     columns.flops[j] = data.bodyFlops[r];
     columns.bytes[j] = data.bodyBytes[r];
     columns.textHead[j] = root ? 2 : 1;
+    columns.scope[j] = data.bodyScope[r];
+    columns.location[j] = data.bodyLocation[r];
+    columns.source[j] = data.bodySource[r];
     texts[j] = line.slice(start + name.length + shape.length + op.length + 5);
     if (op === "parameter") params++;
     for (p = 0; p < data.bodyArgs[r]; p++) {
@@ -126,7 +130,8 @@ function placeBlocks(data, newId, blocks, placed) {
 function renumberLinks(data, newId) {
   var params = {}, roots = {};
   Object.keys(data.params).forEach(function (owner) {
-    params[newId[owner]] = data.params[owner].map(function (node) { return newId[node]; });
+    // (not the payload's array's map: it may be of bytes, and the new ids are larger)
+    params[newId[owner]] = Int32Array.from(data.params[owner], function (node) { return newId[node]; });
   });
   Object.keys(data.roots).forEach(function (owner) { roots[newId[owner]] = newId[data.roots[owner]]; });
   data.params = params;
