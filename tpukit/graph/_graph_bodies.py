@@ -9,11 +9,11 @@ come in the payload's body columns (`body_columns`), and the page (``insertBodie
 ``assets/graph_bodies.js``) puts each body's nodes in place as it loads: the same nodes,
 ids, labels, texts, edges and costs as a tree built with them.
 
-The payload carries, per body instruction (program order): its HLO line up to its
-metadata (the page reads its label and the panel's text from it), its opcode and shape (indices into ``bodyOps``
-and ``bodyShapes``), its colour category, its operands (``bodyArgs`` of them in
-``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
-(its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+The payload carries, per body instruction (program order): its name (``bodyLabel``), its
+HLO line up to its metadata (``bodyText``: the panel's text, decoded when one is shown),
+its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``), its colour category,
+its operands (``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name
+it does not hold), the bytes it makes (its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
 instruction in a tree built with it); per body, its root and parameters (``bodyRoot``,
 ``bodyParams`` in parameter order) and where its edges go among the blocks. What the
 page works out itself is where each node goes (a parameter or constant just before its
@@ -91,7 +91,8 @@ def body_columns(
     strings_of: Callable[[HloMetadata], tuple[int, int, int]],
 ) -> dict:
     """The payload's columns of the bodies left to the page, ``(fusion node, body)`` in
-    node order: `BODY_COLUMNS`, ``bodyText`` (each instruction's line, a line column) and
+    node order: `BODY_COLUMNS`, ``bodyLabel`` and ``bodyText`` (each instruction's name and
+    line up to its metadata, line columns) and
     the tables ``bodyOps`` and ``bodyShapes``. Instructions come in program order.
     ``blocks``: where each fusion's edges go among the blocks of a tree built with them
     (``bodyBlock``: the page draws edges in that order). ``strings_of``: the interned op
@@ -118,6 +119,7 @@ def body_columns(
     categories = {name: k for k, name in enumerate(CATEGORIES)}
     by_op: dict[str, tuple[int, int]] = {}
     lines: list[str] = []
+    names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
     for node, comp in bodies:
         instructions = comp.instructions
         owner.append(node)
@@ -159,6 +161,7 @@ def body_columns(
             text = instr.text
             cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
             lines.append(text if cut < 0 else text[:cut])
+            names.append(instr.name)
             meta = instr.metadata
             said_meta = by_meta.get(id(meta))
             if said_meta is None:
@@ -177,6 +180,7 @@ def body_columns(
         **{name: array("i", column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
         "bodyOps": list(ops), "bodyShapes": list(shape_texts), "bodyText": lines,
+        "bodyLabel": names,
     }  # fmt: skip
 
 

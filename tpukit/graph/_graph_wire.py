@@ -77,7 +77,7 @@ OWNED_COLUMNS = (
     "paramOwner", "paramSize", "paramNodes", "rootOwner", "rootNode",
 )  # fmt: skip
 #: The long columns of texts: UTF-8 after the arrays, one text a line (``lines``).
-LINE_COLUMNS = ("text", "label", "strings", "bodyText")
+LINE_COLUMNS = ("text", "label", "strings", "bodyText", "bodyLabel")
 
 #: Typed array kinds, narrowest first: the page's name and `array`'s code.
 _TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))

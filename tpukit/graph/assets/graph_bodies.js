@@ -3,8 +3,9 @@
 //
 // A large module's fused computations hold most of its instructions, and Python no longer
 // builds their nodes: the payload's tree leaves each such fusion a leaf, and its body comes
-// as columns of its own (bodyOwner, bodySize, bodyText: each instruction's HLO line without
-// its metadata, whose op name and source come as bodyScope, bodyLocation and bodySource, bodyOp
+// as columns of its own (bodyOwner, bodySize, bodyLabel: each instruction's name, bodyText:
+// its HLO line without its metadata, decoded when the panel first shows a text, the op name
+// and source as bodyScope, bodyLocation and bodySource, bodyOp
 // and bodyShape: indices into bodyOps and bodyShapes, bodyCat, bodyArgs and bodyFrom: the
 // operands as indices into the body, -1 for a name it does not hold, bodyMade: the bytes each
 // makes, bodyFlops and bodyBytes: tpukit's costs, bodyRoot, bodyParams, bodyBlock: where
@@ -61,11 +62,11 @@ function insertBodies(data) {
   }
   placeBlocks(data, newId, blocks, placed);
   names.forEach(function (name) { data[name] = columns[name]; });
-  mergeTexts(data, at, texts);
+  mergeTexts(data, at, texts, Object.getOwnPropertyDescriptor(data, "bodyText"));
   data.open = data.open.map(function (k) { return newId[k]; });
   ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyShape", "bodyShapes",
     "bodyCat", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot",
-    "bodyParams", "bodyBlock", "bodyScope", "bodyLocation", "bodySource"].forEach(function (name) { delete data[name]; });
+    "bodyParams", "bodyBlock", "bodyScope", "bodyLocation", "bodySource", "bodyLabel"].forEach(function (name) { delete data[name]; });
   return data;
 }
 
@@ -85,8 +86,7 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
   var id = new Int32Array(size), params = 0, edges = [];
   for (k = 0; k < size; k++) id[place[k]] = fusion + 1 + k;
   for (k = 0; k < size; k++) {
-    var r = row + k, j = id[k], line = data.bodyText[r], root = line.lastIndexOf("ROOT ", 0) === 0;
-    var start = root ? 5 : 0, name = line.slice(start + 1, line.indexOf(" = ", start));
+    var r = row + k, j = id[k], name = data.bodyLabel[r];
     var op = data.bodyOps[data.bodyOp[r]], shape = data.bodyShapes[data.bodyShape[r]];
     columns.kind[j] = instruction;
     columns.parent[j] = fusion;
@@ -96,11 +96,10 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
     columns.cat[j] = data.bodyCat[r];
     columns.flops[j] = data.bodyFlops[r];
     columns.bytes[j] = data.bodyBytes[r];
-    columns.textHead[j] = root ? 2 : 1;
     columns.scope[j] = data.bodyScope[r];
     columns.location[j] = data.bodyLocation[r];
     columns.source[j] = data.bodySource[r];
-    texts[j] = line.slice(start + name.length + shape.length + op.length + 5);
+    texts[j] = r;  // (its line's row: the text is cut from it when first shown, mergeTexts)
     if (op === "parameter") params++;
     for (p = 0; p < data.bodyArgs[r]; p++) {
       s = data.bodyFrom[first++];
@@ -138,16 +137,28 @@ function renumberLinks(data, newId) {
   data.roots = roots;
 }
 
-// data.text with the bodies' texts (`texts`, by new id) among the payload's (old node i at
-// `at[i]`), made when first read, as the payload's own is (graph_view.js: readWhenShown).
-function mergeTexts(data, at, texts) {
+// data.text with the bodies' texts among the payload's (old node i at `at[i]`; a body node's
+// entry in `texts` is its line's row in bodyText, given by `lines`), made when first read,
+// as the payload's own is (graph_view.js: readWhenShown): a body's lines are a large
+// module's most bytes, and the first view shows none. Each body line's head (its label,
+// shape and op: "%name = shape op", after "ROOT " for textHead 2) is cut as the payload
+// cuts the others'.
+function mergeTexts(data, at, texts, lines) {
   var payload = Object.getOwnPropertyDescriptor(data, "text");
   Object.defineProperty(data, "text", {
     configurable: true,
     enumerable: true,
     get: function () {
       var old = payload.get ? payload.get.call(data) : payload.value;
+      var body = lines.get ? lines.get.call(data) : lines.value;
+      for (var j = 0; j < texts.length; j++) {
+        if (texts[j] === undefined) continue;
+        var line = body[texts[j]], root = line.lastIndexOf("ROOT ", 0) === 0;
+        data.textHead[j] = root ? 2 : 1;
+        texts[j] = line.slice((root ? 5 : 0) + data.label[j].length + data.shape[j].length + data.op[j].length + 5);
+      }
       for (var i = 0; i < at.length; i++) texts[at[i]] = old[i];
+      delete data.bodyText;  // (put back by its first read)
       Object.defineProperty(data, "text", {value: texts, writable: true, enumerable: true, configurable: true});
       return texts;
     },

@@ -143,7 +143,7 @@ function readWire(buffer) {
 
 // The columns of texts that the first view does not read: the instructions' HLO text, which
 // only the panel shows (a third of a training step's payload: 5-20 ms to decode and split).
-var READ_WHEN_SHOWN = {text: true};
+var READ_WHEN_SHOWN = {text: true, bodyText: true};
 
 // data[name]: the lines of the UTF-8 `bytes`, decoded on its first read and kept.
 function readWhenShown(data, name, bytes, decoder) {
