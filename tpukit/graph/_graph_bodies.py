@@ -10,7 +10,9 @@ come in the payload's body columns (`body_columns`), and the page (``insertBodie
 ids, labels, texts, edges and costs as a tree built with them.
 
 The payload carries, per body instruction (program order): its name (``bodyLabel``), its
-HLO line up to its metadata (``bodyText``: the panel's text, decoded when one is shown),
+HLO line up to its metadata without the head its name, shape and opcode give (``bodyText``,
+as the wire's ``text``; ``bodyHead`` 2 after ``ROOT ``, else 1: the panel's text, decoded
+when one is shown),
 its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``), its colour category,
 its operands (``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name
 it does not hold), the bytes it makes (its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
@@ -47,7 +49,7 @@ _VARIES = frozenset({"fusion", "custom-call"})
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyCat", "bodyArgs", "bodyFrom",
     "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot", "bodyParams",
-    "bodyBlock", "bodyScope", "bodyLocation", "bodySource",
+    "bodyBlock", "bodyHead", "bodyScope", "bodyLocation", "bodySource",
 )  # fmt: skip
 
 
@@ -120,6 +122,8 @@ def body_columns(
     by_op: dict[str, tuple[int, int]] = {}
     lines: list[str] = []
     names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
+    head: list[int] = []
+    shape_text: list[str] = []  # (by id: `shape_texts`' keys in order)
     for node, comp in bodies:
         instructions = comp.instructions
         owner.append(node)
@@ -143,6 +147,8 @@ def body_columns(
             if said is None:
                 written = clip(str(instr.shape), SHAPE_LIMIT)
                 said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
+                if said == len(shape_text):
+                    shape_text.append(written)
             add_shape(said)
             read = 0
             for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
@@ -160,7 +166,10 @@ def body_columns(
             add_bytes(bytes_with_operands(instr, module, read))
             text = instr.text
             cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
-            lines.append(text if cut < 0 else text[:cut])
+            root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
+            start = (5 if root else 0) + len(instr.name) + len(shape_text[said]) + len(opcode) + 5
+            lines.append(text[start:] if cut < 0 else text[start:cut])
+            head.append(2 if root else 1)
             names.append(instr.name)
             meta = instr.metadata
             said_meta = by_meta.get(id(meta))
@@ -172,7 +181,7 @@ def body_columns(
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape, "bodyCat": cat,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
-        "bodyBlock": block, "bodyScope": scope, "bodyLocation": location,
+        "bodyBlock": block, "bodyHead": head, "bodyScope": scope, "bodyLocation": location,
         "bodySource": source_path,
     }  # fmt: skip
     figures = {"bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes}

@@ -66,7 +66,8 @@ function insertBodies(data) {
   data.open = data.open.map(function (k) { return newId[k]; });
   ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyShape", "bodyShapes",
     "bodyCat", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot",
-    "bodyParams", "bodyBlock", "bodyScope", "bodyLocation", "bodySource", "bodyLabel"].forEach(function (name) { delete data[name]; });
+    "bodyParams", "bodyBlock", "bodyHead", "bodyScope", "bodyLocation", "bodySource",
+    "bodyLabel"].forEach(function (name) { delete data[name]; });
   return data;
 }
 
@@ -99,7 +100,8 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
     columns.scope[j] = data.bodyScope[r];
     columns.location[j] = data.bodyLocation[r];
     columns.source[j] = data.bodySource[r];
-    texts[j] = r;  // (its line's row: the text is cut from it when first shown, mergeTexts)
+    columns.textHead[j] = data.bodyHead[r];
+    texts[j] = r;  // (its line's row: its text when first shown, mergeTexts)
     if (op === "parameter") params++;
     for (p = 0; p < data.bodyArgs[r]; p++) {
       s = data.bodyFrom[first++];
@@ -140,9 +142,8 @@ function renumberLinks(data, newId) {
 // data.text with the bodies' texts among the payload's (old node i at `at[i]`; a body node's
 // entry in `texts` is its line's row in bodyText, given by `lines`), made when first read,
 // as the payload's own is (graph_view.js: readWhenShown): a body's lines are a large
-// module's most bytes, and the first view shows none. Each body line's head (its label,
-// shape and op: "%name = shape op", after "ROOT " for textHead 2) is cut as the payload
-// cuts the others'.
+// module's most bytes, and the first view shows none. They come without their heads, as
+// the payload's own texts (GraphTree's text(i) puts the head back).
 function mergeTexts(data, at, texts, lines) {
   var payload = Object.getOwnPropertyDescriptor(data, "text");
   Object.defineProperty(data, "text", {
@@ -151,12 +152,7 @@ function mergeTexts(data, at, texts, lines) {
     get: function () {
       var old = payload.get ? payload.get.call(data) : payload.value;
       var body = lines.get ? lines.get.call(data) : lines.value;
-      for (var j = 0; j < texts.length; j++) {
-        if (texts[j] === undefined) continue;
-        var line = body[texts[j]], root = line.lastIndexOf("ROOT ", 0) === 0;
-        data.textHead[j] = root ? 2 : 1;
-        texts[j] = line.slice((root ? 5 : 0) + data.label[j].length + data.shape[j].length + data.op[j].length + 5);
-      }
+      for (var j = 0; j < texts.length; j++) if (texts[j] !== undefined) texts[j] = body[texts[j]];
       for (var i = 0; i < at.length; i++) texts[at[i]] = old[i];
       delete data.bodyText;  // (put back by its first read)
       Object.defineProperty(data, "text", {value: texts, writable: true, enumerable: true, configurable: true});
