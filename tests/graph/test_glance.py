@@ -25,7 +25,7 @@ from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.graph._graph_page import standalone_page
 from tpukit.graph._graph_payload import glance_wire, graph_wire
-from tpukit.graph._graph_view import glance_data, graph_data
+from tpukit.graph._graph_view import glance_data, graph_data, page_data
 from tpukit.graph._graph_wire import decode_payload
 from tpukit.hlo import graph, parse_hlo
 
@@ -324,22 +324,24 @@ def _fresh(text: str):
     module = parse_hlo(text)
     module._analysis.pop("graph_data", None)
     module._analysis.pop("glance_data", None)
+    module._analysis.pop("page_data", None)
     return module
 
 
 def test_a_glance_is_made_from_entry_alone_only_where_that_saves_time():
     """ENTRY's tree alone where its instructions run most of the module's (a training
-    step's fusions); the whole tree where ENTRY holds half of them or more (the other
-    would cost nearly as much, then the whole again), or where the first view enters a
-    call (it needs the call's body)."""
+    step's fusions); the page's tree (the whole but for the fusion bodies the page builds:
+    `page_data`) where ENTRY holds half of them or more (the other would cost nearly as
+    much, then the page's again), or where the first view enters a call (it needs the
+    call's body)."""
     step = _fresh(mlp_hlo())  # ENTRY holds 12 of its 38 instructions
     lean = glance_data(step)
     assert lean.hidden and "graph_data" not in step._analysis
     assert glance_data(step) is lean
     assert graph_data(step) is not lean and glance_data(step) is graph_data(step)
     flat = _fresh((DATA / FILES[3]).read_text())  # VGG's forward pass: 65 of 68 in ENTRY
-    assert glance_data(flat) is graph_data(flat)
+    assert glance_data(flat) is page_data(flat)
     buffered = _fresh((DATA / FILES[0]).read_text())  # its work is one call, entered
     whole = glance_data(buffered)
-    assert whole is graph_data(buffered)
+    assert whole is page_data(buffered) and not whole.hidden.keys() - whole.lazy.keys()
     assert any(whole.kind[k] == INSTRUCTION for k in first_view(whole))  # the call, entered

@@ -20,6 +20,7 @@ from collections import defaultdict
 from itertools import compress
 from operator import attrgetter
 
+from tpukit.graph._graph_bodies import builds_in_page
 from tpukit.graph._graph_children import Children
 from tpukit.graph._graph_edges import Edges
 from tpukit.graph._graph_nodes import CATEGORIES as CATEGORIES
@@ -72,9 +73,15 @@ class GraphTree(PartsMixin, PiecesMixin):
     would enter a call or loop (`_first_view.BodiesLeftOut`).
     """
 
-    def __init__(self, module: HloModule, *, bodies: bool = True) -> None:
+    def __init__(self, module: HloModule, *, bodies: bool = True, lazy: bool = False) -> None:
         self.module = module
         self._bodies = bodies
+        #: With ``lazy`` (a page's tree): fusion node -> the body the page builds itself
+        #: (`_graph_bodies`), not in this tree; its instructions are the node's ``held``.
+        self._lazy = lazy
+        self.lazy: dict[int, HloComputation] = {}
+        self.lazy_block: dict[int, int] = {}  # (its edges' place among a whole tree's blocks)
+        self._shape_texts: dict[int, str] = {}
         #: Leaf node -> the instruction nodes its bodies hold but this tree does not, and
         #: (``held``) those its bodies hold directly, as the panel counts them.
         self.hidden: dict[int, int] = {}
@@ -99,6 +106,7 @@ class GraphTree(PartsMixin, PiecesMixin):
         self._add_computation(entry, root, scoped=True, caller=None)
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
         self._users = self._inputs = {}  # (the last computation's)
+        self._shape_texts = {}
         self._sources: set[int] = set()
         self._whole: set[int] = set()
         self._renumber()
@@ -165,6 +173,11 @@ class GraphTree(PartsMixin, PiecesMixin):
             if not self._bodies:  # (only ENTRY's instructions get this far)
                 self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
                 self.held[node] = sum(len(sub.instructions) for sub, _ in called)
+                continue
+            if self._lazy and len(called) == 1 and builds_in_page(called[0][0], self._shape_texts):
+                self.lazy_block[node] = len(self.blocks) + len(self.lazy)
+                self.lazy[node] = called[0][0]
+                self.hidden[node] = self.held[node] = len(called[0][0].instructions)
                 continue
             if len(called) == 1:
                 self._add_computation(
@@ -451,6 +464,8 @@ class GraphTree(PartsMixin, PiecesMixin):
         self.section = {new_id[k]: v for k, v in self.section.items()}
         self.hidden = {new_id[k]: v for k, v in self.hidden.items()}
         self.held = {new_id[k]: v for k, v in self.held.items()}
+        self.lazy = {new_id[k]: v for k, v in self.lazy.items()}
+        self.lazy_block = {new_id[k]: v for k, v in self.lazy_block.items()}
         self.blocks = [(new_id[owner], edges.renumbered(new_id)) for owner, edges in self.blocks]
 
     # -- questions about the tree ----------------------------------------------

@@ -21,6 +21,7 @@ The sizes are the page's own (graph_shared.js), and travel to it in the payload
 from __future__ import annotations
 
 import bisect
+from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from tpukit.graph._graph_costs import node_costs
@@ -58,6 +59,12 @@ class Frame:
         self._owner: dict[int, int] = {}
         self._ranks: dict[int, tuple[list[int], int]] = {}
         self._closed: dict[int, tuple[float, float]] = {}
+        # The fusions whose bodies the page builds (`GraphTree.lazy`), and the nodes those
+        # hold up to each: a group's "N ops" counts them as the page's tree does.
+        self._lazy = sorted(data.lazy)
+        self._lazy_held = list(
+            accumulate((len(data.lazy[k].instructions) for k in self._lazy), initial=0)
+        )
 
     def end(self, node: int) -> int:
         """The id after ``node``'s subtree (ids are depth first: the subtree is
@@ -155,7 +162,10 @@ class Frame:
                     second += 12
             else:  # "1,234 ops · 12.3 MFLOP · 4.56 MB" (graph_layout.js, costText)
                 flops, _, nbytes = node_costs(data)
-                ops = len(f"{self.end(node) - node:,} ops")
+                end, lazy = self.end(node), self._lazy
+                held = self._lazy_held[bisect.bisect_left(lazy, end)]
+                held -= self._lazy_held[bisect.bisect_left(lazy, node)]
+                ops = len(f"{end - node + held:,} ops")
                 second = ops + (13 if flops[node] else 0) + (10 if nbytes[node] else 0)
             label = len(data.label[node]) + (
                 5 if instr is not None and instr.opcode == "while" else 0
@@ -163,7 +173,13 @@ class Frame:
             if data.kind[node] == PART:  # named by its work in the payload, at its longest
                 label = MAX_CHARS
             chars = min(MAX_CHARS, max(label, second))
-            size = (max(70.0, chars * CHAR_W + 20 + (18 if data.children[node] else 0)), NODE_H)
+            size = (
+                max(
+                    70.0,
+                    chars * CHAR_W + 20 + (18 if data.children[node] or node in data.lazy else 0),
+                ),
+                NODE_H,
+            )
             self._closed[node] = size
         return size
 

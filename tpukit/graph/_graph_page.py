@@ -51,6 +51,7 @@ _GRAPH_SCRIPTS = (
     "graph_shared.js",
     "graph_theme.js",
     "graph_tree.js",
+    "graph_bodies.js",
     "graph_layout.js",
     "graph_camera.js",
     "graph_panel.js",

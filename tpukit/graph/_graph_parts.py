@@ -333,7 +333,10 @@ class PartsMixin:
     def _widths(self, kids: list[int]) -> list[float]:
         """The closed boxes' widths (`box_width`)."""
         kind, label, instr, children = self.kind, self.label, self.instr, self.children
-        return [box_width(kind[k], label[k], instr[k], bool(children[k])) for k in kids]
+        lazy = self.lazy  # (a fusion whose body the page builds opens too: `_graph_bodies`)
+        return [
+            box_width(kind[k], label[k], instr[k], bool(children[k]) or k in lazy) for k in kids
+        ]
 
     def _framed(
         self,
@@ -420,7 +423,8 @@ class PartsMixin:
         stages (`stages`), not as its ops, which may be more ranks than any frame holds
         (kz_llama2_tp4_pp2's ``aten__norm.14``: 13 ranks of ops, 3 stages)."""
         kids = self.children[node]
-        closed = box_width(self.kind[node], self.label[node], self.instr[node], bool(kids))
+        opens = bool(kids) or node in self.lazy  # (`_widths`)
+        closed = box_width(self.kind[node], self.label[node], self.instr[node], opens)
         if self.kind[node] == INSTRUCTION or not kids:
             return 0, closed
         links = self._links(kids, users)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
 
 from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_bodies import body_columns
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import FRAME_H, FRAME_W
 from tpukit.graph._graph_glance import Glance
@@ -119,6 +120,15 @@ def _payload(
     for node in sorted(notes):  # interned in node order: the strings' order is the wire's
         if 0 <= node < n and (glance is None or node in glance.new_id):
             note[node] = intern(notes[node])
+    bodies = {}
+    if data.lazy and glance is None:  # the bodies the page builds (a page's tree)
+        by_line: dict[tuple[str, int], tuple[str, str]] = {}
+        bodies = body_columns(
+            module,
+            sorted(data.lazy.items()),
+            data.lazy_block,
+            lambda meta: _metadata_strings(meta, intern, by_line),
+        )
     payload = {
         **schema_payload(),
         "title": title,
@@ -151,6 +161,8 @@ def _payload(
         **time_payload(data, times),
         **memory_payload(data, memory),
     }
+    if bodies:
+        payload.update(bodies if typed else {k: _listed(v) for k, v in bodies.items()})
     if wire:  # the fields `pack` adds, where it adds them
         payload["textHead"] = columns["textHead"]
     if glance is not None:
@@ -159,6 +171,11 @@ def _payload(
         payload["shape"], payload["shapes"] = first_use(payload["shape"], shapes)
         payload["op"], payload["ops"] = first_use(payload["op"], ops)
     return payload
+
+
+def _listed(values: object) -> object:
+    """An ``array`` column as a list (JSON's), anything else as it is."""
+    return values.tolist() if isinstance(values, array) else values
 
 
 def _links(data: GraphTree, wire: bool) -> dict:

@@ -102,6 +102,19 @@ def graph_data(module: HloModule) -> GraphTree:
     return data
 
 
+def page_data(module: HloModule) -> GraphTree:
+    """The tree a page's payload is made from: the whole graph's when it is built, else
+    one without the fusion bodies the page builds itself (`GraphTree` with ``lazy``:
+    `_graph_bodies`), kept on the module. A large module's bodies are most of its nodes."""
+    data = module._analysis.get("graph_data") or module._analysis.get("page_data")
+    if data is None:
+        grouping = progress(f"grouping {module.name or 'the module'} for its graph")
+        with grouping, paused_gc(keep=True):
+            data = module._analysis["page_data"] = GraphTree(module, lazy=True)
+        module._analysis.pop("glance_data", None)  # (this tree serves glances now)
+    return data
+
+
 def glance_data(module: HloModule) -> GraphTree:
     """The tree a glance of ``module`` is made from: the whole graph's when it is built,
     else ENTRY's alone, without what its instructions run (`GraphTree` without
@@ -112,11 +125,12 @@ def glance_data(module: HloModule) -> GraphTree:
     other tree would cost nearly as much, and then the whole one again), and where the
     first view enters a call or loop (a GPU module's command buffer): it needs its body.
     """
-    data = module._analysis.get("graph_data") or module._analysis.get("glance_data")
+    analysis = module._analysis
+    data = analysis.get("graph_data") or analysis.get("page_data") or analysis.get("glance_data")
     if data is None:
         total = sum(len(comp.instructions) for comp in module.computations.values())
         if 2 * len(module.entry.instructions) >= total:
-            return graph_data(module)
+            return page_data(module)
         grouping = progress(f"grouping {module.name or 'the module'} for its first view")
         with grouping, paused_gc(keep=True):
             data = GraphTree(module, bodies=False)
@@ -125,7 +139,7 @@ def glance_data(module: HloModule) -> GraphTree:
             except BodiesLeftOut:
                 data = None
         if data is None:
-            return graph_data(module)
+            return page_data(module)
         module._analysis["glance_data"] = data
     return data
 
@@ -176,6 +190,12 @@ class HloGraph:
         a large graph's glance first, from a smaller tree (`glance_data`)."""
         return graph_data(self.module)
 
+    @property
+    def _page_data(self) -> GraphTree:
+        """The tree the page's payload and its counts come from (`page_data`); a coloured
+        graph's is the whole tree (its bodies' times and memory are summed in Python)."""
+        return self._data if self.times or self.memory else page_data(self.module)
+
     def _is_large(self) -> bool:
         """Whether the module holds `GLANCE_INSTRUCTIONS` instructions or more."""
         computations = self.module.computations.values()
@@ -184,14 +204,17 @@ class HloGraph:
     @property
     def num_instructions(self) -> int:
         """Instructions the graph can show: every computation that runs as program."""
-        return sum(1 for node in self._data.instr if node is not None)
+        data = self._page_data
+        built = sum(1 for node in data.instr if node is not None)
+        return built + sum(len(body.instructions) for body in data.lazy.values())
 
     def view_counts(self) -> tuple[int, int]:
         """``(nodes, edges)`` drawn when the graph first opens (groups count as one node),
         in an output at least as wide as the first view's frame (`_graph_frame.FRAME_W`
         pixels and margins: a notebook's); a narrower one folds groups to fit."""
         if self._view_counts is None:
-            nodes, edges = self._data.visible(set(first_view(self._data)))
+            data = self._page_data  # (the first view never opens a fusion)
+            nodes, edges = data.visible(set(first_view(data)))
             self._view_counts = (len(nodes), len(edges))
         return self._view_counts
 
@@ -201,7 +224,7 @@ class HloGraph:
         if self._payload_b64 is None:
             with progress(f"drawing the graph of {self.title}"), paused_gc():
                 wire = graph_wire(
-                    self._data, self.title, self.stage, self.times, self.memory, typed=True
+                    self._page_data, self.title, self.stage, self.times, self.memory, typed=True
                 )
                 self._payload_b64 = TextPieces(encode_wire_pieces(wire, spend=True))
         return self._payload_b64
@@ -313,7 +336,7 @@ class HloGraph:
         counts = Counter(i.opcode for i in entry)
         fusions = sum(1 for c in module.computations.values() if c.kind == "fusion")
         nodes, edges = self.view_counts()
-        scopes = sum(1 for k in self._data.kind if k == SCOPE)
+        scopes = sum(1 for k in self._page_data.kind if k == SCOPE)  # (none in bodies)
         top = ", ".join(f"{op} {k:,}" for op, k in counts.most_common(6))
         stage = f" ({self.stage})" if self.stage else ""
         text = (

@@ -44,6 +44,7 @@ from array import array
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from tpukit.graph._graph_bodies import BODY_COLUMNS
 from tpukit.graph._graph_lines import (
     _LINES_AT_A_TIME,
     DeferredBytes,
@@ -70,14 +71,13 @@ NUMBER_COLUMNS = (
     "kind", "parent", "op", "cat", "shape", "scope", "location", "source", "note", "count",
     "textHead", "flops", "bytes",
 )  # fmt: skip
-#: ``blocks``, ``params`` and ``roots`` on the wire (`block_columns`, `link_columns`):
-#: typed arrays too.
+#: ``blocks``, ``params``, ``roots`` (`block_columns`, `link_columns`): typed arrays too.
 OWNED_COLUMNS = (
     "blockOwner", "blockSize", "blockFrom", "blockTo", "blockBytes", "blockIndex",
     "paramOwner", "paramSize", "paramNodes", "rootOwner", "rootNode",
 )  # fmt: skip
 #: The long columns of texts: UTF-8 after the arrays, one text a line (``lines``).
-LINE_COLUMNS = ("text", "label", "strings")
+LINE_COLUMNS = ("text", "label", "strings", "bodyText", "bodyLabel")
 
 #: Typed array kinds, narrowest first: the page's name and `array`'s code.
 _TYPES = (("u8", "B"), ("u16", "H"), ("i32", "i"))
@@ -448,7 +448,7 @@ def wire_parts(wire: dict, *, spend: bool = False) -> list[Part]:
     read); with ``spend``, the binary columns are taken out of ``wire`` itself
     (`encode_wire`)."""
     fields = wire if spend else dict(wire)
-    names = (*NUMBER_COLUMNS, *OWNED_COLUMNS)
+    names = (*NUMBER_COLUMNS, *OWNED_COLUMNS, *BODY_COLUMNS)  # (`_graph_bodies`: by fusions)
     arrays = {}
     for name in names:
         if name in fields:

@@ -2,6 +2,7 @@
 //
 // GraphView owns the page of one graph and composes its parts, each in its own file:
 //   graph_tree.js    GraphTree: the payload's tree of nodes, which groups are open, edges
+//   graph_bodies.js  insertBodies: the fusion bodies the payload carries apart, put in place
 //   graph_layout.js  GraphLayout: node sizes and places (dagre, one open group at a time)
 //   graph_camera.js  GraphCamera: which part of the drawing shows, at what scale
 //   graph_panel.js   GraphPanel: the selected node's facts
@@ -33,7 +34,7 @@
 //     panelRows(i): rows [name, value, class] that head the panel of node i
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
 //   render(anchor), leave()
-/* global GraphTree, GraphLayout, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
+/* global GraphTree, GraphLayout, insertBodies, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
    clip, fmtBytes, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
 
@@ -142,7 +143,7 @@ function readWire(buffer) {
 
 // The columns of texts that the first view does not read: the instructions' HLO text, which
 // only the panel shows (a third of a training step's payload: 5-20 ms to decode and split).
-var READ_WHEN_SHOWN = {text: true};
+var READ_WHEN_SHOWN = {text: true, bodyText: true};
 
 // data[name]: the lines of the UTF-8 `bytes`, decoded on its first read and kept.
 function readWhenShown(data, name, bytes, decoder) {
@@ -194,7 +195,7 @@ function unpackColumns(data) {
     delete data.paramOwner; delete data.paramSize; delete data.paramNodes;
     delete data.rootOwner; delete data.rootNode;
   }
-  return data;
+  return insertBodies(data);  // (graph_bodies.js: the fusion bodies the payload carries apart)
 }
 
 // The blocks' edges as [from, to, bytes, index] after one another, from the four columns

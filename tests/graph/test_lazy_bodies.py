@@ -1,0 +1,300 @@
+"""Fusion bodies the page builds itself (`_graph_bodies`, ``assets/graph_bodies.js``).
+
+A page's tree leaves out the fusion bodies whose lines the page reads exactly; the payload
+carries them apart and the page puts their nodes in place as it loads. What the page then
+holds and shows must be what a payload built with the bodies gives, node for node: the
+payloads are unpacked by the page's own script and compared, and a fusion is opened in the
+page and its nodes, labels, costs and panel texts checked against Python's whole tree.
+"""
+
+import base64
+import zlib
+
+import pytest
+
+from tests._support.graph_page import Page, node, open_graph, screenshot
+from tests._support.notebook_page import ORIGIN
+from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
+from tpukit.graph._graph_data import GraphTree
+from tpukit.graph._graph_nodes import display_text
+from tpukit.graph._graph_page import GRAPH, _viewer_code
+from tpukit.graph._graph_payload import graph_wire
+from tpukit.graph._graph_view import HloGraph, graph_data
+from tpukit.graph._graph_wire import encode_wire, read_wire
+from tpukit.hlo import parse_hlo
+
+# Bodies the page builds (fused_a: parameters out of order, a constant moved to its user, a
+# tuple root that is not the last line, an operand read twice; fused_b: a dot; fused_meta:
+# metadata, last; fused_w: inside a loop's body) and bodies Python keeps building
+# (fused_mid: metadata before another attribute; fused_reduce: a reduction's region).
+EDGE_HLO = """HloModule edges
+
+%fused_a (p1: f32[8], p0: f32[8]) -> (f32[8], f32[8]) {
+  %p1 = f32[8]{0} parameter(1)
+  %c = f32[] constant(2)
+  %b = f32[8]{0} broadcast(f32[] %c), dimensions={}
+  %p0 = f32[8]{0} parameter(0)
+  %m = f32[8]{0} multiply(f32[8]{0} %p0, f32[8]{0} %p0)
+  %s = f32[8]{0} add(f32[8]{0} %m, f32[8]{0} %b)
+  ROOT %t = (f32[8]{0}, f32[8]{0}) tuple(f32[8]{0} %s, f32[8]{0} %p1)
+  %after = f32[8]{0} negate(f32[8]{0} %s)
+}
+
+%fused_b (x: f32[8,16], y: f32[16,4]) -> f32[8,4] {
+  %x = f32[8,16]{1,0} parameter(0)
+  %y = f32[16,4]{1,0} parameter(1)
+  %d = f32[8,4]{1,0} dot(f32[8,16]{1,0} %x, f32[16,4]{1,0} %y), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %e = f32[8,4]{1,0} exponential(f32[8,4]{1,0} %d)
+}
+
+%fused_meta (q: f32[8]) -> f32[8] {
+  %q = f32[8]{0} parameter(0)
+  ROOT %r = f32[8]{0} negate(f32[8]{0} %q), metadata={op_name="jit(f)/neg" source_file="a.py" source_line=3}
+}
+
+%fused_mid (q: f32[8]) -> f32[8] {
+  %q = f32[8]{0} parameter(0)
+  ROOT %r = f32[8]{0} negate(f32[8]{0} %q), metadata={op_name="jit(f)/neg"}, backend_config="x"
+}
+
+%add (a: f32[], b: f32[]) -> f32[] {
+  %a = f32[] parameter(0)
+  %b = f32[] parameter(1)
+  ROOT %sum = f32[] add(f32[] %a, f32[] %b)
+}
+
+%fused_reduce (z: f32[8]) -> f32[] {
+  %z = f32[8]{0} parameter(0)
+  %zero = f32[] constant(0)
+  ROOT %red = f32[] reduce(f32[8]{0} %z, f32[] %zero), dimensions={0}, to_apply=%add
+}
+
+%fused_w (w: f32[8]) -> f32[8] {
+  %w = f32[8]{0} parameter(0)
+  ROOT %w2 = f32[8]{0} sine(f32[8]{0} %w)
+}
+
+%body (s: (s32[], f32[8])) -> (s32[], f32[8]) {
+  %s = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element((s32[], f32[8]{0}) %s), index=0
+  %v = f32[8]{0} get-tuple-element((s32[], f32[8]{0}) %s), index=1
+  %one = s32[] constant(1)
+  %i2 = s32[] add(s32[] %i, s32[] %one)
+  %v2 = f32[8]{0} fusion(f32[8]{0} %v), kind=kLoop, calls=%fused_w
+  ROOT %out = (s32[], f32[8]{0}) tuple(s32[] %i2, f32[8]{0} %v2)
+}
+
+%cond (s: (s32[], f32[8])) -> pred[] {
+  %s = (s32[], f32[8]{0}) parameter(0)
+  %i = s32[] get-tuple-element((s32[], f32[8]{0}) %s), index=0
+  %n = s32[] constant(4)
+  ROOT %lt = pred[] compare(s32[] %i, s32[] %n), direction=LT
+}
+
+ENTRY %main (u: f32[8], v: f32[8], x: f32[8,16], y: f32[16,4]) -> (f32[8], f32[8,4], f32[], f32[8], f32[8]) {
+  %u = f32[8]{0} parameter(0)
+  %v = f32[8]{0} parameter(1)
+  %x = f32[8,16]{1,0} parameter(2)
+  %y = f32[16,4]{1,0} parameter(3)
+  %fa = (f32[8]{0}, f32[8]{0}) fusion(f32[8]{0} %u, f32[8]{0} %v), kind=kLoop, calls=%fused_a
+  %g0 = f32[8]{0} get-tuple-element((f32[8]{0}, f32[8]{0}) %fa), index=0
+  %fb = f32[8,4]{1,0} fusion(f32[8,16]{1,0} %x, f32[16,4]{1,0} %y), kind=kOutput, calls=%fused_b
+  %fm = f32[8]{0} fusion(f32[8]{0} %g0), kind=kLoop, calls=%fused_meta
+  %fr = f32[] fusion(f32[8]{0} %fm), kind=kInput, calls=%fused_reduce
+  %fd = f32[8]{0} fusion(f32[8]{0} %fm), kind=kLoop, calls=%fused_mid
+  %zero = s32[] constant(0)
+  %init = (s32[], f32[8]{0}) tuple(s32[] %zero, f32[8]{0} %fm)
+  %loop = (s32[], f32[8]{0}) while((s32[], f32[8]{0}) %init), condition=%cond, body=%body
+  %lv = f32[8]{0} get-tuple-element((s32[], f32[8]{0}) %loop), index=1
+  ROOT %res = (f32[8]{0}, f32[8,4]{1,0}, f32[], f32[8]{0}, f32[8]{0}) tuple(f32[8]{0} %g0, f32[8,4]{1,0} %fb, f32[] %fr, f32[8]{0} %lv, f32[8]{0} %fd)
+}
+"""
+
+LAZY = {"fused_a", "fused_b", "fused_meta", "fused_w"}
+
+
+def _fresh(copy: int):
+    """`EDGE_HLO` parsed into a module of its own (equal texts share one: `parse_hlo`), so
+    that one graph's trees are not another's."""
+    return parse_hlo(EDGE_HLO + "\n" * copy)
+
+
+def _fusion(data: GraphTree, name: str) -> int:
+    return next(i for i, ins in enumerate(data.instr) if ins is not None and ins.name == name)
+
+
+def _wire(graph: HloGraph) -> dict:
+    return read_wire(zlib.decompress(base64.b64decode("".join(graph._payload()))))
+
+
+def test_the_page_tree_leaves_out_the_bodies_the_page_reads_and_keeps_the_rest():
+    module = parse_hlo(EDGE_HLO)
+    whole, lazy = GraphTree(module), GraphTree(module, lazy=True)
+    assert {body.name for body in lazy.lazy.values()} == LAZY
+    for node_id, body in lazy.lazy.items():
+        assert lazy.held[node_id] == lazy.hidden[node_id] == len(body.instructions)
+        assert len(lazy.children[node_id]) == 0
+    lazy_fusions = {
+        i
+        for i, ins in enumerate(whole.instr)
+        if ins is not None and ins.opcode == "fusion" and ins.called_computations[0].name in LAZY
+    }
+    kept = [i for i in range(len(whole.kind)) if whole.parent[i] not in lazy_fusions]
+    assert [whole.label[i] for i in kept] == list(lazy.label)  # the same order, bodies apart
+    assert [lazy.label[i] for i in first_view(lazy)] == [whole.label[i] for i in first_view(whole)]
+    for name in ("fd", "fr"):  # metadata not last, a reduction's region: built as before
+        assert len(lazy.children[_fusion(lazy, name)]) == len(whole.children[_fusion(whole, name)])
+
+
+def test_a_graph_page_carries_its_bodies_apart_and_counts_as_before():
+    lazy_graph = HloGraph(_fresh(1))
+    wire = _wire(lazy_graph)
+    assert len(wire["bodyOwner"]) == len(LAZY)
+    assert len(wire["kind"]) + len(wire["bodyText"]) == len(graph_data(_fresh(2)).kind)
+    whole_graph = HloGraph(_fresh(2))
+    whole_graph._data  # noqa: B018 (built first: the page's payload is then the whole tree's)
+    assert "bodyOwner" not in _wire(whole_graph)
+    assert lazy_graph.view_counts() == whole_graph.view_counts()
+    assert lazy_graph.num_instructions == whole_graph.num_instructions
+    assert repr(lazy_graph) == repr(whole_graph)
+
+
+# The page's own `unpack` (the viewer's scripts, their closure opened), each payload's data
+# as JSON-ready columns.
+_UNPACKED = """async (payloads) => {
+  const columns = ["kind", "parent", "label", "op", "cat", "shape", "flops", "bytes", "count",
+    "text", "textHead", "open"];
+  const read = (d) => {
+    const out = {keys: Object.keys(d).sort()};
+    columns.forEach((k) => { out[k] = Array.from(d[k]); });
+    // (by their texts: the strings' table is interned in another order)
+    ["scope", "location", "source", "note"].forEach((k) => {
+      out[k] = Array.from(d[k], (id) => d.strings[id]);
+    });
+    out.blocks = d.blocks.map((b) => [b[0], Array.from(b[1])]);
+    out.params = Object.entries(d.params).map(([k, v]) => [+k, Array.from(v)]);
+    out.roots = Object.entries(d.roots).map(([k, v]) => [+k, v]);
+    return out;
+  };
+  return Promise.all(payloads.map(async (p) => read(await window.tkgUnpack(p))));
+}"""
+
+
+def _unpacked(browser, payloads: list[str]) -> list[dict]:
+    page = Page(browser, {"/unpack.html": ""})
+    code = _viewer_code(GRAPH)[1] + "\nwindow.tkgUnpack = unpack;})();})();"
+    page.page.set_content(f"<html><body><script>{code}</script></body></html>")
+    found = page.page.evaluate(_UNPACKED, payloads)
+    assert page.errors == []
+    return found
+
+
+def _many_bodies(fusions: int = 30) -> str:
+    """A module whose last fusion (a reduction's: built in Python, with its parameters)
+    comes after ``fusions`` bodies the page builds, 10 ops each: its body's nodes are
+    below 256 in the page's tree, above it once the bodies are in place."""
+    ops = "\n".join(
+        f"  %e{k} = f32[8]{{0}} exponential(f32[8]{{0}} %e{k - 1})" for k in range(1, 9)
+    )
+    fused = "".join(
+        f"%fused_{n} (e0: f32[8]) -> f32[8] {{\n  %e0 = f32[8]{{0}} parameter(0)\n{ops}\n"
+        f"  ROOT %out = f32[8]{{0}} negate(f32[8]{{0}} %e8)\n}}\n\n"
+        for n in range(fusions)
+    )
+    calls = "\n".join(
+        f"  %f{n} = f32[8]{{0}} fusion(f32[8]{{0}} %f{n - 1}), kind=kLoop, calls=%fused_{n}"
+        for n in range(1, fusions)
+    )
+    reduce = EDGE_HLO[EDGE_HLO.index("%add ") : EDGE_HLO.index("%fused_w ")]
+    return (
+        f"HloModule many\n\n{fused}{reduce}"
+        "ENTRY %main (u: f32[8]) -> f32[] {\n  %u = f32[8]{0} parameter(0)\n"
+        "  %f0 = f32[8]{0} fusion(f32[8]{0} %u), kind=kLoop, calls=%fused_0\n"
+        f"{calls}\n  ROOT %fr = f32[] fusion(f32[8]{{0}} %f{fusions - 1}), kind=kInput, "
+        "calls=%fused_reduce\n}\n"
+    )
+
+
+@pytest.mark.parametrize("source", ["edges", "many", "gpu_command_buffer.hlo"])
+def test_the_page_unpacks_a_payload_with_bodies_apart_as_the_whole_trees(browser, source):
+    if source == "edges":
+        text = EDGE_HLO
+    elif source == "many":
+        text = _many_bodies()
+    else:
+        from pathlib import Path
+
+        text = (Path(__file__).parents[1] / "data" / "hlo" / source).read_text()
+    module = parse_hlo(text)
+    whole, lazy = GraphTree(module), GraphTree(module, lazy=True)
+    assert lazy.lazy  # (the test is about them)
+    payloads = [encode_wire(graph_wire(tree, "t", None, typed=True)) for tree in (whole, lazy)]
+    from_whole, from_lazy = _unpacked(browser, payloads)
+    assert from_lazy == from_whole
+    assert from_lazy["flops"] == list(node_costs(whole)[0])  # (tpukit's own figures)
+
+
+def test_an_opened_fusion_shows_its_body_as_pythons_whole_tree_says(browser):
+    lazy_graph = HloGraph(_fresh(3), title="edges")
+    assert "bodyOwner" in _wire(lazy_graph)
+    whole_graph = HloGraph(_fresh(4), title="edges")
+    data = whole_graph._data  # (its ids are the page's)
+    flops, nbytes, _ = node_costs(data)
+    shown = {}
+    for which, g in (("lazy", lazy_graph), ("whole", whole_graph)):
+        page = open_graph(browser, [g], "standalone")
+        seen = shown[which] = {}
+        for name in ("fa", "fb", "fm"):
+            fusion = _fusion(data, name)
+            _open_around(page, data, fusion)
+            page.page.locator(".tkg-fit").click()  # (all of it in view)
+            node(page, name).locator(".tkg-toggle").click()
+            kids = list(data.children[fusion])
+            drawn = page.page.locator(f'.tkg-group[data-node="{fusion}"]')
+            assert drawn.count() == 1
+            for kid in kids:
+                box = page.page.locator(f'.tkg-node[data-node="{kid}"]')
+                assert box.get_attribute("data-name") == data.label[kid]
+                classes = box.get_attribute("class")
+                box.click(position={"x": 30, "y": 18})
+                panel = page.page.locator(".tkg-panel")
+                hlo = panel.locator("pre.tkg-hlo").inner_text()
+                assert hlo == display_text(data.instr[kid])
+                figures = panel.locator('[data-field="FLOPs (est.)"]').inner_text()
+                assert figures.startswith(f"{flops[kid]:,}")
+                seen[kid] = (box.text_content(), classes, panel.inner_text(), nbytes[kid])
+                panel.locator(".tkg-close").click()  # (it would cover the next node)
+        if which == "lazy":
+            screenshot(page, "lazy_fusion_opened")
+        assert page.errors == []
+    assert shown["lazy"] == shown["whole"]
+
+
+def _open_around(page: Page, data: GraphTree, target: int) -> None:
+    """Open the closed groups around ``target`` in the page, the outermost first."""
+    around = []
+    at = data.parent[target]
+    while at > 0:
+        around.append(at)
+        at = data.parent[at]
+    for group in reversed(around):
+        closed = page.page.locator(f'.tkg-node[data-node="{group}"]')
+        if closed.count():
+            page.page.locator(".tkg-fit").click()
+            closed.locator(".tkg-toggle").click()
+
+
+def test_search_finds_an_instruction_inside_a_body_the_page_built(browser):
+    lazy_graph = HloGraph(_fresh(5), title="edges")
+    assert "bodyOwner" in _wire(lazy_graph)
+    data = graph_data(_fresh(6))
+    page = Page(browser, {"/graph.html": lazy_graph.to_html()})
+    page.page.goto(f"{ORIGIN}/graph.html")
+    page.ready()
+    search = page.page.locator(".tkg-search")
+    search.fill("w2")  # in fused_w, in the loop's body
+    search.press("Enter")
+    target = _fusion(data, "w2")
+    assert page.page.locator(f'.tkg-node.tkg-hit[data-node="{target}"]').count() == 1
+    assert page.errors == []

@@ -1,0 +1,201 @@
+"""Fusion bodies the page builds itself: which, and what their payload carries.
+
+Fused computations hold most of a large module's instructions (three quarters of a
+400,000-instruction training step's nodes), and a user opens few of them. Building each
+body's nodes in Python (the tree's ids, edges, order; the payload's columns of each
+node) was a third of the graph's time. A page's tree (`GraphTree` with ``lazy``) leaves
+out the bodies `builds_in_page` accepts: the fusion is a leaf whose ``held`` instructions
+come in the payload's body columns (`body_columns`), and the page (``insertBodies`` in
+``assets/graph_bodies.js``) puts each body's nodes in place as it loads: the same nodes,
+ids, labels, texts, edges and costs as a tree built with them.
+
+The payload carries, per body instruction (program order): its name (``bodyLabel``), its
+HLO line up to its metadata without the head its name, shape and opcode give (``bodyText``,
+as the wire's ``text``; ``bodyHead`` 2 after ``ROOT ``, else 1: the panel's text, decoded
+when one is shown),
+its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``), its colour category,
+its operands (``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name
+it does not hold), the bytes it makes (its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+instruction in a tree built with it); per body, its root and parameters (``bodyRoot``,
+``bodyParams`` in parameter order) and where its edges go among the blocks. What the
+page works out itself is where each node goes (a parameter or constant just before its
+first user, as `_graph_data._edges_and_order` orders them) and the edges.
+
+A body is left to the page only where the page's reading of its lines is exact: a
+fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
+another computation or varying in category (a fusion, a library call), every line
+ASCII, its metadata (if any) last (the panel's text is the line up to it: `display_cut`;
+its op name and source go as the payload's interned ``bodyScope``, ``bodyLocation``,
+``bodySource``), within the panel's length, and opening with the head the wire leaves
+out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built as before.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Callable, Iterable
+
+from tpukit.graph._graph_nodes import clip, display_cut
+from tpukit.graph._graph_parts import MAX_CHILDREN
+from tpukit.graph._graph_schema import CATEGORIES
+from tpukit.hlo.analysis import FLOP_OPS, bytes_with_operands, instruction_flops, op_category
+from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
+
+#: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
+SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
+#: Opcodes whose category depends on more than the opcode, or that run computations.
+_VARIES = frozenset({"fusion", "custom-call"})
+#: The payload's body columns of whole numbers (typed arrays on the wire).
+BODY_COLUMNS = (
+    "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyCat", "bodyArgs", "bodyFrom",
+    "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot", "bodyParams",
+    "bodyBlock", "bodyHead", "bodyScope", "bodyLocation", "bodySource",
+)  # fmt: skip
+
+
+def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
+    """Whether the page can build ``comp``'s nodes itself (see the module docstring).
+
+    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared)."""
+    instructions = comp.instructions
+    if comp.kind != "fusion" or len(instructions) > MAX_CHILDREN:
+        return False
+    for instr in instructions:
+        opcode = instr.opcode
+        if instr.called_computations or opcode in _VARIES:
+            return False
+        text = instr.text
+        if not text.isascii() or "\n" in text:
+            return False
+        cut = text.find(", metadata={")  # the panel's text is the line up to it, if last
+        if cut < 0:
+            cut = len(text)
+        elif display_cut(instr, {}, text) not in (cut, text[:cut]):  # (the same, as a text)
+            return False
+        if cut > TEXT_LIMIT:
+            return False
+        shape = shapes.get(id(instr.shape))
+        if shape is None:
+            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
+        head = f"%{instr.name} = {shape} {opcode}"
+        if not (
+            text.startswith(head, 0, cut)
+            or (text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut))
+        ):
+            return False
+    return True
+
+
+def body_columns(
+    module: HloModule,
+    bodies: Iterable[tuple[int, HloComputation]],
+    blocks: dict[int, int],
+    strings_of: Callable[[HloMetadata], tuple[int, int, int]],
+) -> dict:
+    """The payload's columns of the bodies left to the page, ``(fusion node, body)`` in
+    node order: `BODY_COLUMNS`, ``bodyLabel`` and ``bodyText`` (each instruction's name and
+    line up to its metadata, line columns) and
+    the tables ``bodyOps`` and ``bodyShapes``. Instructions come in program order.
+    ``blocks``: where each fusion's edges go among the blocks of a tree built with them
+    (``bodyBlock``: the page draws edges in that order). ``strings_of``: the interned op
+    name, source label and source path of a metadata (the payload's ``scope``,
+    ``location`` and ``source``), asked once per metadata object."""
+    owner: list[int] = []
+    size: list[int] = []
+    block: list[int] = []
+    roots: list[int] = []
+    params: list[int] = []
+    made: list[int] = []
+    sources: list[int] = []
+    # (lists while they are written, a bound method each: quicker than arrays; arrays after)
+    op, shape, cat, args, flops, nbytes = [], [], [], [], [], []  # type: ignore[var-annotated]
+    add_op, add_shape, add_cat, add_args = op.append, shape.append, cat.append, args.append
+    add_flops, add_bytes, add_source = flops.append, nbytes.append, sources.append
+    scope: list[int] = []
+    location: list[int] = []
+    source_path: list[int] = []
+    by_meta: dict[int, tuple[int, int, int]] = {}
+    ops: dict[str, int] = {}
+    shapes: dict[int, int] = {}
+    shape_texts: dict[str, int] = {}
+    categories = {name: k for k, name in enumerate(CATEGORIES)}
+    by_op: dict[str, tuple[int, int]] = {}
+    lines: list[str] = []
+    names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
+    head: list[int] = []
+    shape_text: list[str] = []  # (by id: `shape_texts`' keys in order)
+    for node, comp in bodies:
+        instructions = comp.instructions
+        owner.append(node)
+        block.append(blocks[node])
+        size.append(len(instructions))
+        local = {instr.name: k for k, instr in enumerate(instructions)}
+        sizes = [instr.shape.nbytes for instr in instructions]
+        made += sizes
+        roots.append(local[comp.root.name])  # type: ignore[union-attr]
+        params += [local[p.name] for p in comp.parameters]
+        for instr in instructions:
+            opcode = instr.opcode
+            found = by_op.get(opcode)
+            if found is None:
+                category = op_category(opcode)
+                category = categories[category if category in categories else "other"]
+                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), category
+            add_op(found[0])
+            add_cat(found[1])
+            said = shapes.get(id(instr.shape))
+            if said is None:
+                written = clip(str(instr.shape), SHAPE_LIMIT)
+                said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
+                if said == len(shape_text):
+                    shape_text.append(written)
+            add_shape(said)
+            read = 0
+            for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
+                source = local.get(operand)
+                if source is None:
+                    found_instr = comp.get(operand) if operand[:1] == "%" else None
+                    if found_instr is None:
+                        add_source(-1)  # no edge, but its place among the operands
+                        continue
+                    source = local[found_instr.name]
+                add_source(source)
+                read += sizes[source]
+            add_args(len(instr.operands))
+            add_flops(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
+            add_bytes(bytes_with_operands(instr, module, read))
+            text = instr.text
+            cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
+            root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
+            start = (5 if root else 0) + len(instr.name) + len(shape_text[said]) + len(opcode) + 5
+            lines.append(text[start:] if cut < 0 else text[start:cut])
+            head.append(2 if root else 1)
+            names.append(instr.name)
+            meta = instr.metadata
+            said_meta = by_meta.get(id(meta))
+            if said_meta is None:
+                said_meta = by_meta[id(meta)] = strings_of(meta)
+            scope.append(said_meta[0])
+            location.append(said_meta[1])
+            source_path.append(said_meta[2])
+    ids = {
+        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape, "bodyCat": cat,
+        "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
+        "bodyBlock": block, "bodyHead": head, "bodyScope": scope, "bodyLocation": location,
+        "bodySource": source_path,
+    }  # fmt: skip
+    figures = {"bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes}
+    return {
+        **{name: array("i", column) for name, column in ids.items()},
+        **{name: _figures(column) for name, column in figures.items()},
+        "bodyOps": list(ops), "bodyShapes": list(shape_texts), "bodyText": lines,
+        "bodyLabel": names,
+    }  # fmt: skip
+
+
+def _figures(column: list[int]) -> array | list[int]:
+    """A column of bytes or FLOPs as 64-bit ints, or as it is where one is beyond them."""
+    try:
+        return array("q", column)
+    except OverflowError:
+        return column
