@@ -35,29 +35,12 @@ import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
 from tpukit.graph._diff_parts import find_parts
-from tpukit.graph._first_view import first_view
-from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
-from tpukit.graph._graph_payload import graph_payload
 from tpukit.graph._graph_view import HloGraph
-from tpukit.hlo.analysis import executed, op_counts, parse_scope, split_scope
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 ADDED, REMOVED, CHANGED, SAME = "added", "removed", "changed", "same"
-#: Ops that do no work of their own: never matched, never added or removed.
-_PLUMBING = frozenset(
-    "parameter constant get-tuple-element tuple bitcast opt-barrier after-all "
-    "add-dependency domain".split()
-)
-# Ops inside a fusion that say what it is, beyond its root.
-_HEAVY = frozenset(
-    "dot convolution reduce reduce-window scatter gather sort custom-call all-reduce "
-    "all-gather reduce-scatter all-to-all collective-permute".split()
-)
-_NUMBER = re.compile(r"\.\d+\b")
-# What XLA appends to an instruction or computation it copies (``cond.8`` becomes
-# ``cond.8.clone``, a branch ``region_0.1.clone.clone``): not part of the name.
-_CLONE = re.compile(r"\.clone\b")
 _DIGITS = re.compile(r"\d+")
 _WHOLE = ("flops", "bytes", "instructions")
 
@@ -97,104 +80,6 @@ class GroupDiff:
         if metric == "time":
             return None if a is None or b is None else b - a
         return (b or 0) - (a or 0)
-
-
-class ProgramGroups:
-    """One program's graph, its groups by key and its working ops by signature."""
-
-    def __init__(self, view: HloGraph) -> None:
-        self.graph = view
-        data = self.data = view._data
-        self.payload = graph_payload(data, view.title, view.stage, view.times)
-        self.payload["open"] = first_view(data, fit=False)  # each side shows what fits it
-        n = len(data.kind)
-        self.group_of = [0] * n  # each node's nearest group (itself for a group)
-        self.groups: dict[tuple[str, ...], int] = {(): 0}
-        self.children: dict[tuple[str, ...], list[tuple[str, ...]]] = defaultdict(list)
-        self.ops: list[int] = []
-        key_of: dict[int, tuple[str, ...]] = {0: ()}
-        # the loops, calls and branches around each group (its key without the scopes)
-        self.structure: dict[int, tuple[str, ...]] = {0: ()}
-        seen: dict[tuple, int] = defaultdict(int)
-        inside = [False] * n  # inside a fusion (or another op's own computation)
-        for node in range(1, n):
-            parent = data.parent[node]
-            if inside[parent] or (data.kind[parent] == INSTRUCTION and parent not in key_of):
-                inside[node] = True
-                continue
-            kind, instr = data.kind[node], data.instr[node]
-            if kind == PART:
-                key_of[node] = key_of[parent]
-                self.structure[node] = self.structure[parent]
-                self.group_of[node] = self.group_of[parent]
-                continue
-            if kind in (SCOPE, COMPUTATION) or (
-                instr is not None and data.children[node] and instr.opcode != "fusion"
-            ):
-                label = data.label[node] if kind == SCOPE else _unnumbered(data.label[node])
-                if kind == COMPUTATION and ": " in label:  # a loop's body by its role: XLA
-                    label = label.split(": ", 1)[0]  # renames it ("wide.region_0.clone.sunk")
-                base = key_of[parent]
-                seen[(base, label)] += 1
-                if seen[(base, label)] > 1:
-                    label = f"{label} #{seen[(base, label)]}"
-                key_of[node] = (*base, label)
-                self.structure[node] = self.structure[parent] + (() if kind == SCOPE else (label,))
-                self.groups[key_of[node]] = node
-                self.children[base].append(key_of[node])
-                self.group_of[node] = node
-                continue
-            self.group_of[node] = self.group_of[parent]
-            if instr is not None and instr.opcode not in _PLUMBING:
-                self.ops.append(node)
-        self.key_of = key_of
-
-    def whole(self, name: str) -> int:
-        """A whole-program figure as ``tpukit.diff`` counts it (`tpukit.hlo.analysis._executed`):
-        instructions as written (fusions opened), FLOPs and bytes as executed."""
-        module = self.data.module
-        if name == "instructions":
-            return sum(op_counts(module).values())
-        run = executed(module)
-        return run.dot_flops if name == "flops" else run.bytes
-
-    def figure(self, name: str, node: int | None) -> int | float | None:
-        if node is None:
-            return None
-        values = self.payload.get(name)
-        return None if values is None else values[node]
-
-    def signature(self, node: int) -> tuple:
-        """What an op is, independent of the number XLA gave it (see the module docstring)."""
-        instr = self.data.instr[node]
-        module = self.data.module
-        direction, names = parse_scope(split_scope(instr.metadata.op_name)[:-1])
-        group = self.group_of[node]
-        # An op without a scope of its own is told apart by the group it sits in.
-        context = self.structure[group] if names else self.key_of[group]
-        roots: tuple[str, ...] = ()
-        heavy: tuple[str, ...] = ()
-        if instr.opcode == "fusion":
-            called = module.called(instr)
-            if called and called[0].root is not None:
-                root = called[0].root
-                operands = [called[0].get(o) for o in root.operands]
-                roots = (
-                    tuple(sorted(o.opcode for o in operands if o is not None))
-                    if root.opcode == "tuple"
-                    else (root.opcode,)
-                )
-                heavy = tuple(sorted({i.opcode for c in called for i in c if i.opcode in _HEAVY}))
-        return (
-            context,
-            direction,
-            names,
-            instr.opcode,
-            instr.fusion_kind if instr.opcode == "fusion" else "",
-            instr.custom_call_target if instr.opcode == "custom-call" else "",
-            roots,
-            heavy,
-        )
 
 
 def _pair_ops(a: ProgramGroups, b: ProgramGroups) -> tuple[dict[int, int], list[int], list[int]]:
@@ -306,7 +191,7 @@ _NOT_NAME = re.compile(r"[^a-z0-9]")
 # An op pairs with a leftover of the other side only if it scores more than this.
 _LEAST_LIKENESS = 2.5
 # Ops inside a fusion that say nothing of its work (they convert, move or name values).
-_NO_WORK = _PLUMBING | frozenset(
+_NO_WORK = PLUMBING | frozenset(
     "convert broadcast reshape copy transpose slice concatenate iota".split()
 )
 
@@ -342,7 +227,7 @@ class _OpFacts:
             if instr.opcode == "fusion":  # what it holds, else how it moves data, else
                 called = self.side.data.module.called(instr)  # what its root does
                 held = _held(self.side.data.module, called)
-                found = frozenset(held - _NO_WORK) or frozenset(held - _PLUMBING - {"copy"})
+                found = frozenset(held - _NO_WORK) or frozenset(held - PLUMBING - {"copy"})
                 if not found and called and called[0].root is not None:
                     found = frozenset({called[0].root.opcode})
             self._work[node] = found
@@ -360,7 +245,7 @@ class _OpFacts:
             if name in seen or producer is None:
                 continue
             seen.add(name)
-            if producer.opcode in _PLUMBING and producer.opcode != "parameter":
+            if producer.opcode in PLUMBING and producer.opcode != "parameter":
                 stack.extend(producer.operands)
                 continue
             other = self.node_of.get((instr.computation, name))
@@ -465,7 +350,7 @@ def _source_op(instr: HloInstruction) -> str:
     ``jit(f)/reduce_sum``), or without one its name less XLA's number (a lowered module
     printed without metadata names its ops by primitive: ``reduce_sum.7``)."""
     name = instr.metadata.op_name
-    return name.rsplit("/", 1)[-1] if name else _NUMBER.sub("", instr.name)
+    return name.rsplit("/", 1)[-1] if name else NUMBER.sub("", instr.name)
 
 
 def _exact_name(instr: HloInstruction) -> str:
@@ -473,12 +358,7 @@ def _exact_name(instr: HloInstruction) -> str:
 
 
 def _unnumbered_name(instr: HloInstruction) -> str:
-    return _NUMBER.sub("", instr.name)
-
-
-def _unnumbered(label: str) -> str:
-    """A loop's, call's or branch's label less XLA's numbers and clone suffixes."""
-    return _CLONE.sub("", _NUMBER.sub("", label))
+    return NUMBER.sub("", instr.name)
 
 
 def _merged_keys(a: ProgramGroups, b: ProgramGroups) -> list[tuple[str, ...]]:

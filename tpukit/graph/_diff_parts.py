@@ -33,7 +33,7 @@ from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.hlo.analysis import split_scope
 
 if TYPE_CHECKING:
-    from tpukit.graph._diff_match import ProgramGroups
+    from tpukit.graph._diff_groups import ProgramGroups
 
 
 def find_parts(
