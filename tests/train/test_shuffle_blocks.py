@@ -12,8 +12,7 @@ import pytest
 from flax import nnx
 
 from tests._support.numerics import assert_close_across_processors
-from tpukit.train import fit
-from tpukit.train import _mesh, _setup
+from tpukit.train import _mesh, _setup, fit
 from tpukit.train._data import epoch_indices, epoch_key
 
 rng = np.random.default_rng(1)
@@ -74,7 +73,9 @@ def test_repeated_one_epoch_calls_send_the_shuffle_once_per_block(monkeypatch):
 
 @pytest.mark.parametrize("calls", [(5,), (1, 2, 2), (3, 1, 1)])
 def test_epochs_across_blocks_train_in_their_own_order(monkeypatch, calls):
-    monkeypatch.setattr(_setup, "SHUFFLE_BLOCK_EPOCHS", 2, raising=False)  # blocks of epochs 0-1, 2-3, 4-5
+    monkeypatch.setattr(
+        _setup, "SHUFFLE_BLOCK_EPOCHS", 2, raising=False
+    )  # blocks of epochs 0-1, 2-3, 4-5
     m = model()
     for epochs in calls:
         fit(m, optax.sgd(0.1), (X, Y), epochs=epochs, batch_size=BATCH, seed=5, verbose=False)
