@@ -93,8 +93,7 @@ class Run:
         self.names = ("loss", *spec.objective.metric_names)
         self.state: FlatState | None = None
         self._outputs = False  # whether ``state`` holds a compiled call's results
-        # (block, its indices on the devices): the block of epochs (``_setup.shuffle_block``)
-        # the run is in, or the next one, prefetched
+        # (block, its indices on the devices): the run's block of epochs, or the next one
         self._indices: tuple[int, jax.Array] | None = None
         # the next epoch's first call, dispatched ahead, and the rest of its calls
         self._next_epoch: tuple[_Flight, Iterator] | None = None
@@ -310,9 +309,8 @@ class Run:
         return executions(spec, pos, ready)
 
     def _block(self, epoch: int) -> jax.Array | None:
-        """The indices of the block holding ``epoch`` (counted over the model's training)
-        when they are on the devices already: this run's, or those an earlier ``fit``
-        with the same data and settings left beside the model; else ``None``."""
+        """The indices of the block holding ``epoch`` (over the model's training) when on
+        the devices already (this run's, or an earlier ``fit``'s kept beside the model)."""
         block, _ = block_of(self.spec, epoch)
         if self._indices is not None and self._indices[0] == block:
             return self._indices[1]
@@ -324,8 +322,7 @@ class Run:
         return found
 
     def _keep_block(self, block: int, indices: jax.Array) -> jax.Array:
-        """Block ``block``'s ``indices``, kept for this run and beside the model for the
-        next ``fit``."""
+        """Block ``block``'s ``indices``, kept for this run and beside the model."""
         self._indices = (block, indices)
         if self.kept is not None:
             self.kept.indices = (shuffle_identity(self.spec, block), indices)
@@ -334,9 +331,8 @@ class Run:
     def _prefetch_next_epoch(self) -> None:
         """When the next epoch is in the next block of indices (``_setup.shuffle_block``),
         shuffle its epochs and start their transfer while the device still runs this
-        epoch's last call, so that the next epoch starts without a gap. After the
-        call's last epoch, it is for the next ``fit`` (the same data and settings start
-        their first call at once); it is kept beside the model either way."""
+        epoch's last call, so that the next epoch (or, after the last, the next ``fit``
+        with the same data and settings) starts without a gap."""
         pos, spec = self.position, self.spec
         if not isinstance(spec.source, ResidentData):
             return
