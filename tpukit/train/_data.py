@@ -7,7 +7,7 @@ Two sources feed the training loop, and both hand it *chunks* of
   tuple or a dict. They are put on the device once, split along the example axis
   over all local devices. Each epoch is shuffled from ``(seed, epoch)``: the host
   draws a permutation of the example indices (NumPy; a few hundred kilobytes, sent
-  once per epoch, and much cheaper than a sort-based shuffle on a CPU device), and
+  once per block of epochs, ``_setup.shuffle_block``, and much cheaper than a sort-based shuffle on a CPU device), and
   the compiled step gathers its batch from the resident arrays, so no example
   crosses the host link after the first transfer.
   **The remainder is dropped in training**: an epoch is ``len(data) // batch_size``

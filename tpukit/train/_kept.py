@@ -5,8 +5,9 @@ epochs, a new learning rate). :class:`KeptForModel` lives in the model's
 :class:`~tpukit.train.TrainingState` and holds what such a call need not redo: the
 data placed on the devices by role (``train_data``, ``eval_data``: ``_data.KeptData``,
 placed, found again and checked against in-place changes by ``_data``), the
-shuffled indices of the next epochs already on the devices (``_setup.shuffle_block``), the model's split as the last call wrote it
-(``_kept_split``) and the last call's set-up (``_again``).
+shuffled indices of the next epochs already on the devices (``_setup.shuffle_block``),
+the model's split as the last call wrote it (``_kept_split``) and the last call's
+set-up (``_again``).
 
 ``TrainingState.of(model).release_data()`` frees the kept data's device memory now.
 

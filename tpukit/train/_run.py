@@ -242,8 +242,8 @@ class Run:
         that is safe: no callback may look at the model between calls, and the call
         needs no compiling (it is the same compiled function). At the epoch's end this
         starts the epoch's evaluation on ``flight``'s result (read back once that result
-        is applied), then the next epoch's first call, whose indices are shuffled and
-        sent now. A dispatch ahead that fails (the device out of memory for the extra
+        is applied), then the next epoch's first call (its block of indices is shuffled
+        and sent now if not yet there). A dispatch ahead that fails (the device out of memory for the extra
         copy, say) turns the look-ahead off: the call is dispatched again at its turn,
         where an error that persists is raised with everything before it applied."""
         speculate = self._look_ahead
