@@ -65,9 +65,9 @@ def test_repeated_one_epoch_calls_send_the_shuffle_once_per_block(monkeypatch):
     m = model()
     for _ in range(6):
         fit(m, optax.sgd(0.1), (X, Y), epochs=1, batch_size=BATCH, seed=3, verbose=False)
-    # 96 examples, 6 steps of 16: sixteen epochs' indices fit in one block, sent once
-    # (before: once for the first call and once per call for the next call's epoch)
-    assert sent == [(16 * 6, BATCH)]
+    # 96 examples, 6 steps of 16: eight epochs' indices make one block, sent once (before:
+    # once for the first call and once per call for the next call's epoch)
+    assert sent == [(8 * 6, BATCH)]  # _setup.SHUFFLE_BLOCK_EPOCHS epochs of 6 steps
     assert_close_across_processors(params(m), scan_reference(6, 3))
 
 

@@ -437,8 +437,9 @@ def steps_per_call(value: int | str, steps_per_epoch: int | None) -> int:
 #: Epochs of shuffled indices sent to the devices in one transfer (a *block*): at most
 #: this many bytes of them (one epoch when an epoch's indices are larger) ...
 SHUFFLE_BLOCK_BYTES = 2**20
-#: ... and at most this many epochs.
-SHUFFLE_BLOCK_EPOCHS = 16
+#: ... and at most this many epochs: a call whose block is not on the devices (the first,
+#: or one with another seed) shuffles them all before its first step.
+SHUFFLE_BLOCK_EPOCHS = 8
 
 
 def shuffle_block(spec: RunSpec) -> int:
