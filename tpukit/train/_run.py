@@ -255,8 +255,8 @@ class Run:
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
             state = flight.state
             self._evaluation = (state, self.evaluator.start(state.params, state.rest))
-        pos = self.position
-        if speculate and pos.epoch + 1 < self.spec.options.epochs:
+        pos, resident = self.position, isinstance(self.spec.source, ResidentData)
+        if speculate and resident and pos.epoch + 1 < self.spec.options.epochs:
             indices = self._block(pos.epoch_base + pos.epoch + 1)
             if indices is not None:
                 ahead = Position(epoch_base=pos.epoch_base, epoch=pos.epoch + 1)
