@@ -71,14 +71,24 @@ def test_repeated_one_epoch_calls_send_the_shuffle_once_per_block(monkeypatch):
     assert_close_across_processors(params(m), scan_reference(6, 3))
 
 
+@pytest.mark.parametrize("devices", [None, 1])  # on one device calls go ahead (_run)
 @pytest.mark.parametrize("calls", [(5,), (1, 2, 2), (3, 1, 1)])
-def test_epochs_across_blocks_train_in_their_own_order(monkeypatch, calls):
-    monkeypatch.setattr(
-        _setup, "SHUFFLE_BLOCK_EPOCHS", 2, raising=False
-    )  # blocks of epochs 0-1, 2-3, 4-5
+def test_epochs_across_blocks_train_in_their_own_order(monkeypatch, calls, devices):
+    # blocks of epochs 0-1, 2-3, 4-5
+    monkeypatch.setattr(_setup, "SHUFFLE_BLOCK_EPOCHS", 2, raising=False)
+    mesh = jax.sharding.Mesh(jax.devices()[:devices], ("data",)) if devices else None
     m = model()
     for epochs in calls:
-        fit(m, optax.sgd(0.1), (X, Y), epochs=epochs, batch_size=BATCH, seed=5, verbose=False)
+        fit(
+            m,
+            optax.sgd(0.1),
+            (X, Y),
+            epochs=epochs,
+            batch_size=BATCH,
+            seed=5,
+            mesh=mesh,
+            verbose=False,
+        )
     assert_close_across_processors(params(m), scan_reference(5, 5))
 
 
