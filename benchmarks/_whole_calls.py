@@ -11,9 +11,15 @@ all alike.
 
 from __future__ import annotations
 
+import json
+import os
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -25,6 +31,8 @@ from flax import nnx
 import tpukit
 
 BATCH, LR, SEED = 128, 1e-3, 0
+#: The clocks each call is timed on: wall, the process's CPU, the calling thread's CPU.
+CLOCKS = ("wall", "cpu", "host")
 
 
 def scan_calls(x: np.ndarray, y: np.ndarray, epochs: int) -> Callable[[], None]:
@@ -103,7 +111,9 @@ def alternate(runners: dict[str, Callable[[], None]], rounds: int) -> dict[str, 
     """Each runner's calls in turns, ``rounds`` times: per call, the wall seconds, the
     process's CPU seconds (the device's threads too, on a CPU) and the host thread's
     (``time.thread_time``: the Python work and dispatches of the calling thread)."""
-    clocks = {"wall": time.perf_counter, "cpu": time.process_time, "host": time.thread_time}
+    clocks = dict(
+        zip(CLOCKS, (time.perf_counter, time.process_time, time.thread_time), strict=True)
+    )
     times: dict[str, dict[str, list[float]]] = {k: {c: [] for c in clocks} for k in runners}
     for _ in range(rounds):
         for name, run in runners.items():
@@ -120,50 +130,128 @@ def alternate(runners: dict[str, Callable[[], None]], rounds: int) -> dict[str, 
     }
 
 
+def runners_for(x, y, epochs: int) -> dict[str, Callable[[], None]]:
+    """The scan's call and fit's, on host and on device data, of ``epochs`` epochs."""
+    return {
+        "scan": scan_calls(x, y, epochs),
+        "fit, host data": fit_calls(x, y, epochs),
+        "fit, device data": fit_calls(x, y, epochs, on_device=True),
+    }
+
+
+def rows_of(times: dict[str, dict], epochs: int, steps: int) -> list[dict]:
+    """The rows of :func:`whole_calls` from :func:`alternate`'s ``times`` (per runner, the
+    lists ``wall_s``, ``cpu_s`` and ``host_s``): medians, their ratio to the scan's, and
+    the mean of the calling thread's time (a call that shuffles a block of epochs
+    for the calls after it costs more than the median one)."""
+    rows, scan = [], times["scan"]
+    med = {k: {c: statistics.median(t[f"{c}_s"]) for c in CLOCKS} for k, t in times.items()}
+    for name in ("fit, host data", "fit, device data"):
+        fit, base = med[name], med["scan"]
+        rows.append(
+            {
+                "call": name,
+                "epochs": epochs,
+                "steps": steps,
+                "fit_ms": fit["wall"] * 1e3,
+                "scan_ms": base["wall"] * 1e3,
+                "fit_over_scan": fit["wall"] / base["wall"],
+                "beyond_scan_ms": (fit["wall"] - base["wall"]) * 1e3,
+                "cpu_beyond_scan_ms": (fit["cpu"] - base["cpu"]) * 1e3,
+                "host_beyond_scan_ms": (fit["host"] - base["host"]) * 1e3,
+                "host_beyond_scan_mean_ms": (
+                    statistics.fmean(times[name]["host_s"]) - statistics.fmean(scan["host_s"])
+                )
+                * 1e3,
+                "times": {"fit": times[name], "scan": scan},
+            }
+        )
+    return rows
+
+
 def whole_calls(x, y, epoch_counts: tuple[int, ...], rounds: int) -> list[dict]:
     """Rows of fit calls of each epoch count, on host and on device data, against the
     scan's call of as many epochs: medians of alternating rounds, and their ratio."""
     rows = []
     for epochs in epoch_counts:
-        runners = {
-            "scan": scan_calls(x, y, epochs),
-            "fit, host data": fit_calls(x, y, epochs),
-            "fit, device data": fit_calls(x, y, epochs, on_device=True),
-        }
-        times = alternate(runners, rounds)
-        scan = times["scan"]
-        for name in ("fit, host data", "fit, device data"):
-            t = times[name]
-            rows.append(
-                {
-                    "call": name,
-                    "epochs": epochs,
-                    "steps": epochs * (len(x) // BATCH),
-                    "fit_ms": t["median_wall_s"] * 1e3,
-                    "scan_ms": scan["median_wall_s"] * 1e3,
-                    "fit_over_scan": t["median_wall_s"] / scan["median_wall_s"],
-                    "beyond_scan_ms": (t["median_wall_s"] - scan["median_wall_s"]) * 1e3,
-                    "cpu_beyond_scan_ms": (t["median_cpu_s"] - scan["median_cpu_s"]) * 1e3,
-                    "host_beyond_scan_ms": (t["median_host_s"] - scan["median_host_s"]) * 1e3,
-                    "times": {"fit": t, "scan": scan},
-                }
-            )
+        times = alternate(runners_for(x, y, epochs), rounds)
+        rows += rows_of(times, epochs, epochs * (len(x) // BATCH))
     return rows
+
+
+def whole_calls_against(
+    base: Path, x, y, epoch_counts: tuple[int, ...], rounds: int, chunks: int
+) -> dict[str, list[dict]]:
+    """:func:`whole_calls` on this checkout (``"this"``) and on the checkout ``base``,
+    each in a worker process of its own (``python _whole_calls.py --worker``, with that
+    checkout first on the path), the two taking turns ``chunks`` times: a slow spell of
+    a shared machine falls on both alike. Both measure with this file's runners."""
+    here = Path(__file__).resolve()
+    codes = {"this": here.parent.parent, "base": Path(base).resolve()}
+    with tempfile.TemporaryDirectory() as folder:
+        np.save(f"{folder}/x.npy", x)
+        np.save(f"{folder}/y.npy", y)
+        rows: dict[str, list[dict]] = {name: [] for name in codes}
+        for epochs in epoch_counts:
+            workers = {
+                name: subprocess.Popen(
+                    [sys.executable, str(here), "--worker", folder, str(epochs)],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                    env={**os.environ, "PYTHONPATH": str(root), "PYTHONWARNINGS": "ignore"},
+                )
+                for name, root in codes.items()
+            }
+            times: dict[str, dict] = {name: {} for name in codes}
+            for _ in range(chunks):
+                for name, worker in workers.items():
+                    worker.stdin.write(f"{max(1, rounds // chunks)}\n")
+                    worker.stdin.flush()
+                    for k, t in json.loads(worker.stdout.readline()).items():
+                        for c, values in t.items():
+                            times[name].setdefault(k, {}).setdefault(c, []).extend(values)
+            for name, worker in workers.items():
+                worker.stdin.close()
+                if worker.wait():
+                    raise RuntimeError(f"the {name} worker failed")
+                rows[name] += rows_of(times[name], epochs, epochs * (len(x) // BATCH))
+    return rows
+
+
+def _worker(folder: str, epochs: int) -> None:
+    """:func:`whole_calls_against`'s worker: the runners of ``epochs`` epochs on the
+    arrays saved in ``folder``; each line read is a count of rounds to alternate, each
+    answered with their times as one line of JSON."""
+    x, y = np.load(f"{folder}/x.npy"), np.load(f"{folder}/y.npy")
+    runners = runners_for(x, y, epochs)
+    alternate(runners, 3)  # warm
+    for line in sys.stdin:
+        times = alternate(runners, int(line))
+        out = {k: {f"{c}_s": t[f"{c}_s"] for c in CLOCKS} for k, t in times.items()}
+        print(json.dumps(out), flush=True)
 
 
 def print_rows(rows: list[dict], title: str) -> None:
     print(f"\n{title}")
     print(
         f"{'call':18} {'epochs':>6} {'steps':>6} {'fit ms':>9} {'scan ms':>9} "
-        f"{'fit/scan':>9} {'beyond scan':>12} {'CPU beyond':>11} {'host beyond':>12}"
+        f"{'fit/scan':>9} {'beyond scan':>12} {'CPU beyond':>11} {'host beyond':>12} "
+        f"{'host mean':>10}"
     )
     for r in rows:
         print(
             f"{r['call']:18} {r['epochs']:6d} {r['steps']:6d} {r['fit_ms']:9.2f} "
             f"{r['scan_ms']:9.2f} {r['fit_over_scan']:8.3f}x {r['beyond_scan_ms']:9.2f} ms "
-            f"{r['cpu_beyond_scan_ms']:8.2f} ms {r['host_beyond_scan_ms']:9.2f} ms"
+            f"{r['cpu_beyond_scan_ms']:8.2f} ms {r['host_beyond_scan_ms']:9.2f} ms "
+            f"{r['host_beyond_scan_mean_ms']:7.2f} ms"
         )
     print(
         "  beyond scan: median wall time more than the scan's call; CPU: the process's CPU "
-        "time (the device's threads too, on a CPU); host: the calling thread's CPU time"
+        "time (the device's threads too, on a CPU); host: the calling thread's CPU time "
+        "(mean: its mean over the calls, not the median)"
     )
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:
+    _worker(sys.argv[2], int(sys.argv[3]))

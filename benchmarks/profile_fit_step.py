@@ -33,8 +33,13 @@ the cores with everything else, and each call's Python runs on caches the device
 work has just emptied (tpukit's host work per call costs several times what it costs
 in a tight loop).
 
+``--base DIR`` measures the calls on another checkout too (``git archive`` of main, say):
+each checkout's calls run in a worker process of its own, the two taking turns in
+``--chunks`` chunks, and both tables are printed (the verdicts are this checkout's).
+``--models ''`` leaves out the step's part.
+
     .venv/bin/python benchmarks/profile_fit_step.py [--examples N] [--rounds 7] [--models mlp]
-        [--kernels]
+        [--kernels] [--call-rounds 15] [--base /tmp/main-checkout] [--chunks 3]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 from _steps import tutorial_train_step
-from _whole_calls import print_rows, whole_calls
+from _whole_calls import print_rows, whole_calls, whole_calls_against
 from flax import nnx
 
 import tpukit
@@ -204,6 +209,8 @@ def main() -> int:
     parser.add_argument(
         "--call-rounds", type=int, default=15, help="alternating rounds of 8-step calls (0 skips)"
     )
+    parser.add_argument("--base", type=Path, help="another checkout whose calls run in turns")
+    parser.add_argument("--chunks", type=int, default=3, help="turns each, with --base")
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results")
     args = parser.parse_args()
     global KERNEL_LISTS
@@ -211,7 +218,9 @@ def main() -> int:
     device = jax.devices()[0]
     rng = np.random.default_rng(0)
     results = [
-        measure(m, args.examples or EXAMPLES[m], args.rounds, rng) for m in args.models.split(",")
+        measure(m, args.examples or EXAMPLES[m], args.rounds, rng)
+        for m in args.models.split(",")
+        if m
     ]
 
     print(
@@ -257,19 +266,26 @@ def main() -> int:
             print(f"{'':8} note: {warning}")
         print()
 
-    calls, load = [], {}
+    calls, base_calls, load = [], [], {}
     if args.call_rounds:
         x = rng.random((8 * BATCH, 784), dtype=np.float32)
         y = rng.integers(0, 10, 8 * BATCH).astype(np.int32)
         load["before"] = os.getloadavg()
-        calls = whole_calls(x, y, (1, 3), args.call_rounds)
+        if args.base:
+            both = whole_calls_against(args.base, x, y, (1, 3), args.call_rounds, args.chunks)
+            calls, base_calls = both["this"], both["base"]
+        else:
+            calls = whole_calls(x, y, (1, 3), args.call_rounds)
         load["after"] = os.getloadavg()
-        print_rows(
-            calls,
-            f"calls of 8-step epochs, median of {args.call_rounds} alternating rounds "
-            f"(load average {load['before'][0]:.2f} before, {load['after'][0]:.2f} after: "
-            "other processes share the CPU with the device's threads)",
-        )
+        for rows, code in ((calls, "this checkout"), (base_calls, f"base {args.base}")):
+            if rows:
+                print_rows(
+                    rows,
+                    f"{code}: calls of 8-step epochs, median of {args.call_rounds} alternating "
+                    f"rounds (load average {load['before'][0]:.2f} before, "
+                    f"{load['after'][0]:.2f} after: other processes share the CPU with the "
+                    "device's threads)",
+                )
         host = host_call(calls, 1)
         failed |= not verdict(
             host["beyond_scan_ms"] <= 0.5,
@@ -292,6 +308,8 @@ def main() -> int:
         "rounds": args.rounds,
         "models": results,
         "calls_of_8_steps": calls,
+        "base": str(args.base) if args.base else None,
+        "base_calls_of_8_steps": base_calls,
         "load_average": load,  # (1, 5, 15-minute) before and after the calls
     }
     args.out.mkdir(parents=True, exist_ok=True)

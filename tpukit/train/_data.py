@@ -7,9 +7,9 @@ Two sources feed the training loop, and both hand it *chunks* of
   tuple or a dict. They are put on the device once, split along the example axis
   over all local devices. Each epoch is shuffled from ``(seed, epoch)``: the host
   draws a permutation of the example indices (NumPy; a few hundred kilobytes, sent
-  once per epoch, and much cheaper than a sort-based shuffle on a CPU device), and
-  the compiled step gathers its batch from the resident arrays, so no example
-  crosses the host link after the first transfer.
+  once per block of epochs, ``_setup.shuffle_block``; much cheaper than a sort-based
+  shuffle on a CPU device), and the compiled step gathers its batch from the resident
+  arrays, so no example crosses the host link after the first transfer.
   **The remainder is dropped in training**: an epoch is ``len(data) // batch_size``
   steps, and because every epoch is shuffled, a different handful of examples is
   left out each time. :func:`tpukit.evaluate` instead covers every example once.

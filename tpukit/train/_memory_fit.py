@@ -63,6 +63,7 @@ from tpukit.runtime import available_bytes
 
 from . import _steps
 from ._data import ResidentData
+from ._setup import shuffle_block
 
 if TYPE_CHECKING:
     from ._setup import RunSpec
@@ -169,8 +170,9 @@ def _call(
             min(spec.steps_per_call, spec.steps_per_epoch - start),
             spec.guard_mode,
         )
+        rows = shuffle_block(spec) * spec.steps_per_epoch  # a block of epochs, as fit sends
         indices = jax.ShapeDtypeStruct(
-            (spec.steps_per_epoch, spec.batch_size), jnp.int32, sharding=spec.plan.replicated()
+            (rows, spec.batch_size), jnp.int32, sharding=spec.plan.replicated()
         )
         data = {
             "arrays": _abstract(spec.source.arrays),

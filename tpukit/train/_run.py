@@ -41,7 +41,14 @@ from ._history import History
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
 from ._progress import compile_count
-from ._setup import Evaluator, RunSpec, epoch_indices_on_device, executions, shuffle_identity
+from ._setup import (
+    Evaluator,
+    RunSpec,
+    block_indices_on_device,
+    block_of,
+    executions,
+    shuffle_identity,
+)
 from ._state import Position, TrainingState
 
 
@@ -86,7 +93,8 @@ class Run:
         self.names = ("loss", *spec.objective.metric_names)
         self.state: FlatState | None = None
         self._outputs = False  # whether ``state`` holds a compiled call's results
-        self._indices: tuple[int, jax.Array] | None = None  # (epoch, its indices), prefetched
+        # (block, its indices on the devices): the run's block of epochs, or the next one
+        self._indices: tuple[int, jax.Array] | None = None
         # the next epoch's first call, dispatched ahead, and the rest of its calls
         self._next_epoch: tuple[_Flight, Iterator] | None = None
         self._evaluation: tuple[tuple, dict] | None = None  # (on what state, its figures)
@@ -234,8 +242,8 @@ class Run:
         that is safe: no callback may look at the model between calls, and the call
         needs no compiling (it is the same compiled function). At the epoch's end this
         starts the epoch's evaluation on ``flight``'s result (read back once that result
-        is applied), then the next epoch's first call, whose indices are shuffled and
-        sent now. A dispatch ahead that fails (the device out of memory for the extra
+        is applied), then the next epoch's first call (its block of indices is shuffled
+        and sent now if not yet there). A dispatch ahead that fails (the device out of memory for the extra
         copy, say) turns the look-ahead off: the call is dispatched again at its turn,
         where an error that persists is raised with everything before it applied."""
         speculate = self._look_ahead
@@ -247,16 +255,17 @@ class Run:
         if self.evaluator is not None:  # queued before the next epoch's call, not after it
             state = flight.state
             self._evaluation = (state, self.evaluator.start(state.params, state.rest))
-        if speculate and self._indices is not None:
-            epoch, indices = self._indices
-            ahead = Position(epoch_base=self.position.epoch_base, epoch=epoch)
-            calls = executions(self.spec, ahead, indices)
-            first = next(calls, None)
-            if first is not None and first[1] is flight.fn:
-                ahead_flight = self._dispatch_ahead(first, flight.state)
-                if ahead_flight is not None:
-                    self._indices = None
-                    self._next_epoch = (ahead_flight, calls)
+        pos, resident = self.position, isinstance(self.spec.source, ResidentData)
+        if speculate and resident and pos.epoch + 1 < self.spec.options.epochs:
+            indices = self._block(pos.epoch_base + pos.epoch + 1)
+            if indices is not None:
+                ahead = Position(epoch_base=pos.epoch_base, epoch=pos.epoch + 1)
+                calls = executions(self.spec, ahead, indices)
+                first = next(calls, None)
+                if first is not None and first[1] is flight.fn:
+                    ahead_flight = self._dispatch_ahead(first, flight.state)
+                    if ahead_flight is not None:
+                        self._next_epoch = (ahead_flight, calls)
         return None
 
     def _dispatch_ahead(self, pending: tuple, state: FlatState) -> _Flight | None:
@@ -289,30 +298,50 @@ class Run:
 
     def _executions(self) -> Iterator[tuple[int, _steps.Step, dict]]:
         """``(steps, compiled call, its data)`` for the rest of the current epoch."""
-        indices, self._indices = self._indices, None
-        ready = indices[1] if indices and indices[0] == self.position.epoch else None
-        pos = self.position
-        if ready is None and self.kept is not None and isinstance(self.spec.source, ResidentData):
-            # the shuffle the last fit put on the devices for this epoch, when it is this one
-            ready = self.kept.take_indices(shuffle_identity(self.spec, pos.epoch_base + pos.epoch))
-        return executions(self.spec, pos, ready)
+        pos, spec = self.position, self.spec
+        ready = None
+        if isinstance(spec.source, ResidentData):
+            epoch = pos.epoch_base + pos.epoch
+            ready = self._block(epoch)
+            if ready is None:
+                block, _ = block_of(spec, epoch)
+                ready = self._keep_block(block, block_indices_on_device(spec, block))
+        return executions(spec, pos, ready)
+
+    def _block(self, epoch: int) -> jax.Array | None:
+        """The indices of the block holding ``epoch`` (over the model's training) when on
+        the devices already (this run's, or an earlier ``fit``'s kept beside the model)."""
+        block, _ = block_of(self.spec, epoch)
+        if self._indices is not None and self._indices[0] == block:
+            return self._indices[1]
+        if self.kept is None:
+            return None
+        found = self.kept.indices_for(shuffle_identity(self.spec, block))
+        if found is not None:
+            self._indices = (block, found)
+        return found
+
+    def _keep_block(self, block: int, indices: jax.Array) -> jax.Array:
+        """Block ``block``'s ``indices``, kept for this run and beside the model."""
+        self._indices = (block, indices)
+        if self.kept is not None:
+            self.kept.indices = (shuffle_identity(self.spec, block), indices)
+        return indices
 
     def _prefetch_next_epoch(self) -> None:
-        """Shuffle the next epoch and start its indices' transfer while the device still
-        runs this epoch's last call, so that the next epoch starts without a gap. After
-        the call's last epoch, the next is kept beside the model for the next ``fit``
-        (the same data and settings start their first call at once)."""
+        """When the next epoch is in the next block of indices (``_setup.shuffle_block``),
+        shuffle its epochs and start their transfer while the device still runs this
+        epoch's last call, so that the next epoch (or, after the last, the next ``fit``
+        with the same data and settings) starts without a gap."""
         pos, spec = self.position, self.spec
         if not isinstance(spec.source, ResidentData):
             return
+        if pos.epoch + 1 >= spec.options.epochs and self.kept is None:
+            return
         epoch = pos.epoch + 1 + pos.epoch_base
-        if pos.epoch + 1 < spec.options.epochs:
-            self._indices = (pos.epoch + 1, epoch_indices_on_device(spec, epoch))
-        elif self.kept is not None:
-            self.kept.indices = (
-                shuffle_identity(spec, epoch),
-                epoch_indices_on_device(spec, epoch),
-            )
+        if self._block(epoch) is None:
+            block, _ = block_of(spec, epoch)
+            self._keep_block(block, block_indices_on_device(spec, block))
 
     def _apply(self, state: FlatState, stats: dict, steps: int, seconds: float) -> dict:
         """Take one call's new state, advance the position by its steps and add its

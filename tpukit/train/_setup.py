@@ -434,20 +434,51 @@ def steps_per_call(value: int | str, steps_per_epoch: int | None) -> int:
     return int(value) if steps_per_epoch is None else min(int(value), steps_per_epoch)
 
 
-def epoch_indices_on_device(spec: RunSpec, epoch: int) -> jax.Array:
-    """Epoch ``epoch``'s (counted over the model's training) shuffled example indices,
-    ``[steps, batch]``, put on every device."""
-    key = epoch_key(spec.options.seed, epoch)
-    return spec.plan.put_replicated(
+#: Epochs of shuffled indices sent to the devices in one transfer (a *block*): at most
+#: this many bytes of them (one epoch when an epoch's indices are larger) ...
+SHUFFLE_BLOCK_BYTES = 2**20
+#: ... and at most this many epochs: a call whose block is not on the devices (the first,
+#: or one with another seed) shuffles them all before its first step.
+SHUFFLE_BLOCK_EPOCHS = 8
+
+
+def shuffle_block(spec: RunSpec) -> int:
+    """How many epochs' indices one block holds: a short epoch's shuffle and transfer
+    cost a host more than its steps' dispatch (some 500 µs in situ per 8-step epoch),
+    so several epochs are shuffled and sent at once and each call starts from its
+    epoch's place in the block; a large epoch's indices go alone, as one block."""
+    per_epoch = spec.steps_per_epoch * spec.batch_size * 4
+    return max(1, min(SHUFFLE_BLOCK_EPOCHS, SHUFFLE_BLOCK_BYTES // max(per_epoch, 1)))
+
+
+def block_of(spec: RunSpec, epoch: int) -> tuple[int, int]:
+    """``(block, row)``: the block holding epoch ``epoch`` (counted over the model's
+    training) and the row of the block where that epoch's first step's indices are."""
+    per = shuffle_block(spec)
+    return epoch // per, (epoch % per) * spec.steps_per_epoch
+
+
+def block_indices_on_device(spec: RunSpec, block: int) -> jax.Array:
+    """The shuffled example indices of block ``block``'s epochs (:func:`shuffle_block`),
+    ``[epochs * steps, batch]``, put on every device. Each epoch's rows are the order
+    :func:`~._data.epoch_indices` gives that epoch alone, from ``(seed, epoch)``."""
+    options, per = spec.options, shuffle_block(spec)
+    epochs = [
         epoch_indices(
-            key, spec.source.n, spec.steps_per_epoch, spec.batch_size, spec.options.shuffle
+            epoch_key(options.seed, epoch),
+            spec.source.n,
+            spec.steps_per_epoch,
+            spec.batch_size,
+            options.shuffle,
         )
-    )
+        for epoch in range(block * per, (block + 1) * per)
+    ]
+    return spec.plan.put_replicated(epochs[0] if per == 1 else np.concatenate(epochs))
 
 
-def shuffle_identity(spec: RunSpec, epoch: int) -> tuple:
-    """What epoch ``epoch``'s indices (:func:`epoch_indices_on_device`) depend on: the
-    data's size, the batch, the seed, the shuffle, the layout and the epoch."""
+def shuffle_identity(spec: RunSpec, block: int) -> tuple:
+    """What block ``block``'s indices (:func:`block_indices_on_device`) depend on: the
+    data's size, the batch, the seed, the shuffle, the layout and the block."""
     options = spec.options
     return (
         spec.source.n,
@@ -456,7 +487,7 @@ def shuffle_identity(spec: RunSpec, epoch: int) -> tuple:
         options.seed,
         options.shuffle,
         spec.plan,
-        int(epoch),
+        int(block),
     )
 
 
@@ -485,8 +516,8 @@ def _resident_step(spec: RunSpec, steps: int) -> _steps.Step:
 
 
 def _placed_start(spec: RunSpec, start: int) -> jax.Array:
-    """A call's first step in its epoch, on the devices once per set-up: sent with each
-    call as a NumPy scalar it was one more transfer on the call's critical path."""
+    """A call's first row in its block of indices, on the devices once per set-up: sent
+    with each call as a NumPy scalar it was one more transfer on the call's critical path."""
     return place(np.int32(start), spec.plan.replicated())
 
 
@@ -495,15 +526,18 @@ def executions(
 ) -> Iterator[tuple[int, _steps.Step, dict]]:
     """``(steps, step, data)`` for the rest of ``pos``'s epoch: each compiled call ``fit``
     makes, and the data it passes (``Trainer.compile_step`` takes the first).
-    ``indices`` are the epoch's, when they were already put on the devices."""
+    ``indices`` are the epoch's block (:func:`block_indices_on_device`), when they were
+    already put on the devices."""
     if isinstance(spec.source, ResidentData):
+        block, row = block_of(spec, pos.epoch_base + pos.epoch)
         if indices is None:
-            indices = epoch_indices_on_device(spec, pos.epoch_base + pos.epoch)
+            indices = block_indices_on_device(spec, block)
         start = pos.step
         while start < spec.steps_per_epoch:
             steps = min(spec.steps_per_call, spec.steps_per_epoch - start)
             fn = _resident_step(spec, steps)
-            at = spec.once(("start", start), lambda start=start: _placed_start(spec, start))
+            at = row + start
+            at = spec.once(("start", at), lambda at=at: _placed_start(spec, at))
             yield steps, fn, {"arrays": spec.source.arrays, "indices": indices, "start": at}
             start += steps
     else:
