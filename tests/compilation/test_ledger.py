@@ -327,3 +327,23 @@ def test_compiles_inside_a_trace_are_counted_once():
     gross = record.trace_seconds + record.lower_seconds + record.compile_seconds
     assert record.seconds == pytest.approx(gross - record.inner_seconds)
     assert records.seconds <= gross + 1e-9  # the helper's compile is not counted twice
+
+
+def test_fits_step_names_its_arguments_by_their_place_in_the_state():
+    """fit's step takes the state as flat leaves; the ledger's row names them as the model
+    does (``state[0]['layers'][0]['kernel']``), not ``leaves[1]`` (what the tutorial's
+    compiles table printed while the step's Calling named them for the memory view only)."""
+    import numpy as np
+    import optax
+    from flax import nnx
+
+    model = nnx.Sequential(
+        nnx.Linear(4, 8, rngs=nnx.Rngs(0)), nnx.relu, nnx.Linear(8, 2, rngs=nnx.Rngs(1))
+    )
+    x = np.random.default_rng(0).normal(size=(64, 4)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int32)
+    start = tpukit.compiles().end
+    tpukit.fit(model, optax.sgd(0.1), (x, y), epochs=1, batch_size=16)
+    (step,) = tpukit.compiles("fit_step", since=start)
+    assert "leaves[" not in step.signature, step.signature
+    assert "state[0]['layers'][0]['kernel'].value: f32[4,8]" in step.signature, step.signature

@@ -28,6 +28,7 @@ from tpukit.compilation._compiled import Calling, Compiled, compile, compile_low
 from tpukit.compilation._diff import HloDiff, diff
 from tpukit.compilation._diff_row import DiffRow
 from tpukit.compilation._ledger import CompileRecord, no_recompile, record_count
+from tpukit.compilation._ledger_arguments import LEAF_NAMES
 from tpukit.compilation._ledger_report import Compiles, compiles
 from tpukit.compilation._memory import device_capacity, set_device_memory
 from tpukit.compilation._module_scopes import module_scopes
@@ -43,6 +44,7 @@ from tpukit.memory import Fix, search_batch
 __all__ = [
     "CallSpec",
     "Calling",
+    "LEAF_NAMES",
     "CompilePhases",
     "CompileRecord",
     "Compiled",

@@ -126,6 +126,7 @@ def describe_call(
     static arguments; a Python number elsewhere is traced as a weakly typed scalar)."""
     static = set(static)
     names = _parameter_names(function, len(args))
+    renamed = _leaf_names(function)
     named = [(names[i], i, a) for i, a in enumerate(args)] + [
         (k, k, v) for k, v in sorted(kwargs.items())
     ]
@@ -137,7 +138,9 @@ def describe_call(
             continue
         flat, tree = jax.tree_util.tree_flatten_with_path(value)
         structures.append(str(tree))
-        leaves += [_leaf(name + jax.tree_util.keystr(path), leaf) for path, leaf in flat]
+        for path, leaf in flat:
+            written = name + jax.tree_util.keystr(path)
+            leaves.append(_leaf(renamed.get(written, written), leaf))
     return CallArguments(tuple(n for n, _, _ in named), tuple(structures), tuple(leaves))
 
 
@@ -232,6 +235,23 @@ def _sharding(x: Any) -> str:
     if spec is not None:
         return str(tuple(spec)).replace("'", "") if len(sharding.device_set) > 1 else ""
     return "" if len(sharding.device_set) == 1 else type(sharding).__name__
+
+
+#: A function's attribute mapping its arguments' leaf paths to the names a user knows
+#: them by: ``fit``'s step takes its state as flat leaves (``leaves[3]``), which are
+#: ``state[0]['layers'][1]['kernel'].value`` in the model.
+LEAF_NAMES = "__tpukit_leaf_names__"
+
+
+def _leaf_names(function: Callable | None) -> dict[str, str]:
+    """The names ``function`` (or a function it wraps) gives its leaves (`LEAF_NAMES`)."""
+    seen = 0
+    while function is not None and seen < 100:
+        names = getattr(function, LEAF_NAMES, None)
+        if isinstance(names, dict):
+            return names
+        function, seen = getattr(function, "__wrapped__", None), seen + 1
+    return {}
 
 
 def _parameter_names(function: Callable | None, count: int) -> list[str]:

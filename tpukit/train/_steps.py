@@ -38,7 +38,7 @@ import numpy as np
 import optax
 from flax import nnx
 
-from tpukit.compilation import Calling, module_scopes
+from tpukit.compilation import LEAF_NAMES, Calling, module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
@@ -327,6 +327,9 @@ class Step:
                 *state, stats = function(*treedef.unflatten(leaves), **data)
                 return treedef.flatten_up_to(tuple(state)), stats
 
+            # the ledger names the leaves by their place in the state, as the step's
+            # Calling does for the memory view and the graph
+            setattr(fit_step, LEAF_NAMES, _leaf_names(treedef.unflatten(range(treedef.num_leaves))))
             fn = self._jitted[treedef] = jax.jit(fit_step)
         self._last = (parts, fn)
         return fn
@@ -365,13 +368,7 @@ class Step:
             leaves, data = args
             return tuple(treedef.unflatten(leaves)), data
 
-        # Named as JAX named the state's leaves when the step took the tree itself.
-        paths = jax.tree_util.tree_flatten_with_path(flat.tree())[0]
-        names = {
-            f"leaves[{i}]": "state" + jax.tree_util.keystr(path)
-            for i, (path, _) in enumerate(paths)
-        }
-        return Calling(arguments, results, shardings, names)
+        return Calling(arguments, results, shardings, _leaf_names(flat.tree()))
 
     def diagnosis(self) -> Step:
         """The same call with every quantity of every step checked (``guard="step"``),
@@ -546,3 +543,12 @@ def _evaluation_run(
         return {k: v / n for k, v in totals.items()}
 
     return run
+
+
+def _leaf_names(state: tuple) -> dict[str, str]:
+    """``{"leaves[i]": "state[0]['layers'][0]['kernel'].value"}``: the step's flat
+    arguments by the names JAX gave them when the step took the state's tree itself."""
+    paths = jax.tree_util.tree_flatten_with_path(state)[0]
+    return {
+        f"leaves[{i}]": "state" + jax.tree_util.keystr(path) for i, (path, _) in enumerate(paths)
+    }
