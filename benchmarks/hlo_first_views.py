@@ -16,7 +16,7 @@ notebook whose output is 1000 pixels wide (the graph's own view is 998).
 The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
 ``nnx.value_and_grad`` and optax Adam) and small JAX programs with loops, a switch, an
 attention and a sort, each compiled here on CPU once and cached in the temp directory;
-the dumps in ``tests/data/hlo/dump``; and any HLO text files given with ``--hlo``
+the modules in ``tests/data/hlo`` and its dumps in ``tests/data/hlo/dump``; and any HLO text files given with ``--hlo``
 (modules compiled elsewhere: keep them out of the repository).
 
 Runs against whichever ``tpukit`` is on the import path, so one script measures the
@@ -175,6 +175,8 @@ def corpus(extra: list[str]) -> list[tuple[str, str, str]]:
                 _cached(name, lambda f=fn, a=args: jax.jit(f).lower(*a).compile().as_text()),
             )
         )
+    for path in sorted((ROOT / "tests" / "data" / "hlo").glob("*.hlo")):
+        found.append((path.stem, "tests/data/hlo", path.read_text()))
     for path in sorted((ROOT / "tests" / "data" / "hlo" / "dump").glob("*after_optimizations.txt")):
         found.append(
             (
@@ -205,8 +207,8 @@ def _estimate(g) -> str:
 def work(g, opened: set[int]) -> dict:
     """Where the work is and how far the drawn view is from it: the heaviest stage (a
     part of ops, not of parts, holding the most FLOPs, then bytes) and whether it is
-    drawn open; the heaviest op (an instruction outside fusions with the most FLOPs, the
-    nearest of equals; else the most bytes) and the clicks to it (its closed enclosing
+    drawn open; the heaviest op (an instruction outside fusions with the most FLOPs, else
+    the most bytes; the nearest of equals) and the clicks to it (its closed enclosing
     groups)."""
     from tpukit.graph._graph_costs import node_costs
     from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
@@ -226,8 +228,13 @@ def work(g, opened: set[int]) -> dict:
         return any(instr[a] is not None and instr[a].opcode == "fusion" for a in ancestors(node))
 
     ops = [n for n, k in enumerate(kind) if k == INSTRUCTION and not in_fusion(n)]
-    most = max(flops[n] for n in ops)  # of equals (a layer's dots), the nearest
-    heavy = [n for n in ops if flops[n] == most] if most else [max(ops, key=own.__getitem__)]
+    most = max(flops[n] for n in ops)  # of equals (a layer's dots, an optimizer's
+    # multiplies of one shape), the nearest
+    if most:
+        heavy = [n for n in ops if flops[n] == most]
+    else:
+        most = max(own[n] for n in ops)
+        heavy = [n for n in ops if own[n] == most]
 
     def clicks(node: int) -> int:
         return sum(1 for a in ancestors(node) if a not in opened)
