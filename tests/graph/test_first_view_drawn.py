@@ -9,6 +9,8 @@ as in JupyterLab. Without Chromium the browser tests skip, except under CI=true.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import pytest
 
@@ -16,6 +18,7 @@ import tpukit
 from tests._support.hlo_texts import SCAN
 from tests._support.notebook_page import FIRST_VIEW_DRAWN, JUPYTERLAB_THEMES, LAB_PAGE, ORIGIN
 from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_costs import node_costs
 from tpukit.hlo import diff_graph, graph
 
 
@@ -119,15 +122,19 @@ def _fori_matmul(x, w):
     return jax.lax.fori_loop(0, 8, lambda i, a: jax.numpy.tanh(a @ w), x)
 
 
+@functools.cache
+def _fori_matmul_text() -> str:
+    f32 = jax.ShapeDtypeStruct((128, 128), jax.numpy.float32)
+    return jax.jit(_fori_matmul).lower(f32, f32).compile().as_text()
+
+
 def test_a_loop_body_opens_on_its_work_not_on_its_unpacked_state(lab):
     """Issue 38: a ``fori_loop``'s body starts by unpacking the loop's state (a parameter
     and its tuple elements: a stage the payload names "parameters"). The view entered the
     loop, opened its body, and then opened that stage, the only one that fitted. It is
-    plumbing: it stays closed, the body shows its stages (the dot's one click away) and
-    the loop's box its trip count, all drawn as counted."""
-    f32 = jax.ShapeDtypeStruct((128, 128), jax.numpy.float32)
-    text = jax.jit(_fori_matmul).lower(f32, f32).compile().as_text()
-    g = graph(text, title="fori")
+    plumbing: it stays closed, the body shows its stages and the loop's box its trip
+    count, all drawn as counted."""
+    g = graph(_fori_matmul_text(), title="fori")
     data = g._data
     opened = first_view(data)
     loop = next(k for k in opened if data.instr[k] is not None and data.instr[k].opcode == "while")
@@ -143,6 +150,32 @@ def test_a_loop_body_opens_on_its_work_not_on_its_unpacked_state(lab):
     assert drawn["cut"] == 0 and drawn["overrun"] == 0
     header = lab.page.locator(f'.tkg-root .tkg-group[data-node="{loop}"] .tkg-header').first
     assert "x8" in header.text_content()
+
+
+def test_a_loop_body_opens_the_stage_of_its_dot_drawn_whole(lab):
+    """Issue 38: the ``fori_loop``'s body opened with its stages closed, the dot's among
+    them: the frame's estimate with dagre's slack said the stage open would be 1,091 units
+    wide (the frame is 900); the page draws it 807 wide. A stage of ops right under a body
+    the view enters opens where the drawing fits as its ranks add up: the dot shows, inside
+    the view, at the readable scale, drawn as counted."""
+    g = graph(_fori_matmul_text(), title="fori dot")
+    data = g._data
+    opened = first_view(data)
+    nodes, _ = data.visible(set(opened))
+    flops, _, _ = node_costs(data)
+    heaviest = max(
+        (k for k in nodes if data.instr[k] is not None and data.instr[k].opcode != "while"),
+        key=flops.__getitem__,
+    )
+    assert flops[heaviest] > 0, "the op holding the loop's dot is drawn"
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
+    view = lab.page.locator(".tkg-viewport").bounding_box()
+    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{heaviest}"]').bounding_box()
+    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"]
 
 
 def _dense_relu(x, w):

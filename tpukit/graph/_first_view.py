@@ -25,6 +25,11 @@ decide what that budget goes to:
   RoPE tables or shape constants, a loop body's unpacked state are not its work);
 - a loop's condition never opens; the body of a loop the view enters always does (it is
   the work; the loop's box says its trip count);
+- a stage of ops right under a body the view enters (a loop's body, a call's computation,
+  cut into stages by `_graph_parts`) opens where the drawing fits the frame as its ranks
+  add up, without the slack `_graph_frame` allows for dagre's alignment: the body opens
+  whatever its size, and a body of closed stages says no more than the loop's box
+  (fori_matmul's body: its dot's stage, 807 units drawn, where the slack said 1,091);
 - a group opens only if the whole drawing still fits the first view's frame, as
   `_graph_frame` estimates it; where even the closed root does not fit (a flat program of
   thousands of instructions), one group opens per level, the heaviest, and the page
@@ -44,6 +49,7 @@ from typing import TYPE_CHECKING
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import Frame
 from tpukit.graph._graph_nodes import INSTRUCTION, PART, PLUMBING
+from tpukit.graph._graph_sizes import FRAME_H, FRAME_W
 from tpukit.hlo.analysis import BACKWARD, FORWARD, PARAMETER_CONSTANT_OPS
 from tpukit.hlo.text import HloComputation
 
@@ -114,7 +120,13 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             continue  # too big to fit: one group per level, the heaviest
         shown.add(group)
         if entered or (
-            visible + extra <= OPEN_NODES and (not fit or not fits or frame.fits(shown))
+            visible + extra <= OPEN_NODES
+            and (
+                not fit
+                or not fits
+                or frame.fits(shown)
+                or (_work_of_entered(data, group) and _fits_unslacked(frame, shown))
+            )
         ):
             opened.append(group)
             levels.add(depth)
@@ -126,6 +138,27 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
             refused = weight  # (a step's passes open as they fit, each; a diff's side frames
             # its own part of the groups: `first_view`)
     return _level_order(data, set(opened), heaviest)
+
+
+def _work_of_entered(data: GraphTree, group: int) -> bool:
+    """Whether ``group`` is a stage of ops (a part that holds no parts) right under a call
+    or loop body the first view enters: the body is drawn open whatever the frame says, and
+    a body of closed stages says no more than its loop's box."""
+    parent = data.parent[group] if group else -1
+    return (
+        parent >= 0
+        and data.kind[group] == PART
+        and not any(data.kind[k] == PART for k in data.children[group])
+        and (data.kind[parent] == INSTRUCTION or _is_body(data, parent))
+    )
+
+
+def _fits_unslacked(frame: Frame, shown: set[int]) -> bool:
+    """Whether the drawing with ``shown`` open fits the frame as its ranks add up, without
+    the slack `Frame.fits` allows for dagre's alignment (fori_matmul's loop body with its dot
+    stage open: 752 units estimated, 807 drawn, where the slack said 1,091)."""
+    w, h = frame.size(0, shown)
+    return w <= FRAME_W and h <= FRAME_H
 
 
 def _much_lighter(weight: tuple[int, int], than: tuple[int, int] | None) -> bool:
