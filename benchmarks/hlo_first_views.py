@@ -16,8 +16,9 @@ notebook whose output is 1000 pixels wide (the graph's own view is 998).
 The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
 ``nnx.value_and_grad`` and optax Adam) and small JAX programs with loops, a switch, an
 attention and a sort, each compiled here on CPU once and cached in the temp directory;
-the modules in ``tests/data/hlo`` and its dumps in ``tests/data/hlo/dump``; and any HLO text files given with ``--hlo``
-(modules compiled elsewhere: keep them out of the repository).
+the modules in ``tests/data/hlo`` and its dumps in ``tests/data/hlo/dump``; and any HLO
+text files given with ``--hlo`` (modules compiled elsewhere: keep them out of the
+repository; ``hlo_corpus.py`` copies 29 real ones).
 
 Runs against whichever ``tpukit`` is on the import path, so one script measures the
 code before and after a change:
