@@ -32,6 +32,7 @@ from tpukit.hlo.analysis._cost import (
     op_counts,
 )
 from tpukit.hlo.analysis._cost import instruction_count as instruction_count
+from tpukit.hlo.analysis._cost import reads_whole as reads_whole
 from tpukit.hlo.analysis._cost import run_computations as run_computations
 from tpukit.hlo.analysis._executed import RUNS_COMPUTATIONS as RUNS_COMPUTATIONS
 from tpukit.hlo.analysis._executed import Tally, executed

@@ -351,6 +351,23 @@ def bytes_with_operands(instr: HloInstruction, module: HloModule, operand_bytes:
     return shape.nbytes + operand_bytes
 
 
+def reads_whole(opcode: str) -> bool:
+    """Whether `bytes_with_operands` of every instruction of ``opcode`` is its result's
+    bytes and ``operand_bytes``, where its result is an array (no tuple): an opcode that
+    moves data, reads its operands whole and runs no computation (not a fusion, a slice, an
+    async start or a library call). A column of such instructions' bytes is a sum.
+
+        >>> reads_whole("add"), reads_whole("slice"), reads_whole("parameter")
+        (True, False, False)
+    """
+    return (
+        opcode not in _NO_BYTES
+        and opcode not in _PART_READERS
+        and opcode not in ("fusion", "custom-call")
+        and not opcode.endswith("-start")
+    )
+
+
 def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
     """`instruction_bytes` of every instruction of ``comp``, by the instruction's ``id``.
 
