@@ -244,8 +244,8 @@ def test_a_body_carries_its_costs_only_where_the_page_cannot_tell_them():
     wire = graph_wire(lazy, "t", None)
     rows = {name: k for k, name in enumerate(wire["bodyLabel"])}
     assert "bodyBytes" not in wire and "bodyFlops" not in wire and "bodyCat" not in wire
-    # (the parameters, the slice and the tuple; the add's and the dot's bytes are their sums)
-    assert list(wire["bodyBytesAt"]) == [rows["p"], rows["s"], rows["w"], rows["t"]]
+    # (the slice's; the parameters' and the tuple's are none, the add's and the dot's sums)
+    assert list(wire["bodyBytesAt"]) == [rows["s"]]
     assert list(wire["bodyFlopsAt"]) == [rows["d"]] and list(wire["bodyFlopsOf"]) == [1024]
 
 

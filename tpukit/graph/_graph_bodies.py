@@ -21,12 +21,13 @@ and parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its e
 among the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
 instruction in a tree built with it) come only where the page cannot tell them: the FLOPs
 of dots and convolutions (rows ``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are
-0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``): any other instruction reads
-its operands whole and writes an array (`reads_whole`), its bytes those it makes and
-reads, which the page sums. (Three quarters of a large module's instructions are in these
-bodies: a column left out is a number per instruction Python neither works out nor
-writes.) What the page works out itself is where each node goes (a parameter or constant just before
-its first user, as `_graph_data._edges_and_order` orders them), the edges and those sums.
+0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
+follow from its opcode (`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its
+operands read whole) those it makes and reads, which the page sums. (Three quarters of a
+large module's instructions are in these bodies: a column left out is a number per
+instruction Python neither works out nor writes.) What the page works out itself is
+where each node goes (a parameter or constant just before its first user, as
+`_graph_data._edges_and_order` orders them), the edges and those sums.
 
 A body is left to the page only where the page's reading of its lines is exact: a
 fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
@@ -47,10 +48,12 @@ from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
     FLOP_OPS,
+    OWN_BYTES,
+    SUMMED_BYTES,
+    bytes_rule,
     bytes_with_operands,
     instruction_flops,
     op_category,
-    reads_whole,
 )
 from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
 
@@ -126,7 +129,7 @@ def body_columns(
     add_source = sources.append
     flops_at: list[int] = []  # (the rows of dots and convolutions, and their FLOPs)
     flops: list[int] = []
-    bytes_at: list[int] = []  # (the rows whose bytes are not their sum: `reads_whole`)
+    bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
     nbytes: list[int] = []
     metas: list[int] = []  # (each metadata object's strings, three numbers apiece)
     by_meta: dict[int, int] = {}
@@ -134,8 +137,9 @@ def body_columns(
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, tuple[int, bool]] = {}  # (its id, whether its bytes are a sum)
+    by_op: dict[str, tuple[int, int]] = {}  # (its id, its `bytes_rule`)
     op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
+    op_bytes: list[int] = []  # (each opcode's `bytes_rule`)
     lines: list[str] = []
     names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
     head: list[int] = []
@@ -156,7 +160,8 @@ def body_columns(
             if found is None:
                 category = op_category(opcode)
                 op_cat.append(categories[category if category in categories else "other"])
-                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), reads_whole(opcode)
+                op_bytes.append(bytes_rule(opcode))
+                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), op_bytes[-1]
             add_op(found[0])
             said = shapes.get(id(instr.shape))
             if said is None:
@@ -179,7 +184,8 @@ def body_columns(
             if opcode in FLOP_OPS:
                 flops_at.append(len(op) - 1)
                 flops.append(instruction_flops(instr, module))
-            if not found[1] or instr.shape.dtype == "tuple":  # (else the page sums them)
+            rule = found[1]  # (no bytes, or a sum, the page works out: any other are given)
+            if rule == OWN_BYTES or (rule == SUMMED_BYTES and instr.shape.dtype == "tuple"):
                 read = sum(sizes[k] for k in sources[first:] if k >= 0)
                 bytes_at.append(len(op) - 1)
                 nbytes.append(bytes_with_operands(instr, module, read))
@@ -206,7 +212,8 @@ def body_columns(
     return {
         **{name: array("i", column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
-        "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyShapes": list(shape_texts),
+        "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
+        "bodyShapes": list(shape_texts),
         "bodyText": lines, "bodyLabel": names,
     }  # fmt: skip
 

@@ -9,8 +9,9 @@
 // bodyShape: indices into bodyOps and bodyShapes, its category bodyOpCat of its opcode,
 // bodyArgs and bodyFrom: the operands as indices into the body, -1 for a name it does not
 // hold, bodyMade: the bytes each makes, tpukit's costs: FLOPs of the rows bodyFlopsAt in
-// bodyFlopsOf, bytes those of its result and operands but for the rows bodyBytesAt, whose
-// bytes are in bodyBytesOf, bodyRoot, bodyParams, bodyBlock: where
+// bodyFlopsOf, bytes by its opcode (bodyOpBytes: 0 none, else those of its result and
+// operands) but for the rows bodyBytesAt, whose bytes are in bodyBytesOf, bodyRoot,
+// bodyParams, bodyBlock: where
 // the body's edges go among data.blocks). insertBodies puts each body's nodes right after
 // its fusion, in the order Python's tree gives them (tpukit/graph/_graph_data.py: program
 // order, a parameter or constant just before its first user), and renumbers the rest: the
@@ -68,8 +69,8 @@ function insertBodies(data) {
   names.forEach(function (name) { data[name] = columns[name]; });
   mergeTexts(data, at, texts, Object.getOwnPropertyDescriptor(data, "bodyText"));
   data.open = data.open.map(function (k) { return newId[k]; });
-  ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyOpCat", "bodyShape",
-    "bodyShapes", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlopsAt", "bodyFlopsOf",
+  ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyOpCat", "bodyOpBytes",
+    "bodyShape", "bodyShapes", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlopsAt", "bodyFlopsOf",
     "bodyBytesAt", "bodyBytesOf", "bodyRoot", "bodyParams", "bodyBlock", "bodyHead",
     "bodyMeta", "bodyMetas", "bodyLabel"].forEach(function (name) { delete data[name]; });
   return data;
@@ -114,7 +115,8 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction, rowNod
         made += data.bodyMade[row + s];
       }
     }
-    columns.bytes[j] = made;  // (what it reads and writes, unless bodyBytesOf says: below)
+    // (what it reads and writes, or none, by its opcode; bodyBytesOf says where neither)
+    columns.bytes[j] = data.bodyOpBytes[data.bodyOp[r]] === 0 ? 0 : made;
   }
   return {id: id, edges: Float64Array.from(edges), params: params, arg: first};
 }
@@ -136,7 +138,7 @@ function placeBlocks(data, newId, blocks, placed) {
 }
 
 // The FLOPs or bytes the payload gives of some body rows (`at`: dots and convolutions; rows
-// whose bytes are not what they read and write: a slice, a parameter), in their nodes.
+// whose bytes are neither none nor what they read and write: a slice, a tuple), in their nodes.
 function sparseFigures(column, rowNode, at, figures) {
   for (var k = 0; k < at.length; k++) column[rowNode[at[k]]] = figures[k];
 }

@@ -21,7 +21,10 @@ Imports: ``tpukit.hlo.text`` (``tests/test_architecture.py`` checks).
 """
 
 from tpukit.hlo.analysis._cost import FLOP_OPS as FLOP_OPS
+from tpukit.hlo.analysis._cost import OWN_BYTES as OWN_BYTES
 from tpukit.hlo.analysis._cost import PARAMETER_CONSTANT_OPS as PARAMETER_CONSTANT_OPS
+from tpukit.hlo.analysis._cost import SUMMED_BYTES as SUMMED_BYTES
+from tpukit.hlo.analysis._cost import bytes_rule as bytes_rule
 from tpukit.hlo.analysis._cost import bytes_with_operands as bytes_with_operands
 from tpukit.hlo.analysis._cost import computation_bytes as computation_bytes
 from tpukit.hlo.analysis._cost import (
@@ -32,7 +35,6 @@ from tpukit.hlo.analysis._cost import (
     op_counts,
 )
 from tpukit.hlo.analysis._cost import instruction_count as instruction_count
-from tpukit.hlo.analysis._cost import reads_whole as reads_whole
 from tpukit.hlo.analysis._cost import run_computations as run_computations
 from tpukit.hlo.analysis._executed import RUNS_COMPUTATIONS as RUNS_COMPUTATIONS
 from tpukit.hlo.analysis._executed import Tally, executed

@@ -351,21 +351,26 @@ def bytes_with_operands(instr: HloInstruction, module: HloModule, operand_bytes:
     return shape.nbytes + operand_bytes
 
 
-def reads_whole(opcode: str) -> bool:
-    """Whether `bytes_with_operands` of every instruction of ``opcode`` is its result's
-    bytes and ``operand_bytes``, where its result is an array (no tuple): an opcode that
-    moves data, reads its operands whole and runs no computation (not a fusion, a slice, an
-    async start or a library call). A column of such instructions' bytes is a sum.
+#: `bytes_rule`'s answers: no bytes, a sum of the result's and the operands', neither.
+NO_BYTES, SUMMED_BYTES, OWN_BYTES = 0, 1, 2
 
-        >>> reads_whole("add"), reads_whole("slice"), reads_whole("parameter")
-        (True, False, False)
+
+def bytes_rule(opcode: str) -> int:
+    """How `bytes_with_operands` costs every instruction of ``opcode`` whose result is an
+    array (no tuple): `NO_BYTES` (0: a parameter, a constant, plumbing, an async pair's
+    second half), `SUMMED_BYTES` (its result's bytes and ``operand_bytes``: an opcode
+    that reads its operands whole and runs no computation) or `OWN_BYTES` (a fusion, a
+    slice, an async start, a library call: ask `bytes_with_operands`). A column of many
+    instructions' bytes is then a sum where it can be.
+
+        >>> bytes_rule("parameter"), bytes_rule("add"), bytes_rule("slice")
+        (0, 1, 2)
     """
-    return (
-        opcode not in _NO_BYTES
-        and opcode not in _PART_READERS
-        and opcode not in ("fusion", "custom-call")
-        and not opcode.endswith("-start")
-    )
+    if opcode in _NO_BYTES:
+        return NO_BYTES
+    if opcode in _PART_READERS or opcode in ("fusion", "custom-call") or opcode.endswith("-start"):
+        return OWN_BYTES
+    return SUMMED_BYTES
 
 
 def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
