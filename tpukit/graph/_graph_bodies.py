@@ -76,6 +76,7 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
     instructions = comp.instructions
     if comp.kind != "fusion" or len(instructions) > MAX_CHILDREN:
         return False
+    tails: dict[str, str] = {}  # (`display_cut`'s endings, kept across this body's lines)
     for instr in instructions:
         opcode = instr.opcode
         if instr.called_computations or opcode in _VARIES:
@@ -86,8 +87,10 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         cut = text.find(", metadata={")  # the panel's text is the line up to it, if last
         if cut < 0:
             cut = len(text)
-        elif display_cut(instr, {}, text) not in (cut, text[:cut]):  # (the same, as a text)
-            return False
+        else:  # (`display_cut` gives where it ends, or the same as a text: then a slice)
+            found = display_cut(instr, tails, text)
+            if found != cut and (found.__class__ is int or found != text[:cut]):
+                return False
         if cut > TEXT_LIMIT:
             return False
         shape = shapes.get(id(instr.shape))
