@@ -216,10 +216,45 @@ def _many_bodies(fusions: int = 30) -> str:
     )
 
 
-@pytest.mark.parametrize("source", ["edges", "many", "gpu_command_buffer.hlo"])
+# A body whose bytes the page cannot sum (a slice reads part of its operand, a parameter
+# and a tuple move nothing) beside ones it can, a dot's FLOPs, an operand read twice.
+SLICE_HLO = """HloModule slices
+
+%fused_s (p: f32[64], w: f32[8,8]) -> (f32[8], f32[8,8]) {
+  %p = f32[64]{0} parameter(0)
+  %s = f32[8]{0} slice(f32[64]{0} %p), slice={[0:8]}
+  %a = f32[8]{0} add(f32[8]{0} %s, f32[8]{0} %s)
+  %w = f32[8,8]{1,0} parameter(1)
+  %d = f32[8,8]{1,0} dot(f32[8,8]{1,0} %w, f32[8,8]{1,0} %w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %t = (f32[8]{0}, f32[8,8]{1,0}) tuple(f32[8]{0} %a, f32[8,8]{1,0} %d)
+}
+
+ENTRY %main (u: f32[64], v: f32[8,8]) -> (f32[8], f32[8,8]) {
+  %u = f32[64]{0} parameter(0)
+  %v = f32[8,8]{1,0} parameter(1)
+  ROOT %f = (f32[8]{0}, f32[8,8]{1,0}) fusion(f32[64]{0} %u, f32[8,8]{1,0} %v), kind=kLoop, calls=%fused_s
+}
+"""
+
+
+def test_a_body_carries_its_costs_only_where_the_page_cannot_tell_them():
+    module = parse_hlo(SLICE_HLO)
+    lazy = GraphTree(module, lazy=True)
+    assert [body.name for body in lazy.lazy.values()] == ["fused_s"]
+    wire = graph_wire(lazy, "t", None)
+    rows = {name: k for k, name in enumerate(wire["bodyLabel"])}
+    assert "bodyBytes" not in wire and "bodyFlops" not in wire and "bodyCat" not in wire
+    # (the slice's; the parameters' and the tuple's are none, the add's and the dot's sums)
+    assert list(wire["bodyBytesAt"]) == [rows["s"]]
+    assert list(wire["bodyFlopsAt"]) == [rows["d"]] and list(wire["bodyFlopsOf"]) == [1024]
+
+
+@pytest.mark.parametrize("source", ["edges", "many", "slices", "gpu_command_buffer.hlo"])
 def test_the_page_unpacks_a_payload_with_bodies_apart_as_the_whole_trees(browser, source):
     if source == "edges":
         text = EDGE_HLO
+    elif source == "slices":
+        text = SLICE_HLO
     elif source == "many":
         text = _many_bodies()
     else:

@@ -12,14 +12,22 @@ ids, labels, texts, edges and costs as a tree built with them.
 The payload carries, per body instruction (program order): its name (``bodyLabel``), its
 HLO line up to its metadata without the head its name, shape and opcode give (``bodyText``,
 as the wire's ``text``; ``bodyHead`` 2 after ``ROOT ``, else 1: the panel's text, decoded
-when one is shown),
-its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``), its colour category,
-its operands (``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name
-it does not hold), the bytes it makes (its edges'), and its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
-instruction in a tree built with it); per body, its root and parameters (``bodyRoot``,
-``bodyParams`` in parameter order) and where its edges go among the blocks. What the
-page works out itself is where each node goes (a parameter or constant just before its
-first user, as `_graph_data._edges_and_order` orders them) and the edges.
+when one is shown), its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``; its
+colour category is its opcode's, ``bodyOpCat``), its operands (``bodyArgs`` of them in
+``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
+(``bodyMade``: its edges'), its metadata (``bodyMeta``: the metadata objects' interned op
+name, source label and path, three numbers apiece in ``bodyMetas``); per body, its root
+and parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go
+among the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+instruction in a tree built with it) come only where the page cannot tell them: the FLOPs
+of dots and convolutions (rows ``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are
+0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
+follow from its opcode (`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its
+operands read whole) those it makes and reads, which the page sums. (Three quarters of a
+large module's instructions are in these bodies: a column left out is a number per
+instruction Python neither works out nor writes.) What the page works out itself is
+where each node goes (a parameter or constant just before its first user, as
+`_graph_data._edges_and_order` orders them), the edges and those sums.
 
 A body is left to the page only where the page's reading of its lines is exact: a
 fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
@@ -38,7 +46,15 @@ from collections.abc import Callable, Iterable
 from tpukit.graph._graph_nodes import clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
-from tpukit.hlo.analysis import FLOP_OPS, bytes_with_operands, instruction_flops, op_category
+from tpukit.hlo.analysis import (
+    FLOP_OPS,
+    OWN_BYTES,
+    SUMMED_BYTES,
+    bytes_rule,
+    bytes_with_operands,
+    instruction_flops,
+    op_category,
+)
 from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
 
 #: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
@@ -47,9 +63,9 @@ SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
 _VARIES = frozenset({"fusion", "custom-call"})
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
-    "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyCat", "bodyArgs", "bodyFrom",
-    "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot", "bodyParams",
-    "bodyBlock", "bodyHead", "bodyScope", "bodyLocation", "bodySource",
+    "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
+    "bodyMade", "bodyFlopsAt", "bodyFlopsOf", "bodyBytesAt", "bodyBytesOf", "bodyRoot",
+    "bodyParams", "bodyBlock", "bodyHead", "bodyMeta", "bodyMetas",
 )  # fmt: skip
 
 
@@ -60,6 +76,7 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
     instructions = comp.instructions
     if comp.kind != "fusion" or len(instructions) > MAX_CHILDREN:
         return False
+    tails: dict[str, str] = {}  # (`display_cut`'s endings, kept across this body's lines)
     for instr in instructions:
         opcode = instr.opcode
         if instr.called_computations or opcode in _VARIES:
@@ -70,8 +87,10 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         cut = text.find(", metadata={")  # the panel's text is the line up to it, if last
         if cut < 0:
             cut = len(text)
-        elif display_cut(instr, {}, text) not in (cut, text[:cut]):  # (the same, as a text)
-            return False
+        else:  # (`display_cut` gives where it ends, or the same as a text: then a slice)
+            found = display_cut(instr, tails, text)
+            if found != cut and (found.__class__ is int or found != text[:cut]):
+                return False
         if cut > TEXT_LIMIT:
             return False
         shape = shapes.get(id(instr.shape))
@@ -108,18 +127,22 @@ def body_columns(
     made: list[int] = []
     sources: list[int] = []
     # (lists while they are written, a bound method each: quicker than arrays; arrays after)
-    op, shape, cat, args, flops, nbytes = [], [], [], [], [], []  # type: ignore[var-annotated]
-    add_op, add_shape, add_cat, add_args = op.append, shape.append, cat.append, args.append
-    add_flops, add_bytes, add_source = flops.append, nbytes.append, sources.append
-    scope: list[int] = []
-    location: list[int] = []
-    source_path: list[int] = []
-    by_meta: dict[int, tuple[int, int, int]] = {}
+    op, shape, args, meta_of = [], [], [], []  # type: ignore[var-annotated]
+    add_op, add_shape, add_args, add_meta = op.append, shape.append, args.append, meta_of.append
+    add_source = sources.append
+    flops_at: list[int] = []  # (the rows of dots and convolutions, and their FLOPs)
+    flops: list[int] = []
+    bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
+    nbytes: list[int] = []
+    metas: list[int] = []  # (each metadata object's strings, three numbers apiece)
+    by_meta: dict[int, int] = {}
     ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, tuple[int, int]] = {}
+    by_op: dict[str, tuple[int, int]] = {}  # (its id, its `bytes_rule`)
+    op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
+    op_bytes: list[int] = []  # (each opcode's `bytes_rule`)
     lines: list[str] = []
     names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
     head: list[int] = []
@@ -139,10 +162,10 @@ def body_columns(
             found = by_op.get(opcode)
             if found is None:
                 category = op_category(opcode)
-                category = categories[category if category in categories else "other"]
-                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), category
+                op_cat.append(categories[category if category in categories else "other"])
+                op_bytes.append(bytes_rule(opcode))
+                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), op_bytes[-1]
             add_op(found[0])
-            add_cat(found[1])
             said = shapes.get(id(instr.shape))
             if said is None:
                 written = clip(str(instr.shape), SHAPE_LIMIT)
@@ -150,7 +173,7 @@ def body_columns(
                 if said == len(shape_text):
                     shape_text.append(written)
             add_shape(said)
-            read = 0
+            first = len(sources)
             for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
                 source = local.get(operand)
                 if source is None:
@@ -160,10 +183,15 @@ def body_columns(
                         continue
                     source = local[found_instr.name]
                 add_source(source)
-                read += sizes[source]
             add_args(len(instr.operands))
-            add_flops(instruction_flops(instr, module) if opcode in FLOP_OPS else 0)
-            add_bytes(bytes_with_operands(instr, module, read))
+            if opcode in FLOP_OPS:
+                flops_at.append(len(op) - 1)
+                flops.append(instruction_flops(instr, module))
+            rule = found[1]  # (no bytes, or a sum, the page works out: any other are given)
+            if rule == OWN_BYTES or (rule == SUMMED_BYTES and instr.shape.dtype == "tuple"):
+                read = sum(sizes[k] for k in sources[first:] if k >= 0)
+                bytes_at.append(len(op) - 1)
+                nbytes.append(bytes_with_operands(instr, module, read))
             text = instr.text
             cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
             root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
@@ -174,22 +202,22 @@ def body_columns(
             meta = instr.metadata
             said_meta = by_meta.get(id(meta))
             if said_meta is None:
-                said_meta = by_meta[id(meta)] = strings_of(meta)
-            scope.append(said_meta[0])
-            location.append(said_meta[1])
-            source_path.append(said_meta[2])
+                said_meta = by_meta[id(meta)] = len(metas) // 3
+                metas += strings_of(meta)
+            add_meta(said_meta)
     ids = {
-        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape, "bodyCat": cat,
+        "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
-        "bodyBlock": block, "bodyHead": head, "bodyScope": scope, "bodyLocation": location,
-        "bodySource": source_path,
+        "bodyBlock": block, "bodyHead": head, "bodyMeta": meta_of, "bodyMetas": metas,
+        "bodyFlopsAt": flops_at, "bodyBytesAt": bytes_at,
     }  # fmt: skip
-    figures = {"bodyMade": made, "bodyFlops": flops, "bodyBytes": nbytes}
+    figures = {"bodyMade": made, "bodyFlopsOf": flops, "bodyBytesOf": nbytes}
     return {
         **{name: array("i", column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
-        "bodyOps": list(ops), "bodyShapes": list(shape_texts), "bodyText": lines,
-        "bodyLabel": names,
+        "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
+        "bodyShapes": list(shape_texts),
+        "bodyText": lines, "bodyLabel": names,
     }  # fmt: skip
 
 

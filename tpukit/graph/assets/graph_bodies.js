@@ -4,11 +4,14 @@
 // A large module's fused computations hold most of its instructions, and Python no longer
 // builds their nodes: the payload's tree leaves each such fusion a leaf, and its body comes
 // as columns of its own (bodyOwner, bodySize, bodyLabel: each instruction's name, bodyText:
-// its HLO line without its metadata, decoded when the panel first shows a text, the op name
-// and source as bodyScope, bodyLocation and bodySource, bodyOp
-// and bodyShape: indices into bodyOps and bodyShapes, bodyCat, bodyArgs and bodyFrom: the
-// operands as indices into the body, -1 for a name it does not hold, bodyMade: the bytes each
-// makes, bodyFlops and bodyBytes: tpukit's costs, bodyRoot, bodyParams, bodyBlock: where
+// its HLO line without its metadata, decoded when the panel first shows a text, bodyMeta:
+// its metadata's op name and source, three numbers apiece in bodyMetas, bodyOp and
+// bodyShape: indices into bodyOps and bodyShapes, its category bodyOpCat of its opcode,
+// bodyArgs and bodyFrom: the operands as indices into the body, -1 for a name it does not
+// hold, bodyMade: the bytes each makes, tpukit's costs: FLOPs of the rows bodyFlopsAt in
+// bodyFlopsOf, bytes by its opcode (bodyOpBytes: 0 none, else those of its result and
+// operands) but for the rows bodyBytesAt, whose bytes are in bodyBytesOf, bodyRoot,
+// bodyParams, bodyBlock: where
 // the body's edges go among data.blocks). insertBodies puts each body's nodes right after
 // its fusion, in the order Python's tree gives them (tpukit/graph/_graph_data.py: program
 // order, a parameter or constant just before its first user), and renumbers the rest: the
@@ -46,10 +49,10 @@ function insertBodies(data) {
     columns.parent[j] = data.parent[i] >= 0 ? newId[data.parent[i]] : -1;
   }
   var blocks = new Array(data.blocks.length + bodies), placed = new Uint8Array(blocks.length);
-  var row = 0, arg = 0, param = 0;
+  var row = 0, arg = 0, param = 0, rowNode = new Int32Array(added);
   renumberLinks(data, newId);
   for (b = 0; b < bodies; b++) {
-    var made = bodyRows(data, b, row, arg, newId[owners[b]], columns, texts, instruction);
+    var made = bodyRows(data, b, row, arg, newId[owners[b]], columns, texts, instruction, rowNode);
     blocks[data.bodyBlock[b]] = [newId[owners[b]], made.edges];
     placed[data.bodyBlock[b]] = 1;
     var params = new Int32Array(made.params);
@@ -60,21 +63,23 @@ function insertBodies(data) {
     row += sizes[b];
     arg = made.arg;
   }
+  sparseFigures(columns.flops, rowNode, data.bodyFlopsAt, data.bodyFlopsOf);
+  sparseFigures(columns.bytes, rowNode, data.bodyBytesAt, data.bodyBytesOf);
   placeBlocks(data, newId, blocks, placed);
   names.forEach(function (name) { data[name] = columns[name]; });
   mergeTexts(data, at, texts, Object.getOwnPropertyDescriptor(data, "bodyText"));
   data.open = data.open.map(function (k) { return newId[k]; });
-  ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyShape", "bodyShapes",
-    "bodyCat", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlops", "bodyBytes", "bodyRoot",
-    "bodyParams", "bodyBlock", "bodyHead", "bodyScope", "bodyLocation", "bodySource",
-    "bodyLabel"].forEach(function (name) { delete data[name]; });
+  ["bodyOwner", "bodySize", "bodyText", "bodyOp", "bodyOps", "bodyOpCat", "bodyOpBytes",
+    "bodyShape", "bodyShapes", "bodyArgs", "bodyFrom", "bodyMade", "bodyFlopsAt", "bodyFlopsOf",
+    "bodyBytesAt", "bodyBytesOf", "bodyRoot", "bodyParams", "bodyBlock", "bodyHead",
+    "bodyMeta", "bodyMetas", "bodyLabel"].forEach(function (name) { delete data[name]; });
   return data;
 }
 
 // Body b's nodes (its instructions from `row` on, their operands from `arg` on) written into
 // `columns` after its fusion (node `fusion`, renumbered): each instruction's place, its
 // edges [from, to, bytes, operand index] and how many parameters it has.
-function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
+function bodyRows(data, b, row, arg, fusion, columns, texts, instruction, rowNode) {
   var size = data.bodySize[b], order = new Float64Array(size), k, s, p, first = arg;
   for (k = 0; k < size; k++) order[k] = k;
   for (k = 0; k < size; k++) {  // a parameter or constant sits just before its first user
@@ -88,25 +93,30 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, instruction) {
   for (k = 0; k < size; k++) id[place[k]] = fusion + 1 + k;
   for (k = 0; k < size; k++) {
     var r = row + k, j = id[k], name = data.bodyLabel[r];
+    rowNode[r] = j;
     var op = data.bodyOps[data.bodyOp[r]], shape = data.bodyShapes[data.bodyShape[r]];
     columns.kind[j] = instruction;
     columns.parent[j] = fusion;
     columns.label[j] = name;
     columns.op[j] = op;
     columns.shape[j] = shape;
-    columns.cat[j] = data.bodyCat[r];
-    columns.flops[j] = data.bodyFlops[r];
-    columns.bytes[j] = data.bodyBytes[r];
-    columns.scope[j] = data.bodyScope[r];
-    columns.location[j] = data.bodyLocation[r];
-    columns.source[j] = data.bodySource[r];
+    var meta = 3 * data.bodyMeta[r], made = data.bodyMade[r];
+    columns.cat[j] = data.bodyOpCat[data.bodyOp[r]];
+    columns.scope[j] = data.bodyMetas[meta];
+    columns.location[j] = data.bodyMetas[meta + 1];
+    columns.source[j] = data.bodyMetas[meta + 2];
     columns.textHead[j] = data.bodyHead[r];
     texts[j] = r;  // (its line's row: its text when first shown, mergeTexts)
     if (op === "parameter") params++;
     for (p = 0; p < data.bodyArgs[r]; p++) {
       s = data.bodyFrom[first++];
-      if (s >= 0) edges.push(id[s], j, data.bodyMade[row + s], p);
+      if (s >= 0) {
+        edges.push(id[s], j, data.bodyMade[row + s], p);
+        made += data.bodyMade[row + s];
+      }
     }
+    // (what it reads and writes, or none, by its opcode; bodyBytesOf says where neither)
+    columns.bytes[j] = data.bodyOpBytes[data.bodyOp[r]] === 0 ? 0 : made;
   }
   return {id: id, edges: Float64Array.from(edges), params: params, arg: first};
 }
@@ -125,6 +135,12 @@ function placeBlocks(data, newId, blocks, placed) {
     blocks[k++] = [newId[block[0]], edges];
   });
   data.blocks = blocks;
+}
+
+// The FLOPs or bytes the payload gives of some body rows (`at`: dots and convolutions; rows
+// whose bytes are neither none nor what they read and write: a slice, a tuple), in their nodes.
+function sparseFigures(column, rowNode, at, figures) {
+  for (var k = 0; k < at.length; k++) column[rowNode[at[k]]] = figures[k];
 }
 
 // data.params and data.roots (the payload's own) with the nodes renumbered (`newId`).

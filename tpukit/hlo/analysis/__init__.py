@@ -21,7 +21,10 @@ Imports: ``tpukit.hlo.text`` (``tests/test_architecture.py`` checks).
 """
 
 from tpukit.hlo.analysis._cost import FLOP_OPS as FLOP_OPS
+from tpukit.hlo.analysis._cost import OWN_BYTES as OWN_BYTES
 from tpukit.hlo.analysis._cost import PARAMETER_CONSTANT_OPS as PARAMETER_CONSTANT_OPS
+from tpukit.hlo.analysis._cost import SUMMED_BYTES as SUMMED_BYTES
+from tpukit.hlo.analysis._cost import bytes_rule as bytes_rule
 from tpukit.hlo.analysis._cost import bytes_with_operands as bytes_with_operands
 from tpukit.hlo.analysis._cost import computation_bytes as computation_bytes
 from tpukit.hlo.analysis._cost import (

@@ -351,6 +351,28 @@ def bytes_with_operands(instr: HloInstruction, module: HloModule, operand_bytes:
     return shape.nbytes + operand_bytes
 
 
+#: `bytes_rule`'s answers: no bytes, a sum of the result's and the operands', neither.
+NO_BYTES, SUMMED_BYTES, OWN_BYTES = 0, 1, 2
+
+
+def bytes_rule(opcode: str) -> int:
+    """How `bytes_with_operands` costs every instruction of ``opcode`` whose result is an
+    array (no tuple): `NO_BYTES` (0: a parameter, a constant, plumbing, an async pair's
+    second half), `SUMMED_BYTES` (its result's bytes and ``operand_bytes``: an opcode
+    that reads its operands whole and runs no computation) or `OWN_BYTES` (a fusion, a
+    slice, an async start, a library call: ask `bytes_with_operands`). A column of many
+    instructions' bytes is then a sum where it can be.
+
+        >>> bytes_rule("parameter"), bytes_rule("add"), bytes_rule("slice")
+        (0, 1, 2)
+    """
+    if opcode in _NO_BYTES:
+        return NO_BYTES
+    if opcode in _PART_READERS or opcode in ("fusion", "custom-call") or opcode.endswith("-start"):
+        return OWN_BYTES
+    return SUMMED_BYTES
+
+
 def computation_bytes(comp: HloComputation, module: HloModule) -> dict[int, int]:
     """`instruction_bytes` of every instruction of ``comp``, by the instruction's ``id``.
 
