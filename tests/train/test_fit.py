@@ -543,13 +543,35 @@ def test_fit_trains_zoo_convnets(name, config, image):
     assert np.isfinite(history.epochs[0]["loss"])
 
 
-def test_a_slow_input_iterable_is_named_as_what_bounds_training(capsys):
+class _SlowInputClock:
+    """``time`` as the training loop reads it, with each batch drawn from the iterable
+    taking ``per_batch`` seconds more: a slow input pipeline without sleeping, so that the
+    verdict does not hang on how busy the machine is (a loaded CPU slows the device too)."""
+
+    def __init__(self, per_batch: float):
+        self.per_batch = per_batch
+        self.delay = 0.0
+
+    def perf_counter(self) -> float:
+        return time.perf_counter() + self.delay
+
+    def __getattr__(self, name):
+        return getattr(time, name)
+
+
+def test_a_slow_input_iterable_is_named_as_what_bounds_training(capsys, monkeypatch):
+    from tpukit.train import _run
+
+    clock = _SlowInputClock(per_batch=10.0)  # each call's device work: far under 1 s
+    monkeypatch.setattr(_run, "time", clock)
+
     def slow_batches():
         for i in range(0, 512, 64):
-            time.sleep(0.05)  # a host-side input pipeline far slower than the step
+            clock.delay += clock.per_batch  # a host-side input pipeline far slower than the step
             yield X[i : i + 64], Y[i : i + 64]
 
     fit(MLP(nnx.Rngs(0)), optax.adam(1e-2), slow_batches(), epochs=1, steps_per_execution=2)
     assert "waiting on the host for input" in capsys.readouterr().out
+    monkeypatch.undo()
     fit(MLP(nnx.Rngs(0)), optax.adam(1e-2), (X, Y), epochs=1, batch_size=64)
     assert "waiting on the host" not in capsys.readouterr().out  # resident data never waits
