@@ -33,9 +33,9 @@ applying anything; when an array changed, nothing of the call is kept, the data 
 placed again and the call starts over (it says so). The fingerprint finds any changed
 value and any reordering of examples; in a large array of wide examples it cannot see
 two values swapped inside one example (a sum of words), which in-place edits of real
-data do not do. JAX arrays cannot
-change, so for them the identity is the whole check. The kept copy lives as long as
-the model and the arrays it came from (it holds them weakly).
+data do not do. JAX arrays cannot change, so for them the identity is the whole check.
+The kept copy lives as long as the model and the arrays it came from (it holds them
+weakly).
 
 Example::
 
