@@ -26,15 +26,16 @@ than an epoch of a small model, so a placed copy is kept beside the model
 array objects** trains on it without sending anything (:func:`resident`). The
 guarantee against stale data: a NumPy array can be changed in place (``x /= 255``,
 ``rng.shuffle(x)``), so each kept host array has a content fingerprint
-(:func:`content_fingerprint`: one pass over its bytes, summing each example's words,
-then a CRC of those sums in order). A later call recomputes it on the host *while
-the device runs that call's first compiled call* and compares before applying
-anything; when an array changed, nothing of the call is kept, the data is placed
-again and the call starts over (it says so). The fingerprint finds any changed value
-and any reordering of examples; it cannot see two values swapped inside one example
-(a sum of words), which in-place edits of real data do not do. JAX arrays cannot
-change, so for them the identity is the whole check. The kept copy lives as long as
-the model and the arrays it came from (it holds them weakly).
+(``_content.content_fingerprint``: one pass over its bytes, the CRC of a small array's
+bytes or of a large one's per-example word sums). A later call recomputes it on the
+host *while the device runs that call's first compiled call* and compares before
+applying anything; when an array changed, nothing of the call is kept, the data is
+placed again and the call starts over (it says so). The fingerprint finds any changed
+value and any reordering of examples; in a large array of wide examples it cannot see
+two values swapped inside one example (a sum of words), which in-place edits of real
+data do not do. JAX arrays cannot change, so for them the identity is the whole check.
+The kept copy lives as long as the model and the arrays it came from (it holds them
+weakly).
 
 Example::
 
@@ -57,7 +58,6 @@ import itertools
 import time
 import warnings
 import weakref
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -67,6 +67,7 @@ import numpy as np
 
 from tpukit._counts import as_count
 
+from ._content import content_fingerprint
 from ._exceptions import TrainingInputError, TrainingTypeError
 from ._kept import KeptForModel
 from ._layout import place_all
@@ -300,24 +301,6 @@ class ResidentData:
         return jax.tree.map(
             lambda a: jax.ShapeDtypeStruct((batch_size, *a.shape[1:]), a.dtype), self.arrays
         )
-
-
-#: The widest machine word that divides a row's bytes, by the lowest set bit of its width.
-_WORDS = (np.uint8, np.uint16, np.uint32)
-
-
-def content_fingerprint(array: np.ndarray) -> tuple:
-    """``(shape, dtype, crc)`` of ``array``'s contents: each example's (row's) bytes
-    summed as machine words, then the CRC-32 of those sums in example order, so a
-    changed value and a moved example both change it. One pass, at memory speed."""
-    a = array if array.flags.c_contiguous else np.ascontiguousarray(array)
-    rows = a.reshape(a.shape[0] if a.ndim else 1, -1).view(np.uint8)
-    width = rows.shape[1]
-    if width == 0:
-        return a.shape, a.dtype.str, 0
-    word = _WORDS[(width & -width).bit_length() - 1] if width % 8 else np.uint64
-    sums = rows.view(word).sum(axis=1, dtype=np.uint64)
-    return a.shape, a.dtype.str, zlib.crc32(sums.data)
 
 
 def _weak(x: Any, lost: Callable[[Any], None]) -> Callable[[], Any] | None:
