@@ -21,6 +21,7 @@ from tpukit.graph._graph_frame import Frame
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_payload import graph_payload
+from tpukit.graph._graph_sizes import FRAME_H, FRAME_W
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
@@ -134,18 +135,40 @@ def test_a_thousand_op_program_shows_its_heaviest_stage_and_nests_the_rest_shall
 
 
 def test_a_large_stage_in_a_short_chain_opens_when_only_the_slack_said_it_does_not_fit():
-    """Issue 38: a cuDNN VGG block's two stages of stages, 925 and 185 GFLOP, in a chain of
-    three boxes: the heavier, drawn open (623 units), times the width slack (1.45) was over
-    the frame (900), so the view opened the lighter one. dagre lays the chain out closed
-    and the open stage grows right from its place in it, so it takes its own width, not
-    its width times the slack (`Frame.width`): it opens, and the frame still holds."""
+    """Issue 38: a cuDNN VGG block's stages of stages: the heaviest, drawn open, times the
+    width slack (1.45) was over the frame (900), so the view opened the lighter one. Its
+    convolutions are now one stage of two side by side (no data joins them: one row, as
+    wide as its boxes), which opens, and the drawing fits the frame as its ranks add up."""
     data = hlo.open((HLO_DATA / "gpu_cudnn_conv.hlo").read_text()).graph()._data
     flops, _, _ = node_costs(data)
     heavier = max(data.children[0], key=flops.__getitem__)
     assert flops[heavier] > 900e9 and data.kind[heavier] == PART
     opened = first_view(data)
     assert heavier in opened
-    assert Frame(data).fits(set(opened))
+    width, height = Frame(data).size(0, set(opened))
+    assert width <= FRAME_W and height <= FRAME_H
+
+
+def test_independent_convolutions_open_on_the_heaviest_and_its_reduction():
+    """Issue 38: six cuDNN convolutions that no data joins sat in one rank, too wide for
+    the frame; cut into pairs in the order written, they nested three levels deep for ten
+    ops and the view showed none of them. Cut along their data flow instead, the heaviest
+    convolution (368 GFLOP) and the reduction that reads it are one stage, which the view
+    opens beside a closed stage of the other five: its ops show, no part of parts between."""
+    data = hlo.open((HLO_DATA / "gpu_cudnn_conv.hlo").read_text()).graph()._data
+    opened = first_view(data)
+    nodes, _ = data.visible(set(opened))
+    shown = {data.label[k] for k in nodes if data.kind[k] == INSTRUCTION}
+    assert {"vgg-conv", "gte", "reduce"} <= shown
+    conv = next(k for k in nodes if data.label[k] == "vgg-conv")
+    stage = data.parent[conv]
+    assert data.kind[stage] == PART and {data.label[k] for k in data.children[stage]} == {
+        "vgg-conv",
+        "gte",
+        "zero",
+        "reduce",
+    }
+    assert data.parent[data.parent[stage]] == 0  # one stage of stages above it, no more
 
 
 def test_a_long_chain_frames_on_a_scope_too_tall_to_draw_open_as_written():

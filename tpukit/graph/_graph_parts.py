@@ -38,6 +38,7 @@ from collections import defaultdict
 from itertools import compress
 from typing import TYPE_CHECKING
 
+from tpukit.graph._flow_components import fits_stage, flow_components, pieces
 from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_sizes import (
     CHAR_W,
@@ -87,12 +88,21 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     consecutive ranks, each in item order; None when they fit the frame as they are.
 
     A rank wider than the frame is cut into pieces that fit (two items at least), each
-    its own stage.
+    its own stage; where its boxes are too wide to pair, the group is cut into the parts
+    no data joins (`flow_components`), where each fits a stage.
     """
     if _fits(_rows(flow_ranks(len(widths), links)), widths):  # as `Frame` ranks
         return None
-    rows = _rows(flow_ranks(len(widths), links))
+    rank = flow_ranks(len(widths), links)
+    rows = _rows(rank)
     wide = {r: _row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
+    cut = [p for r in rows if wide[r] for p in pieces(rows[r], widths, _STAGE_WIDTH)]
+    if any(_row_width(p, widths) > _STAGE_WIDTH for p in cut):  # boxes too wide to pair:
+        parts = flow_components(len(widths), links)  # the parts no data joins, if stages
+        if 1 < len(parts) < len(widths) and all(
+            fits_stage(p, rank, widths, STAGE_RANKS, _STAGE_WIDTH) for p in parts
+        ):
+            return parts
     per = math.ceil(len(rows) / math.ceil(len(rows) / STAGE_RANKS))  # even stages
     found: list[list[int]] = []
     current: list[int] = []
@@ -108,13 +118,7 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
         if current:
             found.append(current)
             current, count = [], 0
-        piece: list[int] = []
-        for item in rows[r]:  # two at least: a piece of one would change nothing
-            if len(piece) > 1 and _row_width([*piece, item], widths) > _STAGE_WIDTH:
-                found.append(piece)
-                piece = []
-            piece.append(item)
-        found.append(piece)
+        found.extend(pieces(rows[r], widths, _STAGE_WIDTH))
     if current:
         found.append(current)
     return [sorted(stage) for stage in found]
@@ -309,6 +313,9 @@ class PartsMixin:
         framed = self._framed(staged, kept, users, read, weights)
         if framed is not None:
             return kept + framed
+        beside = self._beside(staged, users, read, weights)
+        if beside is not None:
+            return kept + [beside]
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
             more = self._stages_of(staged, users)
             if more is None:
@@ -403,6 +410,29 @@ class PartsMixin:
             *staged[lo:hi],
             *([self._nest(after)] if after else []),
         ]
+
+    def _beside(
+        self,
+        staged: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
+    ) -> int | None:
+        """Stages no data joins (`flow_components`), too wide to frame, as one stage of
+        two in one row: the heaviest stage of ops and a stage of the others (`_nest`);
+        None where data joins some, or the two would not fit (gpu_cudnn_conv: the
+        convolution a reduction reads, 368 GFLOP, beside a stage of the other five)."""
+        if len(staged) < 3 or self._links(staged, users):
+            return None
+        heft = [self._weight(k, read, weights) for k in staged]
+        heavy = staged[heft.index(max(heft))]
+        if self.kind[heavy] != PART or any(self.kind[k] == PART for k in self.children[heavy]):
+            return None  # (a stage of ops: what the first view opens beside the others)
+        _, width = self._open_size(heavy, users)
+        if width + NODE_SEP + box_width(PART, PART_LABEL, None, True) + 4 * PAD > FRAME_W:
+            return None
+        rest = self._nest([k for k in staged if k != heavy])
+        return self._stage(sorted([heavy, rest], key=self.order.__getitem__))
 
     def _nest(self, items: list[int]) -> int:
         """``items`` (consecutive stages) as one stage of stages, at most `STAGE_RANKS`
