@@ -238,3 +238,49 @@ def test_no_group_opens_holding_less_than_half_of_one_shown_closed(name):
                 (sf, sb) for sf, sb in shut if (sf > 2 * fl if sf else not fl and sb > 2 * nb)
             ]
             assert not heavier, (data.label[group], fl, nb, heavier)
+
+
+def _scope_under_the_root(ranks: int = 13) -> str:
+    """A program like kz_llama2_tp4_pp2 (PyTorch/XLA): parameters, a scope ``pre``, a
+    scope ``norm`` of ``ranks`` multiplies in a chain (the first five on 4 MiB arrays,
+    then a slice to small ones) and the outputs: four ranks at the root."""
+    big, small = "f32[1024,1024]", "f32[64,64]"
+    lines = ["HloModule room", "", "ENTRY main {"]
+    lines += [f"  p{i} = {big} parameter({i})" for i in range(4)]
+    lines += [f"  q{i} = {small} parameter({i + 4})" for i in range(4)]
+    pre = 'metadata={op_name="jit(step)/pre/%s"}'
+    lines.append(f"  a = {big} add(p0, p1), {pre % 'add'}")
+    lines.append(f"  b = {big} multiply(a, p2), {pre % 'mul'}")
+    norm = 'metadata={op_name="jit(step)/norm/%s"}'
+    prev = "b"
+    for k in range(ranks):
+        if k == 5:
+            op = f"slice({prev}), slice={{[0:64], [0:64]}}"
+        else:
+            op = f"multiply({prev}, {'p3' if k < 5 else 'q0'})"
+        lines.append(f"  s{k} = {big if k < 5 else small} {op}, {norm % 'op'}")
+        prev = f"s{k}"
+    lines += [f"  ROOT out = ({small}, {big}) tuple({prev}, b)", "}", ""]
+    return "\n".join(lines)
+
+
+def test_a_scope_under_the_root_frames_its_stages_in_the_room_the_root_leaves():
+    """Issue 38: kz_llama2_tp4_pp2's ``aten__norm.14`` (13 ranks of ops, 3 stages) opened
+    with its stages closed: cut as if at the root, its heaviest stage (5 ranks) drawn open
+    below the root's other three ranks was 768 units tall, the frame 760. Framed in the
+    room the root leaves, the heaviest stage, then a stage of the other two, it opens."""
+    data = hlo.open(_scope_under_the_root()).graph()._data
+    _, _, nbytes = node_costs(data)
+    norm = next(k for k in data.children[0] if data.label[k] == "norm")
+    leaves = [
+        k
+        for k in range(norm, len(data.kind))
+        if data.kind[k] == PART
+        and data._contains(norm, k)
+        and not any(data.kind[c] == PART for c in data.children[k])
+    ]
+    heaviest = max(leaves, key=nbytes.__getitem__)
+    assert len(data.children[heaviest]) == 5
+    opened = first_view(data)
+    assert norm in opened and heaviest in opened
+    assert Frame(data).fits(set(opened))

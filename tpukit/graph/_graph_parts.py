@@ -39,7 +39,7 @@ from itertools import compress
 from typing import TYPE_CHECKING
 
 from tpukit.graph._flow_components import fits_stage, flow_components, pieces
-from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
+from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_sizes import (
     CHAR_W,
     EDGE_SEP,
@@ -233,6 +233,7 @@ class PartsMixin:
     order: list[float]
     children: list[list[int]]
     section: dict[int, str]
+    _room: int = _OPEN_RANKS  # the ranks the group `_staged` frames may take (`_room_in`)
 
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
@@ -305,6 +306,7 @@ class PartsMixin:
         they are when they fit. Strict even for a few ops: a loop's body or a branch is
         drawn open whatever its size (`_first_view`), so it must fit."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
+        self._room = self._room_in(self.parent[kids[0]], users)  # (`_framed` reads it)
         if kept:
             kids = [k for k in kids if k not in self.section]
         staged = self._stages_of(kids, users) if len(kids) > 2 else None
@@ -391,7 +393,7 @@ class PartsMixin:
             rows = max(rank) + 1
             return (
                 rows <= _FIT_RANKS
-                and rows + inner <= _OPEN_RANKS
+                and rows + inner <= self._room
                 and _drawn_width(rank, sizes, joined) <= _FIT_WIDTH
             )
 
@@ -410,6 +412,15 @@ class PartsMixin:
             *staged[lo:hi],
             *([self._nest(after)] if after else []),
         ]
+
+    def _room_in(self, group: int, users: dict[int, list[int]]) -> int:
+        """The ranks ``group`` and an open child may take; for a scope right under a
+        computation (not a step's section), less its ranks and the scope's header."""
+        parent = self.parent[group]
+        if self.kind[group] != SCOPE or group in self.section or self.kind[parent] != COMPUTATION:
+            return _OPEN_RANKS  # (kz_llama2_tp4_pp2's aten__norm.14, under 4 ranks: 7, not 11)
+        kids = sorted(self.children[parent], key=self.order.__getitem__)  # as drawn
+        return (FRAME_H + 72) // 70 - max(flow_ranks(len(kids), self._links(kids, users))) - 1
 
     def _beside(
         self,
