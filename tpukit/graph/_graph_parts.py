@@ -420,7 +420,8 @@ class PartsMixin:
         if self.kind[group] != SCOPE or group in self.section or self.kind[parent] != COMPUTATION:
             return _OPEN_RANKS  # (kz_llama2_tp4_pp2's aten__norm.14, under 4 ranks: 7, not 11)
         kids = sorted(self.children[parent], key=self.order.__getitem__)  # as drawn
-        return (FRAME_H + 72) // 70 - max(flow_ranks(len(kids), self._links(kids, users))) - 1
+        links = self._links(kids, users)
+        return (FRAME_H + 72) // 70 - max(flow_ranks(len(kids), links)) - 1
 
     def _beside(
         self,
@@ -429,10 +430,8 @@ class PartsMixin:
         read: dict[int, int],
         weights: dict[int, tuple[int, int]],
     ) -> int | None:
-        """Stages no data joins (`flow_components`), too wide to frame, as one stage of
-        two in one row: the heaviest stage of ops and a stage of the others (`_nest`);
-        None where data joins some, or the two would not fit (gpu_cudnn_conv: the
-        convolution a reduction reads, 368 GFLOP, beside a stage of the other five)."""
+        """Stages no data joins, too wide to frame, as one stage of two in one row: the
+        heaviest stage of ops and a stage of the others (gpu_cudnn_conv); None if not."""
         if len(staged) < 3 or self._links(staged, users):
             return None
         heft = [self._weight(k, read, weights) for k in staged]
