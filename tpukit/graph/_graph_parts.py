@@ -91,17 +91,16 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     its own stage; where its boxes are too wide to pair, the group is cut into the parts
     no data joins (`flow_components`), where each fits a stage.
     """
-    if _fits(_rows(flow_ranks(len(widths), links)), widths):  # as `Frame` ranks
-        return None
     rank = flow_ranks(len(widths), links)
     rows = _rows(rank)
+    if _fits(rows, widths):  # as `Frame` ranks
+        return None
     wide = {r: _row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
     cut = [p for r in rows if wide[r] for p in pieces(rows[r], widths, _STAGE_WIDTH)]
     if any(_row_width(p, widths) > _STAGE_WIDTH for p in cut):  # boxes too wide to pair:
         parts = flow_components(len(widths), links)  # the parts no data joins, if stages
-        if 1 < len(parts) < len(widths) and all(
-            fits_stage(p, rank, widths, STAGE_RANKS, _STAGE_WIDTH) for p in parts
-        ):
+        fit = all(fits_stage(p, rank, widths, STAGE_RANKS, _STAGE_WIDTH) for p in parts)
+        if fit and 1 < len(parts) < len(widths):
             return parts
     per = math.ceil(len(rows) / math.ceil(len(rows) / STAGE_RANKS))  # even stages
     found: list[list[int]] = []
@@ -315,6 +314,11 @@ class PartsMixin:
         framed = self._framed(staged, kept, users, read, weights)
         if framed is not None:
             return kept + framed
+        if self._room < _OPEN_RANKS:  # no frame fits the room: as if it had the whole frame
+            self._room = _OPEN_RANKS
+            framed = self._framed(staged, kept, users, read, weights)
+            if framed is not None:
+                return kept + framed
         beside = self._beside(staged, users, read, weights)
         if beside is not None:
             return kept + [beside]
@@ -414,8 +418,7 @@ class PartsMixin:
         ]
 
     def _room_in(self, group: int, users: dict[int, list[int]]) -> int:
-        """The ranks ``group`` and an open child may take; for a scope right under a
-        computation (not a step's section), less its ranks and the scope's header."""
+        """Ranks ``group`` and an open child may take: a scope under a computation, less its rows."""
         parent = self.parent[group]
         if self.kind[group] != SCOPE or group in self.section or self.kind[parent] != COMPUTATION:
             return _OPEN_RANKS  # (kz_llama2_tp4_pp2's aten__norm.14, under 4 ranks: 7, not 11)
@@ -434,8 +437,7 @@ class PartsMixin:
         heaviest stage of ops and a stage of the others (gpu_cudnn_conv); None if not."""
         if len(staged) < 3 or self._links(staged, users):
             return None
-        heft = [self._weight(k, read, weights) for k in staged]
-        heavy = staged[heft.index(max(heft))]
+        heavy = max(staged, key=lambda k: self._weight(k, read, weights))  # first of equals
         if self.kind[heavy] != PART or any(self.kind[k] == PART for k in self.children[heavy]):
             return None  # (a stage of ops: what the first view opens beside the others)
         _, width = self._open_size(heavy, users)
