@@ -21,6 +21,7 @@ from tpukit.graph._graph_frame import Frame
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_payload import graph_payload
+from tpukit.graph._graph_sizes import FRAME_H, FRAME_W
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
@@ -134,18 +135,40 @@ def test_a_thousand_op_program_shows_its_heaviest_stage_and_nests_the_rest_shall
 
 
 def test_a_large_stage_in_a_short_chain_opens_when_only_the_slack_said_it_does_not_fit():
-    """Issue 38: a cuDNN VGG block's two stages of stages, 925 and 185 GFLOP, in a chain of
-    three boxes: the heavier, drawn open (623 units), times the width slack (1.45) was over
-    the frame (900), so the view opened the lighter one. dagre lays the chain out closed
-    and the open stage grows right from its place in it, so it takes its own width, not
-    its width times the slack (`Frame.width`): it opens, and the frame still holds."""
+    """Issue 38: a cuDNN VGG block's stages of stages: the heaviest, drawn open, times the
+    width slack (1.45) was over the frame (900), so the view opened the lighter one. Its
+    convolutions are now one stage of two side by side (no data joins them: one row, as
+    wide as its boxes), which opens, and the drawing fits the frame as its ranks add up."""
     data = hlo.open((HLO_DATA / "gpu_cudnn_conv.hlo").read_text()).graph()._data
     flops, _, _ = node_costs(data)
     heavier = max(data.children[0], key=flops.__getitem__)
     assert flops[heavier] > 900e9 and data.kind[heavier] == PART
     opened = first_view(data)
     assert heavier in opened
-    assert Frame(data).fits(set(opened))
+    width, height = Frame(data).size(0, set(opened))
+    assert width <= FRAME_W and height <= FRAME_H
+
+
+def test_independent_convolutions_open_on_the_heaviest_and_its_reduction():
+    """Issue 38: six cuDNN convolutions that no data joins sat in one rank, too wide for
+    the frame; cut into pairs in the order written, they nested three levels deep for ten
+    ops and the view showed none of them. Cut along their data flow instead, the heaviest
+    convolution (368 GFLOP) and the reduction that reads it are one stage, which the view
+    opens beside a closed stage of the other five: its ops show, no part of parts between."""
+    data = hlo.open((HLO_DATA / "gpu_cudnn_conv.hlo").read_text()).graph()._data
+    opened = first_view(data)
+    nodes, _ = data.visible(set(opened))
+    shown = {data.label[k] for k in nodes if data.kind[k] == INSTRUCTION}
+    assert {"vgg-conv", "gte", "reduce"} <= shown
+    conv = next(k for k in nodes if data.label[k] == "vgg-conv")
+    stage = data.parent[conv]
+    assert data.kind[stage] == PART and {data.label[k] for k in data.children[stage]} == {
+        "vgg-conv",
+        "gte",
+        "zero",
+        "reduce",
+    }
+    assert data.parent[data.parent[stage]] == 0  # one stage of stages above it, no more
 
 
 def test_a_long_chain_frames_on_a_scope_too_tall_to_draw_open_as_written():
@@ -215,3 +238,49 @@ def test_no_group_opens_holding_less_than_half_of_one_shown_closed(name):
                 (sf, sb) for sf, sb in shut if (sf > 2 * fl if sf else not fl and sb > 2 * nb)
             ]
             assert not heavier, (data.label[group], fl, nb, heavier)
+
+
+def _scope_under_the_root(ranks: int = 13) -> str:
+    """A program like kz_llama2_tp4_pp2 (PyTorch/XLA): parameters, a scope ``pre``, a
+    scope ``norm`` of ``ranks`` multiplies in a chain (the first five on 4 MiB arrays,
+    then a slice to small ones) and the outputs: four ranks at the root."""
+    big, small = "f32[1024,1024]", "f32[64,64]"
+    lines = ["HloModule room", "", "ENTRY main {"]
+    lines += [f"  p{i} = {big} parameter({i})" for i in range(4)]
+    lines += [f"  q{i} = {small} parameter({i + 4})" for i in range(4)]
+    pre = 'metadata={op_name="jit(step)/pre/%s"}'
+    lines.append(f"  a = {big} add(p0, p1), {pre % 'add'}")
+    lines.append(f"  b = {big} multiply(a, p2), {pre % 'mul'}")
+    norm = 'metadata={op_name="jit(step)/norm/%s"}'
+    prev = "b"
+    for k in range(ranks):
+        if k == 5:
+            op = f"slice({prev}), slice={{[0:64], [0:64]}}"
+        else:
+            op = f"multiply({prev}, {'p3' if k < 5 else 'q0'})"
+        lines.append(f"  s{k} = {big if k < 5 else small} {op}, {norm % 'op'}")
+        prev = f"s{k}"
+    lines += [f"  ROOT out = ({small}, {big}) tuple({prev}, b)", "}", ""]
+    return "\n".join(lines)
+
+
+def test_a_scope_under_the_root_frames_its_stages_in_the_room_the_root_leaves():
+    """Issue 38: kz_llama2_tp4_pp2's ``aten__norm.14`` (13 ranks of ops, 3 stages) opened
+    with its stages closed: cut as if at the root, its heaviest stage (5 ranks) drawn open
+    below the root's other three ranks was 768 units tall, the frame 760. Framed in the
+    room the root leaves, the heaviest stage, then a stage of the other two, it opens."""
+    data = hlo.open(_scope_under_the_root()).graph()._data
+    _, _, nbytes = node_costs(data)
+    norm = next(k for k in data.children[0] if data.label[k] == "norm")
+    leaves = [
+        k
+        for k in range(norm, len(data.kind))
+        if data.kind[k] == PART
+        and data._contains(norm, k)
+        and not any(data.kind[c] == PART for c in data.children[k])
+    ]
+    heaviest = max(leaves, key=nbytes.__getitem__)
+    assert len(data.children[heaviest]) == 5
+    opened = first_view(data)
+    assert norm in opened and heaviest in opened
+    assert Frame(data).fits(set(opened))

@@ -115,6 +115,26 @@ def test_a_short_chain_opens_its_heaviest_stage_of_stages_drawn_whole(lab):
     assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{heavier}"]').count() == 1
 
 
+def test_independent_convolutions_draw_the_heaviest_open_whole(lab):
+    """Issue 38: gpu_cudnn_conv's heaviest convolution (one of six no data joins) opened
+    three stages down; now its stage, with the reduction that reads it, is drawn open
+    beside a stage of the other five: every box inside the view, at the readable scale,
+    as counted (786 units drawn, where the slack said 964)."""
+    from tests._support.data import HLO_DATA
+
+    g = graph((HLO_DATA / "gpu_cudnn_conv.hlo").read_text(), title="cudnn parts")
+    data = g._data
+    nodes, _ = data.visible(set(first_view(data)))
+    conv = next(k for k in nodes if data.label[k] == "vgg-conv")
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
+    view = lab.page.locator(".tkg-viewport").bounding_box()
+    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{conv}"]').bounding_box()
+    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+
+
 _PASSED_ON = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 
 

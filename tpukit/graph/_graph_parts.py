@@ -38,7 +38,8 @@ from collections import defaultdict
 from itertools import compress
 from typing import TYPE_CHECKING
 
-from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
+from tpukit.graph._flow_components import fits_stage, flow_components, pieces
+from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_sizes import (
     CHAR_W,
     EDGE_SEP,
@@ -87,12 +88,20 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     consecutive ranks, each in item order; None when they fit the frame as they are.
 
     A rank wider than the frame is cut into pieces that fit (two items at least), each
-    its own stage.
+    its own stage; where its boxes are too wide to pair, the group is cut into the parts
+    no data joins (`flow_components`), where each fits a stage.
     """
-    if _fits(_rows(flow_ranks(len(widths), links)), widths):  # as `Frame` ranks
+    rank = flow_ranks(len(widths), links)
+    rows = _rows(rank)
+    if _fits(rows, widths):  # as `Frame` ranks
         return None
-    rows = _rows(flow_ranks(len(widths), links))
     wide = {r: _row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
+    cut = [p for r in rows if wide[r] for p in pieces(rows[r], widths, _STAGE_WIDTH)]
+    if any(_row_width(p, widths) > _STAGE_WIDTH for p in cut):  # boxes too wide to pair:
+        parts = flow_components(len(widths), links)  # the parts no data joins, if stages
+        fit = all(fits_stage(p, rank, widths, STAGE_RANKS, _STAGE_WIDTH) for p in parts)
+        if fit and 1 < len(parts) < len(widths):
+            return parts
     per = math.ceil(len(rows) / math.ceil(len(rows) / STAGE_RANKS))  # even stages
     found: list[list[int]] = []
     current: list[int] = []
@@ -108,13 +117,7 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
         if current:
             found.append(current)
             current, count = [], 0
-        piece: list[int] = []
-        for item in rows[r]:  # two at least: a piece of one would change nothing
-            if len(piece) > 1 and _row_width([*piece, item], widths) > _STAGE_WIDTH:
-                found.append(piece)
-                piece = []
-            piece.append(item)
-        found.append(piece)
+        found.extend(pieces(rows[r], widths, _STAGE_WIDTH))
     if current:
         found.append(current)
     return [sorted(stage) for stage in found]
@@ -229,6 +232,7 @@ class PartsMixin:
     order: list[float]
     children: list[list[int]]
     section: dict[int, str]
+    _room: int = _OPEN_RANKS  # the ranks the group `_staged` frames may take (`_room_in`)
 
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
@@ -301,6 +305,7 @@ class PartsMixin:
         they are when they fit. Strict even for a few ops: a loop's body or a branch is
         drawn open whatever its size (`_first_view`), so it must fit."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
+        self._room = self._room_in(self.parent[kids[0]], users)  # (`_framed` reads it)
         if kept:
             kids = [k for k in kids if k not in self.section]
         staged = self._stages_of(kids, users) if len(kids) > 2 else None
@@ -309,6 +314,14 @@ class PartsMixin:
         framed = self._framed(staged, kept, users, read, weights)
         if framed is not None:
             return kept + framed
+        if self._room < _OPEN_RANKS:  # no frame fits the room: as if it had the whole frame
+            self._room = _OPEN_RANKS
+            framed = self._framed(staged, kept, users, read, weights)
+            if framed is not None:
+                return kept + framed
+        beside = self._beside(staged, users, read, weights)
+        if beside is not None:
+            return kept + [beside]
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
             more = self._stages_of(staged, users)
             if more is None:
@@ -384,7 +397,7 @@ class PartsMixin:
             rows = max(rank) + 1
             return (
                 rows <= _FIT_RANKS
-                and rows + inner <= _OPEN_RANKS
+                and rows + inner <= self._room
                 and _drawn_width(rank, sizes, joined) <= _FIT_WIDTH
             )
 
@@ -403,6 +416,35 @@ class PartsMixin:
             *staged[lo:hi],
             *([self._nest(after)] if after else []),
         ]
+
+    def _room_in(self, group: int, users: dict[int, list[int]]) -> int:
+        """Ranks ``group`` and an open child may take: a scope under a computation, less its rows."""
+        parent = self.parent[group]
+        if self.kind[group] != SCOPE or group in self.section or self.kind[parent] != COMPUTATION:
+            return _OPEN_RANKS  # (kz_llama2_tp4_pp2's aten__norm.14, under 4 ranks: 7, not 11)
+        kids = sorted(self.children[parent], key=self.order.__getitem__)  # as drawn
+        links = self._links(kids, users)
+        return (FRAME_H + 72) // 70 - max(flow_ranks(len(kids), links)) - 1
+
+    def _beside(
+        self,
+        staged: list[int],
+        users: dict[int, list[int]],
+        read: dict[int, int],
+        weights: dict[int, tuple[int, int]],
+    ) -> int | None:
+        """Stages no data joins, too wide to frame, as one stage of two in one row: the
+        heaviest stage of ops and a stage of the others (gpu_cudnn_conv); None if not."""
+        if len(staged) < 3 or self._links(staged, users):
+            return None
+        heavy = max(staged, key=lambda k: self._weight(k, read, weights))  # first of equals
+        if self.kind[heavy] != PART or any(self.kind[k] == PART for k in self.children[heavy]):
+            return None  # (a stage of ops: what the first view opens beside the others)
+        _, width = self._open_size(heavy, users)
+        if width + NODE_SEP + box_width(PART, PART_LABEL, None, True) + 4 * PAD > FRAME_W:
+            return None
+        rest = self._nest([k for k in staged if k != heavy])
+        return self._stage(sorted([heavy, rest], key=self.order.__getitem__))
 
     def _nest(self, items: list[int]) -> int:
         """``items`` (consecutive stages) as one stage of stages, at most `STAGE_RANKS`
