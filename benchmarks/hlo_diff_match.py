@@ -36,6 +36,7 @@ Prints a table and writes ``benchmarks/results/hlo_diff_match.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -110,7 +111,12 @@ def pairs(extra: list[list[str]]) -> list[tuple[str, str, str, str]]:
 
 
 def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
-    def make(stage: str) -> str:
+    """Both stages of one compile of the model's training step: two compiles would give
+    the ops different stack frames (the frames above the step differ), and the diff
+    reads a shared stack as evidence that a fused op is the lowered op (`_diff_fused`)."""
+
+    @functools.cache
+    def compiled():
         import optax
         from _steps import tutorial_train_step
         from flax import nnx
@@ -122,12 +128,11 @@ def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
         optimizer = optax.adam(1e-3)
         state = optimizer.init(nnx.state(net, nnx.Param))
         x, y = (tpukit.shape(s) for s in shapes)
-        compiled = tpukit.compile(tutorial_train_step(optimizer), net, state, x, y)
-        return compiled.hlo_text(stage)
+        return tpukit.compile(tutorial_train_step(optimizer), net, state, x, y)
 
-    return (
-        _cached(f"{model}_step.before", lambda: make("lowered")),
-        _cached(f"{model}_step.after", lambda: make("optimized")),
+    return (  # "step1": one compile for both (the older "step" files came of two)
+        _cached(f"{model}_step1.before", lambda: compiled().hlo_text("lowered")),
+        _cached(f"{model}_step1.after", lambda: compiled().hlo_text("optimized")),
     )
 
 

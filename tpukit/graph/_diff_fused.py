@@ -1,0 +1,204 @@
+"""Lowered ops XLA fused into an optimized op: *fused into* ``fusion.N``, not removed.
+
+`_diff_parts` finds the many optimized ops XLA made of one lowered op; this is the other
+way: many lowered ops (an ``abs``, the ``broadcast`` of a constant, a ``multiply``) that
+XLA fused into one optimized fusion. Only one of them (or none) can be the fusion's pair;
+the others would be shown as removed although their work is in the fusion. The evidence
+is the fusion's body: XLA keeps each fused instruction's ``op_name`` and source place, so
+the lowered op whose full ``op_name`` (`_diff_parts.full_name`) and place a fused
+instruction carries was fused into that fusion. Never shape or place in the program.
+
+Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The rules
+(`find_fused`), for each lowered op left removed:
+
+- its full ``op_name`` and its source place (when both modules say one) are those of an
+  instruction inside an optimized fusion (nested fusions opened): it was fused into that
+  fusion. Several fusions carry them: the ones its data flows with are kept (the fusion
+  is the pair of an op it feeds or reads, or a part or fusion of one, or is next to
+  one). Several still: fused into each of them when no other lowered op carries that
+  ``op_name`` and place (XLA copied it into each: it fuses a cheap op into every
+  consumer), else into *one of* them, said so, never one picked;
+- no optimized instruction carries its ``op_name`` (XLA rewrote it away: the ``real``
+  of an ``fft`` XLA expanded into real arithmetic): it was fused into the optimized op
+  that stands for an op it feeds, when that op reads what stands for an op it reads
+  (nothing else can hold its work). An op without an ``op_name``, or whose data flow
+  says nothing, stays removed.
+
+    >>> fused, copied, left = find_fused(a, b, pairs, parts, removed)
+    >>> fused[abs_node]  # the lowered abs.1 is in the optimized add_add_fusion
+    (add_add_fusion_node,)
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+from tpukit.graph._diff_groups import PLUMBING
+from tpukit.graph._diff_parts import compiled_from, full_name, instruction_place, place_of
+
+if TYPE_CHECKING:
+    from tpukit.graph._diff_groups import ProgramGroups
+    from tpukit.hlo.text import HloInstruction
+
+
+def find_fused(
+    a: ProgramGroups,
+    b: ProgramGroups,
+    pairs: dict[int, int],
+    parts: dict[int, tuple[int, ...]],
+    removed: list[int],
+) -> tuple[dict[int, tuple[int, ...]], frozenset[int], list[int]]:
+    """``({a node: (b ops it was fused into)}, a nodes copied into each, removed left)``:
+    the module docstring's rules, for the lowered ops in ``removed``."""
+    if not removed or not compiled_from(a, b):
+        return {}, frozenset(), removed
+    held = _held_names(b)
+    flow_a, flow_b = _Wires(a), _Wires(b)
+    stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
+    for x, y in pairs.items():
+        stands[x].add(y)
+    for y, wholes in parts.items():
+        for x in wholes:
+            stands[x].add(y)
+    for x, y in _entry_parameters(a, b):
+        stands[x].add(y)
+    evidence: dict[tuple[str, tuple], int] = defaultdict(int)  # (name, place) -> lowered ops
+    for node in a.ops:
+        evidence[(full_name(a, node), place_of(a, node))] += 1
+    found: dict[int, list[int]] = {}
+    unnamed: list[int] = []
+    for node in removed:
+        name = full_name(a, node)
+        if not name:
+            continue
+        place = place_of(a, node)
+        holders = [
+            op for op, where in held.get(name, ()) if not place or not where or where == place
+        ]
+        if holders:
+            found[node] = list(dict.fromkeys(holders))
+            if len(found[node]) == 1:
+                stands[node].update(found[node])
+        elif name not in held:
+            unnamed.append(node)
+    copied: set[int] = set()
+    for _ in range(4):  # each op the flow settles can settle its neighbours
+        settled = False
+        for node, holders in found.items():
+            if len(holders) == 1:
+                continue
+            near = {y for x in flow_a.near(node) for y in stands.get(x, ())}
+            kept = [op for op in holders if op in near]
+            alone = evidence[(full_name(a, node), place_of(a, node))] == 1
+            if len(kept) > 1 or (alone and not kept):
+                copied.add(node)  # it feeds or reads each, or no other op carries its name
+            kept = kept or [op for op in holders if flow_b.near(op) & near] or holders
+            if len(kept) < len(holders):
+                found[node], settled = kept, True
+                if len(kept) == 1:
+                    stands[node].update(kept)
+        if not settled:
+            break
+    fused = {node: tuple(holders) for node, holders in found.items()}
+    for node in unnamed:  # the name gone: between what stands for its inputs and users
+        before = {y for x in flow_a.inputs(node) for y in stands.get(x, ())}
+        after = {y for x in flow_a.users(node) for y in stands.get(x, ())}
+        ops = sorted(op for op in after if flow_b.inputs(op) & before)
+        if ops:
+            fused[node] = tuple(ops)
+            stands[node].update(ops)
+    copied &= {node for node, holders in fused.items() if len(holders) > 1}
+    return fused, frozenset(copied), [node for node in removed if node not in fused]
+
+
+def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int]]:
+    """The two entry computations' parameters, ``(a node, b node)`` by number: XLA keeps
+    the entry's parameters (a step's weights and optimizer state are read from them)."""
+    found: list[dict[int, int]] = [{}, {}]
+    for index, side in enumerate((a, b)):
+        entry = side.data.module.entry
+        for node, instr in enumerate(side.data.instr):
+            if instr is not None and instr.opcode == "parameter" and entry is not None:
+                if instr.computation == entry.name and instr.parameter_number is not None:
+                    found[index][instr.parameter_number] = node
+    return [(x, found[1][k]) for k, x in found[0].items() if k in found[1]]
+
+
+def _held_names(b: ProgramGroups) -> dict[str, list[tuple[int, tuple]]]:
+    """``{full op_name: [(b fusion, source place)]}`` of every instruction inside each
+    optimized fusion (nested fusions opened), the fusion's own metadata included."""
+    data, module = b.data, b.data.module
+    held: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
+    for node in b.ops:
+        instr = data.instr[node]
+        if instr.opcode != "fusion":
+            continue
+        own = place_of(b, node)
+        stack, seen = list(module.called(instr)), set()
+        inside: list[HloInstruction] = [instr]
+        while stack:
+            computation = stack.pop()
+            if id(computation) in seen:
+                continue
+            seen.add(id(computation))
+            for inner in computation:
+                inside.append(inner)
+                if inner.opcode == "fusion":
+                    stack.extend(module.called(inner))
+        for inner in inside:
+            if inner.opcode in PLUMBING or not inner.metadata.op_name:
+                continue
+            name = full_name(b, node, inner.metadata.op_name)
+            held[name].append((node, instruction_place(module, inner) or own))
+    return held
+
+
+class _Wires:
+    """Which instructions of one side feed an instruction and take its result, looking
+    through plumbing (tuples, bitcasts): every instruction, calls included, by node."""
+
+    def __init__(self, side: ProgramGroups) -> None:
+        self.side = side
+        self.node_of: dict[tuple[str, str], int] = {}
+        for node, instr in enumerate(side.data.instr):
+            if instr is not None and instr.computation:
+                self.node_of[(instr.computation, instr.name)] = node
+        self._users: dict[str, dict[str, list[str]]] = {}
+
+    def inputs(self, node: int) -> set[int]:
+        return self._walk(node, lambda comp, name: comp.get(name).operands)
+
+    def users(self, node: int) -> set[int]:
+        def step(comp, name):
+            users = self._users.get(comp.name)
+            if users is None:
+                users = self._users[comp.name] = defaultdict(list)
+                for other in comp:
+                    for operand in other.operands:
+                        users[operand].append(other.name)
+            return users.get(name, [])
+
+        return self._walk(node, step)
+
+    def near(self, node: int) -> set[int]:
+        return self.inputs(node) | self.users(node)
+
+    def _walk(self, node: int, step) -> set[int]:
+        instr = self.side.data.instr[node]
+        comp = self.side.data.module.computations.get(instr.computation)
+        found: set[int] = set()
+        if comp is None:
+            return found
+        stack, seen = list(step(comp, instr.name)), {instr.name}
+        while stack:
+            name = stack.pop()
+            other = comp.get(name)
+            if name in seen or other is None:
+                continue
+            seen.add(name)
+            if other.opcode in PLUMBING and other.opcode != "parameter":
+                stack.extend(step(comp, name))
+            elif (comp.name, name) in self.node_of:
+                found.add(self.node_of[(comp.name, name)])
+        return found
