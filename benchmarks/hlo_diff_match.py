@@ -15,6 +15,11 @@ plumbing such as parameters or tuples). For each pair this prints:
   (`_diff_parts`: an ``fft`` into DFT matmuls, a ``gather`` and its index fusion);
   ``matched``: both, and ``matched / kept`` (the issue's bar: at least 80%);
   ``unmatched``: ``kept - matched``;
+- on the lowered side, ``removed``: the lowered working ops the diff shows removed, and
+  ``fused``: those it found XLA fused into an optimized op (`_diff_fused`: the op_name
+  and source place a fusion's instructions keep), no longer removed. They count lowered
+  ops, so ``matched / kept`` (optimized ops) is what it was: a fused op adds no
+  optimized op to the matched ones (its fusion is matched, or not, by its own pair);
 - ``layout``: the kept ops that are fusions only laying data out (every op inside is a
   copy, transpose, bitcast, reshape, broadcast, concatenate, iota or slice), which XLA
   makes for layouts rather than from an op of the program, and ``matched / (kept -
@@ -175,6 +180,8 @@ def measure(name: str, platform: str, before: str, after: str) -> dict:
             else 1.0
         ),
         "unmatched": unmatched,
+        "removed": len(match.removed),
+        "fused": len(getattr(match, "fused", {})),  # (absent before _diff_fused)
     }
 
 
@@ -185,15 +192,17 @@ def main() -> None:
     rows = [measure(*pair) for pair in pairs(args.pair)]
     print(
         "| pair | lowered ops | optimized ops | XLA's copies | kept | paired | parts | matched "
-        "| of kept | unmatched | layout fusions | of kept less layout |"
+        "| of kept | unmatched | layout fusions | of kept less layout | lowered removed "
+        "| lowered fused |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['name']} | {row['before_ops']} | {row['after_ops']} | {row['xla_added']} | "
             f"{row['kept']} | {row['paired']} | {row['parts']} | {row['matched']} | "
             f"{row['matched_of_kept']:.0%} | {row['kept'] - row['matched']} | "
-            f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} |"
+            f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} | "
+            f"{row['removed']} | {row['fused']} |"
         )
     print()
     for label, chosen in (
@@ -204,10 +213,12 @@ def main() -> None:
         kept = sum(row["kept"] for row in chosen)
         matched = sum(row["matched"] for row in chosen)
         paired, parts = (sum(row[k] for row in chosen) for k in ("paired", "parts"))
+        removed, fused = (sum(row[k] for row in chosen) for k in ("removed", "fused"))
         if kept:
             print(
                 f"{label}: {matched} of {kept} kept ops matched ({matched / kept:.0%}): "
-                f"{paired} paired, {parts} parts, {kept - matched} unmatched"
+                f"{paired} paired, {parts} parts, {kept - matched} unmatched; "
+                f"lowered ops: {removed} removed, {fused} fused into an optimized op"
             )
     for row in rows:
         if row["unmatched"]:

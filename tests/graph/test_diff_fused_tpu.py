@@ -214,4 +214,8 @@ def test_a_click_on_a_fused_op_rings_its_fusion_and_the_panel_says_so(browser):
     assert "removed" not in panel
     row = page.locator('.tkd-table tr[data-name="jit_fft_"]')
     assert row.get_attribute("data-status") == "inlined"
+    row.click()  # the inlined call: its parts shown in its place, the stale panel closed
+    assert side(page, 1).locator(".tkd-linked").get_attribute("data-name") == "fusion.4"
+    assert side(page, 0).locator(".tkd-linked").get_attribute("data-name") == "jit_fft_.3"
+    assert side(page, 0).locator(".tkg-panel").is_hidden()
     assert not errors and all(url.startswith("http://tpukit.test") for url in requests), errors

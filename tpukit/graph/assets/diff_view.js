@@ -73,10 +73,19 @@ function DiffView(root, datas, marks, dagre) {
   root.setAttribute("data-state", "ready");
 }
 
-// A row of the table: its group on both sides (absent on one side for an added or removed one).
+// A row of the table: its group on both sides (absent on one side for an added or removed one;
+// for a call XLA inlined, the ops made of it are shown and ringed in its place). The panels
+// close: they would speak of the node clicked before, over the group now centred.
 DiffView.prototype.showRow = function (r) {
-  var nodes = this.marks.rows[r];
-  for (var s = 0; s < 2; s++) this.sides[s].reveal(nodes[s]);
+  var nodes = this.marks.rows[r].slice(), made = null;
+  if (nodes[0] >= 0 && nodes[1] < 0 && this.marks.parts[0][nodes[0]]) {
+    made = this.marks.parts[0][nodes[0]];
+    nodes[1] = made[0];
+  }
+  for (var s = 0; s < 2; s++) {
+    this.sides[s].view.select(-1);
+    this.sides[s].reveal(nodes[s], s === 1 ? made : null);
+  }
   this.markRow(r);
 };
 
@@ -92,6 +101,7 @@ DiffView.prototype.fromNode = function (s, i) {
   while (g >= 0 && this.rowOf[s][g] === undefined) g = parent[g];
   this.markRow(g >= 0 ? this.rowOf[s][g] : -1);
   this.sides[s].mark(i);
+  this.sides[1 - s].view.select(-1);  // its panel spoke of the node clicked there before
   var also = k >= 0 ? (this.marks.parts[s][k] || []).concat(this.marks.fused[s][k] || []) : null;
   this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, also);
 };
