@@ -21,12 +21,23 @@ Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The
 - no optimized instruction carries its ``op_name`` (XLA rewrote it away: the ``real``
   of an ``fft`` XLA expanded into real arithmetic): it was fused into the optimized op
   that stands for an op it feeds, when that op reads what stands for an op it reads
-  (nothing else can hold its work). An op without an ``op_name``, or whose data flow
-  says nothing, stays removed.
+  (nothing else can hold its work);
+- it reads only constants (the ``broadcast`` of a scalar, which JAX names not): it was
+  fused into the optimized ops that stand for the ops it feeds (XLA makes such a value
+  in each consumer: into each of them). Any other op without an ``op_name``, or whose
+  data flow says nothing, stays removed.
 
-    >>> fused, copied, left = find_fused(a, b, pairs, parts, removed)
-    >>> fused[abs_node]  # the lowered abs.1 is in the optimized add_add_fusion
-    (add_add_fusion_node,)
+An op "stands for" a lowered op when it is its pair, one of its parts, an op it was
+fused into, or (for a parameter of the entry computation) the parameter of that number.
+
+    >>> from tpukit.graph._diff_view import diff_graph
+    >>> lowered = jax.jit(lambda x: jnp.abs(x) * 2 + 1).lower(jnp.ones(8))
+    >>> view = diff_graph(lowered.as_text(dialect="hlo", debug_info=True),
+    ...                   lowered.compile().as_text(), labels=("lowered", "optimized"))
+    >>> view.matched_ops, view.ops_removed  # XLA fused all five into one fusion
+    ({'add.1': 'broadcast_add_fusion'}, [])
+    >>> sorted(view.fused_ops)  # the constants' broadcasts, abs and mul are in it
+    ['abs.1', 'broadcast.2', 'broadcast.3', 'mul.1']
 """
 
 from __future__ import annotations
@@ -71,6 +82,8 @@ def find_fused(
     for node in removed:
         name = full_name(a, node)
         if not name:
+            if not flow_a.inputs(node):  # a constant's broadcast (JAX names none)
+                unnamed.append(node)
             continue
         place = place_of(a, node)
         holders = [
@@ -102,12 +115,15 @@ def find_fused(
             break
     fused = {node: tuple(holders) for node, holders in found.items()}
     for node in unnamed:  # the name gone: between what stands for its inputs and users
-        before = {y for x in flow_a.inputs(node) for y in stands.get(x, ())}
+        inputs = flow_a.inputs(node)
+        before = {y for x in inputs for y in stands.get(x, ())}
         after = {y for x in flow_a.users(node) for y in stands.get(x, ())}
-        ops = sorted(op for op in after if flow_b.inputs(op) & before)
+        ops = sorted(op for op in after if not inputs or flow_b.inputs(op) & before)
         if ops:
             fused[node] = tuple(ops)
             stands[node].update(ops)
+            if not inputs and len(ops) > 1:
+                copied.add(node)  # made of constants only: XLA makes it in each user
     copied &= {node for node, holders in fused.items() if len(holders) > 1}
     return fused, frozenset(copied), [node for node in removed if node not in fused]
 
