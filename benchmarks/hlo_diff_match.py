@@ -85,9 +85,9 @@ def pairs(extra: list[list[str]]) -> list[tuple[str, str, str, str]]:
                 name,
                 "cpu",
                 # with its op_names and stack frames, as a dump or tpukit.compile has it
-                # (the "before1" files; the older "before" ones were written without)
+                # (the "before1" and "after1" files come of one lowering; the older ones without)
                 _cached(f"{name}.before1", lambda low=lowered: low.as_text("hlo", debug_info=True)),
-                _cached(f"{name}.after", lambda low=lowered: low.compile().as_text()),
+                _cached(f"{name}.after1", lambda low=lowered: low.compile().as_text()),
             )
         )
     for model in ("mlp", "lenet5"):

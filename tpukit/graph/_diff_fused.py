@@ -18,17 +18,19 @@ Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The
   one). Several still: fused into each of them when no other lowered op carries that
   ``op_name`` and place (XLA copied it into each: it fuses a cheap op into every
   consumer), else into *one of* them, said so, never one picked;
-- no optimized instruction carries its ``op_name`` (XLA rewrote it away: the ``real``
-  of an ``fft`` XLA expanded into real arithmetic): it was fused into the optimized op
-  that stands for an op it feeds, when that op reads what stands for an op it reads
-  (nothing else can hold its work);
-- it reads only constants (the ``broadcast`` of a scalar, which JAX names not): it was
-  fused into the optimized ops that stand for the ops it feeds (XLA makes such a value
-  in each consumer: into each of them). Any other op without an ``op_name``, or whose
-  data flow says nothing, stays removed.
+- no optimized instruction carries its ``op_name``, or it has none (XLA rewrote it
+  away: the ``real`` of an ``fft`` XLA expanded into real arithmetic, a ``reduce_max``
+  made a ``reduce-window``; JAX names no scalar's ``broadcast``): taken with the other
+  such ops it feeds or reads (a chain), it was fused into the optimized op that stands
+  for an op the chain feeds, when that op also stands for, or reads what stands for, an
+  op the chain reads (nothing else can hold its work). A chain that reads only
+  constants (an ``iota``, a scalar's ``broadcast``) was fused into each op that stands
+  for one it feeds (XLA makes such a value in each consumer). A chain whose data flow
+  says nothing stays removed.
 
 An op "stands for" a lowered op when it is its pair, one of its parts, an op it was
-fused into, or (for a parameter of the entry computation) the parameter of that number.
+fused into, for a call what stands for its result, and for a parameter of the entry
+computation the parameter of that number.
 
     >>> from tpukit.graph._diff_view import diff_graph
     >>> lowered = jax.jit(lambda x: jnp.abs(x) * 2 + 1).lower(jnp.ones(8))
@@ -82,8 +84,7 @@ def find_fused(
     for node in removed:
         name = full_name(a, node)
         if not name:
-            if not flow_a.inputs(node):  # a constant's broadcast (JAX names none)
-                unnamed.append(node)
+            unnamed.append(node)
             continue
         place = place_of(a, node)
         holders = [
@@ -114,18 +115,53 @@ def find_fused(
         if not settled:
             break
     fused = {node: tuple(holders) for node, holders in found.items()}
-    for node in unnamed:  # the name gone: between what stands for its inputs and users
-        inputs = flow_a.inputs(node)
+    for node, holders in found.items():  # each may hold it (for the chains below)
+        stands[node].update(holders)
+    for x, y in _call_results(a, flow_a):  # a call stands for what its result's op does
+        stands[x].update(stands.get(y, ()))
+    for chain in _chains(unnamed, flow_a):  # the names gone: by what stands around them
+        inputs = {x for node in chain for x in flow_a.inputs(node)} - chain
         before = {y for x in inputs for y in stands.get(x, ())}
-        after = {y for x in flow_a.users(node) for y in stands.get(x, ())}
-        ops = sorted(op for op in after if not inputs or flow_b.inputs(op) & before)
-        if ops:
+        after = {y for node in chain for x in flow_a.users(node) - chain for y in stands.get(x, ())}
+        ops = sorted(op for op in after if not inputs or op in before or flow_b.inputs(op) & before)
+        for node in sorted(chain) if ops else ():
             fused[node] = tuple(ops)
             stands[node].update(ops)
             if not inputs and len(ops) > 1:
                 copied.add(node)  # made of constants only: XLA makes it in each user
     copied &= {node for node, holders in fused.items() if len(holders) > 1}
     return fused, frozenset(copied), [node for node in removed if node not in fused]
+
+
+def _chains(nodes: list[int], flow: _Wires) -> list[set[int]]:
+    """``nodes`` in groups that feed each other (an ``iota``, its ``reshape`` and the
+    ``broadcast`` of that): a group's work went wherever what stands around it went."""
+    left, chains = set(nodes), []
+    while left:
+        stack, chain = [min(left)], set()
+        while stack:
+            node = stack.pop()
+            if node in chain:
+                continue
+            chain.add(node)
+            stack.extend(flow.near(node) & left - chain)
+        left -= chain
+        chains.append(chain)
+    return chains
+
+
+def _call_results(side: ProgramGroups, flow: _Wires) -> list[tuple[int, int]]:
+    """``(call node, node of its computation's root)`` for each call of one side."""
+    found = []
+    module = side.data.module
+    for node, instr in enumerate(side.data.instr):
+        if instr is None or instr.opcode != "call":
+            continue
+        for computation in module.called(instr)[:1]:
+            root = computation.root
+            if root is not None and (computation.name, root.name) in flow.node_of:
+                found.append((node, flow.node_of[(computation.name, root.name)]))
+    return found
 
 
 def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int]]:
