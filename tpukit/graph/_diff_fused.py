@@ -6,14 +6,16 @@ XLA fused into one optimized fusion. Only one of them (or none) can be the fusio
 the others would be shown as removed although their work is in the fusion. The evidence
 is the fusion's body: XLA keeps each fused instruction's ``op_name`` and source place, so
 the lowered op whose full ``op_name`` (`_diff_parts.full_name`) and place a fused
-instruction carries was fused into that fusion. Never shape or place in the program.
+instruction carries was fused into that fusion (or, for an op's own metadata, merged
+into that op: XLA sorts two arrays of one ``jnp.sort`` and one ``jnp.argsort`` in one
+``sort``). Never shape or place in the program.
 
 Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The rules
 (`find_fused`), for each lowered op left removed:
 
 - its full ``op_name`` and its source place (when both modules say one) are those of an
-  instruction inside an optimized fusion (nested fusions opened): it was fused into that
-  fusion. Several fusions carry them: the ones its data flows with are kept (the fusion
+  instruction inside an optimized fusion (nested fusions opened), or of an optimized op
+  (or an element of its tuple): it was fused into that op. Several fusions carry them: the ones its data flows with are kept (the fusion
   is the pair of an op it feeds or reads, or a part or fusion of one, or is next to
   one). Several still: fused into each of them when no other lowered op carries that
   ``op_name`` and place (XLA copied it into each: it fuses a cheap op into every
@@ -66,8 +68,8 @@ def find_fused(
     the module docstring's rules, for the lowered ops in ``removed``."""
     if not removed or not compiled_from(a, b):
         return {}, frozenset(), removed
-    held = _held_names(b)
     flow_a, flow_b = _Wires(a), _Wires(b)
+    held = _held_names(b, flow_b)
     stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
     for x, y in pairs.items():
         stands[x].add(y)
@@ -177,18 +179,18 @@ def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int
     return [(x, found[1][k]) for k, x in found[0].items() if k in found[1]]
 
 
-def _held_names(b: ProgramGroups) -> dict[str, list[tuple[int, tuple]]]:
-    """``{full op_name: [(b fusion, source place)]}`` of every instruction inside each
-    optimized fusion (nested fusions opened), the fusion's own metadata included."""
+def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tuple]]]:
+    """``{full op_name: [(b op, source place)]}``: each optimized op's own metadata, that
+    of every instruction inside a fusion (nested fusions opened), and that of a tuple's
+    ``get-tuple-element`` for the op it reads (XLA merged two sorts into one, whose
+    elements keep each sort's op_name)."""
     data, module = b.data, b.data.module
     held: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
     for node in b.ops:
         instr = data.instr[node]
-        if instr.opcode != "fusion":
-            continue
         own = place_of(b, node)
-        stack, seen = list(module.called(instr)), set()
         inside: list[HloInstruction] = [instr]
+        stack, seen = list(module.called(instr)) if instr.opcode == "fusion" else [], set()
         while stack:
             computation = stack.pop()
             if id(computation) in seen:
@@ -203,6 +205,15 @@ def _held_names(b: ProgramGroups) -> dict[str, list[tuple[int, tuple]]]:
                 continue
             name = full_name(b, node, inner.metadata.op_name)
             held[name].append((node, instruction_place(module, inner) or own))
+    ops = set(b.ops)
+    for node, instr in enumerate(data.instr):
+        if instr is None or instr.opcode != "get-tuple-element" or not instr.metadata.op_name:
+            continue
+        if (instr.computation, instr.name) not in flow.node_of:
+            continue  # not drawn in the graph
+        for op in flow.inputs(node) & ops:
+            name = full_name(b, op, instr.metadata.op_name)
+            held[name].append((op, instruction_place(module, instr) or place_of(b, op)))
     return held
 
 
