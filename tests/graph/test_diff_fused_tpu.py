@@ -145,6 +145,10 @@ def test_a_call_xla_inlined_is_inlined_in_the_table_not_removed():
     note = view._marks()["notes"][view.groups.index(call)]
     assert note == "XLA inlined this call: 1 ops of optimized came of it", note
     assert 'data-status="inlined"' in view._repr_html_()
+    # its row shows what was made of it: the FFT's part, and what its ops were fused into
+    a_labels, b_labels = (s.data.label for s in view._sides)
+    inlined = view._marks()["inlined"][str(a_labels.index("jit_fft_.3"))]
+    assert [b_labels[y] for y in inlined] == ["fusion.4"], inlined
 
 
 # A second fusion of the optimized cut that reads the FFT's fusion and holds an ``abs``.

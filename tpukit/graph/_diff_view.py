@@ -239,9 +239,11 @@ class HloDiffView:
             link[0].setdefault(str(x), holders[0])
             for y in holders:
                 fused[1].setdefault(str(y), []).append(x)
-        for index, g in enumerate(self.groups):  # a call XLA inlined
+        inlined: dict[str, list[int]] = {}  # a call XLA inlined -> the ops made of it
+        for index, g in enumerate(self.groups):
             held = parts[0].get(str(g.nodes[0]))
             if g.status == INLINED:
+                inlined[str(g.nodes[0])] = held or self._made_of(g.nodes[0])
                 notes[index] = "XLA inlined this call: " + (
                     f"{len(held)} ops of {self.labels[1]} came of it"
                     if held
@@ -257,11 +259,24 @@ class HloDiffView:
             "link": link,
             "parts": parts,
             "fused": fused,
+            "inlined": inlined,
             "copied": sorted(self._copied),
             "rows": rows,
             "names": [g.name for g in self.groups],
             "notes": notes,
         }
+
+    def _made_of(self, call: int) -> list[int]:
+        """The ops of ``b`` that a call's ops were paired with or fused into, in order."""
+        parent = self._sides[0].data.parent
+        found: set[int] = set()
+        for x, ys in [*((x, (y,)) for x, y in self._pairs.items()), *self._fused.items()]:
+            node = x
+            while node >= 0 and node != call:
+                node = parent[node]
+            if node == call:
+                found.update(ys)
+        return sorted(found)
 
     def _note(self, g: GroupDiff) -> str:
         a, b = self.labels

@@ -78,8 +78,8 @@ function DiffView(root, datas, marks, dagre) {
 // close: they would speak of the node clicked before, over the group now centred.
 DiffView.prototype.showRow = function (r) {
   var nodes = this.marks.rows[r].slice(), made = null;
-  if (nodes[0] >= 0 && nodes[1] < 0 && this.marks.parts[0][nodes[0]]) {
-    made = this.marks.parts[0][nodes[0]];
+  if (nodes[0] >= 0 && nodes[1] < 0 && (this.marks.inlined[nodes[0]] || []).length) {
+    made = this.marks.inlined[nodes[0]];
     nodes[1] = made[0];
   }
   for (var s = 0; s < 2; s++) {
