@@ -15,6 +15,11 @@ plumbing such as parameters or tuples). For each pair this prints:
   (`_diff_parts`: an ``fft`` into DFT matmuls, a ``gather`` and its index fusion);
   ``matched``: both, and ``matched / kept`` (the issue's bar: at least 80%);
   ``unmatched``: ``kept - matched``;
+- on the lowered side, ``removed``: the lowered working ops the diff shows removed, and
+  ``fused``: those it found XLA fused into an optimized op (`_diff_fused`: the op_name
+  and source place a fusion's instructions keep), no longer removed. They count lowered
+  ops, so ``matched / kept`` (optimized ops) is what it was: a fused op adds no
+  optimized op to the matched ones (its fusion is matched, or not, by its own pair);
 - ``layout``: the kept ops that are fusions only laying data out (every op inside is a
   copy, transpose, bitcast, reshape, broadcast, concatenate, iota or slice), which XLA
   makes for layouts rather than from an op of the program, and ``matched / (kept -
@@ -36,6 +41,7 @@ Prints a table and writes ``benchmarks/results/hlo_diff_match.json``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import pathlib
@@ -78,8 +84,10 @@ def pairs(extra: list[list[str]]) -> list[tuple[str, str, str, str]]:
             (
                 name,
                 "cpu",
-                _cached(f"{name}.before", lambda low=lowered: low.as_text(dialect="hlo")),
-                _cached(f"{name}.after", lambda low=lowered: low.compile().as_text()),
+                # with its op_names and stack frames, as a dump or tpukit.compile has it
+                # (the "before1" and "after1" files come of one lowering; the older ones without)
+                _cached(f"{name}.before1", lambda low=lowered: low.as_text("hlo", debug_info=True)),
+                _cached(f"{name}.after1", lambda low=lowered: low.compile().as_text()),
             )
         )
     for model in ("mlp", "lenet5"):
@@ -110,7 +118,12 @@ def pairs(extra: list[list[str]]) -> list[tuple[str, str, str, str]]:
 
 
 def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
-    def make(stage: str) -> str:
+    """Both stages of one compile of the model's training step: two compiles would give
+    the ops different stack frames (the frames above the step differ), and the diff
+    reads a shared stack as evidence that a fused op is the lowered op (`_diff_fused`)."""
+
+    @functools.cache
+    def compiled():
         import optax
         from _steps import tutorial_train_step
         from flax import nnx
@@ -122,12 +135,11 @@ def _step_pair(model: str, shapes: tuple[str, str]) -> tuple[str, str]:
         optimizer = optax.adam(1e-3)
         state = optimizer.init(nnx.state(net, nnx.Param))
         x, y = (tpukit.shape(s) for s in shapes)
-        compiled = tpukit.compile(tutorial_train_step(optimizer), net, state, x, y)
-        return compiled.hlo_text(stage)
+        return tpukit.compile(tutorial_train_step(optimizer), net, state, x, y)
 
-    return (
-        _cached(f"{model}_step.before", lambda: make("lowered")),
-        _cached(f"{model}_step.after", lambda: make("optimized")),
+    return (  # "step1": one compile for both (the older "step" files came of two)
+        _cached(f"{model}_step1.before", lambda: compiled().hlo_text("lowered")),
+        _cached(f"{model}_step1.after", lambda: compiled().hlo_text("optimized")),
     )
 
 
@@ -170,6 +182,8 @@ def measure(name: str, platform: str, before: str, after: str) -> dict:
             else 1.0
         ),
         "unmatched": unmatched,
+        "removed": len(match.removed),
+        "fused": len(getattr(match, "fused", {})),  # (absent before _diff_fused)
     }
 
 
@@ -180,15 +194,17 @@ def main() -> None:
     rows = [measure(*pair) for pair in pairs(args.pair)]
     print(
         "| pair | lowered ops | optimized ops | XLA's copies | kept | paired | parts | matched "
-        "| of kept | unmatched | layout fusions | of kept less layout |"
+        "| of kept | unmatched | layout fusions | of kept less layout | lowered removed "
+        "| lowered fused |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(
             f"| {row['name']} | {row['before_ops']} | {row['after_ops']} | {row['xla_added']} | "
             f"{row['kept']} | {row['paired']} | {row['parts']} | {row['matched']} | "
             f"{row['matched_of_kept']:.0%} | {row['kept'] - row['matched']} | "
-            f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} |"
+            f"{row['layout']} | {row['matched_of_kept_less_layout']:.0%} | "
+            f"{row['removed']} | {row['fused']} |"
         )
     print()
     for label, chosen in (
@@ -199,10 +215,12 @@ def main() -> None:
         kept = sum(row["kept"] for row in chosen)
         matched = sum(row["matched"] for row in chosen)
         paired, parts = (sum(row[k] for row in chosen) for k in ("paired", "parts"))
+        removed, fused = (sum(row[k] for row in chosen) for k in ("removed", "fused"))
         if kept:
             print(
                 f"{label}: {matched} of {kept} kept ops matched ({matched / kept:.0%}): "
-                f"{paired} paired, {parts} parts, {kept - matched} unmatched"
+                f"{paired} paired, {parts} parts, {kept - matched} unmatched; "
+                f"lowered ops: {removed} removed, {fused} fused into an optimized op"
             )
     for row in rows:
         if row["unmatched"]:

@@ -357,9 +357,12 @@ def test_clicking_a_group_highlights_its_match_on_the_other_side(browser, swap_v
         position={"x": 60, "y": 18}
     )
     assert side(page, 0).locator(".tkd-linked").get_attribute("data-name") == "encoder (Linear)"
-    for index in (0, 1):  # the panels closed, the first layer's row: rings on both sides
-        side(page, index).locator(".tkg-panel .tkg-close").click()
+    # the panel on the left spoke of head (Linear): a click on the right closed it
+    assert side(page, 0).locator(".tkg-panel").is_hidden()
+    assert side(page, 1).locator(".tkg-panel").is_visible()
+    # the first layer's row: rings on both sides, the panels closed (none covers a ring)
     page.locator('.tkd-table tr[data-name="forward › encoder (Linear)"]').click()
+    assert side(page, 1).locator(".tkg-panel").is_hidden()
     for index in (0, 1):
         assert side(page, index).locator(".tkd-linked").get_attribute("data-name") == (
             "encoder (Linear)"

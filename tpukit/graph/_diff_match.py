@@ -33,14 +33,18 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
 from tpukit.graph._diff_parts import find_parts
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 ADDED, REMOVED, CHANGED, SAME = "added", "removed", "changed", "same"
+# A call of ``a`` that ``b`` lacks, whose ops are all in ``b`` (paired, split into parts or
+# fused): XLA inlined it, nothing of it was removed.
+INLINED = "inlined"
 _DIGITS = re.compile(r"\d+")
 _WHOLE = ("flops", "bytes", "instructions")
 
@@ -392,6 +396,11 @@ def _count_up(side: ProgramGroups, nodes: list[int]) -> dict[int, int]:
     return counts
 
 
+def _is_call(side: ProgramGroups, node: int) -> bool:
+    instr = side.data.instr[node]
+    return instr is not None and instr.opcode == "call"
+
+
 @dataclass
 class ProgramMatch:
     """Both programs' groups and ops, and how they correspond (see `match_programs`).
@@ -400,7 +409,10 @@ class ProgramMatch:
     of either, depth first; ``pairs`` maps each matched op's node in ``a`` to its node
     in ``b``; ``parts`` maps each op of ``b`` that is a part of an op XLA expanded
     (`_diff_parts`) to that op's node in ``a`` (several when the evidence names several);
-    ``removed`` and ``added`` are the nodes of the ops only ``a`` or ``b`` has.
+    ``fused`` maps each op of ``a`` that XLA fused into an op of ``b`` (`_diff_fused`) to
+    that op's node in ``b`` (several: one of them, or each of them for the ops in
+    ``copied``, which XLA copied into each); ``removed`` and ``added`` are the nodes of the
+    ops only ``a`` or ``b`` has.
     """
 
     sides: tuple[ProgramGroups, ProgramGroups]
@@ -409,6 +421,8 @@ class ProgramMatch:
     removed: list[int]
     added: list[int]
     parts: dict[int, tuple[int, ...]]
+    fused: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    copied: frozenset[int] = frozenset()
 
 
 def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
@@ -418,7 +432,10 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
     parts, removed, added = find_parts(side_a, side_b, pairs, removed, added)
+    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
+    split = {x for wholes in parts.values() for x in wholes}
+    kept = _count_up(side_a, [*pairs, *fused, *(x for x in split if x in side_a.ops)])
     groups: list[GroupDiff] = []
     for key in _merged_keys(side_a, side_b):
         na, nb = side_a.groups.get(key), side_b.groups.get(key)
@@ -439,6 +456,8 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
             status = ADDED
         elif nb is None:
             status = REMOVED
+            if not ops_removed and (na in split or kept.get(na)) and _is_call(side_a, na):
+                status = INLINED
         elif (
             ops_added
             or ops_removed
@@ -457,4 +476,4 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
                 **figures,
             )
         )
-    return ProgramMatch((side_a, side_b), groups, pairs, removed, added, parts)
+    return ProgramMatch((side_a, side_b), groups, pairs, removed, added, parts, fused, copied)

@@ -6,7 +6,7 @@ and a fusion preparing its indices, a ``slice`` into ``slice-start`` and ``slice
 Only one of them (or none) can be the op's pair; the others would be shown as added. They
 keep the op's ``op_name``, and that is the evidence used here, never shape or place.
 
-Only when ``b`` is what XLA compiled of ``a`` (`_compiled_from`): between two programs a
+Only when ``b`` is what XLA compiled of ``a`` (`compiled_from`): between two programs a
 shared ``op_name`` need not mean one op. The rule (`find_parts`): an optimized op left unpaired is a part of the lowered op whose
 full ``op_name`` equals its own, or of the lowered ``call`` its ``op_name`` equals or lies
 under (XLA inlines a call and names what it made of it by the call's ``op_name``). A full
@@ -34,6 +34,7 @@ from tpukit.hlo.analysis import split_scope
 
 if TYPE_CHECKING:
     from tpukit.graph._diff_groups import ProgramGroups
+    from tpukit.hlo.text import HloInstruction, HloModule
 
 
 def find_parts(
@@ -42,7 +43,7 @@ def find_parts(
     """``({b node: (a nodes it is a part of)}, removed, added)``: the parts of lowered ops
     among ``added`` (see the module docstring), and ``removed`` and ``added`` without the
     lowered ops that have parts (or lie in a call that has) and without the parts."""
-    if not _compiled_from(a, b):
+    if not compiled_from(a, b):
         return {}, removed, added
     wholes: dict[str, list[int]] = defaultdict(list)  # full op_name -> lowered ops, calls
     calls: set[str] = set()
@@ -53,7 +54,7 @@ def find_parts(
             continue
         is_call = instr.opcode == "call" and bool(a.data.children[node])
         if is_call or node in ops:
-            name = _full_name(a, node)
+            name = full_name(a, node)
             if name:
                 wholes[name].append(node)
                 if is_call:
@@ -61,14 +62,14 @@ def find_parts(
     parts: dict[int, tuple[int, ...]] = {}
     flow = _Flow(b)
     for node in added:
-        name = _full_name(b, node)
+        name = full_name(b, node)
         if not name:
             continue
         found = _deepest(name, wholes, calls)
         if not found:
             continue
-        place = _place(b, node)
-        found = [whole for whole in found if place and _place(a, whole) == place] or found
+        place = place_of(b, node)
+        found = [whole for whole in found if place and place_of(a, whole) == place] or found
         if len(found) > 1:  # the one whose pair feeds this op or takes what it makes
             near = flow.near(node)
             found = [whole for whole in found if pairs.get(whole) in near] or found
@@ -80,7 +81,7 @@ def find_parts(
     return parts, left, [node for node in added if node not in parts]
 
 
-def _compiled_from(a: ProgramGroups, b: ProgramGroups) -> bool:
+def compiled_from(a: ProgramGroups, b: ProgramGroups) -> bool:
     """Whether ``b`` is what XLA compiled of ``a``: their stages say lowered and optimized,
     or, stages unknown, ``a`` is unscheduled and ``b`` scheduled, both of one name. Only
     then does a shared op_name mean one op: two programs (2 and 3 layers) share op_names
@@ -105,11 +106,12 @@ def _deepest(name: str, wholes: dict[str, list[int]], calls: set[str]) -> list[i
     return []
 
 
-def _full_name(side: ProgramGroups, node: int) -> str:
-    """The op's ``op_name`` with those of the calls around it in front (module docstring);
-    a name already written in full (older JAX) is kept as it is."""
+def full_name(side: ProgramGroups, node: int, name: str | None = None) -> str:
+    """The op's ``op_name`` (or ``name``, of an instruction inside the op's fusion) with
+    those of the calls around the op in front (module docstring); a name already written
+    in full (older JAX) is kept as it is."""
     data = side.data
-    name = data.instr[node].metadata.op_name
+    name = data.instr[node].metadata.op_name if name is None else name
     if not name:
         return ""
     parent = data.parent[node]
@@ -123,22 +125,29 @@ def _full_name(side: ProgramGroups, node: int) -> str:
     return name
 
 
-def _place(side: ProgramGroups, node: int) -> tuple:
+def place_of(side: ProgramGroups, node: int) -> tuple:
     """Where the op comes from in the user's source: its stack frame's place (the frames'
     files, functions, lines and columns), else its source file and line, else its
     nearest call's; ``()`` when nothing says."""
     data = side.data
     while node > 0:
         instr = data.instr[node]
-        if instr is not None:
-            meta = instr.metadata
-            if meta.stack_frame_id and meta.stack_frame_id in data.module.frame_places:
-                return data.module.frame_places[meta.stack_frame_id]
-            if meta.source_file:
-                return ((meta.source_file, "", str(meta.source_line)),)
+        found = instruction_place(data.module, instr) if instr is not None else ()
+        if found:
+            return found
         node = data.parent[node]
         while node > 0 and (data.instr[node] is None or data.instr[node].opcode != "call"):
             node = data.parent[node]
+    return ()
+
+
+def instruction_place(module: HloModule, instr: HloInstruction) -> tuple:
+    """Where one instruction comes from by its own metadata (see `place_of`), or ``()``."""
+    meta = instr.metadata
+    if meta.stack_frame_id and meta.stack_frame_id in module.frame_places:
+        return module.frame_places[meta.stack_frame_id]
+    if meta.source_file:
+        return ((meta.source_file, "", str(meta.source_line)),)
     return ()
 
 

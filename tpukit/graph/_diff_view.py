@@ -35,7 +35,15 @@ from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
 from tpukit.display import Column, Row, Table, format_bytes, format_flops, format_seconds
-from tpukit.graph._diff_match import ADDED, CHANGED, REMOVED, SAME, GroupDiff, match_programs
+from tpukit.graph._diff_match import (
+    ADDED,
+    CHANGED,
+    INLINED,
+    REMOVED,
+    SAME,
+    GroupDiff,
+    match_programs,
+)
 from tpukit.graph._graph_page import (
     DIFF,
     new_element_id,
@@ -49,8 +57,9 @@ from tpukit.hlo.analysis import fft_flops
 from tpukit.hlo.text import HloModule
 
 _TEXT_ROWS = 60  # rows `__repr__` prints before it elides
-# The viewer's marks for an op of ``b`` that is a part of an op XLA split, and that op.
-PART, SPLIT = "part", "split"
+# The viewer's marks for an op of ``b`` that is a part of an op XLA split, and that op;
+# for an op of ``a`` that XLA fused into an op of ``b``.
+PART, SPLIT, FUSED = "part", "split", "fused"
 
 
 class HloDiffView:
@@ -61,7 +70,10 @@ class HloDiffView:
     ``matched_ops`` maps each op of ``a`` to its match in ``b``; ``part_ops`` maps each op
     of ``b`` that is a part of an op XLA expanded into several (an ``fft`` into DFT
     matmuls: `_diff_parts`) to that op of ``a`` (to several when its ``op_name``, source
-    and data flow name several: it is a part of one of them). In a notebook the view
+    and data flow name several: it is a part of one of them); ``fused_ops`` maps each op
+    of ``a`` that XLA fused into an op of ``b`` (`_diff_fused`: an ``abs`` into
+    ``fusion.3``) to that op (to several: into one of them, or copied into each). A call
+    XLA inlined is a group of status ``"inlined"``, not removed. In a notebook the view
     shows the table of groups above the two graphs; ``print(repr(view))`` prints the
     table, ``rows()`` gives it as data, ``save(path)`` writes a standalone page.
     """
@@ -80,6 +92,11 @@ class HloDiffView:
         self.part_ops = {
             side_b.data.instr[y].name: [side_a.data.instr[x].name for x in wholes]
             for y, wholes in match.parts.items()
+        }
+        self._fused, self._copied = match.fused, match.copied
+        self.fused_ops = {
+            side_a.data.instr[x].name: [side_b.data.instr[y].name for y in holders]
+            for x, holders in match.fused.items()
         }
         self.ops_removed = [side_a.data.instr[x].name for x in match.removed]
         self.ops_added = [side_b.data.instr[y].name for y in match.added]
@@ -118,7 +135,7 @@ class HloDiffView:
         return records
 
     def _counts(self) -> dict[str, int]:
-        counts = dict.fromkeys((ADDED, REMOVED, CHANGED, SAME), 0)
+        counts = dict.fromkeys((ADDED, REMOVED, INLINED, CHANGED, SAME), 0)
         for g in self.groups:
             counts[g.status] += 1
         return counts
@@ -127,9 +144,11 @@ class HloDiffView:
         c = self._counts()
         return (
             f"{len(self.groups)} groups: {c[ADDED]} added, {c[REMOVED]} removed, "
-            f"{c[CHANGED]} changed, {c[SAME]} the same; ops: {len(self.ops_added)} added, "
+            + (f"{c[INLINED]} calls XLA inlined, " if c[INLINED] else "")
+            + f"{c[CHANGED]} changed, {c[SAME]} the same; ops: {len(self.ops_added)} added, "
             f"{len(self.ops_removed)} removed, {len(self.matched_ops)} matched"
             + (f", {len(self.part_ops)} parts of an op XLA split" if self.part_ops else "")
+            + (f", {len(self.fused_ops)} fused by XLA into another" if self.fused_ops else "")
         )
 
     def _title(self) -> str:
@@ -180,7 +199,8 @@ class HloDiffView:
             (
                 f"{self._title()}: {self._summary()}",
                 self._table().text("  "),
-                "  (+ only in b, - only in a, ~ changed)" + (f"\n  {fft}" if fft else ""),
+                "  (+ only in b, - only in a, ~ changed, » a call XLA inlined)"
+                + (f"\n  {fft}" if fft else ""),
             )
         )
 
@@ -212,11 +232,22 @@ class HloDiffView:
                 parts[0].setdefault(str(x), []).append(y)
                 status[0][str(x)] = SPLIT  # an op or call XLA split: matched, in parts
                 link[0].setdefault(str(x), y)
-        for index, g in enumerate(self.groups):  # a call XLA inlined, made into parts
+        fused: list[dict[str, list[int]]] = [{}, {}]
+        for x, holders in self._fused.items():
+            fused[0][str(x)] = list(holders)
+            status[0][str(x)] = FUSED
+            link[0].setdefault(str(x), holders[0])
+            for y in holders:
+                fused[1].setdefault(str(y), []).append(x)
+        inlined: dict[str, list[int]] = {}  # a call XLA inlined -> the ops made of it
+        for index, g in enumerate(self.groups):
             held = parts[0].get(str(g.nodes[0]))
-            if g.status == REMOVED and held:
-                notes[index] = (
-                    f"XLA inlined this call: {len(held)} ops of {self.labels[1]} came of it"
+            if g.status == INLINED:
+                inlined[str(g.nodes[0])] = held or self._made_of(g.nodes[0])
+                notes[index] = "XLA inlined this call: " + (
+                    f"{len(held)} ops of {self.labels[1]} came of it"
+                    if held
+                    else f"its ops are in {self.labels[1]}"
                 )
         for node in self._removed:
             status[0][str(node)] = REMOVED
@@ -227,16 +258,31 @@ class HloDiffView:
             "status": status,
             "link": link,
             "parts": parts,
+            "fused": fused,
+            "inlined": inlined,
+            "copied": sorted(self._copied),
             "rows": rows,
             "names": [g.name for g in self.groups],
             "notes": notes,
         }
 
+    def _made_of(self, call: int) -> list[int]:
+        """The ops of ``b`` that a call's ops were paired with or fused into, in order."""
+        parent = self._sides[0].data.parent
+        found: set[int] = set()
+        for x, ys in [*((x, (y,)) for x, y in self._pairs.items()), *self._fused.items()]:
+            node = x
+            while node >= 0 and node != call:
+                node = parent[node]
+            if node == call:
+                found.update(ys)
+        return sorted(found)
+
     def _note(self, g: GroupDiff) -> str:
         a, b = self.labels
         if g.status == ADDED:
             return f"only in {b}: {_figure(g.flops[1], format_flops)}, {g.instructions[1]} instructions"
-        if g.status == REMOVED:
+        if g.status in (REMOVED, INLINED):
             return f"only in {a}: {_figure(g.flops[0], format_flops)}, {g.instructions[0]} instructions"
         parts = [
             f"FLOPs {_signed(g.delta('flops'), format_flops) or 'same'}",
@@ -295,6 +341,8 @@ class HloDiffView:
             f'{b}</span><span><i class="tkd-key-removed"></i>removed from {a}</span>'
             '<span><i class="tkd-key-changed"></i>changed</span>'
             '<span><i class="tkd-key-part"></i>part of an op XLA split</span>'
+            '<span><i class="tkd-key-fused"></i>fused by XLA into an op of '
+            f"{b}</span>"
             '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
             f'<div class="tkd-table-wrap">{self._table().html()}</div>'
             + (
@@ -317,7 +365,7 @@ class HloDiffView:
         return save_page(path, self._title(), self._repr_html_())
 
 
-_MARKS = {ADDED: "+", REMOVED: "-", CHANGED: "~", SAME: " "}
+_MARKS = {ADDED: "+", REMOVED: "-", INLINED: "»", CHANGED: "~", SAME: " "}
 
 
 def _group_text(g: GroupDiff) -> str:

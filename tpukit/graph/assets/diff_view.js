@@ -18,11 +18,13 @@
 
 "use strict";
 
-// "part": an op of b that is a part of an op XLA split into several; "split": that op of a.
+// "part": an op of b that is a part of an op XLA split into several; "split": that op of a;
+// "fused": an op of a that XLA fused into an op of b; "inlined": a call of a XLA inlined.
 var DIFF_CLASS = {added: "tkd-added", removed: "tkd-removed", changed: "tkd-changed",
-  part: "tkd-part", split: "tkd-part"};
+  part: "tkd-part", split: "tkd-part", fused: "tkd-fused", inlined: "tkd-part"};
 var DIFF_WORD = {added: "added", removed: "removed", changed: "changed",
-  part: "part of an op XLA split", split: "split by XLA into several ops"};
+  part: "part of an op XLA split", split: "split by XLA into several ops",
+  fused: "fused by XLA into another op", inlined: "a call XLA inlined"};
 
 function tpukitDiffView(root, payloads, marks, dagre) {
   if (!root || root.getAttribute("data-state")) return;
@@ -71,15 +73,26 @@ function DiffView(root, datas, marks, dagre) {
   root.setAttribute("data-state", "ready");
 }
 
-// A row of the table: its group on both sides (absent on one side for an added or removed one).
+// A row of the table: its group on both sides (absent on one side for an added or removed one;
+// for a call XLA inlined, the ops made of it are shown and ringed in its place). The panels
+// close: they would speak of the node clicked before, over the group now centred.
 DiffView.prototype.showRow = function (r) {
-  var nodes = this.marks.rows[r];
-  for (var s = 0; s < 2; s++) this.sides[s].reveal(nodes[s]);
+  var nodes = this.marks.rows[r].slice(), made = null;
+  if (nodes[0] >= 0 && nodes[1] < 0 && (this.marks.inlined[nodes[0]] || []).length) {
+    made = this.marks.inlined[nodes[0]];
+    nodes[1] = made[0];
+  }
+  for (var s = 0; s < 2; s++) {
+    this.sides[s].view.select(-1);
+    this.sides[s].reveal(nodes[s], s === 1 ? made : null);
+  }
   this.markRow(r);
 };
 
 // A node clicked on side s: the nearest matched node at or above it is shown on the other side
-// (an op XLA split: its first part shown, every part ringed; a part: the op it is part of).
+// (an op XLA split: its first part shown, every part ringed; a part: the op it is part of;
+// an op XLA fused: the fusion it is in, every fusion it may be in ringed; a fusion: the ops
+// fused into it ringed beside its match).
 DiffView.prototype.fromNode = function (s, i) {
   var link = this.marks.link[s], parent = this.datas[s].parent;
   var k = i;
@@ -88,7 +101,9 @@ DiffView.prototype.fromNode = function (s, i) {
   while (g >= 0 && this.rowOf[s][g] === undefined) g = parent[g];
   this.markRow(g >= 0 ? this.rowOf[s][g] : -1);
   this.sides[s].mark(i);
-  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, k >= 0 ? this.marks.parts[s][k] : null);
+  this.sides[1 - s].view.select(-1);  // its panel spoke of the node clicked there before
+  var also = k >= 0 ? (this.marks.parts[s][k] || []).concat(this.marks.fused[s][k] || []) : null;
+  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, also);
 };
 
 DiffView.prototype.markRow = function (r) {
@@ -111,8 +126,9 @@ DiffView.prototype.describe = function (s, i) {
   var labels = marks.labels, text = [];
   if (status === "added") text.push("only in " + labels[1] + ": added");
   if (status === "removed") text.push("only in " + labels[0] + ": removed");
-  var parts = marks.parts[s][i], names = this.datas[1 - s].label;
-  var paired = other !== undefined && !(parts && parts.indexOf(other) >= 0);
+  var parts = marks.parts[s][i], fused = marks.fused[s][i], names = this.datas[1 - s].label;
+  var paired = other !== undefined && !(parts && parts.indexOf(other) >= 0) &&
+    !(s === 0 && fused);
   if (paired) {
     text.push("matches " + names[other] + " in " + labels[1 - s]);
   }
@@ -127,8 +143,24 @@ DiffView.prototype.describe = function (s, i) {
       (parts.length > 1 ? "s" : "") +
       " in " + labels[1] + ": " + shown + (parts.length > 6 ? ", ..." : ""));
   }
+  if (fused && s === 0) {
+    var into = fused.map(function (k) { return names[k]; });
+    if (into.length === 1) text.push("fused by XLA into " + into[0] + " in " + labels[1]);
+    else if (marks.copied.indexOf(i) >= 0) {
+      text.push("fused by XLA into " + into.join(", ") + " in " + labels[1] + " (copied into each)");
+    } else {
+      text.push("fused by XLA into one of " + into.join(", ") + " in " + labels[1] +
+        " (their op_name, source and data flow do not tell which)");
+    }
+  }
+  if (fused && s === 1) {
+    var held = fused.slice(0, 6).map(function (k) { return names[k]; }).join(", ");
+    text.push("holds " + fused.length + " op" + (fused.length > 1 ? "s" : "") + " of " +
+      labels[0] + " XLA fused into it: " + held + (fused.length > 6 ? ", ..." : ""));
+  }
   var r = this.rowOf[s][i];
   if (r !== undefined && status !== "added" && status !== "removed") text.push(marks.notes[r]);
+  if (status === "inlined" && !parts) text.push("a call XLA inlined");
   return text.join("; ");
 };
 
