@@ -206,18 +206,20 @@ def plan_scopes(
     the scopes its own op_name already has are left out of its body's paths.
     """
     keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+    # (the fusions that mix scopes: their weight per scope, for their notes)
     weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
     strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
     passes: set[str] = set()  # the directions of its ops that work (`_is_step`'s, read here)
     for instr in comp.instructions:
         if instr.opcode == "fusion":
-            key, weights[instr.name] = _owner(instr, module)
+            key, weight = _owner(instr, module)
+            if len(weight) > 1:
+                weights[instr.name] = weight
             if instr.metadata.op_name:
                 passes.add(_parse_op_name(instr.metadata.op_name)[0])
         else:  # what `_owner` says of any other op, without the call
             op_name = instr.metadata.op_name
             key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
-            weights[instr.name] = _NO_WEIGHT
             if key is not None and instr.opcode not in _TRIVIAL:
                 passes.add(key[0])
         if key is not None and strip and key[1][: len(strip)] == strip:
@@ -256,9 +258,8 @@ def plan_scopes(
     _follow_neighbours(comp, plan, users)
     label = _labeller(place, strip)
     for name, weight in weights.items():
-        if len(weight) > 1:
-            placed = place_label(plan.section[name], plan.path[name])
-            plan.notes[name] = _mixed_note(weight, label, placed)
+        placed = place_label(plan.section[name], plan.path[name])
+        plan.notes[name] = _mixed_note(weight, label, placed)
     return plan
 
 
@@ -282,8 +283,6 @@ def _is_step(comp: HloComputation) -> bool:
 
 
 _PASSES = frozenset({"forward", "backward"})
-# The weights of an op that is not a fusion: none (shared: read, never filled).
-_NO_WEIGHT: dict = {}
 
 
 @functools.lru_cache(maxsize=4096)
