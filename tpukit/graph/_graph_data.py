@@ -144,9 +144,7 @@ class GraphTree(PartsMixin, PiecesMixin):
         count = len(instructions)
         names = list(map(_NAME, instructions))
         ids = dict(zip(names, range(first, first + count)))
-        listed, order, params = _edges_and_order(comp, ids, first)
-        edges = Edges.of(listed)
-        del listed
+        edges, order, params = _edges_and_order(comp, ids, first)
         self.kind += [INSTRUCTION] * count
         self.parent += [owner] * count
         self.label += names if caller is not None else self._entry_labels(instructions, names)
@@ -525,8 +523,8 @@ def _is_condition(called: tuple[HloComputation, str]) -> bool:
 
 def _edges_and_order(
     comp: HloComputation, ids: dict[str, int], first: int
-) -> tuple[list[tuple[int, int, int, int]], list[float], list[HloInstruction]]:
-    """The data edges of ``comp`` as ``(source, target, bytes, operand index)`` between the
+) -> tuple[Edges, list[float], list[HloInstruction]]:
+    """The data edges of ``comp`` (`Edges`: source, target, bytes, operand index) between the
     node ids ``ids`` gives, each instruction's sort key in program order (its index, or
     for an operand-less op -- parameter, constant -- its first user's index less 0.5, so
     it sits by that user), and its parameters (`HloComputation.parameters`: sorted once
@@ -537,8 +535,10 @@ def _edges_and_order(
     """
     instructions = comp.instructions
     order = list(map(float, range(len(instructions))))
-    edges: list[tuple[int, int, int, int]] = []
-    add_edge = edges.append
+    # (a list per column, not a tuple per edge: `Edges` keeps columns)
+    sources, targets, sizes, places = [], [], [], []  # type: ignore[var-annotated]
+    add_source, add_target = sources.append, targets.append
+    add_size, add_place = sizes.append, places.append
     find = ids.get
     index = -1  # counters, not enumerate: about twice as quick in these innermost loops
     for instr in instructions:
@@ -561,8 +561,11 @@ def _edges_and_order(
             # (An order moved already is a half, never its index: the first user moves it.)
             if not made.operands and order[local] == local:
                 order[local] = index - 0.5
-            add_edge((source, target, made.shape.nbytes, position))
-    return edges, order, comp.parameters
+            add_source(source)
+            add_target(target)
+            add_size(made.shape.nbytes)
+            add_place(position)
+    return Edges.of_columns(sources, targets, sizes, places), order, comp.parameters
 
 
 def _inverse(new_order: list[int], size: int) -> list[int]:

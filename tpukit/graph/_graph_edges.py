@@ -43,6 +43,16 @@ class Edges:
             array(_IDS, source), array(_IDS, target), array(_BYTES, nbytes), array(_IDS, index)
         )
 
+    @classmethod
+    def of_columns(
+        cls, source: list[int], target: list[int], nbytes: list[int], index: list[int]
+    ) -> Edges:
+        """The edges of four lists, one entry an edge (`_graph_data._edges_and_order`'s:
+        no tuple an edge to make, then take apart)."""
+        return cls(
+            array(_IDS, source), array(_IDS, target), array(_BYTES, nbytes), array(_IDS, index)
+        )
+
     def renumbered(self, new_id: Sequence[int]) -> Edges:
         """The same edges between ``new_id[source]`` and ``new_id[target]``."""
         at = new_id.__getitem__

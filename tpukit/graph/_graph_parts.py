@@ -243,6 +243,8 @@ class PartsMixin:
         with the ``tables`` of the computation's edges (each instruction's users, the bytes
         it reads: `GraphTree._group_by_scope`'s), groups too big to fit become stages as well."""
         users, read = tables if tables is not None else (None, {})
+        # (each group's pairs of children that data flows between: one pass over the edges)
+        pairs = self._child_pairs(node, users) if users is not None else {}
         weights: dict[int, tuple[int, int]] = {}  # each group's `_weight`, once
         stack = [node]
         while stack:
@@ -252,7 +254,7 @@ class PartsMixin:
             kinds = list(map(self.kind.__getitem__, kids))
             stack.extend(compress(kids, map(SCOPE.__eq__, kinds)))
             if users is not None and len(kids) > 2 and self.section.get(group) not in _AS_IS:
-                kids = self._staged(kids, users, read, weights)
+                kids = self._staged(kids, group, pairs, read, weights)
                 kinds = list(map(self.kind.__getitem__, kids))
             if len(kids) > MAX_CHILDREN:
                 kids = self._split_runs(kids, kinds)
@@ -260,6 +262,50 @@ class PartsMixin:
             for kid in kids:
                 self.parent[kid] = group
                 self.children[group].append(kid)
+
+    def _child_pairs(
+        self, node: int, users: dict[int, list[int]]
+    ) -> dict[int, list[tuple[int, int]]]:
+        """Each group under ``node`` (``node`` too) -> the pairs ``(a, b)`` of its children
+        that data flows from ``a`` to ``b`` (an instruction under ``a`` is read by one under
+        ``b``), before any is staged: each edge of ``users`` where its two ends first share a
+        group (their nearest common one), found once, not at every level of groups above.
+
+        `_links` reads a group's pairs for its children, or for stages of them."""
+        kind, children, parent = self.kind, self.children, self.parent
+        depth = {node: 0}
+        stack = [node]
+        while stack:
+            group = stack.pop()
+            below = depth[group] + 1
+            for kid in children[group]:
+                depth[kid] = below
+                if kind[kid] != INSTRUCTION:
+                    stack.append(kid)
+        pairs: dict[int, list[tuple[int, int]]] = defaultdict(list)
+        level = depth.get
+        for source, targets in users.items():
+            at = level(source)
+            if at is None:
+                continue
+            up = parent[source]
+            for target in targets:
+                other = level(target)
+                if other is None:
+                    continue
+                if parent[target] == up:  # (most edges: both in one group)
+                    pairs[up].append((source, target))
+                    continue
+                a, b = source, target
+                for _ in range(at - other):
+                    a = parent[a]
+                for _ in range(other - at):
+                    b = parent[b]
+                while parent[a] != parent[b]:
+                    a, b = parent[a], parent[b]
+                if a != b:
+                    pairs[parent[a]].append((a, b))
+        return pairs
 
     def _split_runs(self, kids: list[int], kinds: list[int]) -> list[int]:
         runs: list[list[int]] = [[]]
@@ -297,21 +343,24 @@ class PartsMixin:
     def _staged(
         self,
         kids: list[int],
-        users: dict[int, list[int]],
+        group: int,
+        pairs: dict[int, list[tuple[int, int]]],
         read: dict[int, int],
         weights: dict[int, tuple[int, int]],
     ) -> list[int]:
         """``kids`` as stages that fit (`stages`), framed on the heaviest (`_framed`); as
         they are when they fit. Strict even for a few ops: a loop's body or a branch is
-        drawn open whatever its size (`_first_view`), so it must fit."""
+        drawn open whatever its size (`_first_view`), so it must fit. ``kids``: those of
+        ``group``; ``pairs``: `_child_pairs`'."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
         self._room = self._room_in(self.parent[kids[0]], users)  # (`_framed` reads it)
         if kept:
             kids = [k for k in kids if k not in self.section]
-        staged = self._stages_of(kids, users) if len(kids) > 2 else None
+        level = pairs.get(group, ())
+        staged = self._stages_of(kids, level) if len(kids) > 2 else None
         if staged is None:
             return kept + kids
-        framed = self._framed(staged, kept, users, read, weights)
+        framed = self._framed(staged, kept, level, pairs, read, weights)
         if framed is not None:
             return kept + framed
         if self._room < _OPEN_RANKS:  # no frame fits the room: as if it had the whole frame
@@ -323,18 +372,19 @@ class PartsMixin:
         if beside is not None:
             return kept + [beside]
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
-            more = self._stages_of(staged, users)
+            more = self._stages_of(staged, level)
             if more is None:
                 break
             staged = more
         return kept + staged
 
-    def _stages_of(self, kids: list[int], users: dict[int, list[int]]) -> list[int] | None:
-        """``kids`` as stages (`stages`); None when they fit as they are."""
+    def _stages_of(self, kids: list[int], level: list[tuple[int, int]]) -> list[int] | None:
+        """``kids`` as stages (`stages`); None when they fit as they are. ``level``: the
+        pairs of their group's children (`_child_pairs`)."""
         widths = self._widths(kids)
         if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
             return None  # fits however its data flows: no links to find
-        links = self._links(kids, users)
+        links = self._links(kids, level)
         if len(kids) <= _FIT_RANKS:  # (a model's layers repeat the same few small groups)
             found = _small_stages(tuple(widths), frozenset(links))
         else:
@@ -355,7 +405,8 @@ class PartsMixin:
         self,
         staged: list[int],
         kept: list[int],
-        users: dict[int, list[int]],
+        level: list[tuple[int, int]],
+        pairs: dict[int, list[tuple[int, int]]],
         read: dict[int, int],
         weights: dict[int, tuple[int, int]],
     ) -> list[int] | None:
@@ -374,11 +425,13 @@ class PartsMixin:
         heft = [self._weight(k, read, weights) for k in staged]
         h = heft.index(max(heft))  # the first of equals: those before rank below it
         items = sorted(kept + staged, key=self.order.__getitem__)  # in data-flow order
-        links = self._links(items, users)
+        links = self._links(items, level)
         widths = self._widths(items)
         index = {k: i for i, k in enumerate(staged)}
         heavy = items.index(staged[h])
-        inner, widths[heavy] = self._open_size(staged[h], users)
+        # (a scope's children are joined by its own pairs; a stage's, by this group's)
+        opened = pairs.get(staged[h], ()) if self.kind[staged[h]] == SCOPE else level
+        inner, widths[heavy] = self._open_size(staged[h], opened)
         nested = box_width(PART, PART_LABEL, None, True)  # named by its work, at its longest
 
         def fits(lo: int, hi: int) -> bool:  # staged[lo:hi] as they are, the others nested
@@ -458,18 +511,19 @@ class PartsMixin:
         size = math.ceil(len(items) / count)
         return self._stage([self._nest(items[i : i + size]) for i in range(0, len(items), size)])
 
-    def _open_size(self, node: int, users: dict[int, list[int]]) -> tuple[int, float]:
+    def _open_size(self, node: int, level: list[tuple[int, int]]) -> tuple[int, float]:
         """The ranks of ``node``'s children and the box's width, drawn open (no ranks and
         its closed width for a box that does not open). A scope is cut into stages after
         the group it sits in (`_split_into_parts` walks down): it is weighed as those
         stages (`stages`), not as its ops, which may be more ranks than any frame holds
-        (kz_llama2_tp4_pp2's ``aten__norm.14``: 13 ranks of ops, 3 stages)."""
+        (kz_llama2_tp4_pp2's ``aten__norm.14``: 13 ranks of ops, 3 stages). ``level``: the
+        pairs its children are joined by (`_child_pairs`)."""
         kids = self.children[node]
         opens = bool(kids) or node in self.lazy  # (`_widths`)
         closed = box_width(self.kind[node], self.label[node], self.instr[node], opens)
         if self.kind[node] == INSTRUCTION or not kids:
             return 0, closed
-        links = self._links(kids, users)
+        links = self._links(kids, level)
         widths = self._widths(kids)
         found = stages(widths, links) if self.kind[node] == SCOPE and len(kids) > 2 else None
         if found is not None:  # drawn open, the scope shows its stages
@@ -517,27 +571,29 @@ class PartsMixin:
             self.label[part] = f"{scopes[0]} …"
         return part
 
-    def _links(self, kids: list[int], users: dict[int, list[int]]) -> set[tuple[int, int]]:
+    def _links(self, kids: list[int], level: list[tuple[int, int]]) -> set[tuple[int, int]]:
         """The pairs ``(a, b)`` of positions in ``kids`` that data flows from ``a`` to
-        ``b`` (between the instructions they hold)."""
+        ``b`` (between the instructions they hold), from ``level``: the pairs of the
+        children of one group (`_child_pairs`), ``kids`` those children or stages of them."""
         kind, children = self.kind, self.children
-        at: dict[int, int] = {}  # each instruction under ``kids`` (no group reads or is read)
+        at: dict[int, int] = {}  # each child of the group -> its place in ``kids``
         for position, kid in enumerate(kids):
-            if kind[kid] == INSTRUCTION:  # most are: no subtree to walk
+            if kind[kid] != PART:  # most are: no stage to walk
                 at[kid] = position
                 continue
             stack = [kid]
             while stack:
                 node = stack.pop()
-                if kind[node] == INSTRUCTION:
-                    at[node] = position
-                else:
+                if kind[node] == PART:
                     stack.extend(children[node])
+                else:
+                    at[node] = position
         links = set()
-        add, find, read_by = links.add, at.get, users.get
-        for node, position in at.items():
-            for user in read_by(node) or ():
-                other = find(user)
-                if other is not None and other != position:
-                    add((position, other))
+        add, find = links.add, at.get
+        for a, b in level:
+            here = find(a)
+            if here is not None:
+                there = find(b)
+                if there is not None and there != here:
+                    add((here, there))
         return links

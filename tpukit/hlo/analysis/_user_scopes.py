@@ -206,18 +206,20 @@ def plan_scopes(
     the scopes its own op_name already has are left out of its body's paths.
     """
     keys: dict[str, tuple[str, tuple[str, ...]] | None] = {}
+    # (the fusions that mix scopes: their weight per scope, for their notes)
     weights: dict[str, dict[tuple[str, tuple[str, ...]], list[int]]] = {}
     strip = parse_scope(split_scope(caller.metadata.op_name))[1] if caller is not None else ()
     passes: set[str] = set()  # the directions of its ops that work (`_is_step`'s, read here)
     for instr in comp.instructions:
         if instr.opcode == "fusion":
-            key, weights[instr.name] = _owner(instr, module)
+            key, weight = _owner(instr, module)
+            if len(weight) > 1:
+                weights[instr.name] = weight
             if instr.metadata.op_name:
                 passes.add(_parse_op_name(instr.metadata.op_name)[0])
         else:  # what `_owner` says of any other op, without the call
             op_name = instr.metadata.op_name
             key = _parse_op_name(op_name) if op_name and instr.opcode != "parameter" else None
-            weights[instr.name] = _NO_WEIGHT
             if key is not None and instr.opcode not in _TRIVIAL:
                 passes.add(key[0])
         if key is not None and strip and key[1][: len(strip)] == strip:
@@ -256,9 +258,8 @@ def plan_scopes(
     _follow_neighbours(comp, plan, users)
     label = _labeller(place, strip)
     for name, weight in weights.items():
-        if len(weight) > 1:
-            placed = place_label(plan.section[name], plan.path[name])
-            plan.notes[name] = _mixed_note(weight, label, placed)
+        placed = place_label(plan.section[name], plan.path[name])
+        plan.notes[name] = _mixed_note(weight, label, placed)
     return plan
 
 
@@ -282,8 +283,6 @@ def _is_step(comp: HloComputation) -> bool:
 
 
 _PASSES = frozenset({"forward", "backward"})
-# The weights of an op that is not a fusion: none (shared: read, never filled).
-_NO_WEIGHT: dict = {}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -497,31 +496,35 @@ def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, l
     ``users`` are the names of the users of each instruction not placed yet (as
     `_outputs` reads them).
     """
-    for instr in reversed(comp.instructions):
-        if instr.name not in plan.section:
+    section, path = plan.section, plan.path
+    # The ops not placed yet, last first (read three times: a large computation's few)
+    rest = [instr for instr in reversed(comp.instructions) if instr.name not in section]
+    for instr in rest:
+        if instr.name not in section:
             for user in users[instr.name]:
-                if user in plan.section and plan.section[user] != OUTPUTS:
-                    plan.section[instr.name] = plan.section[user]
-                    plan.path[instr.name] = plan.path[user]
+                if user in section and section[user] != OUTPUTS:
+                    section[instr.name] = section[user]
+                    path[instr.name] = path[user]
                     break
-    for instr in comp.instructions:
+    rest.reverse()
+    for instr in rest:
         if (
-            instr.name not in plan.section
+            instr.name not in section
             and instr.opcode in _PLUMBING
             and instr.operands
-            and all(plan.section.get(o) == INPUTS for o in instr.operands)
+            and all(section.get(o) == INPUTS for o in instr.operands)
         ):
-            plan.section[instr.name], plan.path[instr.name] = INPUTS, []
+            section[instr.name], path[instr.name] = INPUTS, []
             continue
-        if instr.name not in plan.section:
+        if instr.name not in section:
             for operand in instr.operands:
-                if operand in plan.section and plan.section[operand] != INPUTS:
-                    plan.section[instr.name] = plan.section[operand]
-                    plan.path[instr.name] = plan.path[operand]
+                if operand in section and section[operand] != INPUTS:
+                    section[instr.name] = section[operand]
+                    path[instr.name] = path[operand]
                     break
-    for instr in comp.instructions:
-        if instr.name not in plan.section:
-            plan.section[instr.name], plan.path[instr.name] = "", []
+    for instr in rest:
+        if instr.name not in section:
+            section[instr.name], path[instr.name] = "", []
 
 
 def place_label(section: str, path: list[str]) -> str:
