@@ -353,7 +353,7 @@ class PartsMixin:
         drawn open whatever its size (`_first_view`), so it must fit. ``kids``: those of
         ``group``; ``pairs``: `_child_pairs`'."""
         kept = [k for k in kids if k in self.section]  # a step's sections stay as they are
-        self._room = self._room_in(self.parent[kids[0]], users)  # (`_framed` reads it)
+        self._room = self._room_in(group, pairs)  # (`_framed` reads it)
         if kept:
             kids = [k for k in kids if k not in self.section]
         level = pairs.get(group, ())
@@ -365,10 +365,10 @@ class PartsMixin:
             return kept + framed
         if self._room < _OPEN_RANKS:  # no frame fits the room: as if it had the whole frame
             self._room = _OPEN_RANKS
-            framed = self._framed(staged, kept, users, read, weights)
+            framed = self._framed(staged, kept, level, pairs, read, weights)
             if framed is not None:
                 return kept + framed
-        beside = self._beside(staged, users, read, weights)
+        beside = self._beside(staged, level, read, weights)
         if beside is not None:
             return kept + [beside]
         while len(staged) > 2:  # no frame fits: stages of stages, while they are too many
@@ -470,30 +470,30 @@ class PartsMixin:
             *([self._nest(after)] if after else []),
         ]
 
-    def _room_in(self, group: int, users: dict[int, list[int]]) -> int:
+    def _room_in(self, group: int, pairs: dict[int, list[tuple[int, int]]]) -> int:
         """Ranks ``group`` and an open child may take: a scope under a computation, less its rows."""
         parent = self.parent[group]
         if self.kind[group] != SCOPE or group in self.section or self.kind[parent] != COMPUTATION:
             return _OPEN_RANKS  # (kz_llama2_tp4_pp2's aten__norm.14, under 4 ranks: 7, not 11)
         kids = sorted(self.children[parent], key=self.order.__getitem__)  # as drawn
-        links = self._links(kids, users)
+        links = self._links(kids, pairs.get(parent, ()))
         return (FRAME_H + 72) // 70 - max(flow_ranks(len(kids), links)) - 1
 
     def _beside(
         self,
         staged: list[int],
-        users: dict[int, list[int]],
+        level: list[tuple[int, int]],
         read: dict[int, int],
         weights: dict[int, tuple[int, int]],
     ) -> int | None:
         """Stages no data joins, too wide to frame, as one stage of two in one row: the
         heaviest stage of ops and a stage of the others (gpu_cudnn_conv); None if not."""
-        if len(staged) < 3 or self._links(staged, users):
+        if len(staged) < 3 or self._links(staged, level):
             return None
         heavy = max(staged, key=lambda k: self._weight(k, read, weights))  # first of equals
         if self.kind[heavy] != PART or any(self.kind[k] == PART for k in self.children[heavy]):
             return None  # (a stage of ops: what the first view opens beside the others)
-        _, width = self._open_size(heavy, users)
+        _, width = self._open_size(heavy, level)
         if width + NODE_SEP + box_width(PART, PART_LABEL, None, True) + 4 * PAD > FRAME_W:
             return None
         rest = self._nest([k for k in staged if k != heavy])
