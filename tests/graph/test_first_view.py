@@ -21,7 +21,7 @@ from tpukit.graph._graph_frame import Frame
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_payload import graph_payload
-from tpukit.graph._graph_sizes import FRAME_H, FRAME_W
+from tpukit.graph._graph_sizes import FRAME_H, FRAME_W, WIDTH_SLACK
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
@@ -147,6 +147,49 @@ def test_a_large_stage_in_a_short_chain_opens_when_only_the_slack_said_it_does_n
     assert heavier in opened
     width, height = Frame(data).size(0, set(opened))
     assert width <= FRAME_W and height <= FRAME_H
+
+
+def _scope_in_nested_chains() -> str:
+    """Two nested chains of boxes, each narrower closed than its widest neighbour: the root
+    is the scope ``outer`` then an op; ``outer`` is the parameter, an op, the scope ``work``
+    (two ops side by side: 594 units in one row) and an op. Each op's name is as long as
+    the page writes (40 characters: a 288-unit box); ``outer`` and ``work`` closed are 138."""
+    shape = "f32[96,96,96]"
+    meta = 'metadata={op_name="jit(chain)/model/%s"}'
+    x, e, t, y, z = (
+        "normalized_input_from_the_previous_block",
+        "exponential_of_normalized_input_left_arm",
+        "hyperbolic_tangent_of_the_input_rightarm",
+        "sum_of_both_arms_written_back_to_theflow",
+        "square_root_of_the_sum_as_the_stepoutput",
+    )
+    lines = ["HloModule nested_chains", "", "ENTRY main {", f"  p = {shape} parameter(0)"]
+    lines.append(f"  {x} = {shape} negate(p), {meta % 'outer/neg'}")
+    lines.append(f"  {e} = {shape} exponential({x}), {meta % 'outer/work/exp'}")
+    lines.append(f"  {t} = {shape} tanh({x}), {meta % 'outer/work/tanh'}")
+    lines.append(f"  {y} = {shape} add({e}, {t}), {meta % 'outer/add'}")
+    lines.append(f"  ROOT {z} = {shape} sqrt({y}), {meta % 'tail/sqrt'}")
+    return "\n".join([*lines, "}", ""])
+
+
+def test_a_scope_opens_in_nested_chains_where_dagre_centres_it_on_its_neighbours():
+    """Issue 38: dagre lays a chain of closed boxes out on one line, centred, and an open
+    child grows from its place in it (graph_layout.js: measureNode), so a narrow box that
+    opens in a chain of wider ones first takes the room beside it (`Frame.width`). Here
+    ``work`` opens inside ``outer`` inside the root, each a chain: 804 units as the page
+    makes room, where its ranks times the width slack (948) and the growth added to the
+    widest neighbour at each level (953) are both wider than the frame."""
+    data = hlo.open(_scope_in_nested_chains()).graph()._data
+    frame = Frame(data)
+    outer, work = data.label.index("outer"), data.label.index("work")
+    assert data.parent[work] == outer and data.parent[outer] == 0
+    assert all(frame.closed_width(k)[1] for k in (0, outer))  # chains, both
+    opened = first_view(data)
+    assert outer in opened and work in opened
+    nodes, _ = data.visible(set(opened))
+    assert set(data.children[work]) <= set(nodes)
+    width, height = frame.size(0, set(opened))
+    assert width * WIDTH_SLACK > FRAME_W and height <= FRAME_H  # the slack alone: shut
 
 
 def test_independent_convolutions_open_on_the_heaviest_and_its_reduction():

@@ -135,6 +135,24 @@ def test_independent_convolutions_draw_the_heaviest_open_whole(lab):
     assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
 
 
+def test_a_scope_in_nested_chains_is_drawn_as_the_page_makes_room(lab):
+    """Issue 38: ``work`` opens inside ``outer`` inside the root, each a chain of boxes
+    dagre centres on one line, where only the page's make-room rule says it fits
+    (tests/graph/test_first_view.py): the page draws it so, every box inside the view, at
+    the readable scale, as counted."""
+    from tests.graph.test_first_view import _scope_in_nested_chains
+
+    g = graph(_scope_in_nested_chains(), title="nested chains")
+    data = g._data
+    work = data.label.index("work")
+    assert work in first_view(data)
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
+    assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{work}"]').count() == 1
+
+
 _PASSED_ON = frozenset({"parameter", "constant", "get-tuple-element", "tuple", "bitcast"})
 
 
