@@ -115,6 +115,20 @@ def test_a_short_chain_opens_its_heaviest_stage_of_stages_drawn_whole(lab):
     assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{heavier}"]').count() == 1
 
 
+def _drawn_whole_with(lab, g, node: int) -> None:
+    """Draws ``g`` and checks that the page drew what the text counts, nothing cut off and
+    no header past its frame, at the readable scale (1 or more), ``node``'s box inside the
+    view: a first view that opened a group on an estimate is drawn as it said."""
+    drawn = lab(g)
+    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
+    assert drawn["cut"] == 0 and drawn["overrun"] == 0
+    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
+    view = lab.page.locator(".tkg-viewport").bounding_box()
+    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{node}"]').bounding_box()
+    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"]
+
+
 def test_independent_convolutions_draw_the_heaviest_open_whole(lab):
     """Issue 38: gpu_cudnn_conv's heaviest convolution (one of six no data joins) opened
     three stages down; now its stage, with the reduction that reads it, is drawn open
@@ -126,13 +140,7 @@ def test_independent_convolutions_draw_the_heaviest_open_whole(lab):
     data = g._data
     nodes, _ = data.visible(set(first_view(data)))
     conv = next(k for k in nodes if data.label[k] == "vgg-conv")
-    drawn = lab(g)
-    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
-    assert drawn["cut"] == 0 and drawn["overrun"] == 0
-    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
-    view = lab.page.locator(".tkg-viewport").bounding_box()
-    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{conv}"]').bounding_box()
-    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
+    _drawn_whole_with(lab, g, conv)
 
 
 def test_a_scope_in_nested_chains_is_drawn_as_the_page_makes_room(lab):
@@ -146,10 +154,7 @@ def test_a_scope_in_nested_chains_is_drawn_as_the_page_makes_room(lab):
     data = g._data
     work = data.label.index("work")
     assert work in first_view(data)
-    drawn = lab(g)
-    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
-    assert drawn["cut"] == 0 and drawn["overrun"] == 0
-    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
+    _drawn_whole_with(lab, g, data.label.index("hyperbolic_tangent_of_the_input_rightarm"))
     assert lab.page.locator(f'.tkg-root .tkg-group[data-node="{work}"]').count() == 1
 
 
@@ -206,14 +211,7 @@ def test_a_loop_body_opens_the_stage_of_its_dot_drawn_whole(lab):
         key=flops.__getitem__,
     )
     assert flops[heaviest] > 0, "the op holding the loop's dot is drawn"
-    drawn = lab(g)
-    assert (drawn["nodes"], drawn["edges"]) == g.view_counts()
-    assert drawn["cut"] == 0 and drawn["overrun"] == 0
-    assert float(lab.page.locator(".tkg-root").get_attribute("data-scale")) >= 1
-    view = lab.page.locator(".tkg-viewport").bounding_box()
-    box = lab.page.locator(f'.tkg-root .tkg-node[data-node="{heaviest}"]').bounding_box()
-    assert view["x"] <= box["x"] and box["x"] + box["width"] <= view["x"] + view["width"]
-    assert view["y"] <= box["y"] and box["y"] + box["height"] <= view["y"] + view["height"]
+    _drawn_whole_with(lab, g, heaviest)
 
 
 def _dense_relu(x, w):
