@@ -4,7 +4,8 @@ For each module: the nodes and edges the text says the first view draws
 (``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
 boxes that lie outside the view (cut off), the scale, the view's height, the groups
 drawn open, whether the heaviest stage (`_graph_parts`) is drawn open, how many
-clicks (closed groups) lie between the view and the heaviest op, the groups of
+clicks (closed groups) lie between the view and the heaviest op (past 2, the estimated
+size with the first of them open: why the view stopped short), the groups of
 plumbing drawn open (the inputs or outputs section, a part of parameters, constants,
 tuples, their elements and bitcasts alone), and the stages and scopes drawn open that hold
 less than half the work of one the view shows closed (FLOPs, else bytes; a stage of stages
@@ -205,6 +206,26 @@ def _estimate(g) -> str:
     return f"{w:.0f}x{h:.0f}"
 
 
+def _next_click(g, opened: set[int], op: int) -> str:
+    """Where the heaviest op is more than 2 clicks away: the drawing's estimated size
+    (`_graph_frame`) with the first closed group on the way to it opened too, and whether
+    that fits the frame (why the view stops short of it), where this tpukit has a frame."""
+    try:
+        from tpukit.graph._graph_frame import Frame
+    except ImportError:
+        return "-"
+    data = g._data
+    path = []
+    while op > 0:
+        op = data.parent[op]
+        path.append(op)
+    first = next(a for a in reversed(path) if a not in opened)
+    frame = Frame(data)
+    w, h = frame.size(0, opened | {first})
+    fits = "fits" if frame.fits(opened | {first}) else "does not fit"
+    return f"{data.label[first]} open: {w:.0f}x{h:.0f}, {fits}"
+
+
 def work(g, opened: set[int]) -> dict:
     """Where the work is and how far the drawn view is from it: the heaviest stage (a
     part of ops, not of parts, holding the most FLOPs, then bytes) and whether it is
@@ -280,6 +301,7 @@ def work(g, opened: set[int]) -> dict:
         "heaviest_op": data.label[op],
         "op_flops": flops[op],
         "clicks": clicks(op),
+        "next_click": _next_click(g, opened, op) if clicks(op) > 2 else "",
         "stage_open": None if stage is None else stage in opened,
         "op_depth": len(ancestors(op)) - 1,
         "plumbing_open": [data.label[n] for n in sorted(opened) if n and plumbing(n)],
@@ -342,7 +364,8 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
                 f"h {row['height']:4} size {row['width']}x{row['tall']} (est. {guess}) "
                 f"stage open {_yes(row['stage_open'])} clicks {row['clicks']} "
                 f"plumbing {len(row['plumbing_open'])} lighter {len(row['lighter_open'])} "
-                f"open: {', '.join(row['open'][1:5])}",
+                f"open: {', '.join(row['open'][1:5])}"
+                + (f" | next click: {row['next_click']}" if row["next_click"] else ""),
                 flush=True,
             )
         browser.close()
