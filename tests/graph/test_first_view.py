@@ -22,6 +22,7 @@ from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_payload import graph_payload
 from tpukit.graph._graph_sizes import FRAME_H, FRAME_W, WIDTH_SLACK
+from tpukit.hlo.analysis import BACKWARD, FORWARD
 
 
 def _first_view(text: str) -> tuple[list[int], dict, object]:
@@ -327,3 +328,58 @@ def test_a_scope_under_the_root_frames_its_stages_in_the_room_the_root_leaves():
     opened = first_view(data)
     assert norm in opened and heaviest in opened
     assert Frame(data).fits(set(opened))
+
+
+def _step_of_layers(layers: int = 30) -> str:
+    """A training step as JAX writes it: ``layers`` dense layers (a dot and a tanh each)
+    in the forward pass, their gradients (a multiply and two dots each, the last layer
+    first) in the backward pass, as the op names' ``jvp`` and ``transpose(jvp)`` say."""
+    shape = "f32[48,48]"
+    dot = "lhs_contracting_dims={1}, rhs_contracting_dims={0}"
+    fwd = 'metadata={op_name="jit(step)/jvp(model (Net))/layers[%d] (Dense)/%s"}'
+    bwd = 'metadata={op_name="jit(step)/transpose(jvp(model (Net)))/layers[%d] (Dense)/%s"}'
+    lines = ["HloModule step_of_layers", "", "ENTRY main {", f"  x = {shape} parameter(0)"]
+    lines += [f"  w{k} = {shape} parameter({k + 1})" for k in range(layers)]
+    inputs = ["x", *(f"h{k}" for k in range(layers))]  # each layer's input, then the last
+    for k in range(layers):
+        lines.append(f"  d{k} = {shape} dot({inputs[k]}, w{k}), {dot}, {fwd % (k, 'dot')}")
+        lines.append(f"  h{k} = {shape} tanh(d{k}), {fwd % (k, 'tanh')}")
+    grad = inputs[-1]
+    for k in reversed(range(layers)):
+        lines.append(f"  m{k} = {shape} multiply({grad}, h{k}), {bwd % (k, 'mul')}")
+        lines.append(f"  gw{k} = {shape} dot({inputs[k]}, m{k}), {dot}, {bwd % (k, 'dot')}")
+        lines.append(f"  gx{k} = {shape} dot(m{k}, w{k}), {dot}, {bwd % (k, 'dot')}")
+        grad = f"gx{k}"
+    grads = ", ".join(f"gw{k}" for k in range(layers))
+    lines.append(f"  ROOT out = ({', '.join([shape] * layers)}) tuple({grads})")
+    return "\n".join([*lines, "}", ""])
+
+
+def test_a_step_whose_passes_do_not_fit_together_opens_its_forward_pass():
+    """Issue 38: where a training step's forward and backward passes drawn open do not fit
+    the frame together, the view opened the heavier, the backward (a layer's gradient is
+    about twice its FLOPs), in reverse layer order; the heaviest op (a layer's dot: its
+    gradient's dots tie with it) was three clicks away (lenet5, vgg11, resnet18). The
+    forward pass opens first: the model in its layers' order, each layer's dot two clicks
+    away (its stage of layers, its layer), the backward's one click."""
+    data = hlo.open(_step_of_layers()).graph()._data
+    flops, _, _ = node_costs(data)
+    forward, backward = (
+        next(k for k, v in data.section.items() if v == s) for s in (FORWARD, BACKWARD)
+    )
+    assert flops[backward] > flops[forward]
+    assert not Frame(data).fits({0, forward, backward})  # both open: too tall
+    opened = set(first_view(data))
+    assert forward in opened and backward not in opened
+    dots = [k for k, i in enumerate(data.instr) if i is not None and i.opcode == "dot"]
+    ops = [k for k, kind in enumerate(data.kind) if kind == INSTRUCTION]
+    assert {flops[k] for k in dots} == {max(flops[k] for k in ops)}  # the heaviest, tied
+
+    def clicks(node: int) -> int:
+        shut = 0
+        while node:
+            node = data.parent[node]
+            shut += node not in opened
+        return shut
+
+    assert min(clicks(k) for k in dots if data._contains(forward, k)) == 2

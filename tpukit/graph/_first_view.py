@@ -38,8 +38,11 @@ decide what that budget goes to:
   thousands of instructions), one group opens per level, the heaviest, and the page
   frames the view on it;
 - a training step opens on its sections with the forward and backward passes open when
-  they fit, their layers closed; the ``inputs`` group (a step's parameters, or the parameters of
-  any computation that has many) and the ``outputs`` stay closed.
+  they fit, their layers closed, the forward pass first: where only one fits, it is the
+  forward, the model in its layers' order, each layer's heaviest op two clicks away (the
+  backward, about twice its FLOPs, ties op for op with it: a layer's gradient dots, in
+  reverse order, its layers cut deeper); the ``inputs`` group (a step's parameters, or the
+  parameters of any computation that has many) and the ``outputs`` stay closed.
 """
 
 from __future__ import annotations
@@ -102,7 +105,8 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     shown = {0}
     fits = not fit or frame.fits(shown)  # a root too big to fit: its heaviest groups
     visible = len(data.children[0])
-    waiting: list[tuple[tuple[int, int], int, int, int]] = []  # (weight, order, group, depth)
+    # (not a forward pass, weight, order, group, depth): a step's forward pass first
+    waiting: list[tuple[bool, tuple[int, int], int, int, int]] = []
     levels: set[int] = set()  # depths where a group opened (a root too big: one a level)
     order = itertools.count()  # of equals, the first offered: program order, outer first
     refused: tuple[int, int] | None = None  # the heaviest group that could not open
@@ -110,11 +114,12 @@ def _opened(data: GraphTree, *, fit: bool = True) -> list[int]:
     def offer(node: int, depth: int) -> None:
         for k in data.children[node]:
             if not plumbing(k) and _opens(data, k, node, sizes):
-                heapq.heappush(waiting, (heaviest(k), next(order), k, depth))
+                later = data.section.get(k) != FORWARD
+                heapq.heappush(waiting, (later, heaviest(k), next(order), k, depth))
 
     offer(0, 1)
     while waiting:
-        weight, _, group, depth = heapq.heappop(waiting)
+        _, weight, _, group, depth = heapq.heappop(waiting)
         extra = len(data.children[group]) - 1
         entered = data.kind[group] == INSTRUCTION or _is_body(data, group)
         if not entered and _much_lighter(weight, refused):
