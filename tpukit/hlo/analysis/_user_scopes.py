@@ -489,7 +489,8 @@ def _outputs(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]])
 
 
 def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, list[str]]) -> None:
-    """Place the rest (constants, XLA's copies, unnamed ops) beside their first user.
+    """Place the rest (constants, XLA's copies, unnamed ops) beside their first user;
+    a constant in the scope its users share (`_shared`).
 
     Without a placed user, beside their first placed operand other than an input;
     copies and tuples of the inputs alone (made for a loop's initial state) are inputs.
@@ -501,11 +502,11 @@ def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, l
     rest = [instr for instr in reversed(comp.instructions) if instr.name not in section]
     for instr in rest:
         if instr.name not in section:
-            for user in users[instr.name]:
-                if user in section and section[user] != OUTPUTS:
-                    section[instr.name] = section[user]
-                    path[instr.name] = path[user]
-                    break
+            placed = [u for u in users[instr.name] if u in section and section[u] != OUTPUTS]
+            if placed and instr.opcode in ("constant", "iota") and not instr.operands:
+                section[instr.name], path[instr.name] = _shared(placed, plan)
+            elif placed:
+                section[instr.name], path[instr.name] = section[placed[0]], path[placed[0]]
     rest.reverse()
     for instr in rest:
         if (
@@ -525,6 +526,15 @@ def _follow_neighbours(comp: HloComputation, plan: ScopePlan, users: dict[str, l
     for instr in rest:
         if instr.name not in section:
             section[instr.name], path[instr.name] = "", []
+
+
+def _shared(users: list[str], plan: ScopePlan) -> tuple[str, list[str]]:
+    """Where a constant goes: the section of its first user, in the scope that all its
+    users there share (a scalar ``0`` every layer's ReLU reads is in none of the layers)."""
+    section = plan.section[users[0]]
+    paths = [plan.path[u] for u in users if plan.section[u] == section]
+    common = next((i for i, names in enumerate(zip(*paths)) if len(set(names)) > 1), None)
+    return section, paths[0][: min(map(len, paths)) if common is None else common]
 
 
 def place_label(section: str, path: list[str]) -> str:
