@@ -15,6 +15,7 @@ import pytest
 from tests._support.graph_page import Page, node, open_graph, screenshot
 from tests._support.notebook_page import ORIGIN
 from tpukit.graph._first_view import first_view
+from tpukit.graph._graph_bodies import _reads_at_once, _reads_line_by_line, builds_in_page
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_data import GraphTree
 from tpukit.graph._graph_nodes import display_text
@@ -247,6 +248,51 @@ def test_a_body_carries_its_costs_only_where_the_page_cannot_tell_them():
     # (the slice's; the parameters' and the tuple's are none, the add's and the dot's sums)
     assert list(wire["bodyBytesAt"]) == [rows["s"]]
     assert list(wire["bodyFlopsAt"]) == [rows["d"]] and list(wire["bodyFlopsOf"]) == [1024]
+
+
+# Bodies `builds_in_page` reads at once (fused_a, fused_b, fused_w: lines in order, ASCII, no
+# metadata) and those it reads line by line: metadata (fused_meta, fused_mid), a line longer
+# than the panel's text between short ones (fused_long), a line not ASCII (fused_text), a
+# head the page does not read (fused_head: names without ``%``).
+_LONG = ", ".join(["1"] * 1500)
+ODD_HLO = f"""HloModule odd
+
+%fused_long (p: f32[8]) -> f32[8] {{
+  %p = f32[8]{{0}} parameter(0)
+  %k = f32[1500]{{0}} constant({{{_LONG}}})
+  ROOT %n = f32[8]{{0}} negate(f32[8]{{0}} %p)
+}}
+
+%fused_text (p: f32[8]) -> f32[8] {{
+  %p = f32[8]{{0}} parameter(0)
+  ROOT %n = f32[8]{{0}} negate(f32[8]{{0}} %p), frontend_attributes={{note="é"}}
+}}
+
+%fused_head (p: f32[8]) -> f32[8] {{
+  p = f32[8]{{0}} parameter(0)
+  ROOT n = f32[8]{{0}} negate(f32[8]{{0}} p)
+}}
+
+ENTRY %main (x: f32[8]) -> (f32[8], f32[8], f32[8]) {{
+  %x = f32[8]{{0}} parameter(0)
+  %a = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_long
+  %b = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_text
+  %c = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_head
+  ROOT %t = (f32[8]{{0}}, f32[8]{{0}}, f32[8]{{0}}) tuple(%a, %b, %c)
+}}
+"""
+
+
+def test_a_body_is_read_at_once_where_its_lines_allow_with_the_line_by_line_answer():
+    at_once = {}
+    for module in (parse_hlo(EDGE_HLO + "\n" * 7), parse_hlo(ODD_HLO)):
+        for comp in module.computations.values():
+            if comp.kind == "fusion":
+                assert builds_in_page(comp, {}) == _reads_line_by_line(comp, {}), comp.name
+                at_once[comp.name] = _reads_at_once(comp, {})
+    assert {name for name, fast in at_once.items() if fast} == {"fused_a", "fused_b", "fused_w"}
+    lazy = {comp.name for comp in GraphTree(parse_hlo(ODD_HLO), lazy=True).lazy.values()}
+    assert lazy == set()  # (each breaks a rule: a line too long, not ASCII, a head not read)
 
 
 @pytest.mark.parametrize("source", ["edges", "many", "slices", "gpu_command_buffer.hlo"])

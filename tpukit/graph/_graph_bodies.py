@@ -72,22 +72,92 @@ BODY_COLUMNS = (
 def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
     """Whether the page can build ``comp``'s nodes itself (see the module docstring).
 
-    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared)."""
-    instructions = comp.instructions
-    if comp.kind != "fusion" or len(instructions) > MAX_CHILDREN:
+    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared).
+
+    A large module's group stage asks this of every fusion of its ENTRY (23,000 bodies,
+    300,000 lines at 400,000 instructions): most bodies are answered at once
+    (`_reads_at_once`), the others line by line (`_reads_line_by_line`), with the same
+    answer.
+
+        >>> from tpukit.hlo.text import parse_hlo
+        >>> module = parse_hlo('''HloModule m
+        ... %fused {
+        ...   %p = f32[4]{0} parameter(0)
+        ...   ROOT %e = f32[4]{0} exponential(f32[4]{0} %p)
+        ... }
+        ... ENTRY %main {
+        ...   %x = f32[4]{0} parameter(0)
+        ...   ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused
+        ... }
+        ... ''')
+        >>> builds_in_page(module.computations["fused"], {})
+        True
+    """
+    if comp.kind != "fusion" or len(comp.instructions) > MAX_CHILDREN:
         return False
-    tails: dict[str, str] = {}  # (`display_cut`'s endings, kept across this body's lines)
+    return _reads_at_once(comp, shapes) or _reads_line_by_line(comp, shapes)
+
+
+def _reads_at_once(comp: HloComputation, shapes: dict[int, str]) -> bool:
+    """Whether every line of ``comp`` passes `builds_in_page`'s checks, the line-wide ones
+    made once over the stretch of the module's text the lines fill; False where that
+    cannot tell (then `_reads_line_by_line` answers).
+
+    The parser keeps each line as its place in the module's text (`HloInstruction`'s
+    ``_text``, ``_at``; ``_end`` -1: up to its line break). Where a body's lines lie in
+    order in one text, the stretch from the first to the end of the last holds them all:
+    if it is ASCII and holds no ``, metadata={``, so does every line, and each line's text
+    for the panel is the whole line; a line is no longer than the gap to the next one's
+    start (each gap, and the last line, at most `TEXT_LIMIT`). What is left per line is
+    its opcode and its head (``%name = shape opcode``, after ``ROOT `` on the root line),
+    read in place (it holds no line break: the parser's names, shapes and opcodes have
+    none): no string of the line is made (a new string per line and the checks on it
+    were most of the cost)."""
+    instructions = comp.instructions
+    if not instructions:
+        return False
+    source, first, last = instructions[0]._text, instructions[0]._at, instructions[-1]._at
+    end = source.find("\n", last) if 0 <= first <= last else -1
+    if end < 0 or end - last > TEXT_LIMIT or end - first > TEXT_LIMIT * len(instructions):
+        return False
+    lines = source[first:end]  # (checked first: a body whose lines have metadata, as a
+    if not lines.isascii() or ", metadata={" in lines:  # real module's do, is read by line)
+        return False
+    at = -1
     for instr in instructions:
+        opcode = instr.opcode
+        if instr.called_computations or opcode in _VARIES:
+            return False
+        start = instr._at
+        if instr._text is not source or instr._end != -1 or not at < start <= last:
+            return False  # (not the parser's row in that text, or out of order)
+        if start - at > TEXT_LIMIT and at >= 0:  # (the line before may be too long)
+            return False
+        at = start
+        shape = shapes.get(id(instr.shape))
+        if shape is None:
+            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
+        if instr.is_root and source.startswith("ROOT ", start):
+            start += 5
+        if not source.startswith(f"%{instr.name} = {shape} {opcode}", start):
+            return False
+    return True
+
+
+def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
+    """`builds_in_page`, each line cut out of the text (`HloInstruction.text`)."""
+    tails: dict[str, str] = {}
+    for instr in comp.instructions:
         opcode = instr.opcode
         if instr.called_computations or opcode in _VARIES:
             return False
         text = instr.text
         if not text.isascii() or "\n" in text:
             return False
-        cut = text.find(", metadata={")  # the panel's text is the line up to it, if last
+        cut = text.find(", metadata={")
         if cut < 0:
             cut = len(text)
-        else:  # (`display_cut` gives where it ends, or the same as a text: then a slice)
+        else:
             found = display_cut(instr, tails, text)
             if found != cut and (found.__class__ is int or found != text[:cut]):
                 return False

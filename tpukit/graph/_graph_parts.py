@@ -233,6 +233,7 @@ class PartsMixin:
     children: list[list[int]]
     section: dict[int, str]
     _room: int = _OPEN_RANKS  # the ranks the group `_staged` frames may take (`_room_in`)
+    _weighed: dict[int, int]  # id of an instruction -> its bytes (`_weight`)
 
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
@@ -537,10 +538,9 @@ class PartsMixin:
     def _weight(
         self, node: int, read: dict[int, int], weights: dict[int, tuple[int, int]]
     ) -> tuple[int, int]:
-        """``(FLOPs, bytes)`` of ``node``'s instructions, as `_graph_costs.node_costs` counts
-        them (an instruction's FLOPs with what it calls, its own bytes). A group's are kept
-        in ``weights``: the groups a stage holds are weighed again at every level framed
-        above them, and the instructions under a group stay the same as its parts are made."""
+        """``(FLOPs, bytes)`` of ``node``'s instructions as `_graph_costs.node_costs` counts
+        them (an instruction's FLOPs with what it calls, its own bytes: it reads those from
+        ``_weighed``); a group's kept in ``weights`` (weighed at every level framed above)."""
         found = weights.get(node)
         if found is not None:
             return found
@@ -550,12 +550,12 @@ class PartsMixin:
             instr = instrs[k]
             if kind[k] != INSTRUCTION or instr is None:
                 f, b = self._weight(k, read, weights)
-                flops += f
-                nbytes += b
-                continue
-            if instr.called_computations or instr.opcode in FLOP_OPS:
-                flops += instruction_flops(instr, module)
-            nbytes += bytes_with_operands(instr, module, read.get(k, 0))
+            else:
+                counts = instr.called_computations or instr.opcode in FLOP_OPS
+                f = instruction_flops(instr, module) if counts else 0
+                b = self._weighed[id(instr)] = bytes_with_operands(instr, module, read.get(k, 0))
+            flops += f
+            nbytes += b
         found = weights[node] = (flops, nbytes)
         return found
 
