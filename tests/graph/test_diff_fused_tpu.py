@@ -10,6 +10,7 @@ cut of a pair under ``benchmarks/hlo_pairs/v6e`` (libtpu's modules, see its
 
 import re
 
+from tests.graph._frames import frame_tables
 from tests.graph.test_diff_view import open_view, side
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import ProgramGroups
@@ -17,31 +18,22 @@ from tpukit.graph._diff_match import INLINED
 from tpukit.graph._diff_view import diff_graph
 from tpukit.hlo import graph
 
-# fft_complex's stack frames: the lowered module's 5 (column 11, ``jnp.abs``) is the
-# optimized one's 6, its 6 (column 23, ``.real + .imag``) the optimized 5.
-_LOCATIONS = """
-FileNames
-1 "scripts/dump_hlo.py"
 
-FunctionNames
-1 "fft_complex"
+# fft_complex's stack frames: the lowered module's 2 (column 11, ``jnp.abs``) is the
+# optimized one's 3, its 3 (column 23, ``.real + .imag``) the optimized 2.
+def _frames(two: tuple[int, int], three: tuple[int, int]) -> str:
+    return frame_tables(
+        ("fft_complex", 139, 8, 22),
+        ("fft_complex", 141, *two),
+        ("fft_complex", 141, *three),
+        ("fft_complex", 141, 37, 48),
+    )
 
-FileLocations
-1 {{file_name_id=1 function_name_id=1 line=139 end_line=139 column=8 end_column=22}}
-2 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column={two}}}
-3 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column={three}}}
-4 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column=37 end_column=48}}
 
-StackFrames
-1 {{file_location_id=1 parent_frame_id=1}}
-2 {{file_location_id=2 parent_frame_id=1}}
-3 {{file_location_id=3 parent_frame_id=1}}
-4 {{file_location_id=4 parent_frame_id=1}}
-"""
 _FFT = 'op_name="jit(fft_complex)/jit(fft)" stack_frame_id=1'
 LOWERED = (
     "HloModule jit_fft_complex\n"
-    + _LOCATIONS.format(two="11 end_column=21", three="23 end_column=34")
+    + _frames((11, 21), (23, 34))
     + f"""
 fft.1 {{
   Arg_0.1 = f32[256]{{0}} parameter(0)
@@ -62,7 +54,7 @@ ENTRY main.4 {{
 )
 OPTIMIZED = (
     "HloModule jit_fft_complex, is_scheduled=true\n"
-    + _LOCATIONS.format(two="23 end_column=34", three="11 end_column=21")
+    + _frames((23, 34), (11, 21))
     + f"""
 %add (a: f32[], b: f32[]) -> f32[] {{
   %a = f32[]{{:T(128)}} parameter(0)

@@ -54,11 +54,17 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from tpukit.graph._diff_groups import PLUMBING
-from tpukit.graph._diff_parts import compiled_from, full_name, instruction_place, place_of
+from tpukit.graph._diff_parts import (
+    Users,
+    compiled_from,
+    full_name,
+    fused_body,
+    instruction_place,
+    place_of,
+)
 
 if TYPE_CHECKING:
     from tpukit.graph._diff_groups import ProgramGroups
-    from tpukit.hlo.text import HloInstruction
 
 
 def find_fused(
@@ -198,18 +204,8 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
     for node in b.ops:
         instr = data.instr[node]
         own = place_of(b, node)
-        inside: list[HloInstruction] = [instr]
-        stack, seen = list(module.called(instr)) if instr.opcode == "fusion" else [], set()
-        while stack:
-            computation = stack.pop()
-            if id(computation) in seen:
-                continue
-            seen.add(id(computation))
-            for inner in computation:
-                inside.append(inner)
-                if inner.opcode == "fusion":
-                    stack.extend(module.called(inner))
-        for inner in inside:
+        inside = fused_body(module, module.called(instr)) if instr.opcode == "fusion" else []
+        for inner in [instr, *inside]:
             if inner.opcode in PLUMBING or not inner.metadata.op_name:
                 continue
             name = full_name(b, node, inner.metadata.op_name)
@@ -236,22 +232,13 @@ class _Wires:
         for node, instr in enumerate(side.data.instr):
             if instr is not None and instr.computation:
                 self.node_of[(instr.computation, instr.name)] = node
-        self._users: dict[str, dict[str, list[str]]] = {}
+        self._users = Users()
 
     def inputs(self, node: int) -> set[int]:
         return self._walk(node, lambda comp, name: comp.get(name).operands)
 
     def users(self, node: int) -> set[int]:
-        def step(comp, name):
-            users = self._users.get(comp.name)
-            if users is None:
-                users = self._users[comp.name] = defaultdict(list)
-                for other in comp:
-                    for operand in other.operands:
-                        users[operand].append(other.name)
-            return users.get(name, [])
-
-        return self._walk(node, step)
+        return self._walk(node, lambda comp, name: self._users(comp).get(name, []))
 
     def near(self, node: int) -> set[int]:
         return self.inputs(node) | self.users(node)

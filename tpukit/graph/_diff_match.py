@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
-from tpukit.graph._diff_parts import compiled_from, find_parts, places_agree
+from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body, places_agree
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
@@ -278,19 +278,7 @@ def _as_work(opcode: str) -> str:
 def _held(module: HloModule, called: list[HloComputation]) -> set[str]:
     """The work opcodes (`_as_work`) inside a fusion's computations, nested fusions
     opened (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside its fusion)."""
-    held: set[str] = set()
-    stack, seen = list(called), set()
-    while stack:
-        computation = stack.pop()
-        if id(computation) in seen:
-            continue
-        seen.add(id(computation))
-        for instr in computation:
-            if instr.opcode == "fusion":
-                stack.extend(module.called(instr))
-            else:
-                held.add(_as_work(instr.opcode))
-    return held
+    return {_as_work(i.opcode) for i in fused_body(module, called) if i.opcode != "fusion"}
 
 
 def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int, int]) -> float:

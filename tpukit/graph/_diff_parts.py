@@ -35,8 +35,10 @@ from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.hlo.analysis import split_scope
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tpukit.graph._diff_groups import ProgramGroups
-    from tpukit.hlo.text import HloInstruction, HloModule
+    from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 
 def find_parts(
@@ -185,6 +187,42 @@ def places_agree(a: ProgramGroups, b: ProgramGroups) -> bool:
     return not found[0] or not found[1] or bool(found[0] & found[1])
 
 
+def fused_body(module: HloModule, called: Iterable[HloComputation]) -> list[HloInstruction]:
+    """Every instruction of a fusion's computations ``called``, those of the fusions nested
+    in them opened too (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside
+    its fusion), each computation read once: what the fusion holds."""
+    found: list[HloInstruction] = []
+    stack, seen = list(called), set()
+    while stack:
+        computation = stack.pop()
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        for instr in computation:
+            found.append(instr)
+            if instr.opcode == "fusion":
+                stack.extend(module.called(instr))
+    return found
+
+
+class Users:
+    """Who reads each instruction, per computation: ``users(computation)`` is
+    ``{instruction name: names of the instructions whose operand it is}``, built the
+    first time that computation is asked for."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, dict[str, list[str]]] = {}
+
+    def __call__(self, computation: HloComputation) -> dict[str, list[str]]:
+        users = self._of.get(computation.name)
+        if users is None:
+            users = self._of[computation.name] = defaultdict(list)
+            for other in computation:
+                for operand in other.operands:
+                    users[operand].append(other.name)
+        return users
+
+
 # Ops a value passes through unchanged, between an op and the ops it feeds.
 _THROUGH = frozenset({"bitcast", "get-tuple-element", "tuple", "opt-barrier"})
 
@@ -199,19 +237,14 @@ class _Flow:
         for node in side.ops:
             instr = side.data.instr[node]
             self.node_of[(instr.computation, instr.name)] = node
-        self.users: dict[str, dict[str, list[str]]] = {}
+        self.users = Users()
 
     def near(self, node: int) -> set[int]:
         instr = self.side.data.instr[node]
         comp = self.side.data.module.computations.get(instr.computation)
         if comp is None:
             return set()
-        users = self.users.get(comp.name)
-        if users is None:
-            users = self.users[comp.name] = defaultdict(list)
-            for other in comp:
-                for operand in other.operands:
-                    users[operand].append(other.name)
+        users = self.users(comp)
         found: set[int] = set()
         for step in (lambda name: comp.get(name).operands, users.__getitem__):
             stack, seen = list(step(instr.name)), {instr.name}
