@@ -10,36 +10,13 @@ is a cut of a pair under ``benchmarks/hlo_pairs/v6e`` (libtpu's modules, see its
 
 import re
 
-from tests.graph._frames import frame_tables
+from tests.graph._frames import fft_complex_head
 from tpukit.graph._diff_view import diff_graph
-
-
-# The stack-frame tables of fft_complex: the lowered module's and the optimized one's
-# number the frames of line 141 apart (5 and 6 swap); frames 3 and 4 differ only in their
-# columns (``jnp.fft.irfft(jnp.fft.rfft(y))``: two calls on line 140).
-def _frames(five: tuple[int, int], six: tuple[int, int]) -> str:
-    return frame_tables(
-        ("<module>", 209, 18, 56),
-        ("fft_complex", 139, 8, 22),
-        ("fft_complex", 140, 22, 46),
-        ("fft_complex", 140, 8, 56),
-        ("fft_complex", 141, *five),
-        ("fft_complex", 141, *six),
-        caller=1,
-    )
-
 
 _CALL = 'metadata={op_name="jit(fft_complex)/jit(fft)" stack_frame_id='
 FFT_LOWERED = (
-    "HloModule jit_fft_complex\n"
-    + _frames((11, 21), (23, 34))
+    fft_complex_head("lowered")
     + f"""
-fft.1 {{
-  Arg_0.1 = f32[256]{{0}} parameter(0)
-  convert_element_type.1 = c64[256]{{0}} convert(Arg_0.1), metadata={{op_name="convert_element_type"}}
-  ROOT fft.1 = c64[256]{{0}} fft(convert_element_type.1), fft_type=FFT, fft_length={{256}}, metadata={{op_name="fft"}}
-}}
-
 fft_0.2 {{
   Arg_0.3 = f32[8,64]{{1,0}} parameter(0)
   ROOT fft.3 = c64[8,33]{{1,0}} fft(Arg_0.3), fft_type=RFFT, fft_length={{64}}, metadata={{op_name="fft"}}
@@ -62,8 +39,7 @@ ENTRY main.4 {{
 """
 )
 FFT_OPTIMIZED = (
-    "HloModule jit_fft_complex, is_scheduled=true\n"
-    + _frames((23, 34), (11, 21))
+    fft_complex_head("optimized")
     + f"""
 %fused_computation.12 () -> f32[256] {{
   %constant.157 = f32[]{{:T(128)}} constant(0), metadata={{op_name="jit(fft_complex)/jit(fft)/convert_element_type" stack_frame_id=2}}
