@@ -10,6 +10,7 @@ cut of a pair under ``benchmarks/hlo_pairs/v6e`` (libtpu's modules, see its
 
 import re
 
+from tests.graph._frames import fft_complex_head
 from tests.graph.test_diff_view import open_view, side
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import ProgramGroups
@@ -17,52 +18,23 @@ from tpukit.graph._diff_match import INLINED
 from tpukit.graph._diff_view import diff_graph
 from tpukit.hlo import graph
 
-# fft_complex's stack frames: the lowered module's 5 (column 11, ``jnp.abs``) is the
-# optimized one's 6, its 6 (column 23, ``.real + .imag``) the optimized 5.
-_LOCATIONS = """
-FileNames
-1 "scripts/dump_hlo.py"
-
-FunctionNames
-1 "fft_complex"
-
-FileLocations
-1 {{file_name_id=1 function_name_id=1 line=139 end_line=139 column=8 end_column=22}}
-2 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column={two}}}
-3 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column={three}}}
-4 {{file_name_id=1 function_name_id=1 line=141 end_line=141 column=37 end_column=48}}
-
-StackFrames
-1 {{file_location_id=1 parent_frame_id=1}}
-2 {{file_location_id=2 parent_frame_id=1}}
-3 {{file_location_id=3 parent_frame_id=1}}
-4 {{file_location_id=4 parent_frame_id=1}}
-"""
-_FFT = 'op_name="jit(fft_complex)/jit(fft)" stack_frame_id=1'
+_FFT = 'op_name="jit(fft_complex)/jit(fft)" stack_frame_id=2'
 LOWERED = (
-    "HloModule jit_fft_complex\n"
-    + _LOCATIONS.format(two="11 end_column=21", three="23 end_column=34")
+    fft_complex_head("lowered")
     + f"""
-fft.1 {{
-  Arg_0.1 = f32[256]{{0}} parameter(0)
-  convert_element_type.1 = c64[256]{{0}} convert(Arg_0.1), metadata={{op_name="convert_element_type"}}
-  ROOT fft.1 = c64[256]{{0}} fft(convert_element_type.1), fft_type=FFT, fft_length={{256}}, metadata={{op_name="fft"}}
-}}
-
 ENTRY main.4 {{
   x.1 = f32[256]{{0}} parameter(0), metadata={{op_name="x"}}
   jit_fft_.3 = c64[256]{{0}} call(x.1), to_apply=fft.1, metadata={{{_FFT}}}
-  abs.1 = f32[256]{{0}} abs(jit_fft_.3), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=2}}
-  real.1 = f32[256]{{0}} real(jit_fft_.3), metadata={{op_name="jit(fft_complex)/real" stack_frame_id=3}}
-  imag.1 = f32[256]{{0}} imag(jit_fft_.3), metadata={{op_name="jit(fft_complex)/imag" stack_frame_id=4}}
-  add.1 = f32[256]{{0}} add(real.1, imag.1), metadata={{op_name="jit(fft_complex)/add" stack_frame_id=3}}
+  abs.1 = f32[256]{{0}} abs(jit_fft_.3), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=5}}
+  real.1 = f32[256]{{0}} real(jit_fft_.3), metadata={{op_name="jit(fft_complex)/real" stack_frame_id=6}}
+  imag.1 = f32[256]{{0}} imag(jit_fft_.3), metadata={{op_name="jit(fft_complex)/imag" stack_frame_id=7}}
+  add.1 = f32[256]{{0}} add(real.1, imag.1), metadata={{op_name="jit(fft_complex)/add" stack_frame_id=6}}
   ROOT tuple.1 = (f32[256]{{0}}, f32[256]{{0}}) tuple(abs.1, add.1)
 }}
 """
 )
 OPTIMIZED = (
-    "HloModule jit_fft_complex, is_scheduled=true\n"
-    + _LOCATIONS.format(two="23 end_column=34", three="11 end_column=21")
+    fft_complex_head("optimized")
     + f"""
 %add (a: f32[], b: f32[]) -> f32[] {{
   %a = f32[]{{:T(128)}} parameter(0)
@@ -88,10 +60,10 @@ OPTIMIZED = (
   %param_1.179 = f32[256]{{0:T(256)S(1)}} parameter(1)
   %subtract.22 = f32[256]{{0:T(256)}} subtract(%param_0.152, %param_1.179), metadata={{{_FFT}}}
   %add.39 = f32[256]{{0:T(256)}} add(%param_0.152, %param_1.179), metadata={{{_FFT}}}
-  %add.38 = f32[256]{{0:T(256)}} add(%subtract.22, %add.39), metadata={{op_name="jit(fft_complex)/add" stack_frame_id=2}}
-  %abs.10 = f32[256]{{0:T(256)}} abs(%subtract.22), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=3}}
-  %abs.9 = f32[256]{{0:T(256)}} abs(%add.39), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=3}}
-  %maximum.13 = f32[256]{{0:T(256)}} maximum(%abs.10, %abs.9), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=3}}
+  %add.38 = f32[256]{{0:T(256)}} add(%subtract.22, %add.39), metadata={{op_name="jit(fft_complex)/add" stack_frame_id=5}}
+  %abs.10 = f32[256]{{0:T(256)}} abs(%subtract.22), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=6}}
+  %abs.9 = f32[256]{{0:T(256)}} abs(%add.39), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=6}}
+  %maximum.13 = f32[256]{{0:T(256)}} maximum(%abs.10, %abs.9), metadata={{op_name="jit(fft_complex)/abs" stack_frame_id=6}}
   ROOT %tuple.21 = (f32[256]{{0:T(256)}}, f32[256]{{0:T(256)}}) tuple(%add.38, %maximum.13)
 }}
 ENTRY %main.4 (x.1: f32[256]) -> (f32[256], f32[256]) {{
@@ -99,7 +71,7 @@ ENTRY %main.4 (x.1: f32[256]) -> (f32[256], f32[256]) {{
   %fusion.4 = (f32[256]{{0:T(256)S(1)}}, f32[256]{{0:T(256)S(1)}}) fusion(%x.1), kind=kLoop, calls=%fused_computation.10, metadata={{{_FFT}}}
   %get-tuple-element = f32[256]{{0:T(256)S(1)}} get-tuple-element(%fusion.4), index=0
   %get-tuple-element.1 = f32[256]{{0:T(256)S(1)}} get-tuple-element(%fusion.4), index=1
-  %add_add_fusion = (f32[256]{{0:T(256)}}, f32[256]{{0:T(256)}}) fusion(%get-tuple-element.1, %get-tuple-element), kind=kLoop, calls=%fused_computation.47, metadata={{op_name="jit(fft_complex)/add" stack_frame_id=2}}
+  %add_add_fusion = (f32[256]{{0:T(256)}}, f32[256]{{0:T(256)}}) fusion(%get-tuple-element.1, %get-tuple-element), kind=kLoop, calls=%fused_computation.47, metadata={{op_name="jit(fft_complex)/add" stack_frame_id=5}}
   %get-tuple-element.2 = f32[256]{{0:T(256)}} get-tuple-element(%add_add_fusion), index=0
   %get-tuple-element.3 = f32[256]{{0:T(256)}} get-tuple-element(%add_add_fusion), index=1
   ROOT %tuple.19 = (f32[256]{{0:T(256)}}, f32[256]{{0:T(256)}}) tuple(%get-tuple-element.3, %get-tuple-element.2)

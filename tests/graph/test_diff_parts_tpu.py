@@ -10,46 +10,13 @@ is a cut of a pair under ``benchmarks/hlo_pairs/v6e`` (libtpu's modules, see its
 
 import re
 
+from tests.graph._frames import fft_complex_head
 from tpukit.graph._diff_view import diff_graph
 
-# The stack-frame tables of fft_complex: the lowered module's and the optimized one's
-# number the frames of line 141 apart (5 and 6 swap); frames 3 and 4 differ only in their
-# columns (``jnp.fft.irfft(jnp.fft.rfft(y))``: two calls on line 140).
-_LOCATIONS = """
-FileNames
-1 "scripts/dump_hlo.py"
-
-FunctionNames
-1 "<module>"
-2 "fft_complex"
-
-FileLocations
-1 {{file_name_id=1 function_name_id=1 line=209 end_line=209 column=18 end_column=56}}
-2 {{file_name_id=1 function_name_id=2 line=139 end_line=139 column=8 end_column=22}}
-3 {{file_name_id=1 function_name_id=2 line=140 end_line=140 column=22 end_column=46}}
-4 {{file_name_id=1 function_name_id=2 line=140 end_line=140 column=8 end_column=56}}
-5 {{file_name_id=1 function_name_id=2 line=141 end_line=141 column={five}}}
-6 {{file_name_id=1 function_name_id=2 line=141 end_line=141 column={six}}}
-
-StackFrames
-1 {{file_location_id=1 parent_frame_id=1}}
-2 {{file_location_id=2 parent_frame_id=2}}
-3 {{file_location_id=3 parent_frame_id=2}}
-4 {{file_location_id=4 parent_frame_id=2}}
-5 {{file_location_id=5 parent_frame_id=2}}
-6 {{file_location_id=6 parent_frame_id=2}}
-"""
 _CALL = 'metadata={op_name="jit(fft_complex)/jit(fft)" stack_frame_id='
 FFT_LOWERED = (
-    "HloModule jit_fft_complex\n"
-    + _LOCATIONS.format(five="11 end_column=21", six="23 end_column=34")
+    fft_complex_head("lowered")
     + f"""
-fft.1 {{
-  Arg_0.1 = f32[256]{{0}} parameter(0)
-  convert_element_type.1 = c64[256]{{0}} convert(Arg_0.1), metadata={{op_name="convert_element_type"}}
-  ROOT fft.1 = c64[256]{{0}} fft(convert_element_type.1), fft_type=FFT, fft_length={{256}}, metadata={{op_name="fft"}}
-}}
-
 fft_0.2 {{
   Arg_0.3 = f32[8,64]{{1,0}} parameter(0)
   ROOT fft.3 = c64[8,33]{{1,0}} fft(Arg_0.3), fft_type=RFFT, fft_length={{64}}, metadata={{op_name="fft"}}
@@ -72,8 +39,7 @@ ENTRY main.4 {{
 """
 )
 FFT_OPTIMIZED = (
-    "HloModule jit_fft_complex, is_scheduled=true\n"
-    + _LOCATIONS.format(five="23 end_column=34", six="11 end_column=21")
+    fft_complex_head("optimized")
     + f"""
 %fused_computation.12 () -> f32[256] {{
   %constant.157 = f32[]{{:T(128)}} constant(0), metadata={{op_name="jit(fft_complex)/jit(fft)/convert_element_type" stack_frame_id=2}}

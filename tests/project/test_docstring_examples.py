@@ -31,15 +31,7 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 
 #: Modules whose examples are left as they are, and why (the graph's and the diff view's,
 #: left while issue 22 rebuilt them, run since issue 41).
-LEFT: dict[str, str] = {
-    "tpukit.graph._diff_fused": (
-        "passes alone and with its whole file, but once in a full two-worker run (newest "
-        "lane, session 52) its compiled program came back with abs.1, broadcast.3 and mul.1 "
-        "removed: the optimized ops' source places did not equal the lowered ones. Cause "
-        "not found yet; tests/graph/test_diff_fused_tpu.py checks the same rules on a real "
-        "TPU module. Run it again once the cause is known."
-    ),
-}
+LEFT: dict[str, str] = {}
 #: Packages whose modules may still mark examples +SKIP (besides those in `LEFT`), and why.
 SKIPS_LEFT: dict[str, str] = {}
 

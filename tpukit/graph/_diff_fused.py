@@ -30,6 +30,10 @@ Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The
   for one it feeds (XLA makes such a value in each consumer). A chain whose data flow
   says nothing stays removed.
 
+When no optimized place is a lowered one (`_diff_parts.places_agree`: a persistent-cache
+hit keeps an earlier compile's places), places are not compared: ``op_name`` and data
+flow decide, and `ProgramMatch.places_unread` says so.
+
 An op "stands for" a lowered op when it is its pair, one of its parts, an op it was
 fused into, for a call what stands for its result, and for a parameter of the entry
 computation the parameter of that number.
@@ -50,11 +54,17 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from tpukit.graph._diff_groups import PLUMBING
-from tpukit.graph._diff_parts import compiled_from, full_name, instruction_place, place_of
+from tpukit.graph._diff_parts import (
+    Users,
+    compiled_from,
+    full_name,
+    fused_body,
+    instruction_place,
+    place_of,
+)
 
 if TYPE_CHECKING:
     from tpukit.graph._diff_groups import ProgramGroups
-    from tpukit.hlo.text import HloInstruction
 
 
 def find_fused(
@@ -63,11 +73,18 @@ def find_fused(
     pairs: dict[int, int],
     parts: dict[int, tuple[int, ...]],
     removed: list[int],
+    *,
+    places: bool = True,
 ) -> tuple[dict[int, tuple[int, ...]], frozenset[int], list[int]]:
     """``({a node: (b ops it was fused into)}, a nodes copied into each, removed left)``:
-    the module docstring's rules, for the lowered ops in ``removed``."""
+    the module docstring's rules, for the lowered ops in ``removed``; ``places=False``
+    (`_diff_parts.places_agree` says no): by ``op_name`` and data flow, places unread."""
     if not removed or not compiled_from(a, b):
         return {}, frozenset(), removed
+
+    def place(node: int) -> tuple:
+        return place_of(a, node) if places else ()
+
     flow_a, flow_b = _Wires(a), _Wires(b)
     held = _held_names(b, flow_b)
     stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
@@ -80,7 +97,7 @@ def find_fused(
         stands[x].add(y)
     evidence: dict[tuple[str, tuple], int] = defaultdict(int)  # (name, place) -> lowered ops
     for node in a.ops:
-        evidence[(full_name(a, node), place_of(a, node))] += 1
+        evidence[(full_name(a, node), place(node))] += 1
     found: dict[int, list[int]] = {}
     unnamed: list[int] = []
     for node in removed:
@@ -88,10 +105,8 @@ def find_fused(
         if not name:
             unnamed.append(node)
             continue
-        place = place_of(a, node)
-        holders = [
-            op for op, where in held.get(name, ()) if not place or not where or where == place
-        ]
+        here = place(node)
+        holders = [op for op, where in held.get(name, ()) if not here or not where or where == here]
         if holders:
             found[node] = list(dict.fromkeys(holders))
             if len(found[node]) == 1:
@@ -106,7 +121,7 @@ def find_fused(
                 continue
             near = {y for x in flow_a.near(node) for y in stands.get(x, ())}
             kept = [op for op in holders if op in near]
-            alone = evidence[(full_name(a, node), place_of(a, node))] == 1
+            alone = evidence[(full_name(a, node), place(node))] == 1
             if len(kept) > 1 or (alone and not kept):
                 copied.add(node)  # it feeds or reads each, or no other op carries its name
             kept = kept or [op for op in holders if flow_b.near(op) & near] or holders
@@ -189,18 +204,8 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
     for node in b.ops:
         instr = data.instr[node]
         own = place_of(b, node)
-        inside: list[HloInstruction] = [instr]
-        stack, seen = list(module.called(instr)) if instr.opcode == "fusion" else [], set()
-        while stack:
-            computation = stack.pop()
-            if id(computation) in seen:
-                continue
-            seen.add(id(computation))
-            for inner in computation:
-                inside.append(inner)
-                if inner.opcode == "fusion":
-                    stack.extend(module.called(inner))
-        for inner in inside:
+        inside = fused_body(module, module.called(instr)) if instr.opcode == "fusion" else []
+        for inner in [instr, *inside]:
             if inner.opcode in PLUMBING or not inner.metadata.op_name:
                 continue
             name = full_name(b, node, inner.metadata.op_name)
@@ -227,22 +232,13 @@ class _Wires:
         for node, instr in enumerate(side.data.instr):
             if instr is not None and instr.computation:
                 self.node_of[(instr.computation, instr.name)] = node
-        self._users: dict[str, dict[str, list[str]]] = {}
+        self._users = Users()
 
     def inputs(self, node: int) -> set[int]:
         return self._walk(node, lambda comp, name: comp.get(name).operands)
 
     def users(self, node: int) -> set[int]:
-        def step(comp, name):
-            users = self._users.get(comp.name)
-            if users is None:
-                users = self._users[comp.name] = defaultdict(list)
-                for other in comp:
-                    for operand in other.operands:
-                        users[operand].append(other.name)
-            return users.get(name, [])
-
-        return self._walk(node, step)
+        return self._walk(node, lambda comp, name: self._users(comp).get(name, []))
 
     def near(self, node: int) -> set[int]:
         return self.inputs(node) | self.users(node)

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
-from tpukit.graph._diff_parts import find_parts
+from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body, places_agree
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
@@ -278,19 +278,7 @@ def _as_work(opcode: str) -> str:
 def _held(module: HloModule, called: list[HloComputation]) -> set[str]:
     """The work opcodes (`_as_work`) inside a fusion's computations, nested fusions
     opened (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside its fusion)."""
-    held: set[str] = set()
-    stack, seen = list(called), set()
-    while stack:
-        computation = stack.pop()
-        if id(computation) in seen:
-            continue
-        seen.add(id(computation))
-        for instr in computation:
-            if instr.opcode == "fusion":
-                stack.extend(module.called(instr))
-            else:
-                held.add(_as_work(instr.opcode))
-    return held
+    return {_as_work(i.opcode) for i in fused_body(module, called) if i.opcode != "fusion"}
 
 
 def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int, int]) -> float:
@@ -412,7 +400,10 @@ class ProgramMatch:
     ``fused`` maps each op of ``a`` that XLA fused into an op of ``b`` (`_diff_fused`) to
     that op's node in ``b`` (several: one of them, or each of them for the ops in
     ``copied``, which XLA copied into each); ``removed`` and ``added`` are the nodes of the
-    ops only ``a`` or ``b`` has.
+    ops only ``a`` or ``b`` has. ``places_unread`` is true when ``b`` is what XLA compiled
+    of ``a`` but none of its source places is one of ``a``'s (`_diff_parts.places_agree`:
+    a persistent-cache hit keeps an earlier compile's places): parts and fused ops were
+    then found by ``op_name`` and data flow alone, and the view says so.
     """
 
     sides: tuple[ProgramGroups, ProgramGroups]
@@ -423,6 +414,7 @@ class ProgramMatch:
     parts: dict[int, tuple[int, ...]]
     fused: dict[int, tuple[int, ...]] = field(default_factory=dict)
     copied: frozenset[int] = frozenset()
+    places_unread: bool = False
 
 
 def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
@@ -431,8 +423,9 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
     _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
-    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added)
-    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed)
+    unread = compiled_from(side_a, side_b) and not places_agree(side_a, side_b)
+    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=not unread)
+    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed, places=not unread)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
     split = {x for wholes in parts.values() for x in wholes}
     kept = _count_up(side_a, [*pairs, *fused, *(x for x in split if x in side_a.ops)])
@@ -476,4 +469,6 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
                 **figures,
             )
         )
-    return ProgramMatch((side_a, side_b), groups, pairs, removed, added, parts, fused, copied)
+    return ProgramMatch(
+        (side_a, side_b), groups, pairs, removed, added, parts, fused, copied, unread
+    )

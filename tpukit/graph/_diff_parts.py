@@ -18,7 +18,9 @@ ops' source places decide: a place is the whole call stack of the op's stack fra
 lines and columns (`HloModule.frame_places`: two modules number their frames apart), an
 op inside a call having the call's. If the places leave more than one (or say nothing),
 the op is a part of all of them, shown so ("part of one of ..."): never one picked at
-random. An op without an ``op_name`` is never a part.
+random. An op without an ``op_name`` is never a part. When no optimized place is a lowered
+one (`places_agree`: JAX's persistent cache served an earlier compile, whose metadata
+keeps that compile's places), places are not compared at all, and the view says so.
 
 A lowered op that has parts, and every op inside a lowered call that has parts, is no
 longer *removed*: its work is in the parts.
@@ -33,16 +35,25 @@ from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.hlo.analysis import split_scope
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tpukit.graph._diff_groups import ProgramGroups
-    from tpukit.hlo.text import HloInstruction, HloModule
+    from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 
 def find_parts(
-    a: ProgramGroups, b: ProgramGroups, pairs: dict[int, int], removed: list[int], added: list[int]
+    a: ProgramGroups,
+    b: ProgramGroups,
+    pairs: dict[int, int],
+    removed: list[int],
+    added: list[int],
+    *,
+    places: bool = True,
 ) -> tuple[dict[int, tuple[int, ...]], list[int], list[int]]:
     """``({b node: (a nodes it is a part of)}, removed, added)``: the parts of lowered ops
     among ``added`` (see the module docstring), and ``removed`` and ``added`` without the
-    lowered ops that have parts (or lie in a call that has) and without the parts."""
+    lowered ops that have parts (or lie in a call that has) and without the parts.
+    ``places=False`` (`places_agree` says no): source places are not compared."""
     if not compiled_from(a, b):
         return {}, removed, added
     wholes: dict[str, list[int]] = defaultdict(list)  # full op_name -> lowered ops, calls
@@ -68,7 +79,7 @@ def find_parts(
         found = _deepest(name, wholes, calls)
         if not found:
             continue
-        place = place_of(b, node)
+        place = place_of(b, node) if places else ()
         found = [whole for whole in found if place and place_of(a, whole) == place] or found
         if len(found) > 1:  # the one whose pair feeds this op or takes what it makes
             near = flow.near(node)
@@ -142,13 +153,74 @@ def place_of(side: ProgramGroups, node: int) -> tuple:
 
 
 def instruction_place(module: HloModule, instr: HloInstruction) -> tuple:
-    """Where one instruction comes from by its own metadata (see `place_of`), or ``()``."""
+    """Where one instruction comes from by its own metadata (see `place_of`), or ``()``.
+
+    A frame that starts at column 0 is kept without its end column: JAX's HLO text of a
+    lowered module writes ``end_column=0`` for it where XLA's compiled module keeps the
+    real one (a bare ``main()`` at a script's top, a pytest-xdist worker's ``<string>``
+    frame), and a whole stack compared with it would differ from every optimized one.
+    """
     meta = instr.metadata
     if meta.stack_frame_id and meta.stack_frame_id in module.frame_places:
-        return module.frame_places[meta.stack_frame_id]
+        return tuple(
+            (*frame[:5], "") if len(frame) == 6 and frame[4] == "0" else frame
+            for frame in module.frame_places[meta.stack_frame_id]
+        )
     if meta.source_file:
         return ((meta.source_file, "", str(meta.source_line)),)
     return ()
+
+
+def places_agree(a: ProgramGroups, b: ProgramGroups) -> bool:
+    """Whether the source places of ``b`` say anything of ``a``'s: some instruction of
+    each comes from one place, or one side says none.
+
+    JAX's persistent compilation cache keys a program without its source places, so a
+    program compiled again from another line (an edited cell, another caller) is served
+    the executable of the first compile, whose metadata names the first compile's
+    places: then no optimized place is a lowered one, and places must not decide which
+    op is which (`find_parts`, `_diff_fused.find_fused` then go by ``op_name`` alone)."""
+    found = []
+    for side in (a, b):
+        module = side.data.module
+        found.append({instruction_place(module, instr) for instr in module.instructions()} - {()})
+    return not found[0] or not found[1] or bool(found[0] & found[1])
+
+
+def fused_body(module: HloModule, called: Iterable[HloComputation]) -> list[HloInstruction]:
+    """Every instruction of a fusion's computations ``called``, those of the fusions nested
+    in them opened too (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside
+    its fusion), each computation read once: what the fusion holds."""
+    found: list[HloInstruction] = []
+    stack, seen = list(called), set()
+    while stack:
+        computation = stack.pop()
+        if id(computation) in seen:
+            continue
+        seen.add(id(computation))
+        for instr in computation:
+            found.append(instr)
+            if instr.opcode == "fusion":
+                stack.extend(module.called(instr))
+    return found
+
+
+class Users:
+    """Who reads each instruction, per computation: ``users(computation)`` is
+    ``{instruction name: names of the instructions whose operand it is}``, built the
+    first time that computation is asked for."""
+
+    def __init__(self) -> None:
+        self._of: dict[str, dict[str, list[str]]] = {}
+
+    def __call__(self, computation: HloComputation) -> dict[str, list[str]]:
+        users = self._of.get(computation.name)
+        if users is None:
+            users = self._of[computation.name] = defaultdict(list)
+            for other in computation:
+                for operand in other.operands:
+                    users[operand].append(other.name)
+        return users
 
 
 # Ops a value passes through unchanged, between an op and the ops it feeds.
@@ -165,19 +237,14 @@ class _Flow:
         for node in side.ops:
             instr = side.data.instr[node]
             self.node_of[(instr.computation, instr.name)] = node
-        self.users: dict[str, dict[str, list[str]]] = {}
+        self.users = Users()
 
     def near(self, node: int) -> set[int]:
         instr = self.side.data.instr[node]
         comp = self.side.data.module.computations.get(instr.computation)
         if comp is None:
             return set()
-        users = self.users.get(comp.name)
-        if users is None:
-            users = self.users[comp.name] = defaultdict(list)
-            for other in comp:
-                for operand in other.operands:
-                    users[operand].append(other.name)
+        users = self.users(comp)
         found: set[int] = set()
         for step in (lambda name: comp.get(name).operands, users.__getitem__):
             stack, seen = list(step(instr.name)), {instr.name}

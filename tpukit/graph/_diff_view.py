@@ -73,7 +73,10 @@ class HloDiffView:
     and data flow name several: it is a part of one of them); ``fused_ops`` maps each op
     of ``a`` that XLA fused into an op of ``b`` (`_diff_fused`: an ``abs`` into
     ``fusion.3``) to that op (to several: into one of them, or copied into each). A call
-    XLA inlined is a group of status ``"inlined"``, not removed. In a notebook the view
+    XLA inlined is a group of status ``"inlined"``, not removed. ``places_unread`` is true
+    when none of ``b``'s source places is one of ``a``'s (a compile served from JAX's
+    persistent cache): parts and fused ops were then found without places, as a note
+    under the table says. In a notebook the view
     shows the table of groups above the two graphs; ``print(repr(view))`` prints the
     table, ``rows()`` gives it as data, ``save(path)`` writes a standalone page.
     """
@@ -100,6 +103,7 @@ class HloDiffView:
         }
         self.ops_removed = [side_a.data.instr[x].name for x in match.removed]
         self.ops_added = [side_b.data.instr[y].name for y in match.added]
+        self.places_unread = match.places_unread
 
     @property
     def timed(self) -> bool:
@@ -194,15 +198,28 @@ class HloDiffView:
         )
 
     def __repr__(self) -> str:
-        fft = self._fft_note
+        notes = "".join(f"\n  {note}" for note in self._notes())
         return "\n".join(
             (
                 f"{self._title()}: {self._summary()}",
                 self._table().text("  "),
-                "  (+ only in b, - only in a, ~ changed, » a call XLA inlined)"
-                + (f"\n  {fft}" if fft else ""),
+                "  (+ only in b, - only in a, ~ changed, » a call XLA inlined)" + notes,
             )
         )
+
+    def _notes(self) -> list[str]:
+        """The notes under the table: why FLOPs differ (`_fft_note`), and when the
+        optimized program's source places were not read (`ProgramMatch.places_unread`)."""
+        notes = [self._fft_note] if self._fft_note else []
+        if self.places_unread:
+            a, b = self.labels
+            notes.append(
+                f"No source place of {b} is one of {a}'s (a program served from JAX's "
+                "persistent compile cache keeps the places of the compile that stored it), "
+                "so ops fused by XLA and parts of split ops were found by op_name and data "
+                "flow alone."
+            )
+        return notes
 
     # -- HTML ------------------------------------------------------------------
 
@@ -345,11 +362,7 @@ class HloDiffView:
             f"{b}</span>"
             '<span class="tkd-hint">click a group here or in a graph to see its match</span></div>'
             f'<div class="tkd-table-wrap">{self._table().html()}</div>'
-            + (
-                f'<div class="tkd-note">{html.escape(self._fft_note)}</div>'
-                if self._fft_note
-                else ""
-            )
+            + "".join(f'<div class="tkd-note">{html.escape(note)}</div>' for note in self._notes())
             + "</div>"
             f'<div class="tkd-fallback">{fallback}</div>'
             f'<div class="tkd-sides">{panes}</div>'

@@ -101,6 +101,7 @@ DiffView.prototype.fromNode = function (s, i) {
   while (g >= 0 && this.rowOf[s][g] === undefined) g = parent[g];
   this.markRow(g >= 0 ? this.rowOf[s][g] : -1);
   this.sides[s].mark(i);
+  this.sides[s].clearOfPanel(i);
   this.sides[1 - s].view.select(-1);  // its panel spoke of the node clicked there before
   var also = k >= 0 ? (this.marks.parts[s][k] || []).concat(this.marks.fused[s][k] || []) : null;
   this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, also);
@@ -214,6 +215,23 @@ DiffSide.prototype.mark = function (i, also) {
     var shown = ringed[r] >= 0 ? this.view.element(ringed[r]) : null;
     if (shown) shown.classList.add("tkd-linked");
   }
+};
+
+// The panel of node i, just opened at the right of this half-width side, must not cover it:
+// when it does, the view slides left until the node stands in the room left of the panel,
+// in its middle (at its left edge when the node is wider than that room).
+DiffSide.prototype.clearOfPanel = function (i) {
+  var view = this.view, panel = view.panel && view.panel.element, node = view.element(i);
+  if (!panel || panel.hidden || !node) return;
+  var box = node.getBoundingClientRect(), cover = panel.getBoundingClientRect();
+  if (box.right <= cover.left || box.left >= cover.right) return;
+  var left = view.viewport.getBoundingClientRect().left, room = cover.left - left;
+  var shift = box.width + 16 > room ? left + 8 - box.left
+    : left + room / 2 - (box.left + box.width / 2);
+  view.camera.view.tx += shift;
+  view.camera.stopRefitting();
+  view.camera.apply();
+  this.root.setAttribute("data-cleared", String(i));
 };
 
 // Open the groups around node i, ring it (and also's nodes) and centre the view on it
