@@ -57,7 +57,10 @@ def build_once(name: str, initializers: str) -> dict:
     env = dict(os.environ, JAX_ENABLE_COMPILATION_CACHE="false")
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, name, initializers],
-        capture_output=True, text=True, env=env, check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
     )
     if done.returncode != 0:
         raise RuntimeError(f"building {name} ({initializers}) failed:\n{done.stderr[-2000:]}")
@@ -93,9 +96,17 @@ def main() -> None:
 
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"zoo_build-{device.replace(' ', '_')}.json"
-    out.write_text(json.dumps(
-        {"device": device, "python": platform.python_version(), "rounds": args.rounds,
-         "rows": rows}, indent=2))
+    out.write_text(
+        json.dumps(
+            {
+                "device": device,
+                "python": platform.python_version(),
+                "rounds": args.rounds,
+                "rows": rows,
+            },
+            indent=2,
+        )
+    )
     print(f"wrote {out}")
 
 
