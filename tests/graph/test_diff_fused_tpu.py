@@ -112,10 +112,10 @@ def test_a_call_xla_inlined_is_inlined_in_the_table_not_removed():
     view = fft_view()
     call = view.group("jit_fft_")
     assert call.status == INLINED and call.ops_removed == 0, call
-    assert "1 calls XLA inlined" in repr(view) and "» jit_fft_" in repr(view)
+    assert "1 call XLA inlined" in repr(view) and "» jit_fft_" in repr(view)
     assert view.group("whole program").ops_removed == 0
     note = view._marks()["notes"][view.groups.index(call)]
-    assert note == "XLA inlined this call: 1 ops of optimized came of it", note
+    assert note == "XLA inlined this call: 1 op of optimized came of it", note
     assert 'data-status="inlined"' in view._repr_html_()
     # its row shows what was made of it: the FFT's part, and what its ops were fused into
     a_labels, b_labels = (s.data.label for s in view._sides)

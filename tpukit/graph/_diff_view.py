@@ -34,7 +34,15 @@ import pathlib
 from collections.abc import Mapping
 
 from tpukit._errors import ArgumentError, UnknownNameError, user_facing
-from tpukit.display import Column, Row, Table, format_bytes, format_flops, format_seconds
+from tpukit.display import (
+    Column,
+    Row,
+    Table,
+    format_bytes,
+    format_count,
+    format_flops,
+    format_seconds,
+)
 from tpukit.graph._diff_match import (
     ADDED,
     CHANGED,
@@ -148,10 +156,14 @@ class HloDiffView:
         c = self._counts()
         return (
             f"{len(self.groups)} groups: {c[ADDED]} added, {c[REMOVED]} removed, "
-            + (f"{c[INLINED]} calls XLA inlined, " if c[INLINED] else "")
+            + (f"{format_count(c[INLINED], 'call')} XLA inlined, " if c[INLINED] else "")
             + f"{c[CHANGED]} changed, {c[SAME]} the same; ops: {len(self.ops_added)} added, "
             f"{len(self.ops_removed)} removed, {len(self.matched_ops)} matched"
-            + (f", {len(self.part_ops)} parts of an op XLA split" if self.part_ops else "")
+            + (
+                f", {format_count(len(self.part_ops), 'part')} of an op XLA split"
+                if self.part_ops
+                else ""
+            )
             + (f", {len(self.fused_ops)} fused by XLA into another" if self.fused_ops else "")
         )
 
@@ -262,7 +274,7 @@ class HloDiffView:
             if g.status == INLINED:
                 inlined[str(g.nodes[0])] = held or self._made_of(g.nodes[0])
                 notes[index] = "XLA inlined this call: " + (
-                    f"{len(held)} ops of {self.labels[1]} came of it"
+                    f"{format_count(len(held), 'op')} of {self.labels[1]} came of it"
                     if held
                     else f"its ops are in {self.labels[1]}"
                 )
