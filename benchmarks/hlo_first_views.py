@@ -228,8 +228,9 @@ def _next_click(g, opened: set[int], op: int) -> str:
 
 def work(g, opened: set[int]) -> dict:
     """Where the work is and how far the drawn view is from it: the heaviest stage (a
-    part of ops, not of parts, holding the most FLOPs, then bytes) and whether it is
-    drawn open; the heaviest op (an instruction outside fusions with the most FLOPs, else
+    part of ops, holding no part or scope, with the most FLOPs, then bytes: a part that
+    holds a layer is a stage of groups, and drawn open it shows them closed) and whether
+    it is drawn open; the heaviest op (an instruction outside fusions with the most FLOPs, else
     the most bytes; the nearest of equals) and the clicks to it (its closed enclosing
     groups)."""
     from tpukit.graph._graph_costs import node_costs
@@ -291,10 +292,10 @@ def work(g, opened: set[int]) -> dict:
         for g in sorted(opened)
         if g and chosen(g) and any(outweighs(s, work_of(g)) for s in shut)
     ]
-    leaves = [
+    leaves = [  # a stage of ops: a part holding no group but fusions (no part, no scope)
         n
         for n, k in enumerate(kind)
-        if k == PART and not any(kind[c] == PART for c in children[n]) and not in_fusion(n)
+        if k == PART and not any(kind[c] in (PART, SCOPE) for c in children[n]) and not in_fusion(n)
     ]
     stage = max(leaves, key=lambda n: (flops[n], own[n], -n)) if leaves else None
     return {
