@@ -24,9 +24,9 @@ import bisect
 from itertools import accumulate
 from typing import TYPE_CHECKING
 
+from tpukit.graph._flow_components import flow_ranks
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
-from tpukit.graph._graph_parts import flow_ranks
 from tpukit.graph._graph_sizes import (
     CHAR_W,
     EDGE_SEP,

@@ -32,13 +32,18 @@ operand-less child (parameter, constant) one rank above its first user.
 from __future__ import annotations
 
 import functools
-import heapq
 import math
 from collections import defaultdict
 from itertools import compress
 from typing import TYPE_CHECKING
 
-from tpukit.graph._flow_components import fits_stage, flow_components, pieces
+from tpukit.graph._flow_components import (
+    fits_stage,
+    flow_components,
+    flow_ranks,
+    pieces,
+    row_width,
+)
 from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_sizes import (
     CHAR_W,
@@ -95,9 +100,9 @@ def stages(widths: list[float], links: set[tuple[int, int]]) -> list[list[int]] 
     rows = _rows(rank)
     if _fits(rows, widths):  # as `Frame` ranks
         return None
-    wide = {r: _row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
+    wide = {r: row_width(members, widths) > _STAGE_WIDTH for r, members in rows.items()}
     cut = [p for r in rows if wide[r] for p in pieces(rows[r], widths, _STAGE_WIDTH)]
-    if any(_row_width(p, widths) > _STAGE_WIDTH for p in cut):  # boxes too wide to pair:
+    if any(row_width(p, widths) > _STAGE_WIDTH for p in cut):  # boxes too wide to pair:
         parts = flow_components(len(widths), links)  # the parts no data joins, if stages
         fit = all(fits_stage(p, rank, widths, STAGE_RANKS, _STAGE_WIDTH) for p in parts)
         if fit and 1 < len(parts) < len(widths):
@@ -140,52 +145,8 @@ def _rows(rank: list[int]) -> dict[int, list[int]]:
 
 def _fits(rows: dict[int, list[int]], widths: list[float]) -> bool:
     return len(rows) <= _FIT_RANKS and all(
-        _row_width(members, widths) <= _FIT_WIDTH for members in rows.values()
+        row_width(members, widths) <= _FIT_WIDTH for members in rows.values()
     )
-
-
-def flow_ranks(count: int, links: set[tuple[int, int]], *, pull: bool = True) -> list[int]:
-    """Each item's rank: the longest path of ``links`` to it (data flows from ``a`` to ``b``
-    along a link ``(a, b)``; items need not be in data-flow order: a stage is placed by
-    its first op in the text, which may be a constant its last rank uses); with ``pull``,
-    an item no link enters sits one rank above its first user, as dagre pulls a source
-    next to its user (the frame's estimate, `_graph_frame.Frame.ranks`, leaves it at the
-    top: the fit test asks that). A cycle (layers whose ops interleave) is broken where
-    it is met, at its first item, as dagre draws one edge of it upwards."""
-    rank = [0] * count
-    users: list[list[int]] = [[] for _ in range(count)]
-    waiting = [0] * count  # links into each item not yet ranked
-    for a, b in links:
-        users[a].append(b)
-        waiting[b] += 1
-    entered = [w > 0 for w in waiting]
-    ready = [item for item in range(count) if not waiting[item]]
-    heapq.heapify(ready)
-    done = [False] * count
-    left = count
-    at = 0  # the first item not yet ranked, where a cycle is broken
-    while left:
-        if ready:
-            item = heapq.heappop(ready)
-            if done[item]:
-                continue
-        else:
-            while done[at]:
-                at += 1
-            item = at
-        done[item] = True
-        left -= 1
-        for user in users[item]:
-            if not done[user]:
-                if rank[user] < rank[item] + 1:
-                    rank[user] = rank[item] + 1
-                waiting[user] -= 1
-                if not waiting[user]:
-                    heapq.heappush(ready, user)
-    for item in range(count) if pull else ():
-        if not entered[item] and users[item]:
-            rank[item] = max(0, min(rank[u] for u in users[item]) - 1)
-    return rank
 
 
 def _drawn_width(rank: list[int], widths: list[float], links: set[tuple[int, int]]) -> float:
@@ -198,10 +159,6 @@ def _drawn_width(rank: list[int], widths: list[float], links: set[tuple[int, int
         for r in range(min(rank[a], rank[b]) + 1, max(rank[a], rank[b])):
             row[r] += (NODE_SEP + EDGE_SEP) / 2
     return max(row) - NODE_SEP
-
-
-def _row_width(members: list[int], widths: list[float]) -> float:
-    return sum(widths[m] for m in members) + NODE_SEP * (len(members) - 1)
 
 
 def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool) -> float:
@@ -383,7 +340,7 @@ class PartsMixin:
         """``kids`` as stages (`stages`); None when they fit as they are. ``level``: the
         pairs of their group's children (`_child_pairs`)."""
         widths = self._widths(kids)
-        if len(kids) <= _FIT_RANKS and _row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
+        if len(kids) <= _FIT_RANKS and row_width(list(range(len(kids))), widths) <= _FIT_WIDTH:
             return None  # fits however its data flows: no links to find
         links = self._links(kids, level)
         if len(kids) <= _FIT_RANKS:  # (a model's layers repeat the same few small groups)
