@@ -19,7 +19,7 @@ from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import Frame
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
-from tpukit.graph._graph_parts import MAX_CHILDREN
+from tpukit.graph._graph_parts import MAX_CHILDREN, STAGE_RANKS
 from tpukit.graph._graph_payload import graph_payload
 from tpukit.graph._graph_sizes import FRAME_H, FRAME_W, WIDTH_SLACK
 from tpukit.hlo.analysis import BACKWARD, FORWARD
@@ -64,7 +64,9 @@ def test_a_loops_body_comes_before_its_condition():
 
 
 def _heaviest_stage(data) -> int:
-    """The stage of ops (a part holding no parts) with the most FLOPs, then bytes."""
+    """The part holding no parts with the most FLOPs, then bytes: a stage of ops, or of
+    layers (torch_xla_linear_adam's ``aten__lerp.1 … aten__lerp.2``, drawn open with its two
+    scopes closed; `benchmarks/hlo_first_views.py` counts stages of ops only)."""
     flops, _, own = node_costs(data)
     leaves = [
         n
@@ -107,7 +109,8 @@ def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name)
 def test_a_thousand_op_program_shows_its_heaviest_stage_and_nests_the_rest_shallowly():
     """Issue 38: a flat chain of 1,000 ops with no names opens on the stage holding its
     one dot, and no op is more than five groups below the root (a stage of stages holds
-    at most `STAGE_RANKS` of them, as few levels as that allows)."""
+    at most `STAGE_RANKS` of them, one more where it sets its heaviest apart, as few levels
+    as that allows)."""
     lines = ["HloModule flat", "", "ENTRY main {", "  p = f32[64,64]{1,0} parameter(0)"]
     previous = "p"
     for k in range(1000):
@@ -383,3 +386,61 @@ def test_a_step_whose_passes_do_not_fit_together_opens_its_forward_pass():
         return shut
 
     assert min(clicks(k) for k in dots if data._contains(forward, k)) == 2
+
+
+def _chain_with_one_heavy_op(ops: int = 240, lone: int = 90, heavy: int = 180) -> str:
+    """A chain of ``ops`` tanh ops of f32[48,40] (no FLOPs: ranked by bytes), where op
+    ``lone`` is a broadcast to f32[30,48,40] (read back by a slice and a reshape): the op
+    moving the most bytes, in a stage otherwise light; and op ``heavy`` a broadcast to
+    f32[12,48,40] and four tanh of that: each op lighter than the broadcast, together the
+    heaviest stage, which the chain is framed on (`_graph_parts`), ``lone`` among the 29
+    stages before it."""
+    lines = ["HloModule chain_with_one_heavy_op", "", "ENTRY main {"]
+    lines.append("  p = f32[48,40]{1,0} parameter(0)")
+    previous = "p"
+    for k in range(ops):
+        if k in (lone, heavy):
+            wide = f"f32[{30 if k == lone else 12},48,40]{{2,1,0}}"
+            lines.append(f"  t{k} = {wide} broadcast({previous}), dimensions={{1,2}}")
+            inner = f"t{k}"
+            for j in range(4 if k == heavy else 0):
+                lines.append(f"  t{k}h{j} = {wide} tanh({inner})")
+                inner = f"t{k}h{j}"
+            cut = "slice={[0:1], [0:48], [0:40]}"
+            lines.append(f"  t{k}s = f32[1,48,40]{{2,1,0}} slice({inner}), {cut}")
+            lines.append(f"  t{k}r = f32[48,40]{{1,0}} reshape(t{k}s)")
+            previous = f"t{k}r"
+        else:
+            lines.append(f"  t{k} = f32[48,40]{{1,0}} tanh({previous})")
+            previous = f"t{k}"
+    lines[-1] = lines[-1].replace("  ", "  ROOT ", 1)
+    return "\n".join([*lines, "}", ""])
+
+
+def test_the_heaviest_op_of_a_long_nest_of_stages_is_two_clicks_from_the_view():
+    """Issue 38 (wq_linear_tp4_pp8, kz_linear_pp2): a long chain framed on its heaviest
+    stage nests the stages before it evenly, six of five here; the op moving the most
+    bytes sat in the heaviest of those, in the third stage of stages: three clicks from
+    the view (the nest, its stage of stages, its stage). A nest of more than `STAGE_RANKS`
+    sets its heaviest stage apart at its top level: two clicks, and no op deeper."""
+    data = hlo.open(_chain_with_one_heavy_op()).graph()._data
+    opened = set(first_view(data))
+    _, _, own = node_costs(data)
+    ops = [k for k, kind in enumerate(data.kind) if kind == INSTRUCTION]
+    heaviest = max(ops, key=own.__getitem__)
+    assert data.label[heaviest] == "t90"
+
+    def above(node: int) -> list[int]:
+        found = []
+        while node:
+            node = data.parent[node]
+            found.append(node)
+        return found
+
+    nest, stage = above(heaviest)[-2], above(heaviest)[0]
+    assert nest not in opened and data.kind[nest] == PART  # the stages before the work
+    assert stage in data.children[nest]  # set apart at the top level: one click
+    assert sum(k not in opened for k in above(heaviest)) == 2
+    assert 6 < len(data.children[nest]) <= STAGE_RANKS + 1
+    assert max(len(above(k)) for k in ops) == 4  # root, nest, stage of stages, stage
+    assert Frame(data).fits(opened)

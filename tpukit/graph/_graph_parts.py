@@ -161,6 +161,14 @@ def _drawn_width(rank: list[int], widths: list[float], links: set[tuple[int, int
     return max(row) - NODE_SEP
 
 
+def _split(items: list[int], most: int) -> list[list[int]]:
+    """``items`` in as few consecutive runs of at most ``most`` as there can be, evenly."""
+    if not items:
+        return []
+    size = math.ceil(len(items) / math.ceil(len(items) / most))
+    return [items[i : i + size] for i in range(0, len(items), size)]
+
+
 def box_width(kind: int, label: str, instr: HloInstruction | None, grouped: bool) -> float:
     """A closed box's width, as `_graph_frame.Frame.closed` estimates it from the tree
     (a part, named by its work only in the payload, at its longest)."""
@@ -423,9 +431,9 @@ class PartsMixin:
             hi += 1
         before, after = staged[:lo], staged[hi:]
         return [
-            *([self._nest(before)] if before else []),
+            *([self._nest(before, heft[:lo])] if before else []),
             *staged[lo:hi],
-            *([self._nest(after)] if after else []),
+            *([self._nest(after, heft[hi:])] if after else []),
         ]
 
     def _room_in(self, group: int, pairs: dict[int, list[tuple[int, int]]]) -> int:
@@ -454,12 +462,31 @@ class PartsMixin:
         _, width = self._open_size(heavy, level)
         if width + NODE_SEP + box_width(PART, PART_LABEL, None, True) + 4 * PAD > FRAME_W:
             return None
-        rest = self._nest([k for k in staged if k != heavy])
+        others = [k for k in staged if k != heavy]
+        rest = self._nest(others, [self._weight(k, read, weights) for k in others])
         return self._stage(sorted([heavy, rest], key=self.order.__getitem__))
 
-    def _nest(self, items: list[int]) -> int:
-        """``items`` (consecutive stages) as one stage of stages, at most `STAGE_RANKS`
-        children per level, as few levels as that allows, evenly filled."""
+    def _nest(self, items: list[int], heft: list[tuple[int, int]]) -> int:
+        """``items`` (consecutive stages, each weighing ``heft``: `_weight`) as one stage of
+        stages, at most `STAGE_RANKS` children per level, as few levels as that allows
+        (`_even`), except that the heaviest item stands alone at the top level, between
+        those before it and those after it, each side in as few stages of stages as keep
+        it that deep (`STAGE_RANKS` + 1 children at most). So the heaviest op of a long nest
+        is two clicks from its box, not three: wq_linear_tp4_pp8's 28 stages (of two to
+        ten ops) before its heaviest stage were six of five, its heaviest op in the third."""
+        if len(items) <= STAGE_RANKS:
+            return self._even(items)
+        levels = 1
+        while STAGE_RANKS**levels < len(items):
+            levels += 1
+        most = STAGE_RANKS ** (levels - 1)  # the items a stage of stages below may hold
+        h = heft.index(max(heft))  # the first of equals
+        chunks = [*_split(items[:h], most), [items[h]], *_split(items[h + 1 :], most)]
+        return self._stage([self._even(chunk) for chunk in chunks])
+
+    def _even(self, items: list[int]) -> int:
+        """``items`` as one stage of stages, at most `STAGE_RANKS` children per level, as
+        few levels as that allows, evenly filled (one item: itself)."""
         if len(items) == 1:
             return items[0]
         if len(items) <= STAGE_RANKS:
@@ -467,7 +494,7 @@ class PartsMixin:
         levels = math.ceil(math.log(len(items)) / math.log(STAGE_RANKS))
         count = math.ceil(len(items) ** (1 / levels))
         size = math.ceil(len(items) / count)
-        return self._stage([self._nest(items[i : i + size]) for i in range(0, len(items), size)])
+        return self._stage([self._even(items[i : i + size]) for i in range(0, len(items), size)])
 
     def _open_size(self, node: int, level: list[tuple[int, int]]) -> tuple[int, float]:
         """The ranks of ``node``'s children and the box's width, drawn open (no ranks and
