@@ -18,7 +18,7 @@ from tpukit import hlo
 from tpukit.graph._first_view import first_view
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import Frame
-from tpukit.graph._graph_nodes import INSTRUCTION, PART
+from tpukit.graph._graph_nodes import INSTRUCTION, PART, SCOPE
 from tpukit.graph._graph_parts import MAX_CHILDREN, STAGE_RANKS
 from tpukit.graph._graph_payload import graph_payload
 from tpukit.graph._graph_sizes import FRAME_H, FRAME_W, WIDTH_SLACK
@@ -64,20 +64,32 @@ def test_a_loops_body_comes_before_its_condition():
 
 
 def _heaviest_stage(data) -> int:
-    """The part holding no parts with the most FLOPs, then bytes: a stage of ops, or of
-    layers (torch_xla_linear_adam's ``aten__lerp.1 … aten__lerp.2``, drawn open with its two
-    scopes closed; `benchmarks/hlo_first_views.py` counts stages of ops only)."""
+    """The stage of ops (a part holding no part and no scope) with the most FLOPs, then
+    bytes: what `benchmarks/hlo_first_views.py` counts as the heaviest stage."""
     flops, _, own = node_costs(data)
     leaves = [
         n
         for n, kind in enumerate(data.kind)
-        if kind == PART and not any(data.kind[k] == PART for k in data.children[n])
+        if kind == PART and not any(data.kind[k] in (PART, SCOPE) for k in data.children[n])
     ]
     return max(leaves, key=lambda n: (flops[n], own[n], -n))
 
 
+_ADAM_STAGE_SHUT = pytest.mark.xfail(
+    strict=True,
+    reason="known gap (issue 38): the Adam step's heaviest stage of ops (7 ops under "
+    "aten__lerp.1, by bytes) stays shut; the view opens the stage of scopes above it, and "
+    "opening aten__lerp.1 with its stage adds at least 3 ranks to a 488-unit view",
+)
+
+
 @pytest.mark.parametrize(
-    "name", ["gpu_vgg19_forward.hlo", "torch_xla_linear.hlo", "torch_xla_linear_adam.hlo"]
+    "name",
+    [
+        "gpu_vgg19_forward.hlo",
+        "torch_xla_linear.hlo",
+        pytest.param("torch_xla_linear_adam.hlo", marks=_ADAM_STAGE_SHUT),
+    ],
 )
 def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name):
     """Issue 38: VGG-19's 44 convolutions and activations, and a PyTorch/XLA linear step
@@ -86,7 +98,8 @@ def test_a_long_chain_of_stages_opens_its_heaviest_stage_fitting_the_frame(name)
     on the heaviest stage (`_graph_parts`), the view opens it, and an op with the most
     FLOPs in it shows. The Adam step's heaviest stage (bytes: it has no dots) is two levels
     down; opened level by level, a lighter stage of stages beside its parent took the
-    frame first: the heaviest group anywhere opens first.
+    frame first: the heaviest group anywhere opens first. That opens its stage of scopes;
+    the stage of ops inside `aten__lerp.1` still stays shut (`_ADAM_STAGE_SHUT`).
 
     VGG-19's heaviest op (conv2, 224 px) lies outside its heaviest stage (three 56 px
     convs): they tied while the padding's taps counted; counted as XLA does (session 51),
