@@ -30,7 +30,7 @@ Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The
   for one it feeds (XLA makes such a value in each consumer). A chain whose data flow
   says nothing stays removed.
 
-When no optimized place is a lowered one (`_diff_parts.places_agree`: a persistent-cache
+When no optimized place is a lowered one (`_diff_places.places_agree`: a persistent-cache
 hit keeps an earlier compile's places), places are not compared: ``op_name`` and data
 flow decide, and `ProgramMatch.places_unread` says so.
 
@@ -54,14 +54,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from tpukit.graph._diff_groups import PLUMBING
-from tpukit.graph._diff_parts import (
-    Users,
-    compiled_from,
-    full_name,
-    fused_body,
-    instruction_place,
-    place_of,
-)
+from tpukit.graph._diff_parts import Users, compiled_from, full_name, fused_body
+from tpukit.graph._diff_places import Places
 
 if TYPE_CHECKING:
     from tpukit.graph._diff_groups import ProgramGroups
@@ -74,19 +68,18 @@ def find_fused(
     parts: dict[int, tuple[int, ...]],
     removed: list[int],
     *,
-    places: bool = True,
+    places: tuple[Places, Places] | None = None,
 ) -> tuple[dict[int, tuple[int, ...]], frozenset[int], list[int]]:
     """``({a node: (b ops it was fused into)}, a nodes copied into each, removed left)``:
-    the module docstring's rules, for the lowered ops in ``removed``; ``places=False``
-    (`_diff_parts.places_agree` says no): by ``op_name`` and data flow, places unread."""
+    the module docstring's rules, for the lowered ops in ``removed``. ``places``: both
+    sides' place tables (built here when not given); tables that do not read places
+    (`_diff_places.places_agree` said no): by ``op_name`` and data flow, places unread."""
     if not removed or not compiled_from(a, b):
         return {}, frozenset(), removed
-
-    def place(node: int) -> tuple:
-        return place_of(a, node) if places else ()
-
+    places_a, places_b = places or (Places(a), Places(b))
+    place = places_a.of
     flow_a, flow_b = _Wires(a), _Wires(b)
-    held = _held_names(b, flow_b)
+    held = _held_names(b, flow_b, places_b)
     stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
     for x, y in pairs.items():
         stands[x].add(y)
@@ -194,7 +187,9 @@ def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int
     return [(x, found[1][k]) for k, x in found[0].items() if k in found[1]]
 
 
-def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tuple]]]:
+def _held_names(
+    b: ProgramGroups, flow: _Wires, places: Places
+) -> dict[str, list[tuple[int, tuple]]]:
     """``{full op_name: [(b op, source place)]}``: each optimized op's own metadata, that
     of every instruction inside a fusion (nested fusions opened), and that of a tuple's
     ``get-tuple-element`` for the op it reads (XLA merged two sorts into one, whose
@@ -203,13 +198,13 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
     held: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
     for node in b.ops:
         instr = data.instr[node]
-        own = place_of(b, node)
+        own = places.of(node)
         inside = fused_body(module, module.called(instr)) if instr.opcode == "fusion" else []
         for inner in [instr, *inside]:
             if inner.opcode in PLUMBING or not inner.metadata.op_name:
                 continue
             name = full_name(b, node, inner.metadata.op_name)
-            held[name].append((node, instruction_place(module, inner) or own))
+            held[name].append((node, places.own(inner) or own))
     ops = set(b.ops)
     for node, instr in enumerate(data.instr):
         if instr is None or instr.opcode != "get-tuple-element" or not instr.metadata.op_name:
@@ -218,7 +213,7 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
             continue  # not drawn in the graph
         for op in flow.inputs(node) & ops:
             name = full_name(b, op, instr.metadata.op_name)
-            held[name].append((op, instruction_place(module, instr) or place_of(b, op)))
+            held[name].append((op, places.own(instr) or places.of(op)))
     return held
 
 

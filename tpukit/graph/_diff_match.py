@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
-from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body, places_agree
+from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body
+from tpukit.graph._diff_places import Places, places_agree
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
@@ -401,7 +402,7 @@ class ProgramMatch:
     that op's node in ``b`` (several: one of them, or each of them for the ops in
     ``copied``, which XLA copied into each); ``removed`` and ``added`` are the nodes of the
     ops only ``a`` or ``b`` has. ``places_unread`` is true when ``b`` is what XLA compiled
-    of ``a`` but none of its source places is one of ``a``'s (`_diff_parts.places_agree`:
+    of ``a`` but none of its source places is one of ``a``'s (`_diff_places.places_agree`:
     a persistent-cache hit keeps an earlier compile's places): parts and fused ops were
     then found by ``op_name`` and data flow alone, and the view says so.
     """
@@ -423,9 +424,12 @@ def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
     _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
-    unread = compiled_from(side_a, side_b) and not places_agree(side_a, side_b)
-    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=not unread)
-    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed, places=not unread)
+    places = Places(side_a), Places(side_b)  # each place read once, for both finds
+    unread = compiled_from(side_a, side_b) and not places_agree(*places)
+    if unread:
+        places = Places(side_a, read=False), Places(side_b, read=False)
+    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=places)
+    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed, places=places)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
     split = {x for wholes in parts.values() for x in wholes}
     kept = _count_up(side_a, [*pairs, *fused, *(x for x in split if x in side_a.ops)])
