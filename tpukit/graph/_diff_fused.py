@@ -54,7 +54,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from tpukit.graph._diff_groups import PLUMBING
-from tpukit.graph._diff_parts import Users, compiled_from, full_name, fused_body
+from tpukit.graph._diff_parts import Wires, compiled_from, full_name, fused_body
 from tpukit.graph._diff_places import Places
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def find_fused(
         return {}, frozenset(), removed
     places_a, places_b = places or (Places(a), Places(b))
     place = places_a.of
-    flow_a, flow_b = _Wires(a), _Wires(b)
+    flow_a, flow_b = Wires(a), Wires(b)
     held = _held_names(b, flow_b, places_b)
     stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
     for x, y in pairs.items():
@@ -143,7 +143,7 @@ def find_fused(
     return fused, frozenset(copied), [node for node in removed if node not in fused]
 
 
-def _chains(nodes: list[int], flow: _Wires) -> list[set[int]]:
+def _chains(nodes: list[int], flow: Wires) -> list[set[int]]:
     """``nodes`` in groups that feed each other (an ``iota``, its ``reshape`` and the
     ``broadcast`` of that): a group's work went wherever what stands around it went."""
     left, chains = set(nodes), []
@@ -160,7 +160,7 @@ def _chains(nodes: list[int], flow: _Wires) -> list[set[int]]:
     return chains
 
 
-def _call_results(side: ProgramGroups, flow: _Wires) -> list[tuple[int, int]]:
+def _call_results(side: ProgramGroups, flow: Wires) -> list[tuple[int, int]]:
     """``(call node, node of its computation's root)`` for each call of one side."""
     found = []
     module = side.data.module
@@ -188,7 +188,7 @@ def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int
 
 
 def _held_names(
-    b: ProgramGroups, flow: _Wires, places: Places
+    b: ProgramGroups, flow: Wires, places: Places
 ) -> dict[str, list[tuple[int, tuple]]]:
     """``{full op_name: [(b op, source place)]}``: each optimized op's own metadata, that
     of every instruction inside a fusion (nested fusions opened), and that of a tuple's
@@ -215,44 +215,3 @@ def _held_names(
             name = full_name(b, op, instr.metadata.op_name)
             held[name].append((op, places.own(instr) or places.of(op)))
     return held
-
-
-class _Wires:
-    """Which instructions of one side feed an instruction and take its result, looking
-    through plumbing (tuples, bitcasts): every instruction, calls included, by node."""
-
-    def __init__(self, side: ProgramGroups) -> None:
-        self.side = side
-        self.node_of: dict[tuple[str, str], int] = {}
-        for node, instr in enumerate(side.data.instr):
-            if instr is not None and instr.computation:
-                self.node_of[(instr.computation, instr.name)] = node
-        self._users = Users()
-
-    def inputs(self, node: int) -> set[int]:
-        return self._walk(node, lambda comp, name: comp.get(name).operands)
-
-    def users(self, node: int) -> set[int]:
-        return self._walk(node, lambda comp, name: self._users(comp).get(name, []))
-
-    def near(self, node: int) -> set[int]:
-        return self.inputs(node) | self.users(node)
-
-    def _walk(self, node: int, step) -> set[int]:
-        instr = self.side.data.instr[node]
-        comp = self.side.data.module.computations.get(instr.computation)
-        found: set[int] = set()
-        if comp is None:
-            return found
-        stack, seen = list(step(comp, instr.name)), {instr.name}
-        while stack:
-            name = stack.pop()
-            other = comp.get(name)
-            if name in seen or other is None:
-                continue
-            seen.add(name)
-            if other.opcode in PLUMBING and other.opcode != "parameter":
-                stack.extend(step(comp, name))
-            elif (comp.name, name) in self.node_of:
-                found.add(self.node_of[(comp.name, name)])
-        return found

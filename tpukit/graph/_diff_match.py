@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
-from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body
+from tpukit.graph._diff_parts import Wires, compiled_from, find_parts, fused_body
 from tpukit.graph._diff_places import Places, places_agree
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
@@ -207,10 +207,7 @@ class _OpFacts:
     def __init__(self, side: ProgramGroups) -> None:
         self.side = side
         self.place = {node: k / max(1, len(side.ops) - 1) for k, node in enumerate(side.ops)}
-        self.node_of: dict[tuple[str, str], int] = {}
-        for node, instr in enumerate(side.data.instr):
-            if instr is not None:
-                self.node_of[(instr.computation, instr.name)] = node
+        self.wires = Wires(side)  # ``wires.inputs(node)``: the ops making its operands
         self._work: dict[int, frozenset[str]] = {}
 
     def kind(self, node: int) -> tuple[str, str]:
@@ -236,26 +233,6 @@ class _OpFacts:
                 if not found and called and called[0].root is not None:
                     found = frozenset({called[0].root.opcode})
             self._work[node] = found
-        return found
-
-    def operands(self, node: int) -> list[int]:
-        """The ops that make ``node``'s operands, looking through tuples and the like."""
-        data = self.side.data
-        instr = data.instr[node]
-        comp = data.module.computations.get(instr.computation)
-        found, stack, seen = [], list(instr.operands), set()
-        while stack and comp is not None:
-            name = stack.pop()
-            producer = comp.get(name)
-            if name in seen or producer is None:
-                continue
-            seen.add(name)
-            if producer.opcode in PLUMBING and producer.opcode != "parameter":
-                stack.extend(producer.operands)
-                continue
-            other = self.node_of.get((instr.computation, name))
-            if other is not None:
-                found.append(other)
         return found
 
 
@@ -298,8 +275,8 @@ def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int
     else:
         score = -3.0
     score += 1.5 * (ia.shape.dims == ib.shape.dims) + (_untiled(ia) == _untiled(ib))
-    mine = {pairs.get(k) for k in fa.operands(node)} - {None}
-    score += 1.5 * len(mine & set(fb.operands(other)))
+    mine = {pairs.get(k) for k in fa.wires.inputs(node)} - {None}
+    score += 1.5 * len(mine & fb.wires.inputs(other))
     score += ka == kb
     score += 3.0 * (_source_op(ia) == _source_op(ib))
     return score - 2 * abs(fa.place.get(node, 0.0) - fb.place.get(other, 0.0))

@@ -31,6 +31,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from tpukit.graph._diff_groups import PLUMBING
 from tpukit.graph._diff_places import Places
 from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.hlo.analysis import split_scope
@@ -173,6 +174,64 @@ class Users:
                 for operand in other.operands:
                     users[operand].append(other.name)
         return users
+
+
+class Wires:
+    """Which instructions of one side feed an instruction and take its result, looking
+    through plumbing (`_diff_groups.PLUMBING`: tuples, bitcasts; a parameter is an
+    input): every instruction, calls included, by node. Each node's two walks are made
+    once (`_diff_match` asks an op's inputs for every op it might pair with).
+
+    ``inputs(node)`` and ``users(node)`` are frozensets of nodes; ``near`` is both.
+    """
+
+    def __init__(self, side: ProgramGroups) -> None:
+        self.side = side
+        self.node_of: dict[tuple[str, str], int] = {}
+        for node, instr in enumerate(side.data.instr):
+            if instr is not None and instr.computation:
+                self.node_of[(instr.computation, instr.name)] = node
+        self._users = Users()
+        self._inputs_of: dict[int, frozenset[int]] = {}
+        self._users_of: dict[int, frozenset[int]] = {}
+
+    def inputs(self, node: int) -> frozenset[int]:
+        found = self._inputs_of.get(node)
+        if found is None:
+            found = self._inputs_of[node] = self._walk(
+                node, lambda comp, name: comp.get(name).operands
+            )
+        return found
+
+    def users(self, node: int) -> frozenset[int]:
+        found = self._users_of.get(node)
+        if found is None:
+            found = self._users_of[node] = self._walk(
+                node, lambda comp, name: self._users(comp).get(name, [])
+            )
+        return found
+
+    def near(self, node: int) -> frozenset[int]:
+        return self.inputs(node) | self.users(node)
+
+    def _walk(self, node: int, step) -> frozenset[int]:
+        instr = self.side.data.instr[node]
+        comp = self.side.data.module.computations.get(instr.computation)
+        if comp is None:
+            return frozenset()
+        found: set[int] = set()
+        stack, seen = list(step(comp, instr.name)), {instr.name}
+        while stack:
+            name = stack.pop()
+            other = comp.get(name)
+            if name in seen or other is None:
+                continue
+            seen.add(name)
+            if other.opcode in PLUMBING and other.opcode != "parameter":
+                stack.extend(step(comp, name))
+            elif (comp.name, name) in self.node_of:
+                found.add(self.node_of[(comp.name, name)])
+        return frozenset(found)
 
 
 # Ops a value passes through unchanged, between an op and the ops it feeds.
