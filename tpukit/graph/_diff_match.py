@@ -380,8 +380,9 @@ class ProgramMatch:
     ``copied``, which XLA copied into each); ``removed`` and ``added`` are the nodes of the
     ops only ``a`` or ``b`` has. ``places_unread`` is true when ``b`` is what XLA compiled
     of ``a`` but none of its source places is one of ``a``'s (`_diff_places.places_agree`:
-    a persistent-cache hit keeps an earlier compile's places): parts and fused ops were
-    then found by ``op_name`` and data flow alone, and the view says so.
+    a persistent-cache hit keeps an earlier compile's places), or ``b`` is known to come
+    from that cache (``match_programs(from_cache=True)``): parts and fused ops were then
+    found by ``op_name`` and data flow alone, and the view says so.
     """
 
     sides: tuple[ProgramGroups, ProgramGroups]
@@ -395,14 +396,19 @@ class ProgramMatch:
     places_unread: bool = False
 
 
-def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
-    """Match the groups and working ops of two programs' graphs (module docstring)."""
+def match_programs(a: HloGraph, b: HloGraph, *, from_cache: bool = False) -> ProgramMatch:
+    """Match the groups and working ops of two programs' graphs (module docstring).
+
+    ``from_cache``: ``b``'s executable came from JAX's persistent compile cache (the
+    ledger knows: ``tpukit.Compiled.from_cache``), so its source places may be an earlier
+    compile's even where some still agree with ``a``'s (only a helper's lines moved):
+    they are not read, as when `_diff_places.places_agree` finds none shared."""
     side_a, side_b = ProgramGroups(a), ProgramGroups(b)
     _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
     places = Places(side_a), Places(side_b)  # each place read once, for both finds
-    unread = compiled_from(side_a, side_b) and not places_agree(*places)
+    unread = compiled_from(side_a, side_b) and (from_cache or not places_agree(*places))
     if unread:
         places = Places(side_a, read=False), Places(side_b, read=False)
     parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=places)
