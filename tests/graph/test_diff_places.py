@@ -11,6 +11,7 @@ metadata keeps the first compile's places.
 
 import jax
 import jax.numpy as jnp
+import pytest
 from jax.experimental.compilation_cache import compilation_cache
 
 import tpukit
@@ -71,3 +72,45 @@ def test_a_compile_served_from_the_persistent_cache_is_matched_without_its_stale
     assert note in repr(view)
     assert note in view._repr_html_()
     assert "found by op_name and data flow alone" in repr(view)
+
+
+# One program, compiled twice from one line; between the two, the helper's lines moved.
+_HELPER_BELOW = "def f(x):\n    return g(x) - 1\ndef g(x):\n    return jnp.abs(x) * 4\n"
+_HELPER_MOVED = (
+    "def f(x):\n    return g(x) - 1\ndef g(x):\n    # one line down\n    return jnp.abs(x) * 4\n"
+)
+
+
+def _compile_cell(source: str) -> tpukit.Compiled:
+    """``f`` of ``source`` (a notebook cell run again), compiled by tpukit for f32[9]."""
+    namespace = {"jnp": jnp}
+    exec(compile(source, "<cell>", "exec"), namespace)
+    return tpukit.compile(namespace["f"], tpukit.shape("f32[9]"))
+
+
+def test_a_compile_the_ledger_saw_come_from_the_cache_is_matched_without_its_places(tmp_path):
+    # the second compile is served the first's executable: its ``abs`` and ``mul`` keep
+    # g's old lines, while f's ``sub`` keeps its place, so some places still agree and
+    # the places alone would leave mul.1 and its constant's broadcast removed
+    before = {name: jax.config.values[name] for name in _CACHE_CONFIG}
+    tpukit.enable_compile_cache(tmp_path)
+    try:
+        first, again = (_compile_cell(source) for source in (_HELPER_BELOW, _HELPER_MOVED))
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
+    assert not first.from_cache and again.from_cache
+    d = tpukit.diff(again, again, stage=("lowered", "optimized"))
+    assert d.labels == ("lowered", "optimized") and d.stage == "lowered vs optimized"
+    view = d.graph()
+    assert view.ops_removed == []
+    assert {"mul.1", "broadcast.3"} <= set(view.fused_ops)
+    assert view.places_unread and view.from_cache
+    note = "persistent compile cache, whose programs keep the source places"  # after "JAX's"
+    assert f"optimized came from JAX's {note}" in repr(view) and note in view._repr_html_()
+    # the first compile stored it and read its own places: nothing to say
+    own = tpukit.diff(first, first, stage=("lowered", "optimized")).graph()
+    assert not own.places_unread and "persistent compile cache" not in repr(own)
+    with pytest.raises(tpukit.ArgumentError, match="a pair of them"):
+        tpukit.diff(first, first, stage=("lowered",))

@@ -66,7 +66,7 @@ def diff(
     a: Compiled | HloProgram,
     b: Compiled | HloProgram,
     *,
-    stage: str | None = None,
+    stage: str | tuple[str, str] | None = None,
     labels: tuple[str, str] | None = None,
 ) -> HloDiff:
     """Compare two compilations or HLO programs; returns an `HloDiff` (a table in notebooks).
@@ -74,8 +74,12 @@ def diff(
     ``stage`` picks the HLO whose op counts and fusions are compared
     (``"optimized"``, after XLA's passes, or ``"lowered"``, as JAX emitted it); by
     default the optimized one, or the one stage an ``HloProgram`` opened from a single
-    file holds. A ``Compiled``'s cost and memory are always its optimized program's;
-    an ``HloProgram`` has estimated costs and no memory figures. ``labels`` name the
+    file holds; a pair picks one per side (``diff(c, c, stage=("lowered", "optimized"))``:
+    what XLA's passes did to one compile). A ``Compiled``'s cost and memory are always
+    its optimized program's; an ``HloProgram`` has estimated costs and no memory figures.
+    When ``b`` is a ``Compiled`` JAX's persistent compile cache served
+    (``b.from_cache``), ``graph()`` does not read its optimized program's source places,
+    which may be the storing compile's, and says so. ``labels`` name the
     two sides in tables and plots (default: the names, the stages when the names are
     the same and the stages differ, else ``"a"`` and ``"b"``).
 
@@ -89,9 +93,8 @@ def diff(
         >>> diff(before, after).row("fusions").b
         1
     """
-    if stage is not None:
-        check_stage(stage)
-    side_a, side_b = _side(a, stage), _side(b, stage)
+    stage_of_a, stage_of_b = _stages(stage)
+    side_a, side_b = _side(a, stage_of_a), _side(b, stage_of_b)
     stage_a, stage_b = side_a.stage, side_b.stage
     a, b = side_a.program, side_b.program
     if labels is None:
@@ -114,6 +117,19 @@ def diff(
         names=(a.name, b.name),
         stage=shown,
         modules=(a.hlo_module(stage_a), b.hlo_module(stage_b)),
+        from_cache=side_b.stage == "optimized" and side_b.from_cache,
+    )
+
+
+def _stages(stage: str | tuple[str, str] | None) -> tuple[str | None, str | None]:
+    """The stage compared on each side: ``stage`` on both, or one each from a pair."""
+    if stage is None or isinstance(stage, str):
+        return (check_stage(stage) if stage is not None else None,) * 2
+    if isinstance(stage, tuple | list) and len(stage) == 2:
+        return check_stage(stage[0]), check_stage(stage[1])
+    raise ArgumentError(
+        f"stage must be 'lowered', 'optimized' or a pair of them, like ('lowered', "
+        f"'optimized'), got {stage!r}."
     )
 
 
@@ -124,6 +140,13 @@ class _Side:
     program: HloProgram
     stage: str
     compiled: Compiled | None = None
+
+    @property
+    def from_cache(self) -> bool:
+        """Whether its compile came from JAX's persistent compile cache (the ledger's
+        ``Compiled.from_cache``): its optimized program keeps the metadata, source places
+        included, of the compile that stored it."""
+        return self.compiled is not None and self.compiled.from_cache
 
     def op_counts(self, opened: bool) -> Counter[str]:
         return self.program.op_counts(self.stage, open_fusions=opened)
@@ -266,12 +289,14 @@ class HloDiff:
         names: tuple[str, str],
         stage: str,
         modules: tuple[HloModule, HloModule] | None = None,
+        from_cache: bool = False,
     ):
         self.rows = rows
         self.labels = labels
         self.names = names
         self.stage = stage
         self._modules = modules
+        self._from_cache = from_cache  # b is an optimized program the persistent cache served
 
     @user_facing
     def graph(self, profiles: tuple[Profile | None, Profile | None] = (None, None)) -> HloDiffView:
@@ -301,6 +326,7 @@ class HloDiff:
                 times_a=times[0],
                 times_b=times[1],
                 stage=stage,
+                from_cache=self._from_cache,
             )
 
     @property

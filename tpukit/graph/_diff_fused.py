@@ -30,7 +30,7 @@ Only when ``b`` is what XLA compiled of ``a`` (`_diff_parts.compiled_from`). The
   for one it feeds (XLA makes such a value in each consumer). A chain whose data flow
   says nothing stays removed.
 
-When no optimized place is a lowered one (`_diff_parts.places_agree`: a persistent-cache
+When no optimized place is a lowered one (`_diff_places.places_agree`: a persistent-cache
 hit keeps an earlier compile's places), places are not compared: ``op_name`` and data
 flow decide, and `ProgramMatch.places_unread` says so.
 
@@ -54,14 +54,8 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from tpukit.graph._diff_groups import PLUMBING
-from tpukit.graph._diff_parts import (
-    Users,
-    compiled_from,
-    full_name,
-    fused_body,
-    instruction_place,
-    place_of,
-)
+from tpukit.graph._diff_parts import Wires, compiled_from, full_name, fused_body
+from tpukit.graph._diff_places import Places
 
 if TYPE_CHECKING:
     from tpukit.graph._diff_groups import ProgramGroups
@@ -74,19 +68,18 @@ def find_fused(
     parts: dict[int, tuple[int, ...]],
     removed: list[int],
     *,
-    places: bool = True,
+    places: tuple[Places, Places] | None = None,
 ) -> tuple[dict[int, tuple[int, ...]], frozenset[int], list[int]]:
     """``({a node: (b ops it was fused into)}, a nodes copied into each, removed left)``:
-    the module docstring's rules, for the lowered ops in ``removed``; ``places=False``
-    (`_diff_parts.places_agree` says no): by ``op_name`` and data flow, places unread."""
+    the module docstring's rules, for the lowered ops in ``removed``. ``places``: both
+    sides' place tables (built here when not given); tables that do not read places
+    (`_diff_places.places_agree` said no): by ``op_name`` and data flow, places unread."""
     if not removed or not compiled_from(a, b):
         return {}, frozenset(), removed
-
-    def place(node: int) -> tuple:
-        return place_of(a, node) if places else ()
-
-    flow_a, flow_b = _Wires(a), _Wires(b)
-    held = _held_names(b, flow_b)
+    places_a, places_b = places or (Places(a), Places(b))
+    place = places_a.of
+    flow_a, flow_b = Wires(a), Wires(b)
+    held = _held_names(b, flow_b, places_b)
     stands: dict[int, set[int]] = defaultdict(set)  # a node -> the b nodes that stand for it
     for x, y in pairs.items():
         stands[x].add(y)
@@ -150,7 +143,7 @@ def find_fused(
     return fused, frozenset(copied), [node for node in removed if node not in fused]
 
 
-def _chains(nodes: list[int], flow: _Wires) -> list[set[int]]:
+def _chains(nodes: list[int], flow: Wires) -> list[set[int]]:
     """``nodes`` in groups that feed each other (an ``iota``, its ``reshape`` and the
     ``broadcast`` of that): a group's work went wherever what stands around it went."""
     left, chains = set(nodes), []
@@ -167,7 +160,7 @@ def _chains(nodes: list[int], flow: _Wires) -> list[set[int]]:
     return chains
 
 
-def _call_results(side: ProgramGroups, flow: _Wires) -> list[tuple[int, int]]:
+def _call_results(side: ProgramGroups, flow: Wires) -> list[tuple[int, int]]:
     """``(call node, node of its computation's root)`` for each call of one side."""
     found = []
     module = side.data.module
@@ -194,7 +187,9 @@ def _entry_parameters(a: ProgramGroups, b: ProgramGroups) -> list[tuple[int, int
     return [(x, found[1][k]) for k, x in found[0].items() if k in found[1]]
 
 
-def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tuple]]]:
+def _held_names(
+    b: ProgramGroups, flow: Wires, places: Places
+) -> dict[str, list[tuple[int, tuple]]]:
     """``{full op_name: [(b op, source place)]}``: each optimized op's own metadata, that
     of every instruction inside a fusion (nested fusions opened), and that of a tuple's
     ``get-tuple-element`` for the op it reads (XLA merged two sorts into one, whose
@@ -203,13 +198,13 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
     held: dict[str, list[tuple[int, tuple]]] = defaultdict(list)
     for node in b.ops:
         instr = data.instr[node]
-        own = place_of(b, node)
+        own = places.of(node)
         inside = fused_body(module, module.called(instr)) if instr.opcode == "fusion" else []
         for inner in [instr, *inside]:
             if inner.opcode in PLUMBING or not inner.metadata.op_name:
                 continue
             name = full_name(b, node, inner.metadata.op_name)
-            held[name].append((node, instruction_place(module, inner) or own))
+            held[name].append((node, places.own(inner) or own))
     ops = set(b.ops)
     for node, instr in enumerate(data.instr):
         if instr is None or instr.opcode != "get-tuple-element" or not instr.metadata.op_name:
@@ -218,46 +213,5 @@ def _held_names(b: ProgramGroups, flow: _Wires) -> dict[str, list[tuple[int, tup
             continue  # not drawn in the graph
         for op in flow.inputs(node) & ops:
             name = full_name(b, op, instr.metadata.op_name)
-            held[name].append((op, instruction_place(module, instr) or place_of(b, op)))
+            held[name].append((op, places.own(instr) or places.of(op)))
     return held
-
-
-class _Wires:
-    """Which instructions of one side feed an instruction and take its result, looking
-    through plumbing (tuples, bitcasts): every instruction, calls included, by node."""
-
-    def __init__(self, side: ProgramGroups) -> None:
-        self.side = side
-        self.node_of: dict[tuple[str, str], int] = {}
-        for node, instr in enumerate(side.data.instr):
-            if instr is not None and instr.computation:
-                self.node_of[(instr.computation, instr.name)] = node
-        self._users = Users()
-
-    def inputs(self, node: int) -> set[int]:
-        return self._walk(node, lambda comp, name: comp.get(name).operands)
-
-    def users(self, node: int) -> set[int]:
-        return self._walk(node, lambda comp, name: self._users(comp).get(name, []))
-
-    def near(self, node: int) -> set[int]:
-        return self.inputs(node) | self.users(node)
-
-    def _walk(self, node: int, step) -> set[int]:
-        instr = self.side.data.instr[node]
-        comp = self.side.data.module.computations.get(instr.computation)
-        found: set[int] = set()
-        if comp is None:
-            return found
-        stack, seen = list(step(comp, instr.name)), {instr.name}
-        while stack:
-            name = stack.pop()
-            other = comp.get(name)
-            if name in seen or other is None:
-                continue
-            seen.add(name)
-            if other.opcode in PLUMBING and other.opcode != "parameter":
-                stack.extend(step(comp, name))
-            elif (comp.name, name) in self.node_of:
-                found.add(self.node_of[(comp.name, name)])
-        return found

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field
 
 from tpukit.graph._diff_fused import find_fused
 from tpukit.graph._diff_groups import NUMBER, PLUMBING, ProgramGroups
-from tpukit.graph._diff_parts import compiled_from, find_parts, fused_body, places_agree
+from tpukit.graph._diff_parts import Wires, compiled_from, find_parts, fused_body
+from tpukit.graph._diff_places import Places, places_agree
 from tpukit.graph._graph_view import HloGraph
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
@@ -206,10 +207,7 @@ class _OpFacts:
     def __init__(self, side: ProgramGroups) -> None:
         self.side = side
         self.place = {node: k / max(1, len(side.ops) - 1) for k, node in enumerate(side.ops)}
-        self.node_of: dict[tuple[str, str], int] = {}
-        for node, instr in enumerate(side.data.instr):
-            if instr is not None:
-                self.node_of[(instr.computation, instr.name)] = node
+        self.wires = Wires(side)  # ``wires.inputs(node)``: the ops making its operands
         self._work: dict[int, frozenset[str]] = {}
 
     def kind(self, node: int) -> tuple[str, str]:
@@ -235,26 +233,6 @@ class _OpFacts:
                 if not found and called and called[0].root is not None:
                     found = frozenset({called[0].root.opcode})
             self._work[node] = found
-        return found
-
-    def operands(self, node: int) -> list[int]:
-        """The ops that make ``node``'s operands, looking through tuples and the like."""
-        data = self.side.data
-        instr = data.instr[node]
-        comp = data.module.computations.get(instr.computation)
-        found, stack, seen = [], list(instr.operands), set()
-        while stack and comp is not None:
-            name = stack.pop()
-            producer = comp.get(name)
-            if name in seen or producer is None:
-                continue
-            seen.add(name)
-            if producer.opcode in PLUMBING and producer.opcode != "parameter":
-                stack.extend(producer.operands)
-                continue
-            other = self.node_of.get((instr.computation, name))
-            if other is not None:
-                found.append(other)
         return found
 
 
@@ -297,8 +275,8 @@ def _likeness(fa: _OpFacts, node: int, fb: _OpFacts, other: int, pairs: dict[int
     else:
         score = -3.0
     score += 1.5 * (ia.shape.dims == ib.shape.dims) + (_untiled(ia) == _untiled(ib))
-    mine = {pairs.get(k) for k in fa.operands(node)} - {None}
-    score += 1.5 * len(mine & set(fb.operands(other)))
+    mine = {pairs.get(k) for k in fa.wires.inputs(node)} - {None}
+    score += 1.5 * len(mine & fb.wires.inputs(other))
     score += ka == kb
     score += 3.0 * (_source_op(ia) == _source_op(ib))
     return score - 2 * abs(fa.place.get(node, 0.0) - fb.place.get(other, 0.0))
@@ -401,9 +379,10 @@ class ProgramMatch:
     that op's node in ``b`` (several: one of them, or each of them for the ops in
     ``copied``, which XLA copied into each); ``removed`` and ``added`` are the nodes of the
     ops only ``a`` or ``b`` has. ``places_unread`` is true when ``b`` is what XLA compiled
-    of ``a`` but none of its source places is one of ``a``'s (`_diff_parts.places_agree`:
-    a persistent-cache hit keeps an earlier compile's places): parts and fused ops were
-    then found by ``op_name`` and data flow alone, and the view says so.
+    of ``a`` but none of its source places is one of ``a``'s (`_diff_places.places_agree`:
+    a persistent-cache hit keeps an earlier compile's places), or ``b`` is known to come
+    from that cache (``match_programs(from_cache=True)``): parts and fused ops were then
+    found by ``op_name`` and data flow alone, and the view says so.
     """
 
     sides: tuple[ProgramGroups, ProgramGroups]
@@ -417,15 +396,23 @@ class ProgramMatch:
     places_unread: bool = False
 
 
-def match_programs(a: HloGraph, b: HloGraph) -> ProgramMatch:
-    """Match the groups and working ops of two programs' graphs (module docstring)."""
+def match_programs(a: HloGraph, b: HloGraph, *, from_cache: bool = False) -> ProgramMatch:
+    """Match the groups and working ops of two programs' graphs (module docstring).
+
+    ``from_cache``: ``b``'s executable came from JAX's persistent compile cache (the
+    ledger knows: ``tpukit.Compiled.from_cache``), so its source places may be an earlier
+    compile's even where some still agree with ``a``'s (only a helper's lines moved):
+    they are not read, as when `_diff_places.places_agree` finds none shared."""
     side_a, side_b = ProgramGroups(a), ProgramGroups(b)
     _align_renumbered(side_a, side_b)
     pairs, removed, added = _pair_ops(side_a, side_b)
     removed, added = _pair_by_shape(side_a, side_b, pairs, removed, added)
-    unread = compiled_from(side_a, side_b) and not places_agree(side_a, side_b)
-    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=not unread)
-    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed, places=not unread)
+    places = Places(side_a), Places(side_b)  # each place read once, for both finds
+    unread = compiled_from(side_a, side_b) and (from_cache or not places_agree(*places))
+    if unread:
+        places = Places(side_a, read=False), Places(side_b, read=False)
+    parts, removed, added = find_parts(side_a, side_b, pairs, removed, added, places=places)
+    fused, copied, removed = find_fused(side_a, side_b, pairs, parts, removed, places=places)
     lost, new = _count_up(side_a, removed), _count_up(side_b, added)
     split = {x for wholes in parts.values() for x in wholes}
     kept = _count_up(side_a, [*pairs, *fused, *(x for x in split if x in side_a.ops)])

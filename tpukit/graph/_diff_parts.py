@@ -15,12 +15,12 @@ called computation JAX names ops from the call (``fft``); once inlined, XLA name
 full (``jit(f)/jit(fft)/fft``). The deepest such ``op_name`` is taken. When several
 lowered ops or calls carry it (three ``jnp.fft`` calls are all ``jit(f)/jit(fft)``), the
 ops' source places decide: a place is the whole call stack of the op's stack frame with
-lines and columns (`HloModule.frame_places`: two modules number their frames apart), an
+lines and columns (`_diff_places.Places`: two modules number their frames apart), an
 op inside a call having the call's. If the places leave more than one (or say nothing),
 the op is a part of all of them, shown so ("part of one of ..."): never one picked at
 random. An op without an ``op_name`` is never a part. When no optimized place is a lowered
-one (`places_agree`: JAX's persistent cache served an earlier compile, whose metadata
-keeps that compile's places), places are not compared at all, and the view says so.
+one (`_diff_places.places_agree`: JAX's persistent cache served an earlier compile, whose
+metadata keeps that compile's places), places are not compared at all, and the view says so.
 
 A lowered op that has parts, and every op inside a lowered call that has parts, is no
 longer *removed*: its work is in the parts.
@@ -31,6 +31,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import TYPE_CHECKING
 
+from tpukit.graph._diff_groups import PLUMBING
+from tpukit.graph._diff_places import Places
 from tpukit.graph._graph_nodes import INSTRUCTION
 from tpukit.hlo.analysis import split_scope
 
@@ -48,14 +50,16 @@ def find_parts(
     removed: list[int],
     added: list[int],
     *,
-    places: bool = True,
+    places: tuple[Places, Places] | None = None,
 ) -> tuple[dict[int, tuple[int, ...]], list[int], list[int]]:
     """``({b node: (a nodes it is a part of)}, removed, added)``: the parts of lowered ops
     among ``added`` (see the module docstring), and ``removed`` and ``added`` without the
     lowered ops that have parts (or lie in a call that has) and without the parts.
-    ``places=False`` (`places_agree` says no): source places are not compared."""
+    ``places``: both sides' place tables (built here when not given); tables that do not
+    read places (`_diff_places.places_agree` said no): source places are not compared."""
     if not compiled_from(a, b):
         return {}, removed, added
+    places_a, places_b = places or (Places(a), Places(b))
     wholes: dict[str, list[int]] = defaultdict(list)  # full op_name -> lowered ops, calls
     calls: set[str] = set()
     ops = set(a.ops)
@@ -79,8 +83,8 @@ def find_parts(
         found = _deepest(name, wholes, calls)
         if not found:
             continue
-        place = place_of(b, node) if places else ()
-        found = [whole for whole in found if place and place_of(a, whole) == place] or found
+        place = places_b.of(node)
+        found = [whole for whole in found if place and places_a.of(whole) == place] or found
         if len(found) > 1:  # the one whose pair feeds this op or takes what it makes
             near = flow.near(node)
             found = [whole for whole in found if pairs.get(whole) in near] or found
@@ -136,57 +140,6 @@ def full_name(side: ProgramGroups, node: int, name: str | None = None) -> str:
     return name
 
 
-def place_of(side: ProgramGroups, node: int) -> tuple:
-    """Where the op comes from in the user's source: its stack frame's place (the frames'
-    files, functions, lines and columns), else its source file and line, else its
-    nearest call's; ``()`` when nothing says."""
-    data = side.data
-    while node > 0:
-        instr = data.instr[node]
-        found = instruction_place(data.module, instr) if instr is not None else ()
-        if found:
-            return found
-        node = data.parent[node]
-        while node > 0 and (data.instr[node] is None or data.instr[node].opcode != "call"):
-            node = data.parent[node]
-    return ()
-
-
-def instruction_place(module: HloModule, instr: HloInstruction) -> tuple:
-    """Where one instruction comes from by its own metadata (see `place_of`), or ``()``.
-
-    A frame that starts at column 0 is kept without its end column: JAX's HLO text of a
-    lowered module writes ``end_column=0`` for it where XLA's compiled module keeps the
-    real one (a bare ``main()`` at a script's top, a pytest-xdist worker's ``<string>``
-    frame), and a whole stack compared with it would differ from every optimized one.
-    """
-    meta = instr.metadata
-    if meta.stack_frame_id and meta.stack_frame_id in module.frame_places:
-        return tuple(
-            (*frame[:5], "") if len(frame) == 6 and frame[4] == "0" else frame
-            for frame in module.frame_places[meta.stack_frame_id]
-        )
-    if meta.source_file:
-        return ((meta.source_file, "", str(meta.source_line)),)
-    return ()
-
-
-def places_agree(a: ProgramGroups, b: ProgramGroups) -> bool:
-    """Whether the source places of ``b`` say anything of ``a``'s: some instruction of
-    each comes from one place, or one side says none.
-
-    JAX's persistent compilation cache keys a program without its source places, so a
-    program compiled again from another line (an edited cell, another caller) is served
-    the executable of the first compile, whose metadata names the first compile's
-    places: then no optimized place is a lowered one, and places must not decide which
-    op is which (`find_parts`, `_diff_fused.find_fused` then go by ``op_name`` alone)."""
-    found = []
-    for side in (a, b):
-        module = side.data.module
-        found.append({instruction_place(module, instr) for instr in module.instructions()} - {()})
-    return not found[0] or not found[1] or bool(found[0] & found[1])
-
-
 def fused_body(module: HloModule, called: Iterable[HloComputation]) -> list[HloInstruction]:
     """Every instruction of a fusion's computations ``called``, those of the fusions nested
     in them opened too (XLA:TPU wraps each operand of a dot in a ``bitcast_fusion`` inside
@@ -221,6 +174,64 @@ class Users:
                 for operand in other.operands:
                     users[operand].append(other.name)
         return users
+
+
+class Wires:
+    """Which instructions of one side feed an instruction and take its result, looking
+    through plumbing (`_diff_groups.PLUMBING`: tuples, bitcasts; a parameter is an
+    input): every instruction, calls included, by node. Each node's two walks are made
+    once (`_diff_match` asks an op's inputs for every op it might pair with).
+
+    ``inputs(node)`` and ``users(node)`` are frozensets of nodes; ``near`` is both.
+    """
+
+    def __init__(self, side: ProgramGroups) -> None:
+        self.side = side
+        self.node_of: dict[tuple[str, str], int] = {}
+        for node, instr in enumerate(side.data.instr):
+            if instr is not None and instr.computation:
+                self.node_of[(instr.computation, instr.name)] = node
+        self._users = Users()
+        self._inputs_of: dict[int, frozenset[int]] = {}
+        self._users_of: dict[int, frozenset[int]] = {}
+
+    def inputs(self, node: int) -> frozenset[int]:
+        found = self._inputs_of.get(node)
+        if found is None:
+            found = self._inputs_of[node] = self._walk(
+                node, lambda comp, name: comp.get(name).operands
+            )
+        return found
+
+    def users(self, node: int) -> frozenset[int]:
+        found = self._users_of.get(node)
+        if found is None:
+            found = self._users_of[node] = self._walk(
+                node, lambda comp, name: self._users(comp).get(name, [])
+            )
+        return found
+
+    def near(self, node: int) -> frozenset[int]:
+        return self.inputs(node) | self.users(node)
+
+    def _walk(self, node: int, step) -> frozenset[int]:
+        instr = self.side.data.instr[node]
+        comp = self.side.data.module.computations.get(instr.computation)
+        if comp is None:
+            return frozenset()
+        found: set[int] = set()
+        stack, seen = list(step(comp, instr.name)), {instr.name}
+        while stack:
+            name = stack.pop()
+            other = comp.get(name)
+            if name in seen or other is None:
+                continue
+            seen.add(name)
+            if other.opcode in PLUMBING and other.opcode != "parameter":
+                stack.extend(step(comp, name))
+            elif (comp.name, name) in self.node_of:
+                found.add(self.node_of[(comp.name, name)])
+        return frozenset(found)
 
 
 # Ops a value passes through unchanged, between an op and the ops it feeds.

@@ -83,16 +83,20 @@ class HloDiffView:
     ``fusion.3``) to that op (to several: into one of them, or copied into each). A call
     XLA inlined is a group of status ``"inlined"``, not removed. ``places_unread`` is true
     when none of ``b``'s source places is one of ``a``'s (a compile served from JAX's
-    persistent cache): parts and fused ops were then found without places, as a note
-    under the table says. In a notebook the view
+    persistent cache), or when ``from_cache`` says ``b`` came from that cache (then its
+    places may be stale even where some agree): parts and fused ops were then found
+    without places, as a note under the table says. In a notebook the view
     shows the table of groups above the two graphs; ``print(repr(view))`` prints the
     table, ``rows()`` gives it as data, ``save(path)`` writes a standalone page.
     """
 
-    def __init__(self, a: HloGraph, b: HloGraph, *, labels: tuple[str, str]) -> None:
+    def __init__(
+        self, a: HloGraph, b: HloGraph, *, labels: tuple[str, str], from_cache: bool = False
+    ) -> None:
         self.a, self.b = a, b
         self.labels = labels
-        match = match_programs(a, b)
+        self.from_cache = from_cache
+        match = match_programs(a, b, from_cache=from_cache)
         self._sides = side_a, side_b = match.sides
         self.groups: list[GroupDiff] = match.groups
         self._pairs, self._removed, self._added = match.pairs, match.removed, match.added
@@ -223,8 +227,15 @@ class HloDiffView:
         """The notes under the table: why FLOPs differ (`_fft_note`), and when the
         optimized program's source places were not read (`ProgramMatch.places_unread`)."""
         notes = [self._fft_note] if self._fft_note else []
-        if self.places_unread:
-            a, b = self.labels
+        a, b = self.labels
+        if self.places_unread and self.from_cache:
+            notes.append(
+                f"{b} came from JAX's persistent compile cache, whose programs keep the "
+                "source places of the compile that stored them, so its places may be stale "
+                "and were not read: ops fused by XLA and parts of split ops were found by "
+                "op_name and data flow alone."
+            )
+        elif self.places_unread:
             notes.append(
                 f"No source place of {b} is one of {a}'s (a program served from JAX's "
                 "persistent compile cache keeps the places of the compile that stored it), "
@@ -430,6 +441,7 @@ def diff_graph(
     times_a: Mapping[str, float] | None = None,
     times_b: Mapping[str, float] | None = None,
     stage: str | None = None,
+    from_cache: bool = False,
 ) -> HloDiffView:
     """Compare two HLO programs side by side: both graphs, matched group by group.
 
@@ -446,6 +458,10 @@ def diff_graph(
       times_a, times_b: measured seconds per run by instruction name
         (``Profile.instruction_seconds()``), or None.
       stage: ``"optimized"`` or ``"lowered"``, shown beside each graph's title.
+      from_cache: ``b`` is an optimized program JAX's persistent compile cache served
+        (``tpukit.Compiled.from_cache``; ``tpukit.diff`` passes it): its source places
+        may be those of the compile that stored it, so they are not read, and a note
+        says so.
 
     Returns:
       An `HloDiffView`: shown by notebooks; ``rows()``, ``repr``, ``save(path)``.
@@ -471,4 +487,4 @@ def diff_graph(
         graph(hlo, title=label, stage=stage, times=times)
         for hlo, label, times in ((a, labels[0], times_a), (b, labels[1], times_b))
     ]
-    return HloDiffView(graphs[0], graphs[1], labels=(labels[0], labels[1]))
+    return HloDiffView(graphs[0], graphs[1], labels=(labels[0], labels[1]), from_cache=from_cache)
