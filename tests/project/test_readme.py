@@ -100,6 +100,8 @@ def test_every_readme_block_runs_as_written_in_one_fresh_kernel(tour):
     assert "Stored as train_step_compiled." in text_of(cell(tour, "%%tpu_compile train_step"))
     assert "median" in text_of(cell(tour, "logits = predict_compiled"))
     assert "HLO diff: f32 (dense) vs bf16 (dense)" in text_of(cell(tour, "def dense"))
+    one_compile = cell(tour, "tpukit.diff(f32_compiled, f32_compiled")
+    assert "HLO diff: lowered (dense) vs optimized (dense)" in text_of(one_compile)
 
 
 def test_the_readme_plots_show_in_the_order_called_and_the_roofline_is_placed(tour):
