@@ -18,7 +18,8 @@ import pytest
 from tpukit.graph import _graph_wire
 from tpukit.graph._graph_data import GraphTree
 from tpukit.graph._graph_lines import DeferredBytes, SlicedLines, deferred_lines
-from tpukit.graph._graph_payload import graph_wire
+from tpukit.graph._graph_nodes import display_cut
+from tpukit.graph._graph_payload import _rest_cut, graph_wire
 from tpukit.graph._graph_wire import decode_payload, encode_wire, wire_bytes, wire_parts
 from tpukit.hlo import parse_hlo
 
@@ -116,3 +117,59 @@ def test_figures_beyond_32_bits_are_doubles_made_as_they_are_deflated():
     assert len(deferred) == 1
     assert bytes(next(deferred[0].pieces())) == array("d", [2**40, 3, 0]).tobytes()
     assert b"".join(_graph_wire._pieces(parts)) == wire_bytes(wire)
+
+
+# Rows the parser reads whole (`_fast_rows`) of every kind a text's cut can be, with the
+# same rest (the text after the operands) met twice: metadata last, after other pieces, in
+# the middle, a value with braces, quotes and the word "metadata", a ROOT, a line longer
+# than the panel shows, one whose operands read ", metadata={".
+_EXP = '{op_name="jit(f)/exp" source_file="f.py" source_line=4}'
+_ROWS = f"""HloModule rows
+
+ENTRY main {{
+  p0 = f32[4]{{0}} parameter(0), metadata={{op_name="jit(f)/p" source_file="f.py" source_line=3}}
+  p1 = f32[4]{{0}} parameter(1)
+  a = f32[4]{{0}} exponential(p0), metadata={_EXP}
+  b = f32[4]{{0}} exponential(p1), metadata={_EXP}
+  c = f32[4]{{0}} custom-call(a), custom_call_target="t", metadata={{op_name="jit(f)/c"}}, backend_config="x"
+  d = f32[4]{{0}} negate(c), metadata={{op_name="jit(f)/{{d}}" source_file="metadata.py"}}
+  e = f32[4]{{0}} negate(d), metadata={{op_name="jit(f)/metadata \\"q\\""}}
+  g = f32[4]{{0}} custom-call(e), custom_call_target="long", backend_config="{_LONG}"
+  h = f32[4]{{0}} custom-call(g, metadata={{x}}), custom_call_target="odd"
+  i = f32[4]{{0}} broadcast(h), dimensions={{0}}, metadata={{op_name="jit(f)/i"}}
+  ROOT r = f32[4]{{0}} add(i, b), metadata={{op_name="jit(f)/r"}}
+}}
+"""
+
+
+@pytest.mark.parametrize("module", [_ROWS, _ROWS.replace('"jit(f)/r"', '"jit(f)/r\u00e9"')])
+def test_a_rows_text_is_cut_from_its_rest_alone_with_the_line_by_line_cut(module, monkeypatch):
+    """The typed wire cuts a parser's row where `display_cut` does, found from its rest
+    (`_graph_payload._rest_cut`) once per distinct rest: the page is the one the line by
+    line cut gives (the untyped wire), and `display_cut` reads only the lines whose rest
+    cannot tell (metadata among other pieces, "metadata" in its value), a line too long
+    for the panel, one where ", metadata={" starts before the rest (not these: metadata
+    last or none), or every line where the module's text is not ASCII."""
+    from tpukit.graph import _graph_payload
+
+    data = GraphTree(parse_hlo(module))
+    plain = graph_wire(data, "t", "optimized")
+    read, rests = [], []
+    monkeypatch.setattr(
+        _graph_payload,
+        "display_cut",
+        lambda instr, *args: read.append(instr.name) or display_cut(instr, *args),
+    )
+    monkeypatch.setattr(
+        _graph_payload,
+        "_rest_cut",
+        lambda rest: rests.append(rest) or _rest_cut(rest),
+        raising=False,  # (main has none: the test fails on what it reads)
+    )
+    typed = graph_wire(data, "t", "optimized", typed=True)
+    assert encode_wire(typed, spend=True) == encode_wire(plain)
+    if module.isascii():
+        assert not {"p0", "p1", "a", "b", "i", "r"} & set(read) and {"g", "h"} <= set(read)
+        assert len(rests) == len(set(rests)) and rests.count(", metadata=" + _EXP) == 1
+    else:
+        assert len(read) == 11 and not rests

@@ -22,7 +22,13 @@ from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_frame import FRAME_H, FRAME_W
 from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_lines import SlicedLines
-from tpukit.graph._graph_nodes import OpFacts, clip, display_cut, totals_label
+from tpukit.graph._graph_nodes import (
+    OpFacts,
+    _metadata_ends,
+    clip,
+    display_cut,
+    totals_label,
+)
 from tpukit.graph._graph_parts import PART_LABEL
 from tpukit.graph._graph_schema import CATEGORIES, INSTRUCTION, PART, schema_payload
 from tpukit.graph._graph_wire import (
@@ -239,6 +245,8 @@ def _instruction_columns(
     by_meta: dict[int, tuple[int, int, int]] = {}
     by_line: dict[tuple[str, int], tuple[str, str]] = {}
     tails: dict[str, str] = {}
+    rests: dict[str, int] = {}  # a row's text after its operands -> where its text ends there
+    ascii_sources: dict[int, bool] = {}  # (a module's text, checked once)
     instrs, notes, module = data.instr, data.notes, data.module
     written_from = lines.written_from if typed and sliced is None else None  # type: ignore[union-attr]
     for node in _last_first(n, nodes, written_from):
@@ -261,28 +269,57 @@ def _instruction_columns(
         label = labels[node]
         if opcode == "while":
             label, note = loops[node] = _loop_label(instr, module, label, notes.get(node))
-        line_text = instr.text
-        cut = display_cut(instr, tails, line_text)
-        plain = sliced is not None and cut.__class__ is int and cut <= _TEXT_LIMIT  # type: ignore[operator]
-        if plain and line_text.isascii() and "\n" not in line_text:
-            # `split_head` of ``line_text[:cut]``, kept as where its rest lies
-            head, start = f"%{label} = {written} {opcode}", 0
-            if line_text.startswith(head, 0, cut):
-                head_kind[node], start = 1, len(head)
-            elif line_text.startswith("ROOT ", 0, cut) and line_text.startswith(head, 5, cut):
-                head_kind[node], start = 2, len(head) + 5
-            sliced.cut(node, start, cut)
-        else:
-            line_text = cut if cut.__class__ is str else line_text[:cut]  # type: ignore[index]
-            if len(line_text) > _TEXT_LIMIT:
-                line_text = clip(line_text, _TEXT_LIMIT)
-            if wire:  # `split_head`, inline: it runs for every instruction
-                head = f"%{label} = {written} {opcode}"
-                if line_text.startswith(head):
-                    head_kind[node], line_text = 1, line_text[len(head) :]
-                elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
-                    head_kind[node], line_text = 2, line_text[len(head) + 5 :]
-            text[node] = line_text
+        cut_whole = True  # (a text not cut in place below)
+        if sliced is not None and instr._end == -1 and instr._attributes is None:
+            # A parser's row (`_fast_rows`): its line is ``whole[at:]`` to its line break,
+            # and where no ", metadata={" starts before its rest (the text after its
+            # operands), `display_cut` follows from the rest alone: found once per rest.
+            whole, at, rest_at = instr._text, instr._at, instr._rest_at
+            ascii = ascii_sources.get(id(whole))
+            if ascii is None:
+                ascii = ascii_sources[id(whole)] = whole.isascii()
+            end = whole.find("\n", at)
+            if ascii and end >= 0 and whole.find(", metadata={", at, at + rest_at + 11) < 0:
+                rest = whole[at + rest_at : end]
+                in_rest = rests.get(rest)
+                if in_rest is None:
+                    if len(rests) >= _RESTS_KEPT:  # (most rests repeat near each other)
+                        rests.clear()
+                    in_rest = rests[rest] = _rest_cut(rest)
+                cut = rest_at + in_rest
+                if in_rest >= 0 and cut <= _TEXT_LIMIT:  # `split_head`, as below, in place
+                    head, start = f"%{label} = {written} {opcode}", 0
+                    if whole.startswith(head, at, at + cut):
+                        head_kind[node], start = 1, len(head)
+                    elif whole.startswith("ROOT ", at, at + cut) and whole.startswith(
+                        head, at + 5, at + cut
+                    ):
+                        head_kind[node], start = 2, len(head) + 5
+                    sliced.cut(node, start, cut)
+                    cut_whole = False
+        if cut_whole:
+            line_text = instr.text
+            cut = display_cut(instr, tails, line_text)
+            plain = sliced is not None and cut.__class__ is int and cut <= _TEXT_LIMIT  # type: ignore[operator]
+            if plain and line_text.isascii() and "\n" not in line_text:
+                # `split_head` of ``line_text[:cut]``, kept as where its rest lies
+                head, start = f"%{label} = {written} {opcode}", 0
+                if line_text.startswith(head, 0, cut):
+                    head_kind[node], start = 1, len(head)
+                elif line_text.startswith("ROOT ", 0, cut) and line_text.startswith(head, 5, cut):
+                    head_kind[node], start = 2, len(head) + 5
+                sliced.cut(node, start, cut)
+            else:
+                line_text = cut if cut.__class__ is str else line_text[:cut]  # type: ignore[index]
+                if len(line_text) > _TEXT_LIMIT:
+                    line_text = clip(line_text, _TEXT_LIMIT)
+                if wire:  # `split_head`, inline: it runs for every instruction
+                    head = f"%{label} = {written} {opcode}"
+                    if line_text.startswith(head):
+                        head_kind[node], line_text = 1, line_text[len(head) :]
+                    elif line_text.startswith("ROOT ") and line_text.startswith(head, 5):
+                        head_kind[node], line_text = 2, line_text[len(head) + 5 :]
+                text[node] = line_text
         meta = instr.metadata
         said = by_meta.get(id(meta))
         if said is None:
@@ -293,6 +330,25 @@ def _instruction_columns(
         "text": lines.column() if typed else text, "scope": scope, "location": location,
         "source": source, "loops": loops, "textHead": head_kind,
     }  # fmt: skip
+
+
+#: The rests `_rest_cut` keeps at most (the dict is emptied then).
+_RESTS_KEPT = 4096
+
+
+def _rest_cut(rest: str) -> int:
+    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
+    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
+    ``len(rest)`` without metadata, where the metadata starts when it ends the line
+    (`_metadata_ends`, which reads from the rest on alone).
+
+        >>> _rest_cut(', dimensions={0}, metadata={op_name="a"}'), _rest_cut(", index=1")
+        (16, 9)
+    """
+    at = rest.find(", metadata={")
+    if at < 0:
+        return len(rest)
+    return at if _metadata_ends(rest, at, 0) else -1
 
 
 def _last_first(
