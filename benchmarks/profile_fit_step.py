@@ -26,8 +26,9 @@ call beyond the scan, in wall time, the process's CPU time and the calling threa
 Prints a table and writes ``benchmarks/results/profile_fit_step-<platform>.json``.
 Targets: fit's guarded step at most 1.05x the scan, and guard-on within 5% of
 guard-off, for both models (issue 18); fit's host time per 8-step call at most 0.5 ms
-beyond the scan's, and 3-epoch calls on host arrays at most 1.05x the scan's time
-(issue 39); printed as PASS or FAIL (exit status 1 on a FAIL). The load average
+beyond the scan's, judged twice, as wall time and as the calling thread's CPU time, and
+3-epoch calls on host arrays at most 1.05x the scan's time (issue 39); printed as PASS
+or FAIL (exit status 1 on a FAIL). The load average
 before and after the calls is printed and kept: on a CPU the device's threads share
 the cores with everything else, and each call's Python runs on caches the device's
 work has just emptied (tpukit's host work per call costs several times what it costs
@@ -289,9 +290,15 @@ def main() -> int:
         host = host_call(calls, 1)
         failed |= not verdict(
             host["beyond_scan_ms"] <= 0.5,
-            f"fit's host time per 8-step call beyond the scan's: "
-            f"{host['beyond_scan_ms']:.2f} ms wall, {host['cpu_beyond_scan_ms']:.2f} ms CPU, "
-            f"{host['host_beyond_scan_ms']:.2f} ms on the calling thread (target <= 0.5 ms)",
+            f"fit's host time per 8-step call beyond the scan's, as wall time: "
+            f"{host['beyond_scan_ms']:.2f} ms (process CPU {host['cpu_beyond_scan_ms']:.2f} ms; "
+            "target <= 0.5 ms)",
+        )
+        # the host's own work, which a loaded machine moves far less than wall time
+        failed |= not verdict(
+            host["host_beyond_scan_ms"] <= 0.5,
+            f"fit's host time per 8-step call beyond the scan's, as the calling thread's "
+            f"CPU time: {host['host_beyond_scan_ms']:.2f} ms (target <= 0.5 ms)",
         )
         three = host_call(calls, 3)
         failed |= not verdict(

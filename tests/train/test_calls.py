@@ -16,10 +16,10 @@ import optax
 from flax import nnx
 
 from tpukit.train import TrainingState, fit
+from tpukit.train._collaborators import Checkpointing
 from tpukit.train._data import content_fingerprint, kept_resident
 from tpukit.train._kept import KeptForModel
 from tpukit.train._progress import EpochBar, Speed
-from tpukit.train._run import Checkpointing
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(96, 8)).astype(np.float32)

@@ -18,7 +18,7 @@ from flax import nnx
 import tpukit
 from tests._support.numerics import approx_across_processors, assert_close_across_processors
 from tpukit.measure import DevicePeak
-from tpukit.train import History, NonFiniteLossError, _fit, _progress, evaluate, fit
+from tpukit.train import History, NonFiniteLossError, _collaborators, _progress, evaluate, fit
 from tpukit.train._data import epoch_indices, epoch_key
 from tpukit.train._steps import resident_execution
 
@@ -291,7 +291,7 @@ def test_progress_in_a_notebook_is_an_html_line_per_epoch_updated_in_place(monke
 
 def test_progress_shows_mfu_from_one_steps_flops_when_the_peak_is_known(monkeypatch, capsys):
     peak = DevicePeak("test chip", bf16_tflops=1e-6, hbm_gbps=1.0)  # 1 MFLOP/s
-    monkeypatch.setattr(_fit, "peak_for", lambda kind: peak)
+    monkeypatch.setattr(_collaborators, "peak_for", lambda kind: peak)
     counted = []
     monkeypatch.setattr(_progress.Speed, "describe", _recording(_progress.Speed.describe, counted))
     fit(MLP(nnx.Rngs(9)), optax.adam(1e-2), (X, Y), epochs=1, batch_size=64, steps_per_execution=2)

@@ -11,7 +11,7 @@ import optax
 from flax import nnx
 
 from tpukit.train import fit
-from tpukit.train._run import Checkpointing
+from tpukit.train._collaborators import Checkpointing
 
 rng = np.random.default_rng(0)
 X = rng.normal(size=(96, 8)).astype(np.float32)

@@ -3,7 +3,9 @@
 :class:`~tpukit.train._run.Run` reports each compiled call to them:
 :class:`Progress` keeps the epoch line (``_progress.EpochBar``), :class:`InputWait`
 says when streamed input kept the device waiting, and :class:`Checkpointing` says
-when the run saves and what a checkpoint records besides the arrays.
+when the run saves and what a checkpoint records besides the arrays. The run makes
+them (:class:`Collaborators`) once its first call is dispatched, so the device does
+not wait on them.
 
 Example::
 
@@ -16,9 +18,15 @@ Example::
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
+
+import jax
 
 import tpukit.checkpoint as _checkpoint
+from tpukit.measure import peak_for
 
+from ._flat import FlatState
+from ._guard import NonFiniteGuard
 from ._history import History
 from ._progress import EpochBar, Speed
 from ._setup import RunSpec
@@ -139,3 +147,29 @@ class Checkpointing:
 
     def close(self) -> None:
         self.store.close()
+
+
+class Collaborators(NamedTuple):
+    """What a run reports its calls to besides its history: the line, the NaN guard and
+    the checkpoints (``None`` without a ``checkpoint_dir``)."""
+
+    progress: Progress
+    guard: NonFiniteGuard
+    checkpointing: Checkpointing | None
+
+    @classmethod
+    def of(
+        cls, spec: RunSpec, state: FlatState, show: bool, store: _checkpoint.RunCheckpoints | None
+    ) -> Collaborators:
+        """Those of a run of ``spec`` from ``state``; ``show``: the line is drawn."""
+        peak = peak_for(jax.devices()[0].device_kind) if show else None
+        placed = getattr(spec.source, "kept", None)
+        return cls(
+            Progress(
+                show,
+                Speed(spec.batch_size, peak, jax.device_count()),
+                placed.note() if placed is not None else "",
+            ),
+            NonFiniteGuard(state),
+            Checkpointing(store, spec) if store is not None else None,
+        )

@@ -32,6 +32,7 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 import warnings
@@ -47,12 +48,12 @@ from jax.sharding import Mesh, PartitionSpec
 import tpukit.checkpoint as _checkpoint
 from tpukit._errors import user_facing
 from tpukit.compilation import Compiled, Signature, bind_arguments, compile_lowering
-from tpukit.measure import peak_for
 
 from ._again import StaleSetUp
+from ._collaborators import Collaborators
 from ._data import StaleData
 from ._flat import FlatState
-from ._guard import NonFiniteGuard, NonFiniteLossError
+from ._guard import NonFiniteLossError
 from ._history import History
 from ._kept import KeptForModel
 from ._losses import Metric
@@ -66,8 +67,7 @@ from ._options import (
     with_options_doc,
 )
 from ._program import ProgramFingerprint
-from ._progress import Speed
-from ._run import Checkpointing, Progress, Run
+from ._run import Run
 from ._setup import RunSpec, prepare
 from ._state import Position, TrainingState
 from ._validate import check_module, check_optimizer
@@ -247,24 +247,18 @@ class Trainer:
         show = options.verbose and jax.process_index() == 0
         if show and not said_sharding:
             print(f"tpukit.fit: {history.sharding}", flush=True)
-        speed = Speed(
-            spec.batch_size,
-            peak_for(jax.devices()[0].device_kind) if show else None,
-            jax.device_count(),
-        )
-        placed = getattr(spec.source, "kept", None)
         run = Run(
             spec,
             self.model,
             position,
             history,
-            Progress(show, speed, placed.note() if placed is not None else ""),
-            NonFiniteGuard(start),
-            Checkpointing(store, spec) if store is not None else None,
+            # made once the first call is dispatched: the device does not wait on them
+            functools.partial(Collaborators.of, spec, start, show, store),
             prepared.evaluator,
             started=started,
             kept=kept,
             unverified=prepared.unverified,
+            show=show,
         )
         if not on_devices:  # (placed already when the last call wrote it)
             start = FlatState.of(*self.plan.put_state(*start.tree()))

@@ -35,7 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from tpukit.display import format_seconds, kernel_shell
+from tpukit.compilation import compiles, record_count
+from tpukit.display import format_count, format_seconds, kernel_shell
 from tpukit.hlo import executed, parse_hlo
 from tpukit.measure import DevicePeak
 
@@ -85,6 +86,45 @@ def compile_count(fn: Any) -> int | None:
     """How many programs a jitted ``fn`` has compiled (``None`` when JAX does not say)."""
     size = getattr(fn, "_cache_size", None)
     return size() if callable(size) else None
+
+
+#: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's
+#: indices: ``_mesh.Plan.put_replicated``): they compile in the first epoch of a call,
+#: again for sizes an earlier ``fit`` did not use.
+FIRST_EPOCH_PROGRAMS = frozenset({"fit_step", "run", "put_indices"})
+
+
+def compile_mark() -> int:
+    """``tpukit.compiles().end``, the ledger's bookmark: how many compiles it holds, read
+    without building ``compiles()``'s view (three per call, some 60 µs in situ)."""
+    return record_count()
+
+
+def unexpected_compiles(start: int, first_epoch_end: int) -> str | None:
+    """The line a run says when a call compiled that should not have: a function
+    compiled again inside the epochs, or anything compiled after the first epoch (whose
+    first call, last shorter call and first evaluation compile once), from the ledger's
+    mark ``start`` on; ``None`` when none did. tpukit's other functions (the checkpoint's
+    checksums, compiled at the first save for the state's shapes) are its own business,
+    not the run's."""
+    found = compiles(since=start, ops=False).filter(
+        where=lambda r: (
+            (not r.internal or r.function in FIRST_EPOCH_PROGRAMS)
+            and (
+                r.number >= first_epoch_end
+                or (r.recompile and r.function not in FIRST_EPOCH_PROGRAMS)
+            )
+        )
+    )
+    if not found:
+        return None
+    first = found[0]
+    why = f": {first.reason}" if first.reason else ""
+    return (
+        f"tpukit.fit: {format_count(len(found), 'compile')} inside the epochs after the first "
+        f"call, which should have none ({first.function}{why}); "
+        f"tpukit.compiles(since={start}) shows them"
+    )
 
 
 class EpochBar:

@@ -2,12 +2,12 @@
 
 :class:`Run` is complete when constructed: it holds the ``RunSpec`` (everything
 fixed for the call, made by ``_setup.prepare``), where the run is (``Position``),
-the :class:`~tpukit.train.History`, and one collaborator per job:
-:class:`Progress` (the epoch line) and :class:`Checkpointing` (when to save and what),
-both in ``_collaborators``,
-:class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop) and the ``Evaluator``
-(``eval_data`` after each epoch). :meth:`Run.train` is the loop that starts compiled
-calls and hands their figures to them.
+the :class:`~tpukit.train.History`, the ``Evaluator`` (``eval_data`` after each epoch)
+and how to make the other collaborators, one per job (``_collaborators.Collaborators``):
+``Progress`` (the epoch line), ``Checkpointing`` (when to save and what) and
+:class:`~tpukit.train._guard.NonFiniteGuard` (the NaN stop). It makes them once its
+first call is dispatched, so that the device does not wait on them. :meth:`Run.train`
+is the loop that starts compiled calls and hands their figures to them.
 
 Example::
 
@@ -17,30 +17,30 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import jax
-import numpy as np
 from flax import nnx
 
 from tpukit._interrupts import HeldInterrupt, deferred_interrupts, held_interrupts
-from tpukit.compilation import compiles, device_capacity, record_count
-from tpukit.display import format_count
+from tpukit.compilation import device_capacity
 from tpukit.runtime import devices_of, one_at_a_time
 
 from . import _steps
 from ._again import StaleSetUp
-from ._collaborators import Checkpointing, InputWait, Progress
+from ._collaborators import Collaborators, InputWait
 from ._data import ResidentData, StaleData
+from ._figures import Figures
 from ._flat import FlatState
-from ._guard import NonFiniteGuard, replay_origin
+from ._guard import replay_origin
 from ._history import History
 from ._kept import KeptForModel
 from ._kept_split import KeptSplit
-from ._progress import compile_count
+from ._progress import compile_count, compile_mark, unexpected_compiles
 from ._setup import (
     Evaluator,
     RunSpec,
@@ -60,7 +60,7 @@ class _Flight:
     fn: _steps.Step
     data: dict
     state: FlatState  # (params, rest, opt_state) after its steps
-    stats: dict
+    stats: Figures
     dispatched: float  # time.perf_counter() at dispatch
     compiled: bool  # whether dispatching it compiled the function
 
@@ -74,21 +74,19 @@ class Run:
         model: nnx.Module,
         position: Position,
         history: History,
-        progress: Progress,
-        guard: NonFiniteGuard,
-        checkpointing: Checkpointing | None,
+        collaborators: Callable[[], Collaborators],
         evaluator: Evaluator | None,
         started: float | None = None,
         kept: KeptForModel | None = None,
         unverified: Callable[[], bool] | None = None,
+        show: bool = False,
     ):
         self.spec = spec
         self.model = model
         self.position = position
         self.history = history
-        self.progress = progress
-        self.guard = guard
-        self.checkpointing = checkpointing
+        self._collaborators = collaborators  # made at the first dispatch (``_made``)
+        self.show = show  # whether the progress line is drawn
         self.evaluator = evaluator
         self.names = ("loss", *spec.objective.metric_names)
         self.state: FlatState | None = None
@@ -114,6 +112,16 @@ class Run:
         # A repeated set-up's checks, made while the first call runs (``_again``): until
         # they pass, nothing is applied or written back (the model may not be the set-up's)
         self._unverified = unverified
+
+    @functools.cached_property
+    def _made(self) -> Collaborators:
+        """The progress line, NaN guard and checkpoints: made once the first call is
+        dispatched (:meth:`_dispatch`), or at the first use before (a run that stops)."""
+        return self._collaborators()
+
+    progress = property(lambda self: self._made.progress)
+    guard = property(lambda self: self._made.guard)
+    checkpointing = property(lambda self: self._made.checkpointing)
 
     # ----------------------------------------------------------------- the loop
     def train(self, state: FlatState) -> History:
@@ -151,9 +159,11 @@ class Run:
                 self._held.deliver()
                 raise
             if compile_mark() != start:  # something compiled: was it the run's first epoch?
-                self._say_compiles(
+                note = unexpected_compiles(
                     start, compile_mark() if first_epoch_end is None else first_epoch_end
                 )
+                if note and self.show:
+                    print(note, flush=True)
             if self.checkpointing:
                 self._save()
         except KeyboardInterrupt:
@@ -177,13 +187,8 @@ class Run:
         dropped, unread.
         """
         pos = self.position
-        self.progress.start_epoch(
-            pos.epoch + 1,
-            self.spec.options.epochs,
-            self.spec.steps_per_epoch,
-            initial=pos.step,
-            started=self._epoch_start,
-        )
+        if self.show:  # drawn before a call that compiles in its dispatch
+            self._start_epoch()
         flight, calls = self._next_epoch or (None, None)
         self._next_epoch = None
         self._held.deliver()  # a ^C held while this epoch's first call was dispatched ahead
@@ -191,6 +196,8 @@ class Run:
         if flight is None:
             pending = next(calls, None)
             flight = self._dispatch(pending, self.state) if pending is not None else None
+        if not self.show:  # (only book-keeping: once the device has its call)
+            self._start_epoch()
         while flight is not None:
             t1 = time.perf_counter()
             pending = next(calls, None)  # the next chunk's transfer overlaps this call
@@ -223,10 +230,19 @@ class Run:
             flight = following
         self._finish_epoch(self.state)
 
+    def _start_epoch(self) -> None:
+        pos = self.position
+        self.progress.start_epoch(
+            pos.epoch + 1,
+            self.spec.options.epochs,
+            self.spec.steps_per_epoch,
+            initial=pos.step,
+            started=self._epoch_start,
+        )
+
     def _dispatch(self, pending: tuple[int, _steps.Step, dict], state: FlatState) -> _Flight:
         """Start one compiled call on ``state``; its results stay on the device."""
         steps, fn, data = pending
-        self.progress.speed.count_flops(fn, (state, data), steps)
         before = compile_count(fn)
         dispatched = time.perf_counter()
         try:
@@ -235,7 +251,9 @@ class Run:
             if self._unverified is not None:  # an array of a stale set-up deleted, say
                 self._verify()
             raise
-        return _Flight(steps, fn, data, new_state, stats, dispatched, compile_count(fn) != before)
+        compiled = compile_count(fn) != before
+        self.progress.speed.count_flops(fn, (state, data), steps)  # (MFU) the trace is made
+        return _Flight(steps, fn, data, new_state, stats, dispatched, compiled)
 
     def _ahead_of(self, flight: _Flight, pending: tuple | None) -> _Flight | None:
         """Dispatch the call after ``flight`` on its result before reading it back, when
@@ -290,7 +308,7 @@ class Run:
         the call is kept.)
         """
         state, diagnosed = fn.diagnosis()(self.state, data)
-        diagnosed = jax.device_get(diagnosed)
+        diagnosed = _on_host(diagnosed)
         if int(diagnosed["bad_step"]) < 0:
             zero = {n: 0.0 for n in self.names}
             return self.state, {**zero, "steps": 0, "bad_step": 0, "finite": None}
@@ -396,7 +414,7 @@ class Run:
             pos.epoch_sums = {}
         self.progress.end_epoch(figures)  # closed after the epoch's checkpoint (`_run`)
         note = self.input.verdict()
-        if note and self.progress.show:
+        if note and self.show:
             self.progress.close_epoch()
             print(f"tpukit.fit: {note}", flush=True)
 
@@ -442,31 +460,6 @@ class Run:
         changed = [k for k in unchecked if not k.unchanged()]
         if changed:
             raise StaleData([k.name for k in changed])
-
-    def _say_compiles(self, start: int, first_epoch_end: int) -> None:
-        """Say so when a call compiled that should not have: a function compiled again
-        inside the epochs, or anything compiled after the first epoch (whose first call,
-        last shorter call and first evaluation compile once); the ledger says what and
-        why. tpukit's other functions (the checkpoint's checksums, compiled at the first
-        save for the state's shapes) are its own business, not the run's."""
-        found = compiles(since=start, ops=False).filter(
-            where=lambda r: (
-                (not r.internal or r.function in FIRST_EPOCH_PROGRAMS)
-                and (
-                    r.number >= first_epoch_end
-                    or (r.recompile and r.function not in FIRST_EPOCH_PROGRAMS)
-                )
-            )
-        )
-        if found and self.progress.show:
-            first = found[0]
-            why = f": {first.reason}" if first.reason else ""
-            print(
-                f"tpukit.fit: {format_count(len(found), 'compile')} inside the epochs after the first "
-                f"call, which should have none ({first.function}{why}); "
-                f"tpukit.compiles(since={start}) shows them",
-                flush=True,
-            )
 
     def _stop(self, stats: dict, flight: _Flight) -> None:
         """Raise the guard's error, with where the bad step's first NaN came from;
@@ -521,7 +514,7 @@ class Run:
             "with the same data continues exactly where this run stopped."
         )
         self.history.stopped = message
-        if self.progress.show:
+        if self.show:
             print(f"tpukit.fit: {message}", flush=True)
 
     def _write_back(self, state: FlatState) -> None:
@@ -554,11 +547,6 @@ class Run:
             last.written = state if live else None
 
 
-#: fit's own jitted functions (the step, the evaluation, the copy that sends an epoch's
-#: indices: ``_mesh.Plan.put_replicated``): they compile in the first epoch of a call,
-#: again for sizes an earlier ``fit`` did not use.
-FIRST_EPOCH_PROGRAMS = frozenset({"fit_step", "run", "put_indices"})
-
 #: Calls are dispatched ahead only while a third copy of the training state (the
 #: applied one, the current call's result, the next call's) takes at most this share
 #: of a device's memory; for a state that large a call is long and the gap small.
@@ -582,17 +570,9 @@ def _kept_of(source: Any) -> bool:
     return getattr(source, "kept", None) is not None
 
 
-def _on_host(stats: dict) -> dict:
-    """A call's figures as NumPy values: what ``jax.device_get`` gives, read leaf by leaf
-    (a call's few scalars in a flat dict; ``device_get`` spends some 100 µs of host
-    time on them, ``jax.tree.map`` some 10)."""
-    return {name: np.asarray(value) for name, value in stats.items()}
-
-
-def compile_mark() -> int:
-    """``tpukit.compiles().end``, the ledger's bookmark: how many compiles it holds, read
-    without building ``compiles()``'s view (three per call, some 60 µs in situ)."""
-    return record_count()
+def _on_host(stats: Figures) -> dict:
+    """A call's figures as a dict of NumPy values, read back in one piece (``_figures``)."""
+    return stats.on_host()
 
 
 def _live(leaves: list) -> bool:

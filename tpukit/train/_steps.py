@@ -42,6 +42,7 @@ from tpukit.compilation import LEAF_NAMES, Calling, module_scopes
 from tpukit.runtime import devices_of, settled
 
 from ._exceptions import TrainingTypeError
+from ._figures import Figures, Layout, pack
 from ._flat import FlatState, Parts
 from ._hidden_gradients import hidden_gradients, inexact, inexact_leaves, inexact_names
 from ._mesh import Plan
@@ -309,39 +310,54 @@ class Step:
         self._diagnosis = diagnosis
         self._devices: tuple | None = None  # the program's, read from its first result
         self._replay = replay
-        self._jitted: dict[Any, Callable] = {}  # by the state's treedef
-        self._last: tuple[Parts | None, Callable | None] = (None, None)
+        self._jitted: dict[Any, tuple[Callable, list]] = {}  # by the state's treedef
+        self._last: tuple[Parts | None, Callable | None, list] = (None, None, [])
 
     def jitted(self, parts: Parts) -> Callable:
         """The :func:`jax.jit` function over ``(leaves, data)`` for states of ``parts``'
-        structure: it returns ``(new leaves, stats)``."""
-        last_parts, fn = self._last
-        if last_parts is parts:
-            return fn
+        structure: it returns ``(new leaves, (packed, apart))``, the stats packed
+        (``_figures.pack``) as :meth:`layout` says."""
+        return self._program(parts)[1]
+
+    def layout(self, parts: Parts) -> Layout:
+        """Where the stats lie in the packed output of :meth:`jitted` for ``parts``
+        (known once it is traced)."""
+        return self._program(parts)[2][0]
+
+    def _program(self, parts: Parts) -> tuple[Parts, Callable, list]:
+        """``(parts, jitted function, [its layout, once traced])``, the last one kept."""
+        last = self._last
+        if last[0] is parts:
+            return last
         treedef = parts.treedef
-        fn = self._jitted.get(treedef)
-        if fn is None:
-            function = self.function
+        found = self._jitted.get(treedef)
+        if found is None:
+            function, traced = self.function, []
 
             def fit_step(leaves: list, data: dict) -> tuple:
                 *state, stats = function(*treedef.unflatten(leaves), **data)
-                return treedef.flatten_up_to(tuple(state)), stats
+                packed, apart, layout = pack(stats)
+                if traced and traced[0] != layout:  # fixed by the objective and the guard
+                    raise AssertionError(f"{self.name}'s stats changed: {layout}")
+                traced[:] = [layout]
+                return treedef.flatten_up_to(tuple(state)), (packed, apart)
 
             # the ledger names the leaves by their place in the state, as the step's
             # Calling does for the memory view and the graph
             setattr(fit_step, LEAF_NAMES, _leaf_names(treedef.unflatten(range(treedef.num_leaves))))
-            fn = self._jitted[treedef] = jax.jit(fit_step)
-        self._last = (parts, fn)
-        return fn
+            found = self._jitted[treedef] = (jax.jit(fit_step), traced)
+        self._last = last = (parts, *found)
+        return last
 
-    def __call__(self, state: FlatState, data: dict) -> tuple[FlatState, dict]:
+    def __call__(self, state: FlatState, data: dict) -> tuple[FlatState, Figures]:
         """Dispatch the call; on several simulated CPU devices, wait for it too
         (``tpukit.runtime.settled``: XLA:CPU can deadlock two such calls in flight)."""
-        leaves, stats = self.jitted(state.parts)(state.leaves, data)
+        _, fn, traced = self._program(state.parts)
+        leaves, stats = fn(state.leaves, data)
         if self._devices is None:  # a Step's mesh is fixed (it is cached per plan)
             self._devices = devices_of(stats)  # the stats: a few leaves to look at
-        leaves, stats = settled((leaves, stats), self._devices)
-        return state.like(leaves), stats
+        leaves, (packed, apart) = settled((leaves, stats), self._devices)
+        return state.like(leaves), Figures(packed, apart, traced[0])
 
     def lower(self, state: FlatState | tuple, data: dict) -> Any:
         """``jax.stages.Lowered`` of the call on these arguments (nothing runs); ``state``
@@ -349,11 +365,11 @@ class Step:
         flat = _flat(state)
         return self.jitted(flat.parts).lower(flat.leaves, data)
 
-    @staticmethod
-    def calling(state: FlatState | tuple) -> Calling:
+    def calling(self, state: FlatState | tuple) -> Calling:
         """How ``tpukit.Compiled`` calls the program lowered by :meth:`lower` on
         ``state`` as ``function(params, rest, opt_state, **data)``: the three trees go
-        in as their leaves, and ``(params, rest, opt_state, stats)`` comes out."""
+        in as their leaves, and ``(params, rest, opt_state, stats)`` comes out, the
+        stats a dict again."""
         flat = _flat(state)
         treedef = flat.treedef
 
@@ -361,7 +377,8 @@ class Step:
             return (treedef.flatten_up_to(tuple(args)), kwargs)
 
         def results(out: tuple) -> tuple:
-            leaves, stats = out
+            leaves, (packed, apart) = out
+            stats = Figures(packed, apart, self.layout(flat.parts)).on_device()
             return (*treedef.unflatten(leaves), stats)
 
         def shardings(args: tuple) -> tuple[tuple, dict]:
@@ -388,7 +405,7 @@ class Step:
         return self._replay() if self._replay is not None else None
 
     def _cache_size(self) -> int:  # read by ``_progress.compile_count``
-        return sum(fn._cache_size() for fn in self._jitted.values())
+        return sum(fn._cache_size() for fn, _ in self._jitted.values())
 
 
 def _flat(state: FlatState | tuple) -> FlatState:
