@@ -195,6 +195,7 @@ def test_diff_of_the_two_stages_of_one_dump():
     after = hlo.open(DUMP, module="jit_predict", stage="optimized")
     d = tpukit.diff(before, after)
     assert d.labels == ("lowered", "optimized") and d.stage == "lowered vs optimized"
+    assert repr(d).startswith("HLO diff: lowered (jit_predict) vs optimized (jit_predict): ")
     assert (d.row("fusions").a, d.row("fusions").b) == (0, 1)
     outside = d.row("instructions outside fusions")
     assert (outside.a, outside.b) == (11, 7)  # bias add, broadcasts and relu fused into one

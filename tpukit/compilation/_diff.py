@@ -351,6 +351,8 @@ class HloDiff:
             label if label == name else f"{label} ({name})"
             for label, name in zip(self.labels, self.names)
         )
+        if self.stage == " vs ".join(self.labels):  # the labels are the stages already
+            return f"HLO diff: {a} vs {b}"
         return f"HLO diff: {a} vs {b}, {self.stage} HLO"
 
     def _report(self) -> Report:
