@@ -158,11 +158,11 @@ class Run:
                 # was dispatched ahead stops it instead (the stale error as its context)
                 self._held.deliver()
                 raise
-            if compile_mark() != start:  # something compiled: was it the run's first epoch?
+            if self.show and compile_mark() != start:  # something compiled: in the first epoch?
                 note = unexpected_compiles(
                     start, compile_mark() if first_epoch_end is None else first_epoch_end
                 )
-                if note and self.show:
+                if note:
                     print(note, flush=True)
             if self.checkpointing:
                 self._save()
