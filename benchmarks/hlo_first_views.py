@@ -457,12 +457,15 @@ def main() -> None:
     uncut = sum(row["cut"] == 0 for row in rows)
     staged = [row for row in rows if row["stage_open"] is not None]
     opened = sum(bool(row["stage_open"]) for row in staged)
+    # (shut where it and the groups above it alone open would fit: the view's own doing)
+    missed = sum(row["stage_path"].endswith(", fits") for row in staged)
     near = sum(row["clicks"] <= 2 for row in rows)
     clean = sum(not row["plumbing_open"] for row in rows)
     focused = sum(not row["lighter_open"] for row in rows)
     print(
         f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
-        f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
+        f"stage open on {opened} of {len(staged)} with stages (shut where it could fit on "
+        f"{missed}); heaviest op within 2 clicks "
         f"on {near}; none on plumbing on {clean}; no group open lighter than half of one "
         f"shut on {focused}; mean op depth {_mean(rows, 'op_depth_mean'):.3f}, mean clicks "
         f"to an op {_mean(rows, 'op_clicks_mean'):.3f} (ops outside fusions, a mean per module)"
