@@ -3,16 +3,19 @@
 For each module: the nodes and edges the text says the first view draws
 (``HloGraph.view_counts``), what the page drew (its ``data-nodes``, its edge paths), the
 boxes that lie outside the view (cut off), the scale, the view's height, the groups
-drawn open, whether the heaviest stage (`_graph_parts`) is drawn open, how many
-clicks (closed groups) lie between the view and the heaviest op (past 2, the estimated
-size with the first of them open: why the view stopped short), the groups of
-plumbing drawn open (the inputs or outputs section, a part of parameters, constants,
-tuples, their elements and bitcasts alone), and the stages and scopes drawn open that hold
-less than half the work of one the view shows closed (FLOPs, else bytes; a stage of stages
-counts as its heaviest stage, as `_first_view` ranks it; a step's passes, which open as
-they fit, aside): a light group drawn open as if it were the work; a screenshot of each output goes to
-``out/first_views/<label>``. The page is a JupyterLab-like
-notebook whose output is 1000 pixels wide (the graph's own view is 998).
+drawn open, whether the heaviest stage of ops (`_graph_parts`; one that does some work) is
+drawn open (if not, the estimated size with it and the groups above it alone open: whether
+any first view could show it), how many clicks (closed groups) lie between the view and
+the heaviest op (past 2, the estimated size with the first of them open: why the view
+stopped short), the groups of plumbing drawn open (the inputs or outputs section, a part
+of parameters, constants, tuples, their elements and bitcasts alone), the stages and
+scopes drawn open that hold less than half the work of one the view shows closed (FLOPs,
+else bytes; a stage of stages counts as its heaviest stage, as `_first_view` ranks it; a
+step's passes, which open as they fit, aside): a light group drawn open as if it were the
+work; and the mean depth of an op (outside fusions) and the mean clicks to it: how deep
+the groups put the ops and how far the view leaves them. A screenshot of each output goes
+to ``out/first_views/<label>``. The page is a JupyterLab-like notebook whose output is
+1000 pixels wide (the graph's own view is 998).
 
 The corpus: the optimized training steps of zoo models (the MNIST tutorial's step, with
 ``nnx.value_and_grad`` and optax Adam) and small JAX programs with loops, a switch, an
@@ -226,6 +229,52 @@ def _next_click(g, opened: set[int], op: int) -> str:
     return f"{data.label[first]} open: {w:.0f}x{h:.0f}, {fits}"
 
 
+def _stage_path(g, stage: int) -> str:
+    """Where the heaviest stage is shut: the drawing's estimated size (`_graph_frame`; its
+    height is the page's own) with the stage and the groups above it open, every other
+    group shut, the stage's ranks, and whether that fits the frame: if not, no first view
+    can show it open, whatever else it shuts (where this tpukit has a frame)."""
+    try:
+        from tpukit.graph._graph_frame import Frame
+        from tpukit.graph._graph_sizes import FRAME_H, FRAME_W
+    except ImportError:
+        return "-"
+    data = g._data
+    path = {0, stage}
+    node = stage
+    while node > 0:
+        node = data.parent[node]
+        path.add(node)
+    frame = Frame(data)
+    w, h = frame.size(0, path)
+    fits = "fits" if frame.fits(path) else f"does not fit {FRAME_W}x{FRAME_H}"
+    ranks = max(frame.ranks(stage)[0]) + 1
+    return f"it and {len(path) - 1} groups above open ({ranks} ranks): {w:.0f}x{h:.0f}, {fits}"
+
+
+def _depths(data, opened: set[int]) -> tuple[float, float]:
+    """The mean depth of an op outside fusions (the groups above it) and the mean clicks to
+    it from the view (its closed groups): how deep the tree puts the ops, and how far the
+    first view leaves them."""
+    from tpukit.graph._graph_nodes import INSTRUCTION
+
+    found: list[tuple[int, int]] = []
+    stack = [(0, 0, 0)]  # (group, its depth, its closed groups and itself if closed)
+    while stack:
+        node, depth, shut = stack.pop()
+        instr = data.instr[node]
+        if instr is not None and instr.opcode == "fusion":
+            continue  # (its ops are the fusion's)
+        shut += node not in opened
+        for kid in data.children[node]:
+            if data.kind[kid] == INSTRUCTION:
+                found.append((depth + 1, shut))
+            stack.append((kid, depth + 1, shut))
+    if not found:
+        return 0.0, 0.0
+    return (sum(d for d, _ in found) / len(found), sum(c for _, c in found) / len(found))
+
+
 def work(g, opened: set[int]) -> dict:
     """Where the work is and how far the drawn view is from it: the heaviest stage (a
     part of ops, holding no part or scope, with the most FLOPs, then bytes: a part that
@@ -292,18 +341,27 @@ def work(g, opened: set[int]) -> dict:
         for g in sorted(opened)
         if g and chosen(g) and any(outweighs(s, work_of(g)) for s in shut)
     ]
-    leaves = [  # a stage of ops: a part holding no group but fusions (no part, no scope)
+    leaves = [  # a stage of ops: a part holding no group but fusions (no part, no scope),
+        # and some work: a stage of parameters and constants alone is not the work
         n
         for n, k in enumerate(kind)
-        if k == PART and not any(kind[c] in (PART, SCOPE) for c in children[n]) and not in_fusion(n)
+        if k == PART
+        and not any(kind[c] in (PART, SCOPE) for c in children[n])
+        and not in_fusion(n)
+        and (flops[n] or own[n])
+        and not plumbing(n)
     ]
     stage = max(leaves, key=lambda n: (flops[n], own[n], -n)) if leaves else None
+    depth, shut_above = _depths(data, opened)
     return {
         "heaviest_op": data.label[op],
         "op_flops": flops[op],
         "clicks": clicks(op),
         "next_click": _next_click(g, opened, op) if clicks(op) > 2 else "",
         "stage_open": None if stage is None else stage in opened,
+        "stage_path": "" if stage is None or stage in opened else _stage_path(g, stage),
+        "op_depth_mean": round(depth, 3),
+        "op_clicks_mean": round(shut_above, 3),
         "op_depth": len(ancestors(op)) - 1,
         "plumbing_open": [data.label[n] for n in sorted(opened) if n and plumbing(n)],
         "lighter_open": lighter,
@@ -366,11 +424,17 @@ def measure(items, shots: pathlib.Path) -> list[dict]:
                 f"stage open {_yes(row['stage_open'])} clicks {row['clicks']} "
                 f"plumbing {len(row['plumbing_open'])} lighter {len(row['lighter_open'])} "
                 f"open: {', '.join(row['open'][1:5])}"
-                + (f" | next click: {row['next_click']}" if row["next_click"] else ""),
+                + f" | op depth {row['op_depth_mean']:.2f} clicks {row['op_clicks_mean']:.2f}"
+                + (f" | next click: {row['next_click']}" if row["next_click"] else "")
+                + (f" | stage shut: {row['stage_path']}" if row["stage_path"] else ""),
                 flush=True,
             )
         browser.close()
     return rows
+
+
+def _mean(rows: list[dict], key: str) -> float:
+    return sum(row[key] for row in rows) / max(1, len(rows))
 
 
 def _yes(value: bool | None) -> str:
@@ -393,14 +457,18 @@ def main() -> None:
     uncut = sum(row["cut"] == 0 for row in rows)
     staged = [row for row in rows if row["stage_open"] is not None]
     opened = sum(bool(row["stage_open"]) for row in staged)
+    # (shut where it and the groups above it alone open would fit: the view's own doing)
+    missed = sum(row["stage_path"].endswith(", fits") for row in staged)
     near = sum(row["clicks"] <= 2 for row in rows)
     clean = sum(not row["plumbing_open"] for row in rows)
     focused = sum(not row["lighter_open"] for row in rows)
     print(
         f"{len(rows)} modules: said = drawn on {same}, nothing cut off on {uncut}; heaviest "
-        f"stage open on {opened} of {len(staged)} with stages; heaviest op within 2 clicks "
+        f"stage open on {opened} of {len(staged)} with stages (shut where it could fit on "
+        f"{missed}); heaviest op within 2 clicks "
         f"on {near}; none on plumbing on {clean}; no group open lighter than half of one "
-        f"shut on {focused}"
+        f"shut on {focused}; mean op depth {_mean(rows, 'op_depth_mean'):.3f}, mean clicks "
+        f"to an op {_mean(rows, 'op_clicks_mean'):.3f} (ops outside fusions, a mean per module)"
     )
     out.mkdir(exist_ok=True)
     (out / f"hlo_first_views_{args.label}.json").write_text(json.dumps(rows, indent=1))
