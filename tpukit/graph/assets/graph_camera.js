@@ -19,6 +19,15 @@
 // was drawn gets its fit when it shows -- until the user zooms, pans, searches or opens a
 // group.
 //
+// A group the user opens opens in place: its top-left stays where its closed box was, so the
+// eye stays on what it clicked. When the open group fits the view there, nothing moves; when
+// it runs past an edge, the view slides (and zooms out, as far as needed and never below the
+// readable scale above) until the whole group shows (follow). A group too big even so shows
+// its start, its header and first ranks at the view's top-left, and the hint below the
+// drawing says so. Closing a group moves nothing. The slide takes MOVE_MS (none where the
+// user asks for reduced motion); the root's data-camera says "moving" meanwhile, "still"
+// after, and data-follow what the last opening did: "kept", "moved" or "start".
+//
 // Takes: parts = {root, viewport, scene, legend, hint} (the view's elements: the camera
 //   moves `scene` inside `viewport`, reads the page's small text from `legend`, writes how
 //   to zoom in `hint` and data-scale on `root`), tree (graph_tree.js: the camera opens and
@@ -31,8 +40,10 @@
 //   redrawn(before, after): after the view drew, keep a node that moved from `before` to
 //     `after` (drawing units; null: none) where it was on screen
 //   setTitle(text): the program's title, kept in view
+//   follow(i, covered): after group i opened, bring it into the view (less `covered` pixels
+//     at its right, where the panel floats)
 //   stopRefolding() (the user opened a group or searched), stopRefitting() (the user moved)
-/* global MARGIN */
+/* global MARGIN, clip */
 /* exported GraphCamera */
 
 "use strict";
@@ -42,6 +53,7 @@ var MIN_LABEL_PX = 11;    // the smallest a label may be on screen, unless the p
 var MAX_SCALE = 1.25, MIN_HEIGHT = 220;
 var HINT = "Ctrl+scroll or click to zoom \u00b7 drag to pan";
 var HINT_ACTIVE = "scroll zooms \u00b7 Esc or click outside to scroll the page";
+var MOVE_MS = 240;        // a camera move after a group opens (follow)
 
 function GraphCamera(parts) {
   this.root = parts.root;
@@ -65,7 +77,10 @@ function GraphCamera(parts) {
   this.fittedSize = "";
   this.autoHeight = "";
   this.fullHeight = 0;
-  this.hint.textContent = HINT;
+  this.note = "";          // what the hint says before how to zoom (a group bigger than the view)
+  this.move = null;        // the move under way: {to, frame}
+  this.root.setAttribute("data-camera", "still");
+  this.showHint();
   this.bind(parts.click, parts.open);
 }
 
@@ -76,6 +91,7 @@ GraphCamera.prototype.bind = function (click, open) {
 
   vp.addEventListener("pointerdown", function (event) {
     if (event.button !== 0) return;
+    self.settle();
     self.activate(true);
     drag = {x: event.clientX, y: event.clientY, tx: self.view.tx, ty: self.view.ty, moved: false,
       target: event.target, id: event.pointerId};
@@ -87,6 +103,7 @@ GraphCamera.prototype.bind = function (click, open) {
     if (!drag.moved) { drag.moved = true; vp.classList.add("tkg-panning"); vp.setPointerCapture(drag.id); }
     self.view.tx = drag.tx + dx; self.view.ty = drag.ty + dy;
     self.touched = true;
+    self.say("");
     self.apply();
   });
   function finish(event) {
@@ -128,7 +145,7 @@ GraphCamera.prototype.activate = function (on) {
   if (this.active === on) return;
   this.active = on;
   this.viewport.classList.toggle("tkg-active", on);
-  this.hint.textContent = on ? HINT_ACTIVE : HINT;
+  this.showHint();
   var doc = this.root.ownerDocument;
   if (on) {
     doc.addEventListener("keydown", this.onKey, true);
@@ -139,7 +156,20 @@ GraphCamera.prototype.activate = function (on) {
   }
 };
 
+// The hint below the drawing: the camera's note, if any, then how to zoom.
+GraphCamera.prototype.showHint = function () {
+  this.hint.textContent = (this.note ? this.note + " \u00b7 " : "") + (this.active ? HINT_ACTIVE : HINT);
+};
+
+GraphCamera.prototype.say = function (note) {
+  if (note === this.note) return;
+  this.note = note;
+  this.showHint();
+};
+
 GraphCamera.prototype.zoomAt = function (mx, my, factor) {
+  this.settle();
+  this.say("");
   var v = this.view, k = Math.min(4, Math.max(0.03, v.k * factor));
   v.tx = mx - (mx - v.tx) * k / v.k;
   v.ty = my - (my - v.ty) * k / v.k;
@@ -149,6 +179,7 @@ GraphCamera.prototype.zoomAt = function (mx, my, factor) {
 };
 
 GraphCamera.prototype.redrawn = function (before, after) {
+  this.settle();
   if (before) {
     this.view.tx += (before[0] - after[0]) * this.view.k;
     this.view.ty += (before[1] - after[1]) * this.view.k;
@@ -268,6 +299,8 @@ GraphCamera.prototype.firstView = function () {
 // `whole` (then the whole drawing shows). Later refits, on resizes, keep the choice. The
 // first fit also sets the height of the view to the drawing's, up to its default height.
 GraphCamera.prototype.fit = function (whole) {
+  this.settle();
+  this.say("");
   if (whole !== undefined) this.whole = whole;
   this.touched = false;
   var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
@@ -362,10 +395,89 @@ GraphCamera.prototype.grow = function () {
 };
 
 GraphCamera.prototype.centerOn = function (i) {
+  this.settle();
+  this.say("");
   var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600, layout = this.layout;
   this.view.k = Math.max(this.view.k, this.minScale());
   this.view.tx = vw / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
   this.view.ty = vh / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
   this.touched = true;
+  this.apply();
+};
+
+// ---------------------------------------------------------------- following an opened group
+
+// Group i just opened in place, its top-left where its closed box was: where the open group
+// fits the view as it is, nothing moves; else the view zooms out about that corner, as far
+// as needed to hold the whole group but never below the readable scale (or the scale the
+// user chose, if smaller), and slides as little as brings the group inside the margins. A
+// group bigger than the view even so shows its start: its top-left at the view's top-left.
+// `covered`: the pixels at the view's right that the panel covers. For example, a group
+// opened near the right edge that needs 300 pixels more slides left by 300, unscaled.
+GraphCamera.prototype.follow = function (i, covered) {
+  this.settle();
+  var vp = this.viewport, layout = this.layout, v = this.view;
+  var vw = vp.clientWidth, vh = vp.clientHeight;
+  if (covered && vw - covered >= 240) vw -= covered;  // a view the panel leaves too narrow: all of it
+  if (!vw || !vh) return;
+  var w = layout.w[i], h = layout.h[i], k = v.k;
+  var whole = Math.min((vw - 2 * MARGIN) / w, (vh - 2 * MARGIN) / h);
+  if (whole < k) k = Math.max(whole, Math.min(k, this.minScale()));
+  var left = v.tx + layout.x[i] * v.k, top = v.ty + layout.y[i] * v.k;  // the corner, kept while zooming
+  var dx = slide(left, w * k, vw), dy = slide(top, h * k, vh);
+  var start = w * k > vw - 2 * MARGIN + 0.5 || h * k > vh - 2 * MARGIN + 0.5;
+  var kept = k === v.k && Math.abs(dx) < 0.5 && Math.abs(dy) < 0.5;
+  this.root.setAttribute("data-follow", kept ? "kept" : start ? "start" : "moved");
+  this.say(start ? clip(this.tree.data.label[i], 40) + " is bigger than the view: its start shows, drag to see the rest" : "");
+  if (kept) return;
+  this.moveTo({k: k, tx: left + dx - layout.x[i] * k, ty: top + dy - layout.y[i] * k}, layout.x[i], layout.y[i]);
+};
+
+// How far a box from `start`, `size` long on screen, slides to lie inside a view `room` long
+// (its margins kept): as little as brings it in, or, too long for the view, to its start.
+function slide(start, size, room) {
+  var low = MARGIN, high = room - MARGIN;
+  if (size > high - low || start < low) return low - start;
+  return start + size > high ? high - (start + size) : 0;
+}
+
+// Move the view to `to` in MOVE_MS: the point (x, y) of the drawing goes in a straight line
+// on screen while the scale changes evenly (at once where the user asks for reduced motion).
+GraphCamera.prototype.moveTo = function (to, x, y) {
+  this.settle();
+  var self = this, from = this.view, root = this.root, win = root.ownerDocument.defaultView;
+  var reduced = win.matchMedia && win.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  if (reduced || !win.requestAnimationFrame) {
+    this.view = to;
+    this.apply();
+    return;
+  }
+  var sx = from.tx + x * from.k, sy = from.ty + y * from.k, ex = to.tx + x * to.k, ey = to.ty + y * to.k;
+  var began = null, move = {to: to, frame: 0, win: win};
+  function step(now) {
+    if (began === null) began = now;
+    var t = Math.min(1, (now - began) / MOVE_MS), e = 1 - Math.pow(1 - t, 3);  // eases out
+    var k = from.k * Math.pow(to.k / from.k, e);
+    self.view = {k: k, tx: sx + (ex - sx) * e - x * k, ty: sy + (ey - sy) * e - y * k};
+    if (t < 1) {
+      self.apply();
+      move.frame = win.requestAnimationFrame(step);
+    } else {
+      self.settle();
+    }
+  }
+  this.move = move;
+  root.setAttribute("data-camera", "moving");
+  move.frame = win.requestAnimationFrame(step);
+};
+
+// End the move under way, if any, where it was going (before anything else moves the view).
+GraphCamera.prototype.settle = function () {
+  var move = this.move;
+  if (!move) return;
+  this.move = null;
+  move.win.cancelAnimationFrame(move.frame);
+  this.view = move.to;
+  this.root.setAttribute("data-camera", "still");
   this.apply();
 };
