@@ -411,9 +411,10 @@ GraphCamera.prototype.centerOn = function (i) {
 // fits the view as it is, nothing moves; else the view zooms out about that corner, as far
 // as needed to hold the whole group but never below the readable scale (or the scale the
 // user chose, if smaller), and slides as little as brings the group inside the margins. A
-// group bigger than the view even so shows its start: its top-left at the view's top-left.
-// `covered`: the pixels at the view's right that the panel covers. For example, a group
-// opened near the right edge that needs 300 pixels more slides left by 300, unscaled.
+// group bigger than the view even so shows its start: where it is too tall, its top (header,
+// first ranks) at the view's top; too wide, its left edge at the view's left; and the hint
+// says so. `covered`: the pixels at the view's right that the panel covers. For example, a
+// group opened 300 pixels too far right for a view it fits slides left by 300, unscaled.
 GraphCamera.prototype.follow = function (i, covered) {
   this.settle();
   var vp = this.viewport, layout = this.layout, v = this.view;
@@ -428,7 +429,8 @@ GraphCamera.prototype.follow = function (i, covered) {
   var start = w * k > vw - 2 * MARGIN + 0.5 || h * k > vh - 2 * MARGIN + 0.5;
   var kept = k === v.k && Math.abs(dx) < 0.5 && Math.abs(dy) < 0.5;
   this.root.setAttribute("data-follow", kept ? "kept" : start ? "start" : "moved");
-  this.say(start ? clip(this.tree.data.label[i], 40) + " is bigger than the view: its start shows, drag to see the rest" : "");
+  var name = clip(this.tree.data.label[i], 40);
+  this.say(start ? name + " is bigger than the view: its start shows, drag to see the rest" : "");
   if (kept) return;
   this.moveTo({k: k, tx: left + dx - layout.x[i] * k, ty: top + dy - layout.y[i] * k}, layout.x[i], layout.y[i]);
 };
