@@ -8,12 +8,15 @@ group bigger than the view even so shows its start. Each test puts the closed gr
 opening it runs past an edge (a drag, a zoom, a shorter view), opens it and waits for the
 camera's move to end (the root's ``data-camera``), never for a time. The MLP's optimized
 step (`tests.graph.conftest.mlp_graph`); its ``dense_1`` scope opens to about 300 x 140
-drawing units. The diff's ring on the other side is in test_diff_follow.py.
+drawing units. The diff's ring on the other side is in test_diff_follow.py, whose
+JupyterLab-like page (the notebook scrolls in a panel) one test here borrows.
 """
 
 import pytest
 
-from tests._support.graph_page import LABEL_PX, open_graph
+from tests._support.graph_page import LABEL_PX, Page, open_graph
+from tests._support.notebook_page import ORIGIN
+from tests.graph.test_diff_follow import LAB_PAGE
 
 GROUP = "dense_1"
 
@@ -170,4 +173,26 @@ def test_a_group_bigger_than_the_view_at_a_readable_scale_shows_its_start(browse
     assert f"{GROUP} is bigger than the view" in opened["hint"]
     drag(page, -20, -20)  # the user moves: the hint says how to zoom again
     assert "bigger" not in boxes(page)["hint"]
+    assert page.errors == []
+
+
+def test_a_group_opened_above_the_notebooks_fold_stays_above_it(browser, mlp_graph):
+    page = Page(browser, {"/lab.html": LAB_PAGE})
+    page.page.set_viewport_size({"width": 1200, "height": 600})
+    page.page.goto(f"{ORIGIN}/lab.html")
+    page.page.evaluate("html => window.showOutput(html)", mlp_graph._repr_html_())
+    page.ready()
+    page.page.evaluate(  # the notebook scrolled so that the view starts 60 px down: its foot,
+        """() => {  // 620 px down, lies below the window's 600
+      const top = document.querySelector('.tkg-viewport').getBoundingClientRect().top;
+      document.getElementById('panel').scrollTop += top - 60; }"""
+    )
+    closed = boxes(page)
+    node, view = closed["node"], closed["view"]
+    assert abs(view["top"] - 60) < 1 and view["bottom"] > 600
+    drag(page, 0, view["top"] + 420 - node["top"])  # its top 420 px down the view
+    opened = open_group(page)
+    # it would fit the view there, but not above the fold: it slides up, to show it whole
+    assert opened["node"]["bottom"] <= 600 - MARGIN + 1 and opened["node"]["top"] >= 60, opened
+    assert opened["follow"] == "moved" and opened["scale"] == closed["scale"]
     assert page.errors == []

@@ -413,20 +413,21 @@ GraphCamera.prototype.centerOn = function (i) {
 // user chose, if smaller), and slides as little as brings the group inside the margins. A
 // group bigger than the view even so shows its start: where it is too tall, its top (header,
 // first ranks) at the view's top; too wide, its left edge at the view's left; and the hint
-// says so. `covered`: the pixels at the view's right that the panel covers. For example, a
-// group opened 300 pixels too far right for a view it fits slides left by 300, unscaled.
+// says so. The view here is the part of it the page shows (room): a view taller than the
+// notebook's window counts down to the fold, and `covered` pixels at its right, where the
+// panel floats, do not count. For example, a group opened 300 pixels too far right for a
+// view it fits slides left by 300, unscaled.
 GraphCamera.prototype.follow = function (i, covered) {
   this.settle();
-  var vp = this.viewport, layout = this.layout, v = this.view;
-  var vw = vp.clientWidth, vh = vp.clientHeight;
-  if (covered && vw - covered >= 240) vw -= covered;  // a view the panel leaves too narrow: all of it
-  if (!vw || !vh) return;
+  var room = this.room(covered), layout = this.layout, v = this.view;
+  if (!room) return;
   var w = layout.w[i], h = layout.h[i], k = v.k;
-  var whole = Math.min((vw - 2 * MARGIN) / w, (vh - 2 * MARGIN) / h);
+  var across = room.right - room.left - 2 * MARGIN, down = room.bottom - room.top - 2 * MARGIN;
+  var whole = Math.min(across / w, down / h);
   if (whole < k) k = Math.max(whole, Math.min(k, this.minScale()));
   var left = v.tx + layout.x[i] * v.k, top = v.ty + layout.y[i] * v.k;  // the corner, kept while zooming
-  var dx = slide(left, w * k, vw), dy = slide(top, h * k, vh);
-  var start = w * k > vw - 2 * MARGIN + 0.5 || h * k > vh - 2 * MARGIN + 0.5;
+  var dx = slide(left, w * k, room.left, room.right), dy = slide(top, h * k, room.top, room.bottom);
+  var start = w * k > across + 0.5 || h * k > down + 0.5;
   var kept = k === v.k && Math.abs(dx) < 0.5 && Math.abs(dy) < 0.5;
   this.root.setAttribute("data-follow", kept ? "kept" : start ? "start" : "moved");
   var name = clip(this.tree.data.label[i], 40);
@@ -435,10 +436,34 @@ GraphCamera.prototype.follow = function (i, covered) {
   this.moveTo({k: k, tx: left + dx - layout.x[i] * k, ty: top + dy - layout.y[i] * k}, layout.x[i], layout.y[i]);
 };
 
-// How far a box from `start`, `size` long on screen, slides to lie inside a view `room` long
-// (its margins kept): as little as brings it in, or, too long for the view, to its start.
-function slide(start, size, room) {
-  var low = MARGIN, high = room - MARGIN;
+// The part of the view the page shows, in the view's pixels ({left, top, right, bottom}), less
+// `covered` pixels at its right: the view clipped by the boxes around it that scroll or clip
+// (the notebook's panel, an output's scroll) and by the window. A part under 240 pixels each
+// way (the view scrolled nearly out of sight) counts as the whole view; null: no size.
+GraphCamera.prototype.room = function (covered) {
+  var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
+  if (!vw || !vh) return null;
+  var at = vp.getBoundingClientRect(), doc = vp.ownerDocument, win = doc.defaultView;
+  var shown = {left: 0, top: 0, right: win.innerWidth, bottom: win.innerHeight};
+  for (var box = vp.parentElement; box && box !== doc.documentElement; box = box.parentElement) {
+    if (win.getComputedStyle(box).overflowY === "visible") continue;
+    var edge = box.getBoundingClientRect();
+    shown = {left: Math.max(shown.left, edge.left), top: Math.max(shown.top, edge.top),
+      right: Math.min(shown.right, edge.right), bottom: Math.min(shown.bottom, edge.bottom)};
+  }
+  var room = {left: Math.max(0, shown.left - at.left), top: Math.max(0, shown.top - at.top),
+    right: Math.min(vw, shown.right - at.left), bottom: Math.min(vh, shown.bottom - at.top)};
+  if (room.right - room.left < Math.min(240, vw)) { room.left = 0; room.right = vw; }
+  if (room.bottom - room.top < Math.min(240, vh)) { room.top = 0; room.bottom = vh; }
+  var left = Math.min(room.right, vw - (covered || 0));  // the panel's left edge, or the room's
+  if (left - room.left >= 240) room.right = left;
+  return room;
+};
+
+// How far a box from `start`, `size` long on screen, slides to lie between `low` and `high`
+// (less the margins): as little as brings it in, or, too long for that, to its start.
+function slide(start, size, low, high) {
+  low += MARGIN; high -= MARGIN;
   if (size > high - low || start < low) return low - start;
   return start + size > high ? high - (start + size) : 0;
 }
