@@ -176,17 +176,24 @@ def test_a_group_bigger_than_the_view_at_a_readable_scale_shows_its_start(browse
     assert page.errors == []
 
 
-def test_a_group_opened_above_the_notebooks_fold_stays_above_it(browser, mlp_graph):
+def open_below_the_fold(browser, graph):
+    """`graph` in a notebook that scrolls in a panel, in a window 600 px high, scrolled so
+    that the view starts 60 px down: its foot, 620 px down, lies below the window's."""
     page = Page(browser, {"/lab.html": LAB_PAGE})
     page.page.set_viewport_size({"width": 1200, "height": 600})
     page.page.goto(f"{ORIGIN}/lab.html")
-    page.page.evaluate("html => window.showOutput(html)", mlp_graph._repr_html_())
+    page.page.evaluate("html => window.showOutput(html)", graph._repr_html_())
     page.ready()
-    page.page.evaluate(  # the notebook scrolled so that the view starts 60 px down: its foot,
-        """() => {  // 620 px down, lies below the window's 600
+    page.page.evaluate(
+        """() => {
       const top = document.querySelector('.tkg-viewport').getBoundingClientRect().top;
       document.getElementById('panel').scrollTop += top - 60; }"""
     )
+    return page
+
+
+def test_a_group_opened_above_the_notebooks_fold_stays_above_it(browser, mlp_graph):
+    page = open_below_the_fold(browser, mlp_graph)
     closed = boxes(page)
     node, view = closed["node"], closed["view"]
     assert abs(view["top"] - 60) < 1 and view["bottom"] > 600
@@ -195,4 +202,15 @@ def test_a_group_opened_above_the_notebooks_fold_stays_above_it(browser, mlp_gra
     # it would fit the view there, but not above the fold: it slides up, to show it whole
     assert opened["node"]["bottom"] <= 600 - MARGIN + 1 and opened["node"]["top"] >= 60, opened
     assert opened["follow"] == "moved" and opened["scale"] == closed["scale"]
+    assert page.errors == []
+
+
+def test_search_centres_its_hit_in_the_part_of_the_view_above_the_fold(browser, mlp_graph):
+    page = open_below_the_fold(browser, mlp_graph)
+    search = page.page.locator(".tkg-search")
+    search.fill("dense_2")
+    search.press("Enter")
+    hit = page.page.locator(".tkg-root .tkg-hit").bounding_box()
+    centre = hit["y"] + hit["height"] / 2
+    assert abs(centre - (60 + 600) / 2) < 5, hit  # not 60 + 620 / 2, the whole view's
     assert page.errors == []

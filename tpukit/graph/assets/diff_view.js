@@ -235,9 +235,10 @@ DiffSide.prototype.clearOfPanel = function (i) {
 };
 
 // Open the groups around node i, ring it (and also's nodes) and centre the view on it
-// (-1: only clear the rings). With `clicked` (the element of the node clicked on the other
-// side), node i below or above what the page shows (a side taller than the notebook's
-// window) is scrolled into sight, keeping `clicked` in sight too where both fit.
+// (-1: only clear the rings) -- in the part of the view the page shows, for a side taller
+// than the notebook's window. With `clicked` (the element of the node clicked on the other
+// side), node i still out of sight (this side scrolled nearly out of the window) is
+// scrolled into sight, keeping `clicked` in sight too where both fit.
 DiffSide.prototype.reveal = function (i, also, clicked) {
   if (i < 0) { this.mark(-1); return; }
   this.linked = i;

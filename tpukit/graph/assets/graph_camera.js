@@ -36,7 +36,8 @@
 //   callbacks: shown() (the nodes drawn as boxes), redraw() (draw again, view kept),
 //   click(target) (a click that was not a drag), open(i) (a double click on node i).
 // Offers: new GraphCamera(parts), with
-//   fit(whole), firstView(), foldToFit(), grow(), centerOn(i)
+//   fit(whole), firstView(), foldToFit(), grow(), centerOn(i) (in the part of the view the
+//     page shows: room(covered))
 //   redrawn(before, after): after the view drew, keep a node that moved from `before` to
 //     `after` (drawing units; null: none) where it was on screen
 //   setTitle(text): the program's title, kept in view
@@ -394,13 +395,15 @@ GraphCamera.prototype.grow = function () {
       this.layout.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
 };
 
+// Centre node i in the part of the view the page shows (room: a view taller than the
+// notebook's window, its part above the fold), at a readable scale at least.
 GraphCamera.prototype.centerOn = function (i) {
   this.settle();
   this.say("");
-  var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600, layout = this.layout;
+  var room = this.room(0) || {left: 0, top: 0, right: 800, bottom: 600}, layout = this.layout;
   this.view.k = Math.max(this.view.k, this.minScale());
-  this.view.tx = vw / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
-  this.view.ty = vh / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
+  this.view.tx = (room.left + room.right) / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
+  this.view.ty = (room.top + room.bottom) / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
   this.touched = true;
   this.apply();
 };
