@@ -15,9 +15,10 @@ import pytest
 from tests._support.notebook_page import ORIGIN
 from tests.graph.test_diff_fused_tpu import fft_view
 
-# JupyterLab's notebook: the cells scroll inside a panel as tall as the window.
+# JupyterLab's notebook: the cells scroll inside a panel as tall as the window; the body,
+# as JupyterLab's, has overflow hidden and no height (the window clips, not the body).
 LAB_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
-html, body {margin: 0; height: 100%;} #panel {height: 100vh; overflow-y: auto;}
+body {margin: 0; height: 0; overflow: hidden;} #panel {height: 100vh; overflow-y: auto;}
 .cell {padding: 8px 16px 8px 60px;}</style></head><body><div id="panel">
 <div class="cell" style="height: 300px">a cell above</div><div class="cell" id="out"></div>
 <div class="cell" style="height: 1500px">a cell below</div></div><script>

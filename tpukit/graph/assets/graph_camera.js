@@ -448,7 +448,8 @@ GraphCamera.prototype.room = function (covered) {
   if (!vw || !vh) return null;
   var at = vp.getBoundingClientRect(), doc = vp.ownerDocument, win = doc.defaultView;
   var shown = {left: 0, top: 0, right: win.innerWidth, bottom: win.innerHeight};
-  for (var box = vp.parentElement; box && box !== doc.documentElement; box = box.parentElement) {
+  // (not the body: its overflow is the window's, and JupyterLab's body has no height)
+  for (var box = vp.parentElement; box && box !== doc.body && box !== doc.documentElement; box = box.parentElement) {
     if (win.getComputedStyle(box).overflowY === "visible") continue;
     var edge = box.getBoundingClientRect();
     shown = {left: Math.max(shown.left, edge.left), top: Math.max(shown.top, edge.top),
