@@ -104,7 +104,7 @@ DiffView.prototype.fromNode = function (s, i) {
   this.sides[s].clearOfPanel(i);
   this.sides[1 - s].view.select(-1);  // its panel spoke of the node clicked there before
   var also = k >= 0 ? (this.marks.parts[s][k] || []).concat(this.marks.fused[s][k] || []) : null;
-  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, also);
+  this.sides[1 - s].reveal(k >= 0 ? link[k] : -1, also, this.sides[s].view.element(i));
 };
 
 DiffView.prototype.markRow = function (r) {
@@ -235,10 +235,47 @@ DiffSide.prototype.clearOfPanel = function (i) {
 };
 
 // Open the groups around node i, ring it (and also's nodes) and centre the view on it
-// (-1: only clear the rings).
-DiffSide.prototype.reveal = function (i, also) {
+// (-1: only clear the rings) -- in the part of the view the page shows, for a side taller
+// than the notebook's window. With `clicked` (the element of the node clicked on the other
+// side), node i still out of sight (this side scrolled nearly out of the window) is
+// scrolled into sight, keeping `clicked` in sight too where both fit.
+DiffSide.prototype.reveal = function (i, also, clicked) {
   if (i < 0) { this.mark(-1); return; }
   this.linked = i;
   this.view.reveal(i);
   this.mark(i, also);
+  var node = clicked && this.view.element(i);
+  if (node) this.root.setAttribute("data-scrolled", String(scrollIntoSight(node, clicked)));
 };
+
+// Scroll the page's scrolled boxes that hold `element` (an output with its own scroll, the
+// notebook's panel) and then the window, each as little as shows the element whole (its top,
+// when taller than the box), as a block "nearest" scrollIntoView would -- but never the
+// graph's viewport, whose overflow is hidden: the camera, not a scroll, places the drawing
+// there -- and, where both fit, not so far that `keep` (the node clicked on the other side),
+// in sight before, leaves it. Returns the pixels scrolled in all (0: it was in sight).
+function scrollIntoSight(element, keep) {
+  var doc = element.ownerDocument, win = doc.defaultView, moved = 0;
+  function by(top, bottom) {  // the scroll that brings the element between top and bottom
+    var at = element.getBoundingClientRect(), room = bottom - top;
+    var pad = Math.max(0, Math.min(24, (room - at.height) / 2));
+    if (at.top >= top && at.bottom <= bottom) return 0;
+    if (at.height > room) return at.top - top;
+    var shift = at.top < top ? at.top - top - pad : at.bottom - bottom + pad;
+    var held = keep && keep.getBoundingClientRect();
+    if (!held || held.top < top || held.bottom > bottom) return shift;
+    return shift > 0 ? Math.max(at.bottom - bottom, Math.min(shift, held.top - top))
+      : Math.min(at.top - top, Math.max(shift, held.bottom - bottom));
+  }
+  for (var box = element.parentElement; box && box !== doc.body && box !== doc.documentElement;
+    box = box.parentElement) {
+    var overflow = win.getComputedStyle(box).overflowY;
+    if ((overflow !== "auto" && overflow !== "scroll") || box.scrollHeight <= box.clientHeight) continue;
+    var edge = box.getBoundingClientRect().top + box.clientTop, before = box.scrollTop;
+    box.scrollTop += by(edge, edge + box.clientHeight);
+    moved += Math.abs(box.scrollTop - before);
+  }
+  var shift = by(0, win.innerHeight), y = win.scrollY;
+  if (shift) win.scrollBy(0, shift);
+  return moved + Math.abs(win.scrollY - y);
+}

@@ -19,6 +19,15 @@
 // was drawn gets its fit when it shows -- until the user zooms, pans, searches or opens a
 // group.
 //
+// A group the user opens opens in place: its top-left stays where its closed box was, so the
+// eye stays on what it clicked. When the open group fits the view there, nothing moves; when
+// it runs past an edge, the view slides (and zooms out, as far as needed and never below the
+// readable scale above) until the whole group shows (follow). A group too big even so shows
+// its start, its header and first ranks at the view's top-left, and the hint below the
+// drawing says so. Closing a group moves nothing. The slide takes MOVE_MS (none where the
+// user asks for reduced motion); the root's data-camera says "moving" meanwhile, "still"
+// after, and data-follow what the last opening did: "kept", "moved" or "start".
+//
 // Takes: parts = {root, viewport, scene, legend, hint} (the view's elements: the camera
 //   moves `scene` inside `viewport`, reads the page's small text from `legend`, writes how
 //   to zoom in `hint` and data-scale on `root`), tree (graph_tree.js: the camera opens and
@@ -27,12 +36,15 @@
 //   callbacks: shown() (the nodes drawn as boxes), redraw() (draw again, view kept),
 //   click(target) (a click that was not a drag), open(i) (a double click on node i).
 // Offers: new GraphCamera(parts), with
-//   fit(whole), firstView(), foldToFit(), grow(), centerOn(i)
+//   fit(whole), firstView(), foldToFit(), grow(), centerOn(i) (in the part of the view the
+//     page shows: room(covered))
 //   redrawn(before, after): after the view drew, keep a node that moved from `before` to
 //     `after` (drawing units; null: none) where it was on screen
 //   setTitle(text): the program's title, kept in view
+//   follow(i, covered): after group i opened, bring it into the view (less `covered` pixels
+//     at its right, where the panel floats)
 //   stopRefolding() (the user opened a group or searched), stopRefitting() (the user moved)
-/* global MARGIN */
+/* global MARGIN, clip */
 /* exported GraphCamera */
 
 "use strict";
@@ -42,6 +54,7 @@ var MIN_LABEL_PX = 11;    // the smallest a label may be on screen, unless the p
 var MAX_SCALE = 1.25, MIN_HEIGHT = 220;
 var HINT = "Ctrl+scroll or click to zoom \u00b7 drag to pan";
 var HINT_ACTIVE = "scroll zooms \u00b7 Esc or click outside to scroll the page";
+var MOVE_MS = 240;        // a camera move after a group opens (follow)
 
 function GraphCamera(parts) {
   this.root = parts.root;
@@ -65,7 +78,10 @@ function GraphCamera(parts) {
   this.fittedSize = "";
   this.autoHeight = "";
   this.fullHeight = 0;
-  this.hint.textContent = HINT;
+  this.note = "";          // what the hint says before how to zoom (a group bigger than the view)
+  this.move = null;        // the move under way: {to, frame}
+  this.root.setAttribute("data-camera", "still");
+  this.showHint();
   this.bind(parts.click, parts.open);
 }
 
@@ -76,6 +92,7 @@ GraphCamera.prototype.bind = function (click, open) {
 
   vp.addEventListener("pointerdown", function (event) {
     if (event.button !== 0) return;
+    self.settle();
     self.activate(true);
     drag = {x: event.clientX, y: event.clientY, tx: self.view.tx, ty: self.view.ty, moved: false,
       target: event.target, id: event.pointerId};
@@ -87,6 +104,7 @@ GraphCamera.prototype.bind = function (click, open) {
     if (!drag.moved) { drag.moved = true; vp.classList.add("tkg-panning"); vp.setPointerCapture(drag.id); }
     self.view.tx = drag.tx + dx; self.view.ty = drag.ty + dy;
     self.touched = true;
+    self.say("");
     self.apply();
   });
   function finish(event) {
@@ -128,7 +146,7 @@ GraphCamera.prototype.activate = function (on) {
   if (this.active === on) return;
   this.active = on;
   this.viewport.classList.toggle("tkg-active", on);
-  this.hint.textContent = on ? HINT_ACTIVE : HINT;
+  this.showHint();
   var doc = this.root.ownerDocument;
   if (on) {
     doc.addEventListener("keydown", this.onKey, true);
@@ -139,7 +157,20 @@ GraphCamera.prototype.activate = function (on) {
   }
 };
 
+// The hint below the drawing: the camera's note, if any, then how to zoom.
+GraphCamera.prototype.showHint = function () {
+  this.hint.textContent = (this.note ? this.note + " \u00b7 " : "") + (this.active ? HINT_ACTIVE : HINT);
+};
+
+GraphCamera.prototype.say = function (note) {
+  if (note === this.note) return;
+  this.note = note;
+  this.showHint();
+};
+
 GraphCamera.prototype.zoomAt = function (mx, my, factor) {
+  this.settle();
+  this.say("");
   var v = this.view, k = Math.min(4, Math.max(0.03, v.k * factor));
   v.tx = mx - (mx - v.tx) * k / v.k;
   v.ty = my - (my - v.ty) * k / v.k;
@@ -149,6 +180,7 @@ GraphCamera.prototype.zoomAt = function (mx, my, factor) {
 };
 
 GraphCamera.prototype.redrawn = function (before, after) {
+  this.settle();
   if (before) {
     this.view.tx += (before[0] - after[0]) * this.view.k;
     this.view.ty += (before[1] - after[1]) * this.view.k;
@@ -268,6 +300,8 @@ GraphCamera.prototype.firstView = function () {
 // `whole` (then the whole drawing shows). Later refits, on resizes, keep the choice. The
 // first fit also sets the height of the view to the drawing's, up to its default height.
 GraphCamera.prototype.fit = function (whole) {
+  this.settle();
+  this.say("");
   if (whole !== undefined) this.whole = whole;
   this.touched = false;
   var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
@@ -361,11 +395,120 @@ GraphCamera.prototype.grow = function () {
       this.layout.h[0] * this.view.k + 2 * MARGIN > vp.clientHeight) vp.style.height = "";
 };
 
+// Centre node i in the part of the view the page shows (room: a view taller than the
+// notebook's window, its part above the fold), at a readable scale at least.
 GraphCamera.prototype.centerOn = function (i) {
-  var vp = this.viewport, vw = vp.clientWidth || 800, vh = vp.clientHeight || 600, layout = this.layout;
+  this.settle();
+  this.say("");
+  var room = this.room(0) || {left: 0, top: 0, right: 800, bottom: 600}, layout = this.layout;
   this.view.k = Math.max(this.view.k, this.minScale());
-  this.view.tx = vw / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
-  this.view.ty = vh / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
+  this.view.tx = (room.left + room.right) / 2 - (layout.x[i] + layout.w[i] / 2) * this.view.k;
+  this.view.ty = (room.top + room.bottom) / 2 - (layout.y[i] + layout.h[i] / 2) * this.view.k;
   this.touched = true;
+  this.apply();
+};
+
+// ---------------------------------------------------------------- following an opened group
+
+// Group i just opened in place, its top-left where its closed box was: where the open group
+// fits the view as it is, nothing moves; else the view zooms out about that corner, as far
+// as needed to hold the whole group but never below the readable scale (or the scale the
+// user chose, if smaller), and slides as little as brings the group inside the margins. A
+// group bigger than the view even so shows its start: where it is too tall, its top (header,
+// first ranks) at the view's top; too wide, its left edge at the view's left; and the hint
+// says so. The view here is the part of it the page shows (room): a view taller than the
+// notebook's window counts down to the fold, and `covered` pixels at its right, where the
+// panel floats, do not count. For example, a group opened 300 pixels too far right for a
+// view it fits slides left by 300, unscaled.
+GraphCamera.prototype.follow = function (i, covered) {
+  this.settle();
+  var room = this.room(covered), layout = this.layout, v = this.view;
+  if (!room) return;
+  var w = layout.w[i], h = layout.h[i], k = v.k;
+  var across = room.right - room.left - 2 * MARGIN, down = room.bottom - room.top - 2 * MARGIN;
+  var whole = Math.min(across / w, down / h);
+  if (whole < k) k = Math.max(whole, Math.min(k, this.minScale()));
+  var left = v.tx + layout.x[i] * v.k, top = v.ty + layout.y[i] * v.k;  // the corner, kept while zooming
+  var dx = slide(left, w * k, room.left, room.right), dy = slide(top, h * k, room.top, room.bottom);
+  var start = w * k > across + 0.5 || h * k > down + 0.5;
+  var kept = k === v.k && Math.abs(dx) < 0.5 && Math.abs(dy) < 0.5;
+  this.root.setAttribute("data-follow", kept ? "kept" : start ? "start" : "moved");
+  var name = clip(this.tree.data.label[i], 40);
+  this.say(start ? name + " is bigger than the view: its start shows, drag to see the rest" : "");
+  if (kept) return;
+  this.moveTo({k: k, tx: left + dx - layout.x[i] * k, ty: top + dy - layout.y[i] * k}, layout.x[i], layout.y[i]);
+};
+
+// The part of the view the page shows, in the view's pixels ({left, top, right, bottom}), less
+// `covered` pixels at its right: the view clipped by the boxes around it that scroll or clip
+// (the notebook's panel, an output's scroll) and by the window. A part under 240 pixels each
+// way (the view scrolled nearly out of sight) counts as the whole view; null: no size.
+GraphCamera.prototype.room = function (covered) {
+  var vp = this.viewport, vw = vp.clientWidth, vh = vp.clientHeight;
+  if (!vw || !vh) return null;
+  var at = vp.getBoundingClientRect(), doc = vp.ownerDocument, win = doc.defaultView;
+  var shown = {left: 0, top: 0, right: win.innerWidth, bottom: win.innerHeight};
+  // (not the body: its overflow is the window's, and JupyterLab's body has no height)
+  for (var box = vp.parentElement; box && box !== doc.body && box !== doc.documentElement; box = box.parentElement) {
+    if (win.getComputedStyle(box).overflowY === "visible") continue;
+    var edge = box.getBoundingClientRect();
+    shown = {left: Math.max(shown.left, edge.left), top: Math.max(shown.top, edge.top),
+      right: Math.min(shown.right, edge.right), bottom: Math.min(shown.bottom, edge.bottom)};
+  }
+  var room = {left: Math.max(0, shown.left - at.left), top: Math.max(0, shown.top - at.top),
+    right: Math.min(vw, shown.right - at.left), bottom: Math.min(vh, shown.bottom - at.top)};
+  if (room.right - room.left < Math.min(240, vw)) { room.left = 0; room.right = vw; }
+  if (room.bottom - room.top < Math.min(240, vh)) { room.top = 0; room.bottom = vh; }
+  var left = Math.min(room.right, vw - (covered || 0));  // the panel's left edge, or the room's
+  if (left - room.left >= 240) room.right = left;
+  return room;
+};
+
+// How far a box from `start`, `size` long on screen, slides to lie between `low` and `high`
+// (less the margins): as little as brings it in, or, too long for that, to its start.
+function slide(start, size, low, high) {
+  low += MARGIN; high -= MARGIN;
+  if (size > high - low || start < low) return low - start;
+  return start + size > high ? high - (start + size) : 0;
+}
+
+// Move the view to `to` in MOVE_MS: the point (x, y) of the drawing goes in a straight line
+// on screen while the scale changes evenly (at once where the user asks for reduced motion).
+GraphCamera.prototype.moveTo = function (to, x, y) {
+  this.settle();
+  var self = this, from = this.view, root = this.root, win = root.ownerDocument.defaultView;
+  var reduced = win.matchMedia && win.matchMedia("(prefers-reduced-motion: reduce)").matches;
+  if (reduced || !win.requestAnimationFrame) {
+    this.view = to;
+    this.apply();
+    return;
+  }
+  var sx = from.tx + x * from.k, sy = from.ty + y * from.k, ex = to.tx + x * to.k, ey = to.ty + y * to.k;
+  var began = null, move = {to: to, frame: 0, win: win};
+  function step(now) {
+    if (began === null) began = now;
+    var t = Math.min(1, (now - began) / MOVE_MS), e = 1 - Math.pow(1 - t, 3);  // eases out
+    var k = from.k * Math.pow(to.k / from.k, e);
+    self.view = {k: k, tx: sx + (ex - sx) * e - x * k, ty: sy + (ey - sy) * e - y * k};
+    if (t < 1) {
+      self.apply();
+      move.frame = win.requestAnimationFrame(step);
+    } else {
+      self.settle();
+    }
+  }
+  this.move = move;
+  root.setAttribute("data-camera", "moving");
+  move.frame = win.requestAnimationFrame(step);
+};
+
+// End the move under way, if any, where it was going (before anything else moves the view).
+GraphCamera.prototype.settle = function () {
+  var move = this.move;
+  if (!move) return;
+  this.move = null;
+  move.win.cancelAnimationFrame(move.frame);
+  this.view = move.to;
+  this.root.setAttribute("data-camera", "still");
   this.apply();
 };

@@ -502,6 +502,8 @@ GraphView.prototype.toggle = function (i) {
   this.render(i);
   this.camera.grow();
   if (this.selected === i) this.select(i);
+  var panel = this.panel && !this.panel.element.hidden ? this.panel.element.offsetWidth : 0;
+  if (tree.isOpen(i)) this.camera.follow(i, panel);  // opened: into view (closed: nothing moves)
 };
 
 GraphView.prototype.select = function (i) {
