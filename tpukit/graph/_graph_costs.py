@@ -88,13 +88,14 @@ def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             table = tables[comp.name] = computation_bytes(comp, module)
         return table
 
+    flops_of, bytes_of, own_of = flops.__getitem__, nbytes.__getitem__, own.__getitem__
     for node in range(n - 1, -1, -1):
         instr = instrs[node]
         if instr is None:
-            kids = children[node]
-            flops[node] = sum([flops[k] for k in kids])
-            nbytes[node] = sum([nbytes[k] for k in kids])
-            own[node] = sum([own[k] for k in kids])
+            kids = children[node]  # (summed in C: a large module has tens of thousands)
+            flops[node] = sum(map(flops_of, kids))
+            nbytes[node] = sum(map(bytes_of, kids))
+            own[node] = sum(map(own_of, kids))
             continue
         opcode = instr.opcode
         if instr.called_computations or opcode in FLOP_OPS:  # the others count none

@@ -29,6 +29,7 @@ from tpukit.graph._graph_nodes import COMPUTATION, INSTRUCTION, SCOPE
 from tpukit.graph._graph_nodes import PART as PART
 from tpukit.graph._graph_parts import MAX_CHILDREN as MAX_CHILDREN
 from tpukit.graph._graph_parts import PartsMixin
+from tpukit.graph._graph_visible import VisibleMixin
 from tpukit.graph._scope_pieces import PiecesMixin
 from tpukit.hlo.analysis import (
     BACKWARD,
@@ -57,7 +58,7 @@ _CALLED = attrgetter("called_computations")
 _NO_CHILDREN: tuple[int, ...] = ()
 
 
-class GraphTree(PartsMixin, PiecesMixin):
+class GraphTree(PartsMixin, PiecesMixin, VisibleMixin):
     """The module as a tree of nodes (instructions and groups) plus its data edges.
 
     Nodes are numbered in depth-first order, so each node's subtree is the id
@@ -466,48 +467,6 @@ class GraphTree(PartsMixin, PiecesMixin):
         self.lazy = {new_id[k]: v for k, v in self.lazy.items()}
         self.lazy_block = {new_id[k]: v for k, v in self.lazy_block.items()}
         self.blocks = [(new_id[owner], edges.renumbered(new_id)) for owner, edges in self.blocks]
-
-    # -- questions about the tree ----------------------------------------------
-
-    def visible(self, opened: set[int]) -> tuple[list[int], dict[tuple[int, int], int]]:
-        """The nodes drawn (not open groups) and the edges between them, for a set of open nodes."""
-        nodes = []
-        stack = [0]
-        while stack:
-            node = stack.pop()
-            if node in opened and self.children[node]:
-                stack.extend(self.children[node])
-            else:
-                nodes.append(node)
-
-        def shown(node: int) -> int:
-            shown_as, walk = node, self.parent[node]
-            while walk >= 0:
-                if walk not in opened:
-                    shown_as = walk
-                walk = self.parent[walk]
-            return shown_as
-
-        edges: dict[tuple[int, int], int] = defaultdict(int)
-        for owner, block in self.blocks:
-            if shown(owner) != owner or owner not in opened:
-                continue
-            for source, target, nbytes, index in block:
-                while source in opened and source in self.roots:
-                    source = self.roots[source]
-                while target in opened and index < len(self.params.get(target, ())):
-                    target = self.params[target][index]
-                a, b = shown(source), shown(target)
-                if a != b and not self._contains(a, b) and not self._contains(b, a):
-                    edges[(a, b)] += nbytes
-        return sorted(nodes), dict(edges)
-
-    def _contains(self, group: int, node: int) -> bool:
-        while node >= 0:
-            if node == group:
-                return True
-            node = self.parent[node]
-        return False
 
 
 def _program_computations(

@@ -123,6 +123,7 @@ class PiecesMixin:
         tries: list[dict] = []  # the scopes, depth first (a scope's sub-scopes after it)
         up: list[int] = []  # each one's parent scope (-1 for ``trie``)
         depth: list[int] = []
+        scope_of: dict[int, int] = {}
         stack = [(trie, -1, 0)]
         while stack:
             scope, parent, level = stack.pop()
@@ -130,10 +131,10 @@ class PiecesMixin:
             tries.append(scope)
             up.append(parent)
             depth.append(level)
-            stack.extend((sub, index, level + 1) for sub in scope["/"].values())
-        scope_of: dict[int, int] = {}
-        for index, scope in enumerate(tries):
-            scope_of.update(dict.fromkeys(scope[""], index))
+            if scope[""]:
+                scope_of.update(dict.fromkeys(scope[""], index))
+            if scope["/"]:  # (most scopes hold none: no generator made for them)
+                stack.extend((sub, index, level + 1) for sub in scope["/"].values())
 
         def common(a: int, b: int) -> int:  # the nearest scope holding scopes a and b
             while a != b:
