@@ -16,22 +16,28 @@ when one is shown), its opcode and shape (indices into ``bodyOps`` and ``bodySha
 colour category is its opcode's, ``bodyOpCat``), its operands (``bodyArgs`` of them in
 ``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
 (``bodyMade``: its edges'), its metadata (``bodyMeta``: the metadata objects' interned op
-name, source label and path, three numbers apiece in ``bodyMetas``); per body, its root
+name, source label and path, and the JAX op it names, in ``bodyWorks``, 0 for none: four
+numbers apiece in ``bodyMetas``); per body, its root
 and parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go
 among the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
 instruction in a tree built with it) come only where the page cannot tell them: the FLOPs
-of dots and convolutions (rows ``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are
-0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
+of dots and convolutions, and any of an instruction that applies a computation (rows
+``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are 0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
 follow from its opcode (`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its
 operands read whole) those it makes and reads, which the page sums. (Three quarters of a
 large module's instructions are in these bodies: a column left out is a number per
 instruction Python neither works out nor writes.) What the page works out itself is
 where each node goes (a parameter or constant just before its first user, as
-`_graph_data._edges_and_order` orders them), the edges and those sums.
+`_graph_data._edges_and_order` orders them), the edges and those sums; and, in a body of
+more than `MAX_CHILDREN` instructions (``bodyMaxChildren``), the parts Python's tree cuts
+them into (`_graph_parts.PartsMixin._chunk`: consecutive, while more than that), each
+with its members' sums and named by its work (`_graph_nodes.totals_label`: the JAX op its
+metadata names, else its opcode, with Python's rounding of its figures).
 
 A body is left to the page only where the page's reading of its lines is exact: a
-fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
-another computation or varying in category (a fusion, a library call), every line
+fused computation none of whose instructions runs another computation as program (a
+reduce's or sort's region, applied per element, is in no tree: `_runs_program`) or
+varies in category (a fusion, a library call), every line
 ASCII, its metadata (if any) last (the panel's text is the line up to it: `display_cut`;
 its op name and source go as the payload's interned ``bodyScope``, ``bodyLocation``,
 ``bodySource``), within the panel's length, and opening with the head the wire leaves
@@ -40,27 +46,35 @@ out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built as b
 
 from __future__ import annotations
 
+import math
 from array import array
 from collections.abc import Callable, Iterable
 
-from tpukit.graph._graph_nodes import clip, display_cut
+from tpukit.graph._graph_nodes import _jax_op, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
     FLOP_OPS,
     OWN_BYTES,
+    RUNS_COMPUTATIONS,
     SUMMED_BYTES,
     bytes_rule,
     bytes_with_operands,
     instruction_flops,
     op_category,
 )
-from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
+from tpukit.hlo.text import HloComputation, HloInstruction, HloMetadata, HloModule
 
 #: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
 SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
 #: Opcodes whose category depends on more than the opcode, or that run computations.
 _VARIES = frozenset({"fusion", "custom-call"})
+#: The roles of the computations an instruction applies per element (a reduce's or a
+#: sort's ``to_apply``, a select-and-scatter's ``select`` and ``scatter``): no tree holds
+#: them (`run_computations` leaves them out), so its node is a leaf as any other.
+_APPLIED = frozenset({"to_apply", "select", "scatter"})
+#: A stand-in opcode: `_jax_op` gives it back where a metadata names no JAX op.
+_NO_OP = "\0opcode"
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
@@ -93,7 +107,7 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         >>> builds_in_page(module.computations["fused"], {})
         True
     """
-    if comp.kind != "fusion" or len(comp.instructions) > MAX_CHILDREN:
+    if comp.kind != "fusion":
         return False
     return _reads_at_once(comp, shapes) or _reads_line_by_line(comp, shapes)
 
@@ -126,7 +140,7 @@ def _reads_at_once(comp: HloComputation, shapes: dict[int, str]) -> bool:
     at = -1
     for instr in instructions:
         opcode = instr.opcode
-        if instr.called_computations or opcode in _VARIES:
+        if (instr.called_computations and _runs_program(instr)) or opcode in _VARIES:
             return False
         start = instr._at
         if instr._text is not source or instr._end != -1 or not at < start <= last:
@@ -149,7 +163,7 @@ def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
     tails: dict[str, str] = {}
     for instr in comp.instructions:
         opcode = instr.opcode
-        if instr.called_computations or opcode in _VARIES:
+        if (instr.called_computations and _runs_program(instr)) or opcode in _VARIES:
             return False
         text = instr.text
         if not text.isascii() or "\n" in text:
@@ -173,6 +187,30 @@ def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
         ):
             return False
     return True
+
+
+def _runs_program(instr: HloInstruction) -> bool:
+    """Whether ``instr`` (which calls computations) runs one as program (a loop, a call:
+    its node holds the computation's in the whole tree), not only applies one per element
+    (a reduce's region: its node is a leaf)."""
+    refs = instr.called_computations
+    return instr.opcode in RUNS_COMPUTATIONS or any(ref.role not in _APPLIED for ref in refs)
+
+
+def body_nodes(size: int) -> int:
+    """The nodes a fused computation of ``size`` instructions puts under its fusion in the
+    whole tree: its instructions and, past `MAX_CHILDREN`, the parts they are cut into
+    (`_graph_parts.PartsMixin._chunk`, while there are more than `MAX_CHILDREN`).
+
+        >>> body_nodes(40), body_nodes(1020), body_nodes(1601)
+        (40, 1046, 1644)
+    """
+    nodes = count = size
+    while count > MAX_CHILDREN:
+        width = math.ceil(count / math.ceil(count / MAX_CHILDREN))
+        count = math.ceil(count / width)
+        nodes += count
+    return nodes
 
 
 def body_columns(
@@ -204,7 +242,8 @@ def body_columns(
     flops: list[int] = []
     bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
     nbytes: list[int] = []
-    metas: list[int] = []  # (each metadata object's strings, three numbers apiece)
+    metas: list[int] = []  # (each metadata object's strings and work, four numbers apiece)
+    works: dict[str, int] = {"": 0}  # (the JAX op a metadata names: 0, none)
     by_meta: dict[int, int] = {}
     ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
@@ -257,6 +296,11 @@ def body_columns(
             if opcode in FLOP_OPS:
                 flops_at.append(len(op) - 1)
                 flops.append(instruction_flops(instr, module))
+            elif instr.called_computations:  # (a reduce's region: any FLOPs it runs)
+                found_flops = instruction_flops(instr, module)
+                if found_flops:
+                    flops_at.append(len(op) - 1)
+                    flops.append(found_flops)
             rule = found[1]  # (no bytes, or a sum, the page works out: any other are given)
             if rule == OWN_BYTES or (rule == SUMMED_BYTES and instr.shape.dtype == "tuple"):
                 read = sum(sizes[k] for k in sources[first:] if k >= 0)
@@ -272,8 +316,10 @@ def body_columns(
             meta = instr.metadata
             said_meta = by_meta.get(id(meta))
             if said_meta is None:
-                said_meta = by_meta[id(meta)] = len(metas) // 3
+                said_meta = by_meta[id(meta)] = len(metas) // 4
                 metas += strings_of(meta)
+                work = _jax_op(meta.op_name, _NO_OP)  # (a part's label names its ops by it)
+                metas.append(0 if work is _NO_OP else works.setdefault(work, len(works)))
             add_meta(said_meta)
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
@@ -287,7 +333,8 @@ def body_columns(
         **{name: _figures(column) for name, column in figures.items()},
         "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
         "bodyShapes": list(shape_texts),
-        "bodyText": lines, "bodyLabel": names,
+        "bodyText": lines, "bodyLabel": names, "bodyWorks": list(works),
+        "bodyMaxChildren": MAX_CHILDREN,
     }  # fmt: skip
 
 
