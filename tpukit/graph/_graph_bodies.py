@@ -48,9 +48,12 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
+from itertools import accumulate, chain, compress, repeat
+from operator import add, and_, attrgetter, not_, or_
+from weakref import WeakKeyDictionary
 
-from tpukit.graph._graph_nodes import _jax_op, clip, display_cut
+from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
@@ -75,6 +78,12 @@ _VARIES = frozenset({"fusion", "custom-call"})
 _APPLIED = frozenset({"to_apply", "select", "scatter"})
 #: A stand-in opcode: `_jax_op` gives it back where a metadata names no JAX op.
 _NO_OP = "\0opcode"
+_NAME, _OPCODE, _SHAPE, _OPERANDS = (
+    attrgetter(name) for name in ("name", "opcode", "shape", "operands")
+)
+_CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
+_AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
+_REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
@@ -159,34 +168,177 @@ def _reads_at_once(comp: HloComputation, shapes: dict[int, str]) -> bool:
 
 
 def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """`builds_in_page`, each line cut out of the text (`HloInstruction.text`)."""
+    """`builds_in_page`, line by line: where `_line_cuts` finds every line's cut. Those
+    cuts are kept for `body_columns` (`_CUTS`), which then reads each line no more."""
+    cuts = _line_cuts(comp, shapes)
+    if cuts is None:
+        return False
+    _CUTS[comp] = cuts
+    return True
+
+
+#: The cuts `_line_cuts` found of each body it accepted, until `body_columns` reads them
+#: (the tree's check and the payload's columns: one pass over a body's lines, not two).
+_CUTS: WeakKeyDictionary[HloComputation, array] = WeakKeyDictionary()
+
+
+def _line_cuts(comp: HloComputation, shapes: dict[int, str]) -> array | None:
+    """Where each line of ``comp`` is cut for the panel (its text up to its metadata), as
+    ``2 * cut + root`` (``root`` 1 where its head follows ``ROOT ``), None where a line
+    fails `builds_in_page`'s checks.
+
+    Most bodies are read in place, a column at a time (`_cuts_in_place`); any other line
+    by line (`_cuts_by_line`), with the same answer.
+
+        >>> from tpukit.hlo.text import parse_hlo
+        >>> comp = parse_hlo(
+        ...     "HloModule m\\n%fused {\\n  %p = f32[4]{0} parameter(0)\\n"
+        ...     '  ROOT %e = f32[4]{0} negate(f32[4]{0} %p), metadata={op_name="a/neg"}\\n}\\n'
+        ...     "ENTRY %main {\\n  %x = f32[4]{0} parameter(0)\\n"
+        ...     "  ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused\\n}\\n"
+        ... ).computations["fused"]
+        >>> [(cut >> 1, cut & 1) for cut in _line_cuts(comp, {})]
+        [(27, 0), (40, 1)]
+    """
+    instructions = comp.instructions
+    opcodes = list(map(_OPCODE, instructions))
+    if not _VARIES.isdisjoint(opcodes):
+        return None
+    if any(map(_CALLED, instructions)):
+        if any(_runs_program(instr) for instr in instructions if instr.called_computations):
+            return None
+    kept = list(map(_SHAPE, instructions))
+    sids = list(map(id, kept))
+    if not shapes.keys() >= set(sids):
+        for sid, obj in dict(zip(sids, kept)).items():
+            if sid not in shapes:
+                shapes[sid] = clip(str(obj), SHAPE_LIMIT)
+    names = map(_NAME, instructions)
+    heads = list(map("%{} = {} {}".format, names, map(shapes.__getitem__, sids), opcodes))
+    found = _cuts_in_place(instructions, heads)
+    return found if found is not None else _cuts_by_line(instructions, heads)
+
+
+def _cuts_in_place(instructions: list[HloInstruction], heads: list[str]) -> array | None:
+    """`_line_cuts` of a body of parser's rows (`HloInstruction`: ``_end`` -1, attributes
+    not split) in order in one text, each checked in place (no string of a line is made),
+    a column at a time: the stretch of text they fill is ASCII; where no ``, metadata={``
+    starts before a line's rest (the text after its operands), its cut follows from the
+    rest alone (`_rest_cut`), worked out once per distinct rest, as
+    `_graph_payload._instruction_columns` reads the module's other lines. None where a
+    line is not such a row or not so cut (`_cuts_by_line` then answers)."""
+    if not instructions:
+        return array("i")
+    count, source = len(instructions), instructions[0]._text
+    if (
+        set(map(id, map(_TEXT, instructions))) != {id(source)}
+        or set(map(_END, instructions)) != {-1}
+        or set(map(_ATTRIBUTES, instructions)) != {None}
+    ):
+        return None
+    ats = list(map(_AT, instructions))
+    if ats[0] < 0 or ats != sorted(ats):
+        return None
+    ends = list(map(source.find, repeat("\n", count), ats))
+    if min(ends) < 0 or not source[ats[0] : ends[-1]].isascii():
+        return None
+    rest_ats = list(map(_REST_AT, instructions))
+    rests_at = list(map(add, ats, rest_ats))
+    before = map(add, rests_at, repeat(11, count))  # (one that starts before the rest)
+    if max(map(source.find, repeat(", metadata={", count), ats, before)) >= 0:
+        return None
+    rests = list(map(source.__getitem__, map(slice, rests_at, ends)))
+    known = _rest_cuts(list(dict.fromkeys(rests)))
+    cuts = list(map(add, rest_ats, map(known.__getitem__, rests)))
+    if min(map(known.__getitem__, rests)) < 0 or max(cuts) > TEXT_LIMIT:
+        return None
+    found = array("i", map(add, cuts, cuts))
+    heads_at = list(map(source.startswith, heads, ats, map(add, ats, cuts)))
+    if not all(heads_at):
+        for k in compress(range(count), map(not_, heads_at)):  # (the root's, or none)
+            at, cut = ats[k], ats[k] + cuts[k]
+            if not (
+                source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut)
+            ):
+                return None
+            found[k] += 1
+    return found
+
+
+def _cuts_by_line(instructions: list[HloInstruction], heads: list[str]) -> array | None:
+    """`_line_cuts`, each line cut out of its text (`HloInstruction.text`, `display_cut`)."""
+    cuts = array("i", bytes(4 * len(instructions)))
     tails: dict[str, str] = {}
-    for instr in comp.instructions:
-        opcode = instr.opcode
-        if (instr.called_computations and _runs_program(instr)) or opcode in _VARIES:
-            return False
+    for k, (instr, head) in enumerate(zip(instructions, heads)):
         text = instr.text
         if not text.isascii() or "\n" in text:
-            return False
+            return None
         cut = text.find(", metadata={")
         if cut < 0:
             cut = len(text)
         else:
             found = display_cut(instr, tails, text)
             if found != cut and (found.__class__ is int or found != text[:cut]):
-                return False
+                return None
         if cut > TEXT_LIMIT:
-            return False
-        shape = shapes.get(id(instr.shape))
-        if shape is None:
-            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
-        head = f"%{instr.name} = {shape} {opcode}"
-        if not (
-            text.startswith(head, 0, cut)
-            or (text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut))
-        ):
-            return False
-    return True
+            return None
+        if text.startswith(head, 0, cut):
+            cuts[k] = 2 * cut
+        elif text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut):
+            cuts[k] = 2 * cut + 1
+        else:
+            return None
+    return cuts
+
+
+def _rest_cuts(rests: list[str]) -> dict[str, int]:
+    """`_rest_cut` of each of ``rests`` (distinct), most at once: a rest whose metadata is
+    last and plain (no brace, backslash or ``metadata`` inside, its quotes paired: what
+    `_graph_nodes._metadata_ends` reads at once) is cut where its metadata starts, found
+    a column at a time; any other is asked alone.
+
+        >>> _rest_cuts([', metadata={op_name="a"}', ", index=1", ', k={1}, metadata={a="{"}'])
+        {', metadata={op_name="a"}': 0, ', index=1': 9, ', k={1}, metadata={a="{"}': 7}
+    """
+    count = len(rests)
+    at = list(map(str.find, rests, repeat(", metadata={", count)))
+    found = dict(zip(rests, map(len, rests)))  # (no metadata: the whole rest)
+    some = [k for k in compress(range(count), map((-1).__ne__, at))]
+    if not some:
+        return found
+    marked = [rests[k] for k in some]
+    starts = [at[k] for k in some]
+    insides = list(
+        map(str.__getitem__, marked, map(slice, map(add, starts, repeat(12)), repeat(-1)))
+    )
+    joined = "\n".join(insides)
+    plain = (
+        "{" not in joined
+        and "}" not in joined
+        and "\\" not in joined
+        and "metadata" not in joined
+        and all(map(str.endswith, marked, repeat("}")))
+        and list(map(str.find, marked, repeat("metadata"))) == list(map(add, starts, repeat(2)))
+        and not any(map((1).__and__, map(str.count, insides, repeat('"'))))
+    )
+    for rest, start in zip(marked, starts):
+        found[rest] = start if plain else _rest_cut(rest)
+    return found
+
+
+def _rest_cut(rest: str) -> int:
+    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
+    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
+    ``len(rest)`` without metadata, where the metadata starts when it ends the line.
+    (`_graph_payload._rest_cut`'s rule: that module reads this one.)
+
+        >>> _rest_cut(', dimensions={0}, metadata={op_name="a"}'), _rest_cut(", index=1")
+        (16, 9)
+    """
+    at = rest.find(", metadata={")
+    if at < 0:
+        return len(rest)
+    return at if _metadata_ends(rest, at, 0) else -1
 
 
 def _runs_program(instr: HloInstruction) -> bool:
@@ -215,7 +367,7 @@ def body_nodes(size: int) -> int:
 
 def body_columns(
     module: HloModule,
-    bodies: Iterable[tuple[int, HloComputation]],
+    bodies: list[tuple[int, HloComputation]],
     blocks: dict[int, int],
     strings_of: Callable[[HloMetadata], tuple[int, int, int]],
 ) -> dict:
@@ -234,10 +386,8 @@ def body_columns(
     params: list[int] = []
     made: list[int] = []
     sources: list[int] = []
-    # (lists while they are written, a bound method each: quicker than arrays; arrays after)
+    # (lists while they are written: quicker than arrays; arrays after)
     op, shape, args, meta_of = [], [], [], []  # type: ignore[var-annotated]
-    add_op, add_shape, add_args, add_meta = op.append, shape.append, args.append, meta_of.append
-    add_source = sources.append
     flops_at: list[int] = []  # (the rows of dots and convolutions, and their FLOPs)
     flops: list[int] = []
     bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
@@ -249,78 +399,129 @@ def body_columns(
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, tuple[int, int]] = {}  # (its id, its `bytes_rule`)
+    by_op: dict[str, int] = {}  # (its id)
+    own_ops: set[str] = set()  # (the opcodes whose `bytes_rule` is `OWN_BYTES`)
+    summed_ops: set[str] = set()  # (those whose rule is `SUMMED_BYTES`: not a tuple's)
+    shape_bytes: dict[int, int] = {}  # (by the shape's id: its bytes, its text's length)
+    shape_chars: dict[int, int] = {}
+    tuples: set[int] = set()  # (the ids of tuple shapes)
+    works_of: dict[str, int] = {}  # (each op name's JAX op, in ``works``)
     op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
     op_bytes: list[int] = []  # (each opcode's `bytes_rule`)
     lines: list[str] = []
     names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
     head: list[int] = []
-    shape_text: list[str] = []  # (by id: `shape_texts`' keys in order)
     for node, comp in bodies:
         instructions = comp.instructions
+        count, base = len(instructions), len(op)
         owner.append(node)
         block.append(blocks[node])
-        size.append(len(instructions))
-        local = {instr.name: k for k, instr in enumerate(instructions)}
-        sizes = [instr.shape.nbytes for instr in instructions]
-        made += sizes
+        size.append(count)
+        labels = list(map(_NAME, instructions))
+        local = dict(zip(labels, range(count)))
         roots.append(local[comp.root.name])  # type: ignore[union-attr]
         params += [local[p.name] for p in comp.parameters]
-        for instr in instructions:
-            opcode = instr.opcode
-            found = by_op.get(opcode)
-            if found is None:
-                category = op_category(opcode)
-                op_cat.append(categories[category if category in categories else "other"])
-                op_bytes.append(bytes_rule(opcode))
-                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), op_bytes[-1]
-            add_op(found[0])
-            said = shapes.get(id(instr.shape))
-            if said is None:
-                written = clip(str(instr.shape), SHAPE_LIMIT)
-                said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
-                if said == len(shape_text):
-                    shape_text.append(written)
-            add_shape(said)
-            first = len(sources)
-            for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
-                source = local.get(operand)
+        # Each column a body at a time (`map` over its instructions, no Python step per
+        # instruction): each opcode, shape and metadata object is worked out once.
+        opcodes = list(map(_OPCODE, instructions))
+        if not by_op.keys() >= set(opcodes):
+            for opcode in dict.fromkeys(opcodes):
+                if opcode not in by_op:
+                    category = op_category(opcode)
+                    op_cat.append(categories[category if category in categories else "other"])
+                    op_bytes.append(bytes_rule(opcode))
+                    by_op[opcode] = ops.setdefault(opcode, len(ops))
+                    if op_bytes[-1] == OWN_BYTES:
+                        own_ops.add(opcode)
+                    elif op_bytes[-1] == SUMMED_BYTES:
+                        summed_ops.add(opcode)
+        op += map(by_op.__getitem__, opcodes)
+        kept = list(map(_SHAPE, instructions))
+        sids = list(map(id, kept))
+        if not shapes.keys() >= set(sids):
+            for sid, obj in dict(zip(sids, kept)).items():
+                if sid not in shapes:
+                    written = clip(str(obj), SHAPE_LIMIT)
+                    shapes[sid] = shape_texts.setdefault(written, len(shape_texts))
+                    shape_bytes[sid], shape_chars[sid] = obj.nbytes, len(written)
+                    if obj.dtype == "tuple":
+                        tuples.add(sid)
+        shape += map(shapes.__getitem__, sids)
+        sizes = list(map(shape_bytes.__getitem__, sids))
+        made += sizes
+        # (operands as `_graph_data._edges_and_order` finds them: -1 for a name it does not
+        # hold, for its place among the operands)
+        operands = list(map(_OPERANDS, instructions))
+        counts = list(map(len, operands))
+        args += counts
+        try:
+            found_sources = list(map(local.__getitem__, chain.from_iterable(operands)))
+        except KeyError:  # (a name the body does not hold as written: looked up, or -1)
+            found_sources = []
+            for name in chain.from_iterable(operands):
+                source = local.get(name)
                 if source is None:
-                    found_instr = comp.get(operand) if operand[:1] == "%" else None
-                    if found_instr is None:
-                        add_source(-1)  # no edge, but its place among the operands
-                        continue
-                    source = local[found_instr.name]
-                add_source(source)
-            add_args(len(instr.operands))
-            if opcode in FLOP_OPS:
-                flops_at.append(len(op) - 1)
-                flops.append(instruction_flops(instr, module))
-            elif instr.called_computations:  # (a reduce's region: any FLOPs it runs)
-                found_flops = instruction_flops(instr, module)
-                if found_flops:
-                    flops_at.append(len(op) - 1)
-                    flops.append(found_flops)
-            rule = found[1]  # (no bytes, or a sum, the page works out: any other are given)
-            if rule == OWN_BYTES or (rule == SUMMED_BYTES and instr.shape.dtype == "tuple"):
-                read = sum(sizes[k] for k in sources[first:] if k >= 0)
-                bytes_at.append(len(op) - 1)
-                nbytes.append(bytes_with_operands(instr, module, read))
-            text = instr.text
-            cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
-            root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
-            start = (5 if root else 0) + len(instr.name) + len(shape_text[said]) + len(opcode) + 5
-            lines.append(text[start:] if cut < 0 else text[start:cut])
-            head.append(2 if root else 1)
-            names.append(instr.name)
-            meta = instr.metadata
-            said_meta = by_meta.get(id(meta))
-            if said_meta is None:
-                said_meta = by_meta[id(meta)] = len(metas) // 4
-                metas += strings_of(meta)
-                work = _jax_op(meta.op_name, _NO_OP)  # (a part's label names its ops by it)
-                metas.append(0 if work is _NO_OP else works.setdefault(work, len(works)))
-            add_meta(said_meta)
+                    found = comp.get(name) if name[:1] == "%" else None
+                    source = -1 if found is None else local[found.name]
+                found_sources.append(source)
+        sources += found_sources
+        # (dots' and convolutions' FLOPs, and those of an instruction that applies a
+        # computation: a reduce's, where it has any)
+        calls = map(bool, map(_CALLED, instructions))
+        for k in compress(range(count), map(or_, map(FLOP_OPS.__contains__, opcodes), calls)):
+            instr = instructions[k]
+            found_flops = instruction_flops(instr, module)
+            if found_flops or instr.opcode in FLOP_OPS:
+                flops_at.append(base + k)
+                flops.append(found_flops)
+        # (the bytes of the rows whose bytes are neither none nor a sum the page works out)
+        given = list(compress(range(count), map(own_ops.__contains__, opcodes)))
+        if tuples:
+            summed = map(summed_ops.__contains__, opcodes)
+            given += compress(range(count), map(and_, map(tuples.__contains__, sids), summed))
+        if given:
+            starts = list(accumulate(counts, initial=0))
+            for k in sorted(given):
+                read = sum(sizes[s] for s in found_sources[starts[k] : starts[k + 1]] if s >= 0)
+                bytes_at.append(base + k)
+                nbytes.append(bytes_with_operands(instructions[k], module, read))
+        # (each head's characters but ``ROOT `` and the spaces: ``%name = shape opcode``)
+        chars = map(add, map(len, labels), map(shape_chars.__getitem__, sids))
+        heads = list(map(add, chars, map(len, opcodes)))
+        cuts = _CUTS.get(comp)  # (where `builds_in_page` cut each line, if it kept them)
+        if cuts is not None:  # (each line read in place: no string of it but its text)
+            ats = [at if at >= 0 else 0 for at in map(_AT, instructions)]
+            lines += [
+                text[at + 5 * (cut & 1) + chars + 5 : at + (cut >> 1)]
+                for text, at, chars, cut in zip(map(_TEXT, instructions), ats, heads, cuts)
+            ]
+            head += [1 + (cut & 1) for cut in cuts]
+        else:
+            for instr, chars in zip(instructions, heads):
+                text = instr.text
+                cut = text.find(", metadata={")  # (`builds_in_page`: where its text ends)
+                root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
+                start = (5 if root else 0) + chars + 5
+                lines.append(text[start:] if cut < 0 else text[start:cut])
+                head.append(2 if root else 1)
+        names += labels
+        kept = list(map(_METADATA, instructions))
+        mids = list(map(id, kept))
+        if not by_meta.keys() >= set(mids):
+            for mid, meta in dict(zip(mids, kept)).items():
+                if mid not in by_meta:
+                    by_meta[mid] = len(metas) // 4
+                    metas += strings_of(meta)
+                    work = works_of.get(meta.op_name)  # (a part's label names its ops by it)
+                    if work is None:
+                        found_work = _jax_op(meta.op_name, _NO_OP)
+                        work = works_of[meta.op_name] = (
+                            0 if found_work is _NO_OP else works.setdefault(found_work, len(works))
+                        )
+                    metas.append(work)
+        meta_of += map(by_meta.__getitem__, mids)
+    for _, comp in bodies:  # (read: not kept with the module)
+        _CUTS.pop(comp, None)
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
