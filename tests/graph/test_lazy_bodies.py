@@ -15,12 +15,7 @@ import pytest
 from tests._support.graph_page import Page, node, open_graph, screenshot
 from tests._support.notebook_page import ORIGIN
 from tpukit.graph._first_view import first_view
-from tpukit.graph._graph_bodies import (
-    _reads_at_once,
-    _reads_line_by_line,
-    body_nodes,
-    builds_in_page,
-)
+from tpukit.graph._graph_bodies import body_nodes
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_data import GraphTree
 from tpukit.graph._graph_frame import Frame
@@ -33,9 +28,10 @@ from tpukit.hlo import parse_hlo
 
 # Bodies the page builds (fused_a: parameters out of order, a constant moved to its user, a
 # tuple root that is not the last line, an operand read twice; fused_b: a dot; fused_meta:
-# metadata, last; fused_w: inside a loop's body; fused_reduce: a reduction, which applies
-# its region per element: no tree holds the region) and a body Python keeps building
-# (fused_mid: metadata before another attribute).
+# metadata, last; fused_mid: metadata before another attribute; fused_w: inside a loop's
+# body; fused_reduce: a reduction, which applies its region per element: no tree holds the
+# region) and a body Python keeps building (fused_cc: a library call, whose category is
+# its target's).
 EDGE_HLO = """HloModule edges
 
 %fused_a (p1: f32[8], p0: f32[8]) -> (f32[8], f32[8]) {
@@ -64,6 +60,11 @@ EDGE_HLO = """HloModule edges
 %fused_mid (q: f32[8]) -> f32[8] {
   %q = f32[8]{0} parameter(0)
   ROOT %r = f32[8]{0} negate(f32[8]{0} %q), metadata={op_name="jit(f)/neg"}, backend_config="x"
+}
+
+%fused_cc (q: f32[8]) -> f32[8] {
+  %q = f32[8]{0} parameter(0)
+  ROOT %cc = f32[8]{0} custom-call(f32[8]{0} %q), custom_call_target="foo"
 }
 
 %add (a: f32[], b: f32[]) -> f32[] {
@@ -111,15 +112,16 @@ ENTRY %main (u: f32[8], v: f32[8], x: f32[8,16], y: f32[16,4]) -> (f32[8], f32[8
   %fm = f32[8]{0} fusion(f32[8]{0} %g0), kind=kLoop, calls=%fused_meta
   %fr = f32[] fusion(f32[8]{0} %fm), kind=kInput, calls=%fused_reduce
   %fd = f32[8]{0} fusion(f32[8]{0} %fm), kind=kLoop, calls=%fused_mid
+  %fc = f32[8]{0} fusion(f32[8]{0} %fd), kind=kLoop, calls=%fused_cc
   %zero = s32[] constant(0)
   %init = (s32[], f32[8]{0}) tuple(s32[] %zero, f32[8]{0} %fm)
   %loop = (s32[], f32[8]{0}) while((s32[], f32[8]{0}) %init), condition=%cond, body=%body
   %lv = f32[8]{0} get-tuple-element((s32[], f32[8]{0}) %loop), index=1
-  ROOT %res = (f32[8]{0}, f32[8,4]{1,0}, f32[], f32[8]{0}, f32[8]{0}) tuple(f32[8]{0} %g0, f32[8,4]{1,0} %fb, f32[] %fr, f32[8]{0} %lv, f32[8]{0} %fd)
+  ROOT %res = (f32[8]{0}, f32[8,4]{1,0}, f32[], f32[8]{0}, f32[8]{0}) tuple(f32[8]{0} %g0, f32[8,4]{1,0} %fb, f32[] %fr, f32[8]{0} %lv, f32[8]{0} %fc)
 }
 """
 
-LAZY = {"fused_a", "fused_b", "fused_meta", "fused_w", "fused_reduce"}
+LAZY = {"fused_a", "fused_b", "fused_meta", "fused_mid", "fused_w", "fused_reduce"}
 
 
 def _fresh(copy: int):
@@ -151,8 +153,8 @@ def test_the_page_tree_leaves_out_the_bodies_the_page_reads_and_keeps_the_rest()
     kept = [i for i in range(len(whole.kind)) if whole.parent[i] not in lazy_fusions]
     assert [whole.label[i] for i in kept] == list(lazy.label)  # the same order, bodies apart
     assert [lazy.label[i] for i in first_view(lazy)] == [whole.label[i] for i in first_view(whole)]
-    fd = _fusion(lazy, "fd")  # metadata not last: built as before
-    assert len(lazy.children[fd]) == len(whole.children[_fusion(whole, "fd")]) == 2
+    fc = _fusion(lazy, "fc")  # a library call: built as before
+    assert len(lazy.children[fc]) == len(whole.children[_fusion(whole, "fc")]) == 2
 
 
 def test_a_graph_page_carries_its_bodies_apart_and_counts_as_before():
@@ -199,8 +201,7 @@ def _unpacked(browser, payloads: list[str]) -> list[dict]:
 
 
 def _many_bodies(fusions: int = 30) -> str:
-    """A module whose last fusion (metadata before another attribute: built in Python, with
-    its parameters) comes after ``fusions`` bodies the page builds, 10 ops each: its body's
+    """A module whose last fusion (a library call's: built in Python, with its parameters) comes after ``fusions`` bodies the page builds, 10 ops each: its body's
     nodes are below 256 in the page's tree, above it once the bodies are in place."""
     ops = "\n".join(
         f"  %e{k} = f32[8]{{0}} exponential(f32[8]{{0}} %e{k - 1})" for k in range(1, 9)
@@ -214,13 +215,13 @@ def _many_bodies(fusions: int = 30) -> str:
         f"  %f{n} = f32[8]{{0}} fusion(f32[8]{{0}} %f{n - 1}), kind=kLoop, calls=%fused_{n}"
         for n in range(1, fusions)
     )
-    mid = EDGE_HLO[EDGE_HLO.index("%fused_mid ") : EDGE_HLO.index("%add ")]
+    mid = EDGE_HLO[EDGE_HLO.index("%fused_cc ") : EDGE_HLO.index("%add ")]
     return (
         f"HloModule many\n\n{fused}{mid}"
         "ENTRY %main (u: f32[8]) -> f32[8] {\n  %u = f32[8]{0} parameter(0)\n"
         "  %f0 = f32[8]{0} fusion(f32[8]{0} %u), kind=kLoop, calls=%fused_0\n"
-        f"{calls}\n  ROOT %fd = f32[8]{{0}} fusion(f32[8]{{0}} %f{fusions - 1}), kind=kLoop, "
-        "calls=%fused_mid\n}\n"
+        f"{calls}\n  ROOT %fc = f32[8]{{0}} fusion(f32[8]{{0}} %f{fusions - 1}), kind=kLoop, "
+        "calls=%fused_cc\n}\n"
     )
 
 
@@ -257,10 +258,10 @@ def test_a_body_carries_its_costs_only_where_the_page_cannot_tell_them():
     assert list(wire["bodyFlopsAt"]) == [rows["d"]] and list(wire["bodyFlopsOf"]) == [1024]
 
 
-# Bodies `builds_in_page` reads at once (fused_a, fused_b, fused_w, fused_reduce: lines in
-# order, ASCII, no metadata) and those it reads line by line: metadata (fused_meta, fused_mid), a line longer
-# than the panel's text between short ones (fused_long), a line not ASCII (fused_text), a
-# head the page does not read (fused_head: names without ``%``).
+# Bodies whose lines `body_texts` reads alone: a line longer than the panel's text between
+# short ones (fused_long), a line not ASCII (fused_text), a head the wire cannot leave out
+# (fused_head: names without ``%``), metadata with braces and one not last among lines
+# read in place (fused_brace).
 _LONG = ", ".join(["1"] * 1500)
 ODD_HLO = f"""HloModule odd
 
@@ -275,9 +276,16 @@ ODD_HLO = f"""HloModule odd
   ROOT %n = f32[8]{{0}} negate(f32[8]{{0}} %p), frontend_attributes={{note="é"}}
 }}
 
-%fused_head (p: f32[8]) -> f32[8] {{
-  p = f32[8]{{0}} parameter(0)
-  ROOT n = f32[8]{{0}} negate(f32[8]{{0}} p)
+%fused_head (hp: f32[8]) -> f32[8] {{
+  hp = f32[8]{{0}} parameter(0)
+  ROOT hn = f32[8]{{0}} negate(f32[8]{{0}} hp)
+}}
+
+%fused_brace (p: f32[8]) -> f32[8] {{
+  %p = f32[8]{{0}} parameter(0)
+  %m = f32[8]{{0}} negate(f32[8]{{0}} %p), metadata={{op_name="jit(f)/a{{b}}/neg" source_line=2}}
+  %o = f32[8]{{0}} negate(f32[8]{{0}} %m), metadata={{op_name="jit(f)/neg"}}, backend_config="x"
+  ROOT %n = f32[8]{{0}} negate(f32[8]{{0}} %o), metadata={{op_name="jit(f)/neg"}}
 }}
 
 ENTRY %main (x: f32[8]) -> (f32[8], f32[8], f32[8]) {{
@@ -285,22 +293,23 @@ ENTRY %main (x: f32[8]) -> (f32[8], f32[8], f32[8]) {{
   %a = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_long
   %b = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_text
   %c = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_head
-  ROOT %t = (f32[8]{{0}}, f32[8]{{0}}, f32[8]{{0}}) tuple(%a, %b, %c)
+  %d = f32[8]{{0}} fusion(f32[8]{{0}} %x), kind=kLoop, calls=%fused_brace
+  ROOT %t = (f32[8]{{0}}, f32[8]{{0}}, f32[8]{{0}}, f32[8]{{0}}) tuple(%a, %b, %c, %d)
 }}
 """
 
 
-def test_a_body_is_read_at_once_where_its_lines_allow_with_the_line_by_line_answer():
-    at_once = {}
-    for module in (parse_hlo(EDGE_HLO + "\n" * 7), parse_hlo(ODD_HLO)):
-        for comp in module.computations.values():
-            if comp.kind == "fusion":
-                assert builds_in_page(comp, {}) == _reads_line_by_line(comp, {}), comp.name
-                at_once[comp.name] = _reads_at_once(comp, {})
-    fast = {name for name, fast in at_once.items() if fast}
-    assert fast == {"fused_a", "fused_b", "fused_w", "fused_reduce"}
-    lazy = {comp.name for comp in GraphTree(parse_hlo(ODD_HLO), lazy=True).lazy.values()}
-    assert lazy == set()  # (each breaks a rule: a line too long, not ASCII, a head not read)
+def test_a_body_is_left_to_the_page_whatever_its_lines_and_each_is_written_as_the_wire_does():
+    module = parse_hlo(ODD_HLO)
+    lazy = GraphTree(module, lazy=True)
+    assert {comp.name for comp in lazy.lazy.values()} == {
+        "fused_long", "fused_text", "fused_head", "fused_brace"
+    }  # fmt: skip
+    wire = graph_wire(lazy, "t", None)
+    written = dict(zip(wire["bodyLabel"], zip(wire["bodyText"], wire["bodyHead"])))
+    assert written["k"][0].endswith("…") and written["k"][1] == 1  # (clipped: too long)
+    assert written["hp"] == ("hp = f32[8]{0} parameter(0)", 0)  # (no ``%``)
+    assert written["o"] == ('(f32[8]{0} %m), backend_config="x"', 1)  # (metadata cut out)
 
 
 _WORK = ("tanh", "add", "transpose(jvp(g)/mul)", "")
@@ -406,7 +415,9 @@ def _under(data: GraphTree, node: int, group: int) -> bool:
     return at == group
 
 
-@pytest.mark.parametrize("source", ["edges", "many", "slices", "parts", "gpu_command_buffer.hlo"])
+@pytest.mark.parametrize(
+    "source", ["edges", "many", "slices", "parts", "odd", "gpu_command_buffer.hlo"]
+)
 def test_the_page_unpacks_a_payload_with_bodies_apart_as_the_whole_trees(browser, source):
     if source == "edges":
         text = EDGE_HLO
@@ -416,6 +427,8 @@ def test_the_page_unpacks_a_payload_with_bodies_apart_as_the_whole_trees(browser
         text = _many_bodies()
     elif source == "parts":
         text = _parts_module()
+    elif source == "odd":
+        text = ODD_HLO
     else:
         from pathlib import Path
 

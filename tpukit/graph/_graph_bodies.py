@@ -50,8 +50,7 @@ import math
 from array import array
 from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, attrgetter, not_, or_
-from weakref import WeakKeyDictionary
+from operator import add, and_, attrgetter, eq, not_, or_, sub
 
 from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
@@ -84,6 +83,8 @@ _NAME, _OPCODE, _SHAPE, _OPERANDS = (
 _CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
 _AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
 _REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
+_ROW = attrgetter("_text", "_end", "_attributes")  # (a parser's row: its text, -1, None)
+_HEAD = "%{} = {} {}".format  # (a line's head: its name, shape and opcode)
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
@@ -92,15 +93,11 @@ BODY_COLUMNS = (
 )  # fmt: skip
 
 
-def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """Whether the page can build ``comp``'s nodes itself (see the module docstring).
-
-    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared).
-
-    A large module's group stage asks this of every fusion of its ENTRY (23,000 bodies,
-    300,000 lines at 400,000 instructions): most bodies are answered at once
-    (`_reads_at_once`), the others line by line (`_reads_line_by_line`), with the same
-    answer.
+def builds_in_page(comp: HloComputation, shapes: dict[int, str] | None = None) -> bool:
+    """Whether the page can build ``comp``'s nodes itself (see the module docstring): a
+    fused computation none of whose instructions runs another computation as program or
+    varies in category. Its lines are not read here: `body_columns` reads each once.
+    (``shapes``: unused, for callers that keep shapes' texts.)
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> module = parse_hlo('''HloModule m
@@ -113,82 +110,38 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         ...   ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused
         ... }
         ... ''')
-        >>> builds_in_page(module.computations["fused"], {})
+        >>> builds_in_page(module.computations["fused"])
         True
     """
-    if comp.kind != "fusion":
-        return False
-    return _reads_at_once(comp, shapes) or _reads_line_by_line(comp, shapes)
-
-
-def _reads_at_once(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """Whether every line of ``comp`` passes `builds_in_page`'s checks, the line-wide ones
-    made once over the stretch of the module's text the lines fill; False where that
-    cannot tell (then `_reads_line_by_line` answers).
-
-    The parser keeps each line as its place in the module's text (`HloInstruction`'s
-    ``_text``, ``_at``; ``_end`` -1: up to its line break). Where a body's lines lie in
-    order in one text, the stretch from the first to the end of the last holds them all:
-    if it is ASCII and holds no ``, metadata={``, so does every line, and each line's text
-    for the panel is the whole line; a line is no longer than the gap to the next one's
-    start (each gap, and the last line, at most `TEXT_LIMIT`). What is left per line is
-    its opcode and its head (``%name = shape opcode``, after ``ROOT `` on the root line),
-    read in place (it holds no line break: the parser's names, shapes and opcodes have
-    none): no string of the line is made (a new string per line and the checks on it
-    were most of the cost)."""
     instructions = comp.instructions
-    if not instructions:
+    if comp.kind != "fusion" or not _VARIES.isdisjoint(map(_OPCODE, instructions)):
         return False
-    source, first, last = instructions[0]._text, instructions[0]._at, instructions[-1]._at
-    end = source.find("\n", last) if 0 <= first <= last else -1
-    if end < 0 or end - last > TEXT_LIMIT or end - first > TEXT_LIMIT * len(instructions):
-        return False
-    lines = source[first:end]  # (checked first: a body whose lines have metadata, as a
-    if not lines.isascii() or ", metadata={" in lines:  # real module's do, is read by line)
-        return False
-    at = -1
-    for instr in instructions:
-        opcode = instr.opcode
-        if (instr.called_computations and _runs_program(instr)) or opcode in _VARIES:
-            return False
-        start = instr._at
-        if instr._text is not source or instr._end != -1 or not at < start <= last:
-            return False  # (not the parser's row in that text, or out of order)
-        if start - at > TEXT_LIMIT and at >= 0:  # (the line before may be too long)
-            return False
-        at = start
-        shape = shapes.get(id(instr.shape))
-        if shape is None:
-            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
-        if instr.is_root and source.startswith("ROOT ", start):
-            start += 5
-        if not source.startswith(f"%{instr.name} = {shape} {opcode}", start):
-            return False
+    if any(map(_CALLED, instructions)):
+        return not any(_runs_program(instr) for instr in instructions if instr.called_computations)
     return True
 
 
-def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """`builds_in_page`, line by line: where `_line_cuts` finds every line's cut. Those
-    cuts are kept for `body_columns` (`_CUTS`), which then reads each line no more."""
-    cuts = _line_cuts(comp, shapes)
-    if cuts is None:
-        return False
-    _CUTS[comp] = cuts
-    return True
+def _runs_program(instr: HloInstruction) -> bool:
+    """Whether ``instr`` (which calls computations) runs one as program (a loop, a call:
+    its node holds the computation's in the whole tree), not only applies one per element
+    (a reduce's region: its node is a leaf)."""
+    refs = instr.called_computations
+    return instr.opcode in RUNS_COMPUTATIONS or any(ref.role not in _APPLIED for ref in refs)
 
 
-#: The cuts `_line_cuts` found of each body it accepted, until `body_columns` reads them
-#: (the tree's check and the payload's columns: one pass over a body's lines, not two).
-_CUTS: WeakKeyDictionary[HloComputation, array] = WeakKeyDictionary()
+def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[list[str], list[int]]:
+    """Each line's text for the panel and its head (``bodyText``, ``bodyHead``), as
+    `_graph_payload._instruction_columns` writes an instruction's ``text`` and
+    ``textHead`` on the wire: the line up to its metadata (`display_cut`), clipped to
+    `TEXT_LIMIT`, without its head (``heads``: ``%name = shape opcode``) where it opens
+    with it (1), or with it after ``ROOT `` (2); else whole (0).
 
-
-def _line_cuts(comp: HloComputation, shapes: dict[int, str]) -> array | None:
-    """Where each line of ``comp`` is cut for the panel (its text up to its metadata), as
-    ``2 * cut + root`` (``root`` 1 where its head follows ``ROOT ``), None where a line
-    fails `builds_in_page`'s checks.
-
-    Most bodies are read in place, a column at a time (`_cuts_in_place`); any other line
-    by line (`_cuts_by_line`), with the same answer.
+    A body of parser's rows (`HloInstruction`: ``_end`` -1, attributes not split) in order
+    in one text is read in place, a column at a time: the stretch of text its lines fill
+    is checked ASCII once, and where no ``, metadata={`` starts before a line's rest (the
+    text after its operands), its cut follows from the rest alone (`_rest_cuts`), worked
+    out once per distinct rest; only its text is made of each line. Any other line is
+    cut out of its text (`_line_text`).
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> comp = parse_hlo(
@@ -197,98 +150,82 @@ def _line_cuts(comp: HloComputation, shapes: dict[int, str]) -> array | None:
         ...     "ENTRY %main {\\n  %x = f32[4]{0} parameter(0)\\n"
         ...     "  ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused\\n}\\n"
         ... ).computations["fused"]
-        >>> [(cut >> 1, cut & 1) for cut in _line_cuts(comp, {})]
-        [(27, 0), (40, 1)]
+        >>> body_texts(comp.instructions, ["%p = f32[4]{0} parameter", "%e = f32[4]{0} negate"])
+        (['(0)', '(f32[4]{0} %p)'], [1, 2])
     """
-    instructions = comp.instructions
-    opcodes = list(map(_OPCODE, instructions))
-    if not _VARIES.isdisjoint(opcodes):
-        return None
-    if any(map(_CALLED, instructions)):
-        if any(_runs_program(instr) for instr in instructions if instr.called_computations):
-            return None
-    kept = list(map(_SHAPE, instructions))
-    sids = list(map(id, kept))
-    if not shapes.keys() >= set(sids):
-        for sid, obj in dict(zip(sids, kept)).items():
-            if sid not in shapes:
-                shapes[sid] = clip(str(obj), SHAPE_LIMIT)
-    names = map(_NAME, instructions)
-    heads = list(map("%{} = {} {}".format, names, map(shapes.__getitem__, sids), opcodes))
-    found = _cuts_in_place(instructions, heads)
-    return found if found is not None else _cuts_by_line(instructions, heads)
+    count = len(instructions)
+    texts: list[str] = [""] * count
+    kinds = [0] * count
+    left = _texts_in_place(instructions, heads, texts, kinds)
+    tails: dict[str, str] = {}
+    for k in left:
+        texts[k], kinds[k] = _line_text(instructions[k], heads[k], tails)
+    return texts, kinds
 
 
-def _cuts_in_place(instructions: list[HloInstruction], heads: list[str]) -> array | None:
-    """`_line_cuts` of a body of parser's rows (`HloInstruction`: ``_end`` -1, attributes
-    not split) in order in one text, each checked in place (no string of a line is made),
-    a column at a time: the stretch of text they fill is ASCII; where no ``, metadata={``
-    starts before a line's rest (the text after its operands), its cut follows from the
-    rest alone (`_rest_cut`), worked out once per distinct rest, as
-    `_graph_payload._instruction_columns` reads the module's other lines. None where a
-    line is not such a row or not so cut (`_cuts_by_line` then answers)."""
-    if not instructions:
-        return array("i")
-    count, source = len(instructions), instructions[0]._text
-    if (
-        set(map(id, map(_TEXT, instructions))) != {id(source)}
-        or set(map(_END, instructions)) != {-1}
-        or set(map(_ATTRIBUTES, instructions)) != {None}
-    ):
-        return None
+def _texts_in_place(
+    instructions: list[HloInstruction], heads: list[str], texts: list[str], kinds: list[int]
+) -> list[int] | range:
+    """`body_texts` of the lines read in place, written into ``texts`` and ``kinds``: the
+    rows left to read one by one (all of them where the body is not such rows)."""
+    count = len(instructions)
+    source = instructions[0]._text if instructions else ""
+    if not count or set(map(_ROW, instructions)) != {(source, -1, None)}:
+        return range(count)
     ats = list(map(_AT, instructions))
     if ats[0] < 0 or ats != sorted(ats):
-        return None
+        return range(count)
     ends = list(map(source.find, repeat("\n", count), ats))
     if min(ends) < 0 or not source[ats[0] : ends[-1]].isascii():
-        return None
+        return range(count)
     rest_ats = list(map(_REST_AT, instructions))
     rests_at = list(map(add, ats, rest_ats))
-    before = map(add, rests_at, repeat(11, count))  # (one that starts before the rest)
-    if max(map(source.find, repeat(", metadata={", count), ats, before)) >= 0:
-        return None
     rests = list(map(source.__getitem__, map(slice, rests_at, ends)))
     known = _rest_cuts(list(dict.fromkeys(rests)))
-    cuts = list(map(add, rest_ats, map(known.__getitem__, rests)))
-    if min(map(known.__getitem__, rests)) < 0 or max(cuts) > TEXT_LIMIT:
-        return None
-    found = array("i", map(add, cuts, cuts))
-    heads_at = list(map(source.startswith, heads, ats, map(add, ats, cuts)))
-    if not all(heads_at):
-        for k in compress(range(count), map(not_, heads_at)):  # (the root's, or none)
-            at, cut = ats[k], ats[k] + cuts[k]
-            if not (
-                source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut)
-            ):
-                return None
-            found[k] += 1
-    return found
+    in_rest = list(map(known.__getitem__, rests))
+    cuts = list(map(add, rests_at, in_rest))  # (where each text ends in the module's text)
+    # A ", metadata={" that starts before its line's rest: that line is read alone. Where
+    # the stretch holds as many as the rests cut at one (the others are read alone), none
+    # does; else each line is asked.
+    marked = count - list(map(eq, in_rest, map(len, rests))).count(True)
+    if source.count(", metadata={", ats[0], ends[-1]) == marked:
+        before = [-1] * count
+    else:
+        ahead = map(add, rests_at, repeat(11))
+        before = list(map(source.find, repeat(", metadata={", count), ats, ahead))
+    left = []
+    if max(before) >= 0 or min(in_rest) < 0 or max(map(sub, cuts, ats)) > TEXT_LIMIT:
+        left = [
+            k
+            for k in range(count)
+            if before[k] >= 0 or in_rest[k] < 0 or cuts[k] - ats[k] > TEXT_LIMIT
+        ]
+    starts = list(map(add, ats, map(len, heads)))
+    texts[:] = map(source.__getitem__, map(slice, starts, cuts))
+    opens = list(map(source.startswith, heads, ats, cuts))
+    kinds[:] = map(int, opens)
+    if not all(opens):  # (the root's head, after ``ROOT ``, or none)
+        for k in compress(range(count), map(not_, opens)):
+            at, cut = ats[k], cuts[k]
+            if source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut):
+                texts[k], kinds[k] = source[starts[k] + 5 : cut], 2
+            else:
+                texts[k] = source[at:cut]
+    return left
 
 
-def _cuts_by_line(instructions: list[HloInstruction], heads: list[str]) -> array | None:
-    """`_line_cuts`, each line cut out of its text (`HloInstruction.text`, `display_cut`)."""
-    cuts = array("i", bytes(4 * len(instructions)))
-    tails: dict[str, str] = {}
-    for k, (instr, head) in enumerate(zip(instructions, heads)):
-        text = instr.text
-        if not text.isascii() or "\n" in text:
-            return None
-        cut = text.find(", metadata={")
-        if cut < 0:
-            cut = len(text)
-        else:
-            found = display_cut(instr, tails, text)
-            if found != cut and (found.__class__ is int or found != text[:cut]):
-                return None
-        if cut > TEXT_LIMIT:
-            return None
-        if text.startswith(head, 0, cut):
-            cuts[k] = 2 * cut
-        elif text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut):
-            cuts[k] = 2 * cut + 1
-        else:
-            return None
-    return cuts
+def _line_text(instr: HloInstruction, head: str, tails: dict[str, str]) -> tuple[str, int]:
+    """`body_texts` of one line, cut out of its text (`HloInstruction.text`)."""
+    text = instr.text
+    cut = display_cut(instr, tails, text)
+    line = cut if cut.__class__ is str else text[:cut]  # type: ignore[index]
+    if len(line) > TEXT_LIMIT:
+        line = clip(line, TEXT_LIMIT)
+    if line.startswith(head):
+        return line[len(head) :], 1
+    if line.startswith("ROOT ") and line.startswith(head, 5):
+        return line[len(head) + 5 :], 2
+    return line, 0
 
 
 def _rest_cuts(rests: list[str]) -> dict[str, int]:
@@ -339,14 +276,6 @@ def _rest_cut(rest: str) -> int:
     if at < 0:
         return len(rest)
     return at if _metadata_ends(rest, at, 0) else -1
-
-
-def _runs_program(instr: HloInstruction) -> bool:
-    """Whether ``instr`` (which calls computations) runs one as program (a loop, a call:
-    its node holds the computation's in the whole tree), not only applies one per element
-    (a reduce's region: its node is a leaf)."""
-    refs = instr.called_computations
-    return instr.opcode in RUNS_COMPUTATIONS or any(ref.role not in _APPLIED for ref in refs)
 
 
 def body_nodes(size: int) -> int:
@@ -402,8 +331,8 @@ def body_columns(
     by_op: dict[str, int] = {}  # (its id)
     own_ops: set[str] = set()  # (the opcodes whose `bytes_rule` is `OWN_BYTES`)
     summed_ops: set[str] = set()  # (those whose rule is `SUMMED_BYTES`: not a tuple's)
-    shape_bytes: dict[int, int] = {}  # (by the shape's id: its bytes, its text's length)
-    shape_chars: dict[int, int] = {}
+    shape_bytes: dict[int, int] = {}  # (by the shape's id: its bytes, its text)
+    shape_written: dict[int, str] = {}
     tuples: set[int] = set()  # (the ids of tuple shapes)
     works_of: dict[str, int] = {}  # (each op name's JAX op, in ``works``)
     op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
@@ -443,7 +372,7 @@ def body_columns(
                 if sid not in shapes:
                     written = clip(str(obj), SHAPE_LIMIT)
                     shapes[sid] = shape_texts.setdefault(written, len(shape_texts))
-                    shape_bytes[sid], shape_chars[sid] = obj.nbytes, len(written)
+                    shape_bytes[sid], shape_written[sid] = obj.nbytes, written
                     if obj.dtype == "tuple":
                         tuples.add(sid)
         shape += map(shapes.__getitem__, sids)
@@ -485,25 +414,11 @@ def body_columns(
                 read = sum(sizes[s] for s in found_sources[starts[k] : starts[k + 1]] if s >= 0)
                 bytes_at.append(base + k)
                 nbytes.append(bytes_with_operands(instructions[k], module, read))
-        # (each head's characters but ``ROOT `` and the spaces: ``%name = shape opcode``)
-        chars = map(add, map(len, labels), map(shape_chars.__getitem__, sids))
-        heads = list(map(add, chars, map(len, opcodes)))
-        cuts = _CUTS.get(comp)  # (where `builds_in_page` cut each line, if it kept them)
-        if cuts is not None:  # (each line read in place: no string of it but its text)
-            ats = [at if at >= 0 else 0 for at in map(_AT, instructions)]
-            lines += [
-                text[at + 5 * (cut & 1) + chars + 5 : at + (cut >> 1)]
-                for text, at, chars, cut in zip(map(_TEXT, instructions), ats, heads, cuts)
-            ]
-            head += [1 + (cut & 1) for cut in cuts]
-        else:
-            for instr, chars in zip(instructions, heads):
-                text = instr.text
-                cut = text.find(", metadata={")  # (`builds_in_page`: where its text ends)
-                root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
-                start = (5 if root else 0) + chars + 5
-                lines.append(text[start:] if cut < 0 else text[start:cut])
-                head.append(2 if root else 1)
+        # (each line's head, as the page puts it back: ``%name = shape opcode``)
+        shown = map(shape_written.__getitem__, sids)
+        texts, kinds = body_texts(instructions, list(map(_HEAD, labels, shown, opcodes)))
+        lines += texts
+        head += kinds
         names += labels
         kept = list(map(_METADATA, instructions))
         mids = list(map(id, kept))
@@ -520,8 +435,6 @@ def body_columns(
                         )
                     metas.append(work)
         meta_of += map(by_meta.__getitem__, mids)
-    for _, comp in bodies:  # (read: not kept with the module)
-        _CUTS.pop(comp, None)
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
