@@ -10,38 +10,35 @@ come in the payload's body columns (`body_columns`), and the page (``insertBodie
 ids, labels, texts, edges and costs as a tree built with them.
 
 The payload carries, per body instruction (program order): its name (``bodyLabel``), its
-HLO line up to its metadata without the head its name, shape and opcode give (``bodyText``,
-as the wire's ``text``; ``bodyHead`` 2 after ``ROOT ``, else 1: the panel's text, decoded
-when one is shown), its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``; its
-colour category is its opcode's, ``bodyOpCat``), its operands (``bodyArgs`` of them in
-``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
-(``bodyMade``: its edges'), its metadata (``bodyMeta``: the metadata objects' interned op
-name, source label and path, and the JAX op it names, in ``bodyWorks``, 0 for none: four
-numbers apiece in ``bodyMetas``); per body, its root
-and parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go
-among the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+HLO text as the wire writes an instruction's (``bodyText``, ``bodyHead``: `body_texts`,
+decoded when the panel shows one), its opcode and shape (indices into ``bodyOps`` and
+``bodyShapes``; its colour category is its opcode's, ``bodyOpCat``), its operands
+(``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name it does not
+hold), the bytes it makes (``bodyMade``: its edges'), its metadata (``bodyMeta``: the
+metadata objects' interned op name, source label and path, and the JAX op it names, in
+``bodyWorks``, 0 for none: four numbers apiece in ``bodyMetas``); per body, its root and
+parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go among
+the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
 instruction in a tree built with it) come only where the page cannot tell them: the FLOPs
-of dots and convolutions, and any of an instruction that applies a computation (rows
-``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are 0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
-follow from its opcode (`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its
-operands read whole) those it makes and reads, which the page sums. (Three quarters of a
-large module's instructions are in these bodies: a column left out is a number per
-instruction Python neither works out nor writes.) What the page works out itself is
-where each node goes (a parameter or constant just before its first user, as
-`_graph_data._edges_and_order` orders them), the edges and those sums; and, in a body of
-more than `MAX_CHILDREN` instructions (``bodyMaxChildren``), the parts Python's tree cuts
-them into (`_graph_parts.PartsMixin._chunk`: consecutive, while more than that), each
-with its members' sums and named by its work (`_graph_nodes.totals_label`: the JAX op its
-metadata names, else its opcode, with Python's rounding of its figures).
+of dots and convolutions (rows ``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are
+0, a reduce's too: `instruction_flops` counts only what runs as program), the bytes of the rows
+``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes follow from its opcode
+(`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its operands read whole) those it
+makes and reads, which the page sums. (Three quarters of a large module's instructions
+are in these bodies: a column left out is a number per instruction Python neither works
+out nor writes.) What the page works out itself is where each node goes (a parameter or
+constant just before its first user, as `_graph_data._edges_and_order` orders them), the
+edges and those sums; and, in a body of more than `MAX_CHILDREN` instructions
+(``bodyMaxChildren``), the parts Python's tree cuts them into (`_graph_parts`'s
+``_chunk``: consecutive, while more than that), each with its members' sums and named by
+its work (`_graph_nodes.totals_label`: the JAX op its metadata names, else its opcode,
+with Python's rounding of its figures).
 
-A body is left to the page only where the page's reading of its lines is exact: a
-fused computation none of whose instructions runs another computation as program (a
-reduce's or sort's region, applied per element, is in no tree: `_runs_program`) or
-varies in category (a fusion, a library call), every line
-ASCII, its metadata (if any) last (the panel's text is the line up to it: `display_cut`;
-its op name and source go as the payload's interned ``bodyScope``, ``bodyLocation``,
-``bodySource``), within the panel's length, and opening with the head the wire leaves
-out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built as before.
+A body is left to the page where its nodes follow from its instructions alone: a fused
+computation none of whose instructions runs another computation as program (a reduce's
+or sort's region, applied per element, is in no tree: `_runs_program`) or varies in
+category (a fusion, a library call: Python builds those as before). Its lines are read
+once, by the payload (`body_texts`): the tree does not read them.
 """
 
 from __future__ import annotations
@@ -50,7 +47,7 @@ import math
 from array import array
 from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, attrgetter, eq, not_, or_, sub
+from operator import add, and_, attrgetter, eq, not_, sub
 
 from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
@@ -83,7 +80,6 @@ _NAME, _OPCODE, _SHAPE, _OPERANDS = (
 _CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
 _AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
 _REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
-_ROW = attrgetter("_text", "_end", "_attributes")  # (a parser's row: its text, -1, None)
 _HEAD = "%{} = {} {}".format  # (a line's head: its name, shape and opcode)
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
@@ -170,7 +166,12 @@ def _texts_in_place(
     rows left to read one by one (all of them where the body is not such rows)."""
     count = len(instructions)
     source = instructions[0]._text if instructions else ""
-    if not count or set(map(_ROW, instructions)) != {(source, -1, None)}:
+    if (
+        not count
+        or set(map(_TEXT, instructions)) != {source}
+        or set(map(_END, instructions)) != {-1}
+        or set(map(_ATTRIBUTES, instructions)) != {None}
+    ):
         return range(count)
     ats = list(map(_AT, instructions))
     if ats[0] < 0 or ats != sorted(ats):
@@ -240,7 +241,7 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
     count = len(rests)
     at = list(map(str.find, rests, repeat(", metadata={", count)))
     found = dict(zip(rests, map(len, rests)))  # (no metadata: the whole rest)
-    some = [k for k in compress(range(count), map((-1).__ne__, at))]
+    some = list(compress(range(count), map((-1).__ne__, at)))
     if not some:
         return found
     marked = [rests[k] for k in some]
@@ -258,8 +259,10 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
         and list(map(str.find, marked, repeat("metadata"))) == list(map(add, starts, repeat(2)))
         and not any(map((1).__and__, map(str.count, insides, repeat('"'))))
     )
-    for rest, start in zip(marked, starts):
-        found[rest] = start if plain else _rest_cut(rest)
+    if plain:
+        found.update(zip(marked, starts))
+    else:
+        found.update(zip(marked, map(_rest_cut, marked)))
     return found
 
 
@@ -394,15 +397,11 @@ def body_columns(
                     source = -1 if found is None else local[found.name]
                 found_sources.append(source)
         sources += found_sources
-        # (dots' and convolutions' FLOPs, and those of an instruction that applies a
-        # computation: a reduce's, where it has any)
-        calls = map(bool, map(_CALLED, instructions))
-        for k in compress(range(count), map(or_, map(FLOP_OPS.__contains__, opcodes), calls)):
-            instr = instructions[k]
-            found_flops = instruction_flops(instr, module)
-            if found_flops or instr.opcode in FLOP_OPS:
-                flops_at.append(base + k)
-                flops.append(found_flops)
+        # (dots' and convolutions' FLOPs: an instruction that applies a computation, a
+        # reduce, has none, `instruction_flops` counts only what runs as program)
+        for k in compress(range(count), map(FLOP_OPS.__contains__, opcodes)):
+            flops_at.append(base + k)
+            flops.append(instruction_flops(instructions[k], module))
         # (the bytes of the rows whose bytes are neither none nor a sum the page works out)
         given = list(compress(range(count), map(own_ops.__contains__, opcodes)))
         if tuples:
