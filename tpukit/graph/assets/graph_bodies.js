@@ -113,57 +113,99 @@ function cutParts(items, most) {
 // [node, parent, end]) where it has more than bodyMaxChildren: each instruction's place, its
 // edges [from, to, bytes, operand index] and how many parameters it has.
 function bodyRows(data, b, row, arg, fusion, columns, texts, kinds, works, parts) {
+  // (each column read once here: the payload's object has many fields, some deleted, and
+  // a field read through it per instruction cost most of the time)
+  var args = data.bodyArgs, from = data.bodyFrom, madeOf = data.bodyMade, labels = data.bodyLabel;
+  var opOf = data.bodyOp, ops = data.bodyOps, opCat = data.bodyOpCat, opBytes = data.bodyOpBytes;
+  var shapeOf = data.bodyShape, shapes = data.bodyShapes, metaOf = data.bodyMeta;
+  var metas = data.bodyMetas, heads = data.bodyHead, instruction = kinds.instruction;
+  var kind = columns.kind, parent = columns.parent, label = columns.label, opColumn = columns.op;
+  var shape = columns.shape, cat = columns.cat, scope = columns.scope, location = columns.location;
+  var source = columns.source, textHead = columns.textHead, bytes = columns.bytes;
   var size = data.bodySize[b], order = new Float64Array(size), k, s, p, first = arg;
   for (k = 0; k < size; k++) order[k] = k;
   for (k = 0; k < size; k++) {  // a parameter or constant sits just before its first user
-    for (p = 0; p < data.bodyArgs[row + k]; p++) {
-      s = data.bodyFrom[arg++];
-      if (s >= 0 && data.bodyArgs[row + s] === 0 && order[s] === s) order[s] = k - 0.5;
+    for (p = 0; p < args[row + k]; p++) {
+      s = from[arg++];
+      if (s >= 0 && args[row + s] === 0 && order[s] === s) order[s] = k - 0.5;
     }
   }
-  var place = Array.from(order.keys()).sort(function (x, y) { return order[x] - order[y]; });
-  var id = new Int32Array(size), up = new Int32Array(size), params = 0, edges = [], next = fusion + 1;
-  (function number(items, parent) {  // depth first, as Python's tree numbers them
+  var place = treeOrder(order, size);
+  var id = new Int32Array(size), up = new Int32Array(size), params = 0, next = fusion + 1;
+  (function number(items, above) {  // depth first, as Python's tree numbers them
     for (var q = 0; q < items.length; q++) {
       if (typeof items[q] === "number") {
         id[items[q]] = next++;
-        up[items[q]] = parent;
+        up[items[q]] = above;
         continue;
       }
-      var part = [next++, parent, 0];
+      var part = [next++, above, 0];
       parts.push(part);
       number(items[q], part[0]);
       part[2] = next;
     }
   })(cutParts(place, data.bodyMaxChildren), fusion);
+  var edges = new Float64Array(4 * countEdges(args, from, row, size, first)), e = 0;
   for (k = 0; k < size; k++) {
-    var r = row + k, j = id[k], name = data.bodyLabel[r];
-    var op = data.bodyOps[data.bodyOp[r]], shape = data.bodyShapes[data.bodyShape[r]];
-    columns.kind[j] = kinds.instruction;
-    columns.parent[j] = up[k];
-    columns.label[j] = name;
-    columns.op[j] = op;
-    columns.shape[j] = shape;
-    var meta = 4 * data.bodyMeta[r], made = data.bodyMade[r];
-    columns.cat[j] = data.bodyOpCat[data.bodyOp[r]];
-    columns.scope[j] = data.bodyMetas[meta];
-    columns.location[j] = data.bodyMetas[meta + 1];
-    columns.source[j] = data.bodyMetas[meta + 2];
-    columns.textHead[j] = data.bodyHead[r];
-    works[j] = data.bodyMetas[meta + 3];
+    var r = row + k, j = id[k], code = opOf[r], op = ops[code];
+    kind[j] = instruction;
+    parent[j] = up[k];
+    label[j] = labels[r];
+    opColumn[j] = op;
+    shape[j] = shapes[shapeOf[r]];
+    var meta = 4 * metaOf[r], made = madeOf[r];
+    cat[j] = opCat[code];
+    scope[j] = metas[meta];
+    location[j] = metas[meta + 1];
+    source[j] = metas[meta + 2];
+    textHead[j] = heads[r];
+    works[j] = metas[meta + 3];
     texts[j] = r;  // (its line's row: its text when first shown, mergeTexts)
     if (op === "parameter") params++;
-    for (p = 0; p < data.bodyArgs[r]; p++) {
-      s = data.bodyFrom[first++];
+    for (p = 0; p < args[r]; p++) {
+      s = from[first++];
       if (s >= 0) {
-        edges.push(id[s], j, data.bodyMade[row + s], p);
-        made += data.bodyMade[row + s];
+        edges[e++] = id[s];
+        edges[e++] = j;
+        edges[e++] = madeOf[row + s];
+        edges[e++] = p;
+        made += madeOf[row + s];
       }
     }
     // (what it reads and writes, or none, by its opcode; bodyBytesOf says where neither)
-    columns.bytes[j] = data.bodyOpBytes[data.bodyOp[r]] === 0 ? 0 : made;
+    bytes[j] = opBytes[code] === 0 ? 0 : made;
   }
-  return {id: id, edges: Float64Array.from(edges), params: params, arg: first};
+  return {id: id, edges: edges, params: params, arg: first};
+}
+
+// A body's instructions in the order Python's tree sorts them by `order` (each its index, or
+// for one moved to its first user that user's less a half; of equals, the first): each
+// moved one just before its user, in their order, with no general sort.
+function treeOrder(order, size) {
+  var first = new Int32Array(size).fill(-1), after = new Int32Array(size);
+  var place = new Int32Array(size), n = 0, k, s;
+  for (s = size - 1; s >= 0; s--) {
+    if (order[s] === s) continue;
+    var user = order[s] + 0.5;
+    after[s] = first[user];
+    first[user] = s;
+  }
+  for (k = 0; k < size; k++) {
+    if (order[k] !== k) continue;
+    for (s = first[k]; s >= 0; s = after[s]) place[n++] = s;
+    place[n++] = k;
+  }
+  return place;
+}
+
+// The edges of a body's instructions (`size` from `row` on, their operands from `first` on):
+// the operands it holds.
+function countEdges(args, from, row, size, first) {
+  var count = 0;
+  for (var k = 0; k < size; k++) {
+    for (var p = 0; p < args[row + k]; p++) if (from[first++] >= 0) count++;
+  }
+  return count;
 }
 
 // The parts' columns (`parts`: [node, parent, end] each, outer parts before the parts in
@@ -171,7 +213,7 @@ function bodyRows(data, b, row, arg, fusion, columns, texts, kinds, works, parts
 // bytes and instructions summed (_graph_costs.py, _graph_payload.py: _counts), and its
 // label named by its work (partLabel).
 function fillParts(data, parts, columns, texts, kinds, works) {
-  var group = data.categories.indexOf("group"), ends = new Map(), q;
+  var group = data.categories.indexOf("group"), ends = new Map(), names = data.bodyWorks, q;
   for (q = 0; q < parts.length; q++) ends.set(parts[q][0], parts[q][2]);
   for (q = parts.length - 1; q >= 0; q--) {  // the parts in a part first
     var node = parts[q][0], end = parts[q][2], flops = 0, bytes = 0, count = 0, held = 0, stages = false;
@@ -190,7 +232,7 @@ function fillParts(data, parts, columns, texts, kinds, works) {
     columns.count[node] = count;
     columns.op[node] = columns.shape[node] = "";
     texts[node] = -1;  // (no text: mergeTexts)
-    var label = partLabel(data, columns, node, end, kinds.instruction, works);
+    var label = partLabel(names, columns, node, end, kinds.instruction, works);
     if (stages) {  // a part of parts: says how many (_graph_payload.py: _PartNamer)
       var cut = label.lastIndexOf(" \u00b7 ");
       label = (cut < 0 ? label : label.slice(0, cut)) + " \u00b7 " + held + " stages";
@@ -263,23 +305,24 @@ var PLUMBING = {parameter: 1, constant: 1, "get-tuple-element": 1, tuple: 1, bit
 // plumbing alone is "constants" or "parameters". Its instructions are the nodes from `node`
 // to `end` (its subtree, ids depth first), counted from the last, as Python counts them: its
 // names come in that order, and of equals the first is named.
-function partLabel(data, columns, node, end, instruction, works) {
+function partLabel(names, columns, node, end, instruction, works) {
   var totals = new Map(), ops = 0, constants = true, column = 0;
+  var kind = columns.kind, opOf = columns.op, flops = columns.flops, bytes = columns.bytes;
   for (var j = end - 1; j > node; j--) {
-    if (columns.kind[j] !== instruction) continue;
-    var op = columns.op[j];
+    if (kind[j] !== instruction) continue;
+    var op = opOf[j];
     ops++;
     constants = constants && op === "constant";
     if (PLUMBING[op] === 1) continue;
-    var name = works[j] ? data.bodyWorks[works[j]] : op, entry = totals.get(name);
-    if (entry === undefined) totals.set(name, [1, columns.flops[j], columns.bytes[j]]);
+    var name = works[j] ? names[works[j]] : op, entry = totals.get(name);
+    if (entry === undefined) totals.set(name, [1, flops[j], bytes[j]]);
     else {
       entry[0]++;
-      entry[1] += columns.flops[j];
-      entry[2] += columns.bytes[j];
+      entry[1] += flops[j];
+      entry[2] += bytes[j];
     }
-    if (columns.flops[j]) column = 1;
-    else if (columns.bytes[j] && column === 0) column = 2;
+    if (flops[j]) column = 1;
+    else if (bytes[j] && column === 0) column = 2;
   }
   if (!totals.size) return constants ? "constants" : "parameters";
   var best = null, most = -1;
