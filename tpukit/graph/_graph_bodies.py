@@ -45,9 +45,10 @@ from __future__ import annotations
 
 import math
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
-from operator import add, and_, attrgetter, eq, not_, sub
+from operator import add, and_, attrgetter, ne, not_, or_, sub
 
 from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
@@ -163,7 +164,7 @@ def _texts_in_place(
     instructions: list[HloInstruction], heads: list[str], texts: list[str], kinds: list[int]
 ) -> list[int] | range:
     """`body_texts` of the lines read in place, written into ``texts`` and ``kinds``: the
-    rows left to read one by one (all of them where the body is not such rows)."""
+    rows left to read one by one (all of them where they are not one text's rows)."""
     count = len(instructions)
     source = instructions[0]._text if instructions else ""
     if (
@@ -171,35 +172,39 @@ def _texts_in_place(
         or set(map(_TEXT, instructions)) != {source}
         or set(map(_END, instructions)) != {-1}
         or set(map(_ATTRIBUTES, instructions)) != {None}
+        or min(map(_AT, instructions)) < 0
     ):
         return range(count)
     ats = list(map(_AT, instructions))
-    if ats[0] < 0 or ats != sorted(ats):
-        return range(count)
     ends = list(map(source.find, repeat("\n", count), ats))
-    if min(ends) < 0 or not source[ats[0] : ends[-1]].isascii():
-        return range(count)
     rest_ats = list(map(_REST_AT, instructions))
     rests_at = list(map(add, ats, rest_ats))
     rests = list(map(source.__getitem__, map(slice, rests_at, ends)))
     known = _rest_cuts(list(dict.fromkeys(rests)))
     in_rest = list(map(known.__getitem__, rests))
     cuts = list(map(add, rests_at, in_rest))  # (where each text ends in the module's text)
-    # A ", metadata={" that starts before its line's rest: that line is read alone. Where
-    # the stretch holds as many as the rests cut at one (the others are read alone), none
-    # does; else each line is asked.
-    marked = count - list(map(eq, in_rest, map(len, rests))).count(True)
-    if source.count(", metadata={", ats[0], ends[-1]) == marked:
-        before = [-1] * count
-    else:
-        ahead = map(add, rests_at, repeat(11))
-        before = list(map(source.find, repeat(", metadata={", count), ats, ahead))
+    # (a ", metadata={" that starts before its line's rest: that line is read alone)
+    ahead = list(map(add, rests_at, repeat(11)))
+    early = sum(map(source.count, repeat(", metadata={", count), ats, ahead))
+    plain = source.isascii()  # (once: each line is, then)
     left = []
-    if max(before) >= 0 or min(in_rest) < 0 or max(map(sub, cuts, ats)) > TEXT_LIMIT:
+    if (
+        early
+        or not plain
+        or min(ends) < 0
+        or min(in_rest) < 0
+        or max(map(sub, cuts, ats)) > TEXT_LIMIT
+    ):
+        lines = map(source.__getitem__, map(slice, ats, ends))
+        ascii = list(map(str.isascii, lines)) if not plain else repeat(True)
         left = [
             k
-            for k in range(count)
-            if before[k] >= 0 or in_rest[k] < 0 or cuts[k] - ats[k] > TEXT_LIMIT
+            for k, (at, end, cut, fine) in enumerate(zip(ats, ends, cuts, ascii))
+            if end < 0
+            or not fine
+            or in_rest[k] < 0
+            or cut - at > TEXT_LIMIT
+            or source.count(", metadata={", at, ahead[k])
         ]
     starts = list(map(add, ats, map(len, heads)))
     texts[:] = map(source.__getitem__, map(slice, starts, cuts))
@@ -249,20 +254,17 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
     insides = list(
         map(str.__getitem__, marked, map(slice, map(add, starts, repeat(12)), repeat(-1)))
     )
-    joined = "\n".join(insides)
-    plain = (
-        "{" not in joined
-        and "}" not in joined
-        and "\\" not in joined
-        and "metadata" not in joined
-        and all(map(str.endswith, marked, repeat("}")))
-        and list(map(str.find, marked, repeat("metadata"))) == list(map(add, starts, repeat(2)))
-        and not any(map((1).__and__, map(str.count, insides, repeat('"'))))
-    )
-    if plain:
-        found.update(zip(marked, starts))
-    else:
-        found.update(zip(marked, map(_rest_cut, marked)))
+    odd = [
+        "{" in inside or "}" in inside or "\\" in inside or "metadata" in inside
+        for inside in insides
+    ]
+    odd = list(map(or_, odd, map(not_, map(str.endswith, marked, repeat("}")))))
+    firsts = map(str.find, marked, repeat("metadata"))
+    odd = list(map(or_, odd, map(ne, firsts, map(add, starts, repeat(2)))))
+    odd = list(map(or_, odd, map(bool, map((1).__and__, map(str.count, insides, repeat('"'))))))
+    found.update(zip(marked, starts))
+    for rest in compress(marked, odd):  # (asked alone)
+        found[rest] = _rest_cut(rest)
     return found
 
 
@@ -311,23 +313,9 @@ def body_columns(
     (``bodyBlock``: the page draws edges in that order). ``strings_of``: the interned op
     name, source label and source path of a metadata (the payload's ``scope``,
     ``location`` and ``source``), asked once per metadata object."""
-    owner: list[int] = []
-    size: list[int] = []
-    block: list[int] = []
-    roots: list[int] = []
-    params: list[int] = []
-    made: list[int] = []
-    sources: list[int] = []
-    # (lists while they are written: quicker than arrays; arrays after)
-    op, shape, args, meta_of = [], [], [], []  # type: ignore[var-annotated]
-    flops_at: list[int] = []  # (the rows of dots and convolutions, and their FLOPs)
-    flops: list[int] = []
-    bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
-    nbytes: list[int] = []
     metas: list[int] = []  # (each metadata object's strings and work, four numbers apiece)
     works: dict[str, int] = {"": 0}  # (the JAX op a metadata names: 0, none)
     by_meta: dict[int, int] = {}
-    ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
@@ -340,100 +328,95 @@ def body_columns(
     works_of: dict[str, int] = {}  # (each op name's JAX op, in ``works``)
     op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
     op_bytes: list[int] = []  # (each opcode's `bytes_rule`)
-    lines: list[str] = []
-    names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
-    head: list[int] = []
-    for node, comp in bodies:
-        instructions = comp.instructions
-        count, base = len(instructions), len(op)
-        owner.append(node)
-        block.append(blocks[node])
-        size.append(count)
-        labels = list(map(_NAME, instructions))
-        local = dict(zip(labels, range(count)))
+    # Each column of every body at once (`map` over all their instructions, no Python step
+    # per instruction: 23,000 bodies of a dozen each in a large training step): each
+    # opcode, shape and metadata object is worked out once.
+    comps = [comp for _, comp in bodies]
+    owner = [node for node, _ in bodies]
+    block = [blocks[node] for node in owner]
+    size = [len(comp.instructions) for comp in comps]
+    instructions = list(chain.from_iterable(comp.instructions for comp in comps))
+    count = len(instructions)
+    names = list(map(_NAME, instructions))  # (the labels: read as the page loads)
+    opcodes = list(map(_OPCODE, instructions))
+    for opcode in dict.fromkeys(opcodes):
+        category = op_category(opcode)
+        op_cat.append(categories[category if category in categories else "other"])
+        op_bytes.append(bytes_rule(opcode))
+        by_op[opcode] = len(by_op)
+        if op_bytes[-1] == OWN_BYTES:
+            own_ops.add(opcode)
+        elif op_bytes[-1] == SUMMED_BYTES:
+            summed_ops.add(opcode)
+    op = list(map(by_op.__getitem__, opcodes))
+    kept = list(map(_SHAPE, instructions))
+    sids = list(map(id, kept))
+    for sid, obj in dict(zip(sids, kept)).items():
+        written = clip(str(obj), SHAPE_LIMIT)
+        shapes[sid] = shape_texts.setdefault(written, len(shape_texts))
+        shape_bytes[sid], shape_written[sid] = obj.nbytes, written
+        if obj.dtype == "tuple":
+            tuples.add(sid)
+    shape = list(map(shapes.__getitem__, sids))
+    made = list(map(shape_bytes.__getitem__, sids))
+    # (operands as `_graph_data._edges_and_order` finds them: indices into their body, -1
+    # for a name it does not hold, for its place among the operands)
+    operands = list(map(_OPERANDS, instructions))
+    args = list(map(len, operands))
+    sources: list[int] = []
+    roots: list[int] = []
+    params: list[int] = []
+    base = 0
+    for comp, held in zip(comps, size):
+        local = dict(zip(names[base : base + held], range(held)))
         roots.append(local[comp.root.name])  # type: ignore[union-attr]
         params += [local[p.name] for p in comp.parameters]
-        # Each column a body at a time (`map` over its instructions, no Python step per
-        # instruction): each opcode, shape and metadata object is worked out once.
-        opcodes = list(map(_OPCODE, instructions))
-        if not by_op.keys() >= set(opcodes):
-            for opcode in dict.fromkeys(opcodes):
-                if opcode not in by_op:
-                    category = op_category(opcode)
-                    op_cat.append(categories[category if category in categories else "other"])
-                    op_bytes.append(bytes_rule(opcode))
-                    by_op[opcode] = ops.setdefault(opcode, len(ops))
-                    if op_bytes[-1] == OWN_BYTES:
-                        own_ops.add(opcode)
-                    elif op_bytes[-1] == SUMMED_BYTES:
-                        summed_ops.add(opcode)
-        op += map(by_op.__getitem__, opcodes)
-        kept = list(map(_SHAPE, instructions))
-        sids = list(map(id, kept))
-        if not shapes.keys() >= set(sids):
-            for sid, obj in dict(zip(sids, kept)).items():
-                if sid not in shapes:
-                    written = clip(str(obj), SHAPE_LIMIT)
-                    shapes[sid] = shape_texts.setdefault(written, len(shape_texts))
-                    shape_bytes[sid], shape_written[sid] = obj.nbytes, written
-                    if obj.dtype == "tuple":
-                        tuples.add(sid)
-        shape += map(shapes.__getitem__, sids)
-        sizes = list(map(shape_bytes.__getitem__, sids))
-        made += sizes
-        # (operands as `_graph_data._edges_and_order` finds them: -1 for a name it does not
-        # hold, for its place among the operands)
-        operands = list(map(_OPERANDS, instructions))
-        counts = list(map(len, operands))
-        args += counts
         try:
-            found_sources = list(map(local.__getitem__, chain.from_iterable(operands)))
+            sources += list(
+                map(local.__getitem__, chain.from_iterable(operands[base : base + held]))
+            )
         except KeyError:  # (a name the body does not hold as written: looked up, or -1)
-            found_sources = []
-            for name in chain.from_iterable(operands):
+            for name in chain.from_iterable(operands[base : base + held]):
                 source = local.get(name)
                 if source is None:
                     found = comp.get(name) if name[:1] == "%" else None
                     source = -1 if found is None else local[found.name]
-                found_sources.append(source)
-        sources += found_sources
-        # (dots' and convolutions' FLOPs: an instruction that applies a computation, a
-        # reduce, has none, `instruction_flops` counts only what runs as program)
-        for k in compress(range(count), map(FLOP_OPS.__contains__, opcodes)):
-            flops_at.append(base + k)
-            flops.append(instruction_flops(instructions[k], module))
-        # (the bytes of the rows whose bytes are neither none nor a sum the page works out)
-        given = list(compress(range(count), map(own_ops.__contains__, opcodes)))
-        if tuples:
-            summed = map(summed_ops.__contains__, opcodes)
-            given += compress(range(count), map(and_, map(tuples.__contains__, sids), summed))
-        if given:
-            starts = list(accumulate(counts, initial=0))
-            for k in sorted(given):
-                read = sum(sizes[s] for s in found_sources[starts[k] : starts[k + 1]] if s >= 0)
-                bytes_at.append(base + k)
-                nbytes.append(bytes_with_operands(instructions[k], module, read))
-        # (each line's head, as the page puts it back: ``%name = shape opcode``)
-        shown = map(shape_written.__getitem__, sids)
-        texts, kinds = body_texts(instructions, list(map(_HEAD, labels, shown, opcodes)))
-        lines += texts
-        head += kinds
-        names += labels
-        kept = list(map(_METADATA, instructions))
-        mids = list(map(id, kept))
-        if not by_meta.keys() >= set(mids):
-            for mid, meta in dict(zip(mids, kept)).items():
-                if mid not in by_meta:
-                    by_meta[mid] = len(metas) // 4
-                    metas += strings_of(meta)
-                    work = works_of.get(meta.op_name)  # (a part's label names its ops by it)
-                    if work is None:
-                        found_work = _jax_op(meta.op_name, _NO_OP)
-                        work = works_of[meta.op_name] = (
-                            0 if found_work is _NO_OP else works.setdefault(found_work, len(works))
-                        )
-                    metas.append(work)
-        meta_of += map(by_meta.__getitem__, mids)
+                sources.append(source)
+        base += held
+    # (dots' and convolutions' FLOPs: an instruction that applies a computation, a
+    # reduce, has none, `instruction_flops` counts only what runs as program)
+    flops_at = list(compress(range(count), map(FLOP_OPS.__contains__, opcodes)))
+    flops = [instruction_flops(instructions[k], module) for k in flops_at]
+    # (the bytes of the rows whose bytes are neither none nor a sum the page works out)
+    given = list(compress(range(count), map(own_ops.__contains__, opcodes)))
+    if tuples:
+        summed = map(summed_ops.__contains__, opcodes)
+        given += compress(range(count), map(and_, map(tuples.__contains__, sids), summed))
+    bytes_at = sorted(given)
+    nbytes = []
+    if given:
+        starts = list(accumulate(args, initial=0))
+        firsts = list(accumulate(size, initial=0))  # (each body's first row)
+        for k in bytes_at:
+            first = firsts[bisect_right(firsts, k) - 1]
+            read = sum(made[first + s] for s in sources[starts[k] : starts[k + 1]] if s >= 0)
+            nbytes.append(bytes_with_operands(instructions[k], module, read))
+    # (each line's head, as the page puts it back: ``%name = shape opcode``)
+    shown = map(shape_written.__getitem__, sids)
+    lines, head = body_texts(instructions, list(map(_HEAD, names, shown, opcodes)))
+    kept = list(map(_METADATA, instructions))
+    mids = list(map(id, kept))
+    for mid, meta in dict(zip(mids, kept)).items():
+        by_meta[mid] = len(metas) // 4
+        metas += strings_of(meta)
+        work = works_of.get(meta.op_name)  # (a part's label names its ops by it)
+        if work is None:
+            found_work = _jax_op(meta.op_name, _NO_OP)
+            work = works_of[meta.op_name] = (
+                0 if found_work is _NO_OP else works.setdefault(found_work, len(works))
+            )
+        metas.append(work)
+    meta_of = list(map(by_meta.__getitem__, mids))
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
@@ -444,7 +427,7 @@ def body_columns(
     return {
         **{name: array("i", column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
-        "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
+        "bodyOps": list(by_op), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
         "bodyShapes": list(shape_texts),
         "bodyText": lines, "bodyLabel": names, "bodyWorks": list(works),
         "bodyMaxChildren": MAX_CHILDREN,
