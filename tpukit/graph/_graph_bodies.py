@@ -81,7 +81,10 @@ _NAME, _OPCODE, _SHAPE, _OPERANDS = (
 _CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
 _AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
 _REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
-_HEAD = "%{} = {} {}".format  # (a line's head: its name, shape and opcode)
+_HEAD = "%{} = {} {}".format
+#: The lines `body_columns` reads at a time (their places in the text are an int object
+#: each: a large module's, all at once, were 1.8 times its text's size).
+_TEXTS_AT_ONCE = 8192  # (a line's head: its name, shape and opcode)
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
@@ -177,35 +180,32 @@ def _texts_in_place(
         return range(count)
     ats = list(map(_AT, instructions))
     ends = list(map(source.find, repeat("\n", count), ats))
-    rest_ats = list(map(_REST_AT, instructions))
-    rests_at = list(map(add, ats, rest_ats))
-    rests = list(map(source.__getitem__, map(slice, rests_at, ends)))
-    known = _rest_cuts(list(dict.fromkeys(rests)))
-    in_rest = list(map(known.__getitem__, rests))
-    cuts = list(map(add, rests_at, in_rest))  # (where each text ends in the module's text)
-    # (a ", metadata={" that starts before its line's rest: that line is read alone)
-    ahead = list(map(add, rests_at, repeat(11)))
-    early = sum(map(source.count, repeat(", metadata={", count), ats, ahead))
-    plain = source.isascii()  # (once: each line is, then)
+    rests_at = list(map(add, ats, map(_REST_AT, instructions)))
+    # Each line's first ", metadata={": none (most lines of many modules), or in its rest
+    # (cut there where it ends the line and is plain: `_rest_cuts`, once per distinct rest),
+    # or before it (the line is read alone).
+    marks = list(map(source.find, repeat(", metadata={", count), ats, ends))
+    cuts = ends[:]  # (where each text ends in the module's text)
     left = []
-    if (
-        early
-        or not plain
-        or min(ends) < 0
-        or min(in_rest) < 0
-        or max(map(sub, cuts, ats)) > TEXT_LIMIT
-    ):
+    if max(marks) >= 0:
+        rows = list(compress(range(count), map((-1).__ne__, marks)))
+        rests = [source[rests_at[k] : ends[k]] for k in rows]
+        known = _rest_cuts(list(dict.fromkeys(rests)))
+        for k, rest in zip(rows, rests):
+            in_rest = known[rest]
+            if marks[k] < rests_at[k] or in_rest < 0:
+                left.append(k)
+            else:
+                cuts[k] = rests_at[k] + in_rest
+    if not source.isascii() or min(ends) < 0 or max(map(sub, cuts, ats)) > TEXT_LIMIT:
         lines = map(source.__getitem__, map(slice, ats, ends))
-        ascii = list(map(str.isascii, lines)) if not plain else repeat(True)
-        left = [
+        ascii = repeat(True) if source.isascii() else map(str.isascii, lines)
+        odd = [
             k
             for k, (at, end, cut, fine) in enumerate(zip(ats, ends, cuts, ascii))
-            if end < 0
-            or not fine
-            or in_rest[k] < 0
-            or cut - at > TEXT_LIMIT
-            or source.count(", metadata={", at, ahead[k])
+            if end < 0 or not fine or cut - at > TEXT_LIMIT
         ]
+        left = sorted(set(left).union(odd))
     starts = list(map(add, ats, map(len, heads)))
     texts[:] = map(source.__getitem__, map(slice, starts, cuts))
     opens = list(map(source.startswith, heads, ats, cuts))
@@ -401,9 +401,17 @@ def body_columns(
             first = firsts[bisect_right(firsts, k) - 1]
             read = sum(made[first + s] for s in sources[starts[k] : starts[k + 1]] if s >= 0)
             nbytes.append(bytes_with_operands(instructions[k], module, read))
-    # (each line's head, as the page puts it back: ``%name = shape opcode``)
-    shown = map(shape_written.__getitem__, sids)
-    lines, head = body_texts(instructions, list(map(_HEAD, names, shown, opcodes)))
+    # (each line's text and head, `_TEXTS_AT_ONCE` lines at a time: a line's head, as the
+    # page puts it back, is ``%name = shape opcode``)
+    lines: list[str] = []
+    head: list[int] = []
+    for at in range(0, count, _TEXTS_AT_ONCE):
+        end = at + _TEXTS_AT_ONCE
+        shown = map(shape_written.__getitem__, sids[at:end])
+        heads = list(map(_HEAD, names[at:end], shown, opcodes[at:end]))
+        texts, kinds = body_texts(instructions[at:end], heads)
+        lines += texts
+        head += kinds
     kept = list(map(_METADATA, instructions))
     mids = list(map(id, kept))
     for mid, meta in dict(zip(mids, kept)).items():
