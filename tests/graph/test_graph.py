@@ -285,6 +285,8 @@ def test_the_plots_colour_each_op_in_the_hue_the_graph_fills_it_with():
     for node, (kind, op) in enumerate(zip(payload["kind"], op_names(payload))):
         if kind == INSTRUCTION and op != "fusion":
             fill_of_op[op] = payload["palette"]["light"][payload["cat"][node]]
+    for op, cat in zip(payload.get("bodyOps", ()), payload.get("bodyOpCat", ())):
+        fill_of_op[op] = payload["palette"]["light"][cat]  # (the bodies the page builds)
     ax = plot_ops(compiled).axes[0]
     bars = dict(zip((t.get_text() for t in ax.get_yticklabels()), ax.containers[1]))
     compared = 0

@@ -10,57 +10,81 @@ come in the payload's body columns (`body_columns`), and the page (``insertBodie
 ids, labels, texts, edges and costs as a tree built with them.
 
 The payload carries, per body instruction (program order): its name (``bodyLabel``), its
-HLO line up to its metadata without the head its name, shape and opcode give (``bodyText``,
-as the wire's ``text``; ``bodyHead`` 2 after ``ROOT ``, else 1: the panel's text, decoded
-when one is shown), its opcode and shape (indices into ``bodyOps`` and ``bodyShapes``; its
-colour category is its opcode's, ``bodyOpCat``), its operands (``bodyArgs`` of them in
-``bodyFrom``: indices into the body, -1 for a name it does not hold), the bytes it makes
-(``bodyMade``: its edges'), its metadata (``bodyMeta``: the metadata objects' interned op
-name, source label and path, three numbers apiece in ``bodyMetas``); per body, its root
-and parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go
-among the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
+HLO text as the wire writes an instruction's (``bodyText``, ``bodyHead``: `body_texts`,
+decoded when the panel shows one), its opcode and shape (indices into ``bodyOps`` and
+``bodyShapes``; its colour category is its opcode's, ``bodyOpCat``), its operands
+(``bodyArgs`` of them in ``bodyFrom``: indices into the body, -1 for a name it does not
+hold), the bytes it makes (``bodyMade``: its edges'), its metadata (``bodyMeta``: the
+metadata objects' interned op name, source label and path, and the JAX op it names, in
+``bodyWorks``, 0 for none: four numbers apiece in ``bodyMetas``); per body, its root and
+parameters (``bodyRoot``, ``bodyParams`` in parameter order) and where its edges go among
+the blocks. Its FLOPs and bytes as tpukit costs them (`_graph_costs` of the same
 instruction in a tree built with it) come only where the page cannot tell them: the FLOPs
 of dots and convolutions (rows ``bodyFlopsAt``, figures ``bodyFlopsOf``; any other's are
-0), the bytes of the rows ``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes
-follow from its opcode (`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its
-operands read whole) those it makes and reads, which the page sums. (Three quarters of a
-large module's instructions are in these bodies: a column left out is a number per
-instruction Python neither works out nor writes.) What the page works out itself is
-where each node goes (a parameter or constant just before its first user, as
-`_graph_data._edges_and_order` orders them), the edges and those sums.
+0, a reduce's too: `instruction_flops` counts only what runs as program), the bytes of the rows
+``bodyBytesAt`` (``bodyBytesOf``). Any other instruction's bytes follow from its opcode
+(`bytes_rule`, in ``bodyOpBytes``): none, or (an array, its operands read whole) those it
+makes and reads, which the page sums. (Three quarters of a large module's instructions
+are in these bodies: a column left out is a number per instruction Python neither works
+out nor writes.) What the page works out itself is where each node goes (a parameter or
+constant just before its first user, as `_graph_data._edges_and_order` orders them), the
+edges and those sums; and, in a body of more than `MAX_CHILDREN` instructions
+(``bodyMaxChildren``), the parts Python's tree cuts them into (`_graph_parts`'s
+``_chunk``: consecutive, while more than that), each with its members' sums and named by
+its work (`_graph_nodes.totals_label`: the JAX op its metadata names, else its opcode,
+with Python's rounding of its figures).
 
-A body is left to the page only where the page's reading of its lines is exact: a
-fused computation of at most `MAX_CHILDREN` instructions (no parts), none running
-another computation or varying in category (a fusion, a library call), every line
-ASCII, its metadata (if any) last (the panel's text is the line up to it: `display_cut`;
-its op name and source go as the payload's interned ``bodyScope``, ``bodyLocation``,
-``bodySource``), within the panel's length, and opening with the head the wire leaves
-out (``%name = shape opcode``, or after ``ROOT ``). Any other body is built as before.
+A body is left to the page where its nodes follow from its instructions alone: a fused
+computation none of whose instructions runs another computation as program (a reduce's
+or sort's region, applied per element, is in no tree: `_runs_program`) or varies in
+category (a fusion, a library call: Python builds those as before). Its lines are read
+once, by the payload (`body_texts`): the tree does not read them.
 """
 
 from __future__ import annotations
 
+import math
 from array import array
-from collections.abc import Callable, Iterable
+from bisect import bisect_right
+from collections.abc import Callable
+from itertools import accumulate, chain, compress, repeat
+from operator import add, and_, attrgetter, ne, not_, or_, sub
 
-from tpukit.graph._graph_nodes import clip, display_cut
+from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
     FLOP_OPS,
     OWN_BYTES,
+    RUNS_COMPUTATIONS,
     SUMMED_BYTES,
     bytes_rule,
     bytes_with_operands,
     instruction_flops,
     op_category,
 )
-from tpukit.hlo.text import HloComputation, HloMetadata, HloModule
+from tpukit.hlo.text import HloComputation, HloInstruction, HloMetadata, HloModule
 
 #: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
 SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
 #: Opcodes whose category depends on more than the opcode, or that run computations.
 _VARIES = frozenset({"fusion", "custom-call"})
+#: The roles of the computations an instruction applies per element (a reduce's or a
+#: sort's ``to_apply``, a select-and-scatter's ``select`` and ``scatter``): no tree holds
+#: them (`run_computations` leaves them out), so its node is a leaf as any other.
+_APPLIED = frozenset({"to_apply", "select", "scatter"})
+#: A stand-in opcode: `_jax_op` gives it back where a metadata names no JAX op.
+_NO_OP = "\0opcode"
+_NAME, _OPCODE, _SHAPE, _OPERANDS = (
+    attrgetter(name) for name in ("name", "opcode", "shape", "operands")
+)
+_CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
+_AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
+_REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
+_HEAD = "%{} = {} {}".format
+#: The lines `body_columns` reads at a time (their places in the text are an int object
+#: each: a large module's, all at once, were 1.8 times its text's size).
+_TEXTS_AT_ONCE = 8192  # (a line's head: its name, shape and opcode)
 #: The payload's body columns of whole numbers (typed arrays on the wire).
 BODY_COLUMNS = (
     "bodyOwner", "bodySize", "bodyOp", "bodyShape", "bodyArgs", "bodyFrom",
@@ -69,15 +93,11 @@ BODY_COLUMNS = (
 )  # fmt: skip
 
 
-def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """Whether the page can build ``comp``'s nodes itself (see the module docstring).
-
-    ``shapes`` keeps each shape's text by ``id`` across calls (shapes are shared).
-
-    A large module's group stage asks this of every fusion of its ENTRY (23,000 bodies,
-    300,000 lines at 400,000 instructions): most bodies are answered at once
-    (`_reads_at_once`), the others line by line (`_reads_line_by_line`), with the same
-    answer.
+def builds_in_page(comp: HloComputation, shapes: dict[int, str] | None = None) -> bool:
+    """Whether the page can build ``comp``'s nodes itself (see the module docstring): a
+    fused computation none of whose instructions runs another computation as program or
+    varies in category. Its lines are not read here: `body_columns` reads each once.
+    (``shapes``: unused, for callers that keep shapes' texts.)
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> module = parse_hlo('''HloModule m
@@ -90,94 +110,198 @@ def builds_in_page(comp: HloComputation, shapes: dict[int, str]) -> bool:
         ...   ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused
         ... }
         ... ''')
-        >>> builds_in_page(module.computations["fused"], {})
+        >>> builds_in_page(module.computations["fused"])
         True
     """
-    if comp.kind != "fusion" or len(comp.instructions) > MAX_CHILDREN:
-        return False
-    return _reads_at_once(comp, shapes) or _reads_line_by_line(comp, shapes)
-
-
-def _reads_at_once(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """Whether every line of ``comp`` passes `builds_in_page`'s checks, the line-wide ones
-    made once over the stretch of the module's text the lines fill; False where that
-    cannot tell (then `_reads_line_by_line` answers).
-
-    The parser keeps each line as its place in the module's text (`HloInstruction`'s
-    ``_text``, ``_at``; ``_end`` -1: up to its line break). Where a body's lines lie in
-    order in one text, the stretch from the first to the end of the last holds them all:
-    if it is ASCII and holds no ``, metadata={``, so does every line, and each line's text
-    for the panel is the whole line; a line is no longer than the gap to the next one's
-    start (each gap, and the last line, at most `TEXT_LIMIT`). What is left per line is
-    its opcode and its head (``%name = shape opcode``, after ``ROOT `` on the root line),
-    read in place (it holds no line break: the parser's names, shapes and opcodes have
-    none): no string of the line is made (a new string per line and the checks on it
-    were most of the cost)."""
     instructions = comp.instructions
-    if not instructions:
+    if comp.kind != "fusion" or not _VARIES.isdisjoint(map(_OPCODE, instructions)):
         return False
-    source, first, last = instructions[0]._text, instructions[0]._at, instructions[-1]._at
-    end = source.find("\n", last) if 0 <= first <= last else -1
-    if end < 0 or end - last > TEXT_LIMIT or end - first > TEXT_LIMIT * len(instructions):
-        return False
-    lines = source[first:end]  # (checked first: a body whose lines have metadata, as a
-    if not lines.isascii() or ", metadata={" in lines:  # real module's do, is read by line)
-        return False
-    at = -1
-    for instr in instructions:
-        opcode = instr.opcode
-        if instr.called_computations or opcode in _VARIES:
-            return False
-        start = instr._at
-        if instr._text is not source or instr._end != -1 or not at < start <= last:
-            return False  # (not the parser's row in that text, or out of order)
-        if start - at > TEXT_LIMIT and at >= 0:  # (the line before may be too long)
-            return False
-        at = start
-        shape = shapes.get(id(instr.shape))
-        if shape is None:
-            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
-        if instr.is_root and source.startswith("ROOT ", start):
-            start += 5
-        if not source.startswith(f"%{instr.name} = {shape} {opcode}", start):
-            return False
+    if any(map(_CALLED, instructions)):
+        return not any(_runs_program(instr) for instr in instructions if instr.called_computations)
     return True
 
 
-def _reads_line_by_line(comp: HloComputation, shapes: dict[int, str]) -> bool:
-    """`builds_in_page`, each line cut out of the text (`HloInstruction.text`)."""
+def _runs_program(instr: HloInstruction) -> bool:
+    """Whether ``instr`` (which calls computations) runs one as program (a loop, a call:
+    its node holds the computation's in the whole tree), not only applies one per element
+    (a reduce's region: its node is a leaf)."""
+    refs = instr.called_computations
+    return instr.opcode in RUNS_COMPUTATIONS or any(ref.role not in _APPLIED for ref in refs)
+
+
+def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[list[str], list[int]]:
+    """Each line's text for the panel and its head (``bodyText``, ``bodyHead``), as
+    `_graph_payload._instruction_columns` writes an instruction's ``text`` and
+    ``textHead`` on the wire: the line up to its metadata (`display_cut`), clipped to
+    `TEXT_LIMIT`, without its head (``heads``: ``%name = shape opcode``) where it opens
+    with it (1), or with it after ``ROOT `` (2); else whole (0).
+
+    A body of parser's rows (`HloInstruction`: ``_end`` -1, attributes not split) in order
+    in one text is read in place, a column at a time: the stretch of text its lines fill
+    is checked ASCII once, and where no ``, metadata={`` starts before a line's rest (the
+    text after its operands), its cut follows from the rest alone (`_rest_cuts`), worked
+    out once per distinct rest; only its text is made of each line. Any other line is
+    cut out of its text (`_line_text`).
+
+        >>> from tpukit.hlo.text import parse_hlo
+        >>> comp = parse_hlo(
+        ...     "HloModule m\\n%fused {\\n  %p = f32[4]{0} parameter(0)\\n"
+        ...     '  ROOT %e = f32[4]{0} negate(f32[4]{0} %p), metadata={op_name="a/neg"}\\n}\\n'
+        ...     "ENTRY %main {\\n  %x = f32[4]{0} parameter(0)\\n"
+        ...     "  ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused\\n}\\n"
+        ... ).computations["fused"]
+        >>> body_texts(comp.instructions, ["%p = f32[4]{0} parameter", "%e = f32[4]{0} negate"])
+        (['(0)', '(f32[4]{0} %p)'], [1, 2])
+    """
+    count = len(instructions)
+    texts: list[str] = [""] * count
+    kinds = [0] * count
+    left = _texts_in_place(instructions, heads, texts, kinds)
     tails: dict[str, str] = {}
-    for instr in comp.instructions:
-        opcode = instr.opcode
-        if instr.called_computations or opcode in _VARIES:
-            return False
-        text = instr.text
-        if not text.isascii() or "\n" in text:
-            return False
-        cut = text.find(", metadata={")
-        if cut < 0:
-            cut = len(text)
-        else:
-            found = display_cut(instr, tails, text)
-            if found != cut and (found.__class__ is int or found != text[:cut]):
-                return False
-        if cut > TEXT_LIMIT:
-            return False
-        shape = shapes.get(id(instr.shape))
-        if shape is None:
-            shape = shapes[id(instr.shape)] = clip(str(instr.shape), SHAPE_LIMIT)
-        head = f"%{instr.name} = {shape} {opcode}"
-        if not (
-            text.startswith(head, 0, cut)
-            or (text.startswith("ROOT ", 0, cut) and text.startswith(head, 5, cut))
-        ):
-            return False
-    return True
+    for k in left:
+        texts[k], kinds[k] = _line_text(instructions[k], heads[k], tails)
+    return texts, kinds
+
+
+def _texts_in_place(
+    instructions: list[HloInstruction], heads: list[str], texts: list[str], kinds: list[int]
+) -> list[int] | range:
+    """`body_texts` of the lines read in place, written into ``texts`` and ``kinds``: the
+    rows left to read one by one (all of them where they are not one text's rows)."""
+    count = len(instructions)
+    source = instructions[0]._text if instructions else ""
+    if (
+        not count
+        or set(map(_TEXT, instructions)) != {source}
+        or set(map(_END, instructions)) != {-1}
+        or set(map(_ATTRIBUTES, instructions)) != {None}
+        or min(map(_AT, instructions)) < 0
+    ):
+        return range(count)
+    ats = list(map(_AT, instructions))
+    ends = list(map(source.find, repeat("\n", count), ats))
+    rests_at = list(map(add, ats, map(_REST_AT, instructions)))
+    # Each line's first ", metadata={": none (most lines of many modules), or in its rest
+    # (cut there where it ends the line and is plain: `_rest_cuts`, once per distinct rest),
+    # or before it (the line is read alone).
+    marks = list(map(source.find, repeat(", metadata={", count), ats, ends))
+    cuts = ends[:]  # (where each text ends in the module's text)
+    left = []
+    if max(marks) >= 0:
+        rows = list(compress(range(count), map((-1).__ne__, marks)))
+        rests = [source[rests_at[k] : ends[k]] for k in rows]
+        known = _rest_cuts(list(dict.fromkeys(rests)))
+        for k, rest in zip(rows, rests):
+            in_rest = known[rest]
+            if marks[k] < rests_at[k] or in_rest < 0:
+                left.append(k)
+            else:
+                cuts[k] = rests_at[k] + in_rest
+    if not source.isascii() or min(ends) < 0 or max(map(sub, cuts, ats)) > TEXT_LIMIT:
+        lines = map(source.__getitem__, map(slice, ats, ends))
+        ascii = repeat(True) if source.isascii() else map(str.isascii, lines)
+        odd = [
+            k
+            for k, (at, end, cut, fine) in enumerate(zip(ats, ends, cuts, ascii))
+            if end < 0 or not fine or cut - at > TEXT_LIMIT
+        ]
+        left = sorted(set(left).union(odd))
+    starts = list(map(add, ats, map(len, heads)))
+    texts[:] = map(source.__getitem__, map(slice, starts, cuts))
+    opens = list(map(source.startswith, heads, ats, cuts))
+    kinds[:] = map(int, opens)
+    if not all(opens):  # (the root's head, after ``ROOT ``, or none)
+        for k in compress(range(count), map(not_, opens)):
+            at, cut = ats[k], cuts[k]
+            if source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut):
+                texts[k], kinds[k] = source[starts[k] + 5 : cut], 2
+            else:
+                texts[k] = source[at:cut]
+    return left
+
+
+def _line_text(instr: HloInstruction, head: str, tails: dict[str, str]) -> tuple[str, int]:
+    """`body_texts` of one line, cut out of its text (`HloInstruction.text`)."""
+    text = instr.text
+    cut = display_cut(instr, tails, text)
+    line = cut if cut.__class__ is str else text[:cut]  # type: ignore[index]
+    if len(line) > TEXT_LIMIT:
+        line = clip(line, TEXT_LIMIT)
+    if line.startswith(head):
+        return line[len(head) :], 1
+    if line.startswith("ROOT ") and line.startswith(head, 5):
+        return line[len(head) + 5 :], 2
+    return line, 0
+
+
+def _rest_cuts(rests: list[str]) -> dict[str, int]:
+    """`_rest_cut` of each of ``rests`` (distinct), most at once: a rest whose metadata is
+    last and plain (no brace, backslash or ``metadata`` inside, its quotes paired: what
+    `_graph_nodes._metadata_ends` reads at once) is cut where its metadata starts, found
+    a column at a time; any other is asked alone.
+
+        >>> _rest_cuts([', metadata={op_name="a"}', ", index=1", ', k={1}, metadata={a="{"}'])
+        {', metadata={op_name="a"}': 0, ', index=1': 9, ', k={1}, metadata={a="{"}': 7}
+    """
+    count = len(rests)
+    at = list(map(str.find, rests, repeat(", metadata={", count)))
+    found = dict(zip(rests, map(len, rests)))  # (no metadata: the whole rest)
+    some = list(compress(range(count), map((-1).__ne__, at)))
+    if not some:
+        return found
+    marked = [rests[k] for k in some]
+    starts = [at[k] for k in some]
+    insides = list(
+        map(str.__getitem__, marked, map(slice, map(add, starts, repeat(12)), repeat(-1)))
+    )
+    odd = [
+        "{" in inside or "}" in inside or "\\" in inside or "metadata" in inside
+        for inside in insides
+    ]
+    odd = list(map(or_, odd, map(not_, map(str.endswith, marked, repeat("}")))))
+    firsts = map(str.find, marked, repeat("metadata"))
+    odd = list(map(or_, odd, map(ne, firsts, map(add, starts, repeat(2)))))
+    odd = list(map(or_, odd, map(bool, map((1).__and__, map(str.count, insides, repeat('"'))))))
+    found.update(zip(marked, starts))
+    for rest in compress(marked, odd):  # (asked alone)
+        found[rest] = _rest_cut(rest)
+    return found
+
+
+def _rest_cut(rest: str) -> int:
+    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
+    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
+    ``len(rest)`` without metadata, where the metadata starts when it ends the line.
+    (`_graph_payload._rest_cut`'s rule: that module reads this one.)
+
+        >>> _rest_cut(', dimensions={0}, metadata={op_name="a"}'), _rest_cut(", index=1")
+        (16, 9)
+    """
+    at = rest.find(", metadata={")
+    if at < 0:
+        return len(rest)
+    return at if _metadata_ends(rest, at, 0) else -1
+
+
+def body_nodes(size: int) -> int:
+    """The nodes a fused computation of ``size`` instructions puts under its fusion in the
+    whole tree: its instructions and, past `MAX_CHILDREN`, the parts they are cut into
+    (`_graph_parts.PartsMixin._chunk`, while there are more than `MAX_CHILDREN`).
+
+        >>> body_nodes(40), body_nodes(1020), body_nodes(1601)
+        (40, 1046, 1644)
+    """
+    nodes = count = size
+    while count > MAX_CHILDREN:
+        width = math.ceil(count / math.ceil(count / MAX_CHILDREN))
+        count = math.ceil(count / width)
+        nodes += count
+    return nodes
 
 
 def body_columns(
     module: HloModule,
-    bodies: Iterable[tuple[int, HloComputation]],
+    bodies: list[tuple[int, HloComputation]],
     blocks: dict[int, int],
     strings_of: Callable[[HloMetadata], tuple[int, int, int]],
 ) -> dict:
@@ -189,92 +313,118 @@ def body_columns(
     (``bodyBlock``: the page draws edges in that order). ``strings_of``: the interned op
     name, source label and source path of a metadata (the payload's ``scope``,
     ``location`` and ``source``), asked once per metadata object."""
-    owner: list[int] = []
-    size: list[int] = []
-    block: list[int] = []
-    roots: list[int] = []
-    params: list[int] = []
-    made: list[int] = []
-    sources: list[int] = []
-    # (lists while they are written, a bound method each: quicker than arrays; arrays after)
-    op, shape, args, meta_of = [], [], [], []  # type: ignore[var-annotated]
-    add_op, add_shape, add_args, add_meta = op.append, shape.append, args.append, meta_of.append
-    add_source = sources.append
-    flops_at: list[int] = []  # (the rows of dots and convolutions, and their FLOPs)
-    flops: list[int] = []
-    bytes_at: list[int] = []  # (the rows whose bytes are neither 0 nor a sum: `bytes_rule`)
-    nbytes: list[int] = []
-    metas: list[int] = []  # (each metadata object's strings, three numbers apiece)
+    metas: list[int] = []  # (each metadata object's strings and work, four numbers apiece)
+    works: dict[str, int] = {"": 0}  # (the JAX op a metadata names: 0, none)
     by_meta: dict[int, int] = {}
-    ops: dict[str, int] = {}
     shapes: dict[int, int] = {}
     shape_texts: dict[str, int] = {}
     categories = {name: k for k, name in enumerate(CATEGORIES)}
-    by_op: dict[str, tuple[int, int]] = {}  # (its id, its `bytes_rule`)
+    by_op: dict[str, int] = {}  # (its id)
+    own_ops: set[str] = set()  # (the opcodes whose `bytes_rule` is `OWN_BYTES`)
+    summed_ops: set[str] = set()  # (those whose rule is `SUMMED_BYTES`: not a tuple's)
+    shape_bytes: dict[int, int] = {}  # (by the shape's id: its bytes, its text)
+    shape_written: dict[int, str] = {}
+    tuples: set[int] = set()  # (the ids of tuple shapes)
+    works_of: dict[str, int] = {}  # (each op name's JAX op, in ``works``)
     op_cat: list[int] = []  # (each opcode's category: by opcode alone in these bodies)
     op_bytes: list[int] = []  # (each opcode's `bytes_rule`)
-    lines: list[str] = []
-    names: list[str] = []  # (the labels: read as the page loads, the lines when shown)
-    head: list[int] = []
-    shape_text: list[str] = []  # (by id: `shape_texts`' keys in order)
-    for node, comp in bodies:
-        instructions = comp.instructions
-        owner.append(node)
-        block.append(blocks[node])
-        size.append(len(instructions))
-        local = {instr.name: k for k, instr in enumerate(instructions)}
-        sizes = [instr.shape.nbytes for instr in instructions]
-        made += sizes
+    # Each column of every body at once (`map` over all their instructions, no Python step
+    # per instruction: 23,000 bodies of a dozen each in a large training step): each
+    # opcode, shape and metadata object is worked out once.
+    comps = [comp for _, comp in bodies]
+    owner = [node for node, _ in bodies]
+    block = [blocks[node] for node in owner]
+    size = [len(comp.instructions) for comp in comps]
+    instructions = list(chain.from_iterable(comp.instructions for comp in comps))
+    count = len(instructions)
+    names = list(map(_NAME, instructions))  # (the labels: read as the page loads)
+    opcodes = list(map(_OPCODE, instructions))
+    for opcode in dict.fromkeys(opcodes):
+        category = op_category(opcode)
+        op_cat.append(categories[category if category in categories else "other"])
+        op_bytes.append(bytes_rule(opcode))
+        by_op[opcode] = len(by_op)
+        if op_bytes[-1] == OWN_BYTES:
+            own_ops.add(opcode)
+        elif op_bytes[-1] == SUMMED_BYTES:
+            summed_ops.add(opcode)
+    op = list(map(by_op.__getitem__, opcodes))
+    kept = list(map(_SHAPE, instructions))
+    sids = list(map(id, kept))
+    for sid, obj in dict(zip(sids, kept)).items():
+        written = clip(str(obj), SHAPE_LIMIT)
+        shapes[sid] = shape_texts.setdefault(written, len(shape_texts))
+        shape_bytes[sid], shape_written[sid] = obj.nbytes, written
+        if obj.dtype == "tuple":
+            tuples.add(sid)
+    shape = list(map(shapes.__getitem__, sids))
+    made = list(map(shape_bytes.__getitem__, sids))
+    # (operands as `_graph_data._edges_and_order` finds them: indices into their body, -1
+    # for a name it does not hold, for its place among the operands)
+    operands = list(map(_OPERANDS, instructions))
+    args = list(map(len, operands))
+    sources: list[int] = []
+    roots: list[int] = []
+    params: list[int] = []
+    base = 0
+    for comp, held in zip(comps, size):
+        local = dict(zip(names[base : base + held], range(held)))
         roots.append(local[comp.root.name])  # type: ignore[union-attr]
         params += [local[p.name] for p in comp.parameters]
-        for instr in instructions:
-            opcode = instr.opcode
-            found = by_op.get(opcode)
-            if found is None:
-                category = op_category(opcode)
-                op_cat.append(categories[category if category in categories else "other"])
-                op_bytes.append(bytes_rule(opcode))
-                found = by_op[opcode] = ops.setdefault(opcode, len(ops)), op_bytes[-1]
-            add_op(found[0])
-            said = shapes.get(id(instr.shape))
-            if said is None:
-                written = clip(str(instr.shape), SHAPE_LIMIT)
-                said = shapes[id(instr.shape)] = shape_texts.setdefault(written, len(shape_texts))
-                if said == len(shape_text):
-                    shape_text.append(written)
-            add_shape(said)
-            first = len(sources)
-            for operand in instr.operands:  # (as `_graph_data._edges_and_order` finds them)
-                source = local.get(operand)
+        try:
+            sources += list(
+                map(local.__getitem__, chain.from_iterable(operands[base : base + held]))
+            )
+        except KeyError:  # (a name the body does not hold as written: looked up, or -1)
+            for name in chain.from_iterable(operands[base : base + held]):
+                source = local.get(name)
                 if source is None:
-                    found_instr = comp.get(operand) if operand[:1] == "%" else None
-                    if found_instr is None:
-                        add_source(-1)  # no edge, but its place among the operands
-                        continue
-                    source = local[found_instr.name]
-                add_source(source)
-            add_args(len(instr.operands))
-            if opcode in FLOP_OPS:
-                flops_at.append(len(op) - 1)
-                flops.append(instruction_flops(instr, module))
-            rule = found[1]  # (no bytes, or a sum, the page works out: any other are given)
-            if rule == OWN_BYTES or (rule == SUMMED_BYTES and instr.shape.dtype == "tuple"):
-                read = sum(sizes[k] for k in sources[first:] if k >= 0)
-                bytes_at.append(len(op) - 1)
-                nbytes.append(bytes_with_operands(instr, module, read))
-            text = instr.text
-            cut = text.find(", metadata={")  # (`builds_in_page`: where its display text ends)
-            root = text.startswith("ROOT ")  # (its head: `builds_in_page` checked it)
-            start = (5 if root else 0) + len(instr.name) + len(shape_text[said]) + len(opcode) + 5
-            lines.append(text[start:] if cut < 0 else text[start:cut])
-            head.append(2 if root else 1)
-            names.append(instr.name)
-            meta = instr.metadata
-            said_meta = by_meta.get(id(meta))
-            if said_meta is None:
-                said_meta = by_meta[id(meta)] = len(metas) // 3
-                metas += strings_of(meta)
-            add_meta(said_meta)
+                    found = comp.get(name) if name[:1] == "%" else None
+                    source = -1 if found is None else local[found.name]
+                sources.append(source)
+        base += held
+    # (dots' and convolutions' FLOPs: an instruction that applies a computation, a
+    # reduce, has none, `instruction_flops` counts only what runs as program)
+    flops_at = list(compress(range(count), map(FLOP_OPS.__contains__, opcodes)))
+    flops = [instruction_flops(instructions[k], module) for k in flops_at]
+    # (the bytes of the rows whose bytes are neither none nor a sum the page works out)
+    given = list(compress(range(count), map(own_ops.__contains__, opcodes)))
+    if tuples:
+        summed = map(summed_ops.__contains__, opcodes)
+        given += compress(range(count), map(and_, map(tuples.__contains__, sids), summed))
+    bytes_at = sorted(given)
+    nbytes = []
+    if given:
+        starts = list(accumulate(args, initial=0))
+        firsts = list(accumulate(size, initial=0))  # (each body's first row)
+        for k in bytes_at:
+            first = firsts[bisect_right(firsts, k) - 1]
+            read = sum(made[first + s] for s in sources[starts[k] : starts[k + 1]] if s >= 0)
+            nbytes.append(bytes_with_operands(instructions[k], module, read))
+    # (each line's text and head, `_TEXTS_AT_ONCE` lines at a time: a line's head, as the
+    # page puts it back, is ``%name = shape opcode``)
+    lines: list[str] = []
+    head: list[int] = []
+    for at in range(0, count, _TEXTS_AT_ONCE):
+        end = at + _TEXTS_AT_ONCE
+        shown = map(shape_written.__getitem__, sids[at:end])
+        heads = list(map(_HEAD, names[at:end], shown, opcodes[at:end]))
+        texts, kinds = body_texts(instructions[at:end], heads)
+        lines += texts
+        head += kinds
+    kept = list(map(_METADATA, instructions))
+    mids = list(map(id, kept))
+    for mid, meta in dict(zip(mids, kept)).items():
+        by_meta[mid] = len(metas) // 4
+        metas += strings_of(meta)
+        work = works_of.get(meta.op_name)  # (a part's label names its ops by it)
+        if work is None:
+            found_work = _jax_op(meta.op_name, _NO_OP)
+            work = works_of[meta.op_name] = (
+                0 if found_work is _NO_OP else works.setdefault(found_work, len(works))
+            )
+        metas.append(work)
+    meta_of = list(map(by_meta.__getitem__, mids))
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
@@ -285,9 +435,10 @@ def body_columns(
     return {
         **{name: array("i", column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
-        "bodyOps": list(ops), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
+        "bodyOps": list(by_op), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
         "bodyShapes": list(shape_texts),
-        "bodyText": lines, "bodyLabel": names,
+        "bodyText": lines, "bodyLabel": names, "bodyWorks": list(works),
+        "bodyMaxChildren": MAX_CHILDREN,
     }  # fmt: skip
 
 

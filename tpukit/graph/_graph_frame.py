@@ -25,6 +25,7 @@ from itertools import accumulate
 from typing import TYPE_CHECKING
 
 from tpukit.graph._flow_components import flow_ranks
+from tpukit.graph._graph_bodies import body_nodes
 from tpukit.graph._graph_costs import node_costs
 from tpukit.graph._graph_nodes import INSTRUCTION, PART
 from tpukit.graph._graph_sizes import (
@@ -63,7 +64,7 @@ class Frame:
         # hold up to each: a group's "N ops" counts them as the page's tree does.
         self._lazy = sorted(data.lazy)
         self._lazy_held = list(
-            accumulate((len(data.lazy[k].instructions) for k in self._lazy), initial=0)
+            accumulate((body_nodes(len(data.lazy[k].instructions)) for k in self._lazy), initial=0)
         )
 
     def end(self, node: int) -> int:
