@@ -18,8 +18,8 @@ import pytest
 from tpukit.graph import _graph_wire
 from tpukit.graph._graph_data import GraphTree
 from tpukit.graph._graph_lines import DeferredBytes, SlicedLines, deferred_lines
-from tpukit.graph._graph_nodes import display_cut
-from tpukit.graph._graph_payload import _rest_cut, graph_wire
+from tpukit.graph._graph_nodes import display_cut, rest_cut
+from tpukit.graph._graph_payload import graph_wire
 from tpukit.graph._graph_wire import decode_payload, encode_wire, wire_bytes, wire_parts
 from tpukit.hlo import parse_hlo
 
@@ -145,7 +145,7 @@ ENTRY main {{
 @pytest.mark.parametrize("module", [_ROWS, _ROWS.replace('"jit(f)/r"', '"jit(f)/r\u00e9"')])
 def test_a_rows_text_is_cut_from_its_rest_alone_with_the_line_by_line_cut(module, monkeypatch):
     """The typed wire cuts a parser's row where `display_cut` does, found from its rest
-    (`_graph_payload._rest_cut`) once per distinct rest: the page is the one the line by
+    (`_graph_nodes.rest_cut`) once per distinct rest: the page is the one the line by
     line cut gives (the untyped wire), and `display_cut` reads only the lines whose rest
     cannot tell (metadata among other pieces, "metadata" in its value), a line too long
     for the panel, one where ", metadata={" starts before the rest (not these: metadata
@@ -162,8 +162,8 @@ def test_a_rows_text_is_cut_from_its_rest_alone_with_the_line_by_line_cut(module
     )
     monkeypatch.setattr(
         _graph_payload,
-        "_rest_cut",
-        lambda rest: rests.append(rest) or _rest_cut(rest),
+        "rest_cut",
+        lambda rest: rests.append(rest) or rest_cut(rest),
         raising=False,  # (main has none: the test fails on what it reads)
     )
     typed = graph_wire(data, "t", "optimized", typed=True)

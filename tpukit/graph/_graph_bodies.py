@@ -50,7 +50,7 @@ from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
 from operator import add, and_, attrgetter, ne, not_, or_, sub
 
-from tpukit.graph._graph_nodes import _jax_op, _metadata_ends, clip, display_cut
+from tpukit.graph._graph_nodes import _jax_op, clip, display_cut, rest_cut
 from tpukit.graph._graph_parts import MAX_CHILDREN
 from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
@@ -235,7 +235,7 @@ def _line_text(instr: HloInstruction, head: str, tails: dict[str, str]) -> tuple
 
 
 def _rest_cuts(rests: list[str]) -> dict[str, int]:
-    """`_rest_cut` of each of ``rests`` (distinct), most at once: a rest whose metadata is
+    """`rest_cut` of each of ``rests`` (distinct), most at once: a rest whose metadata is
     last and plain (no brace, backslash or ``metadata`` inside, its quotes paired: what
     `_graph_nodes._metadata_ends` reads at once) is cut where its metadata starts, found
     a column at a time; any other is asked alone.
@@ -264,23 +264,8 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
     odd = list(map(or_, odd, map(bool, map((1).__and__, map(str.count, insides, repeat('"'))))))
     found.update(zip(marked, starts))
     for rest in compress(marked, odd):  # (asked alone)
-        found[rest] = _rest_cut(rest)
+        found[rest] = rest_cut(rest)
     return found
-
-
-def _rest_cut(rest: str) -> int:
-    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
-    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
-    ``len(rest)`` without metadata, where the metadata starts when it ends the line.
-    (`_graph_payload._rest_cut`'s rule: that module reads this one.)
-
-        >>> _rest_cut(', dimensions={0}, metadata={op_name="a"}'), _rest_cut(", index=1")
-        (16, 9)
-    """
-    at = rest.find(", metadata={")
-    if at < 0:
-        return len(rest)
-    return at if _metadata_ends(rest, at, 0) else -1
 
 
 def body_nodes(size: int) -> int:

@@ -344,6 +344,21 @@ def _metadata_ends(text: str, at: int, rest_at: int) -> bool:
     return found is not None and found.end() == len(text)
 
 
+def rest_cut(rest: str) -> int:
+    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
+    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
+    ``len(rest)`` without metadata, where the metadata starts when it ends the line
+    (`_metadata_ends`, which reads from the rest on alone).
+
+        >>> rest_cut(', dimensions={0}, metadata={op_name="a"}'), rest_cut(", index=1")
+        (16, 9)
+    """
+    at = rest.find(", metadata={")
+    if at < 0:
+        return len(rest)
+    return at if _metadata_ends(rest, at, 0) else -1
+
+
 def _without_metadata(text: str, metadata: str) -> str:
     return text.replace(f", metadata={metadata}", "") if metadata else text
 

@@ -24,9 +24,9 @@ from tpukit.graph._graph_glance import Glance
 from tpukit.graph._graph_lines import SlicedLines
 from tpukit.graph._graph_nodes import (
     OpFacts,
-    _metadata_ends,
     clip,
     display_cut,
+    rest_cut,
     totals_label,
 )
 from tpukit.graph._graph_parts import PART_LABEL
@@ -285,7 +285,7 @@ def _instruction_columns(
                 if in_rest is None:
                     if len(rests) >= _RESTS_KEPT:  # (most rests repeat near each other)
                         rests.clear()
-                    in_rest = rests[rest] = _rest_cut(rest)
+                    in_rest = rests[rest] = rest_cut(rest)
                 cut = rest_at + in_rest
                 if in_rest >= 0 and cut <= _TEXT_LIMIT:  # `split_head`, as below, in place
                     head, start = f"%{label} = {written} {opcode}", 0
@@ -332,23 +332,8 @@ def _instruction_columns(
     }  # fmt: skip
 
 
-#: The rests `_rest_cut` keeps at most (the dict is emptied then).
+#: The rests `rest_cut` finds and keeps at most (the dict is emptied then).
 _RESTS_KEPT = 4096
-
-
-def _rest_cut(rest: str) -> int:
-    """Where `display_cut` of a line ends in its ``rest`` (the text after its operands),
-    when no ", metadata={" starts before the rest and the cut is a place (-1 otherwise):
-    ``len(rest)`` without metadata, where the metadata starts when it ends the line
-    (`_metadata_ends`, which reads from the rest on alone).
-
-        >>> _rest_cut(', dimensions={0}, metadata={op_name="a"}'), _rest_cut(", index=1")
-        (16, 9)
-    """
-    at = rest.find(", metadata={")
-    if at < 0:
-        return len(rest)
-    return at if _metadata_ends(rest, at, 0) else -1
 
 
 def _last_first(

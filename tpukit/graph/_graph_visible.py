@@ -28,7 +28,16 @@ class VisibleMixin:
         Where an edge's end is drawn is found once per parent, not once per edge: siblings
         share it (a large module's 300,000 edge ends sit in a few thousand groups).
 
-            >>> nodes, edges = data.visible({0})  # the top open: its children, their edges
+            >>> from tpukit.graph._graph_data import GraphTree
+            >>> from tpukit.hlo import parse_hlo
+            >>> tree = GraphTree(parse_hlo('''HloModule m
+            ... ENTRY %main {
+            ...   %x = f32[4]{0} parameter(0)
+            ...   ROOT %e = f32[4]{0} exponential(f32[4]{0} %x)
+            ... }'''))
+            >>> nodes, edges = tree.visible({0})  # the top open: its children, their edges
+            >>> [tree.label[n] for n in nodes], len(edges)
+            (['x', 'e'], 1)
         """
         children, parent_of, roots, params = self.children, self.parent, self.roots, self.params
         nodes = []
