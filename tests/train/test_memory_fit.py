@@ -283,7 +283,7 @@ def test_evaluate_over_the_capacity_is_explained_and_the_batch_it_finds_runs(mon
     x, y = data(8192)
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, "1KiB")  # nothing fits: both ends measured
     with pytest.raises(DeviceMemoryError) as caught:
-        tpukit.evaluate(model, (x, y), batch_size=8192)
+        tpukit.evaluate(model, (x, y), batch_size=4096)
     message = str(caught.value)
     assert message.startswith("evaluate does not fit in device memory"), message
     largest = parse_bytes(re.search(r"needs ([\d.]+ [KMG]i?B) at once", message).group(1))
@@ -293,7 +293,7 @@ def test_evaluate_over_the_capacity_is_explained_and_the_batch_it_finds_runs(mon
     capacity = (smallest + largest) // 2
     monkeypatch.setenv(ENVIRONMENT_VARIABLE, str(capacity))
     with pytest.raises(DeviceMemoryError) as caught:
-        tpukit.evaluate(model, (x, y), batch_size=8192)
+        tpukit.evaluate(model, (x, y), batch_size=4096)
     message = str(caught.value)
     assert "What would fit" in message and "bf16 parameters" in message
     found = re.search(r"(?:The largest batch that fits is|A batch of) (\d+) of 4096", message)
@@ -303,7 +303,7 @@ def test_evaluate_over_the_capacity_is_explained_and_the_batch_it_finds_runs(mon
     assert np.array_equal(kernel, np.asarray(model.layers[0].kernel[...]))
     figures = tpukit.evaluate(model, (x, y), batch_size=batch)  # the capacity still set
     monkeypatch.delenv(ENVIRONMENT_VARIABLE)
-    unchecked = tpukit.evaluate(model, (x, y), batch_size=8192)
+    unchecked = tpukit.evaluate(model, (x, y), batch_size=4096)
     assert figures["loss"] == pytest.approx(unchecked["loss"], rel=1e-5)
 
 
