@@ -93,11 +93,10 @@ BODY_COLUMNS = (
 )  # fmt: skip
 
 
-def builds_in_page(comp: HloComputation, shapes: dict[int, str] | None = None) -> bool:
+def builds_in_page(comp: HloComputation) -> bool:
     """Whether the page can build ``comp``'s nodes itself (see the module docstring): a
     fused computation none of whose instructions runs another computation as program or
     varies in category. Its lines are not read here: `body_columns` reads each once.
-    (``shapes``: unused, for callers that keep shapes' texts.)
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> module = parse_hlo('''HloModule m

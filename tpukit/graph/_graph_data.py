@@ -82,7 +82,6 @@ class GraphTree(PartsMixin, PiecesMixin, VisibleMixin):
         self._lazy = lazy
         self.lazy: dict[int, HloComputation] = {}
         self.lazy_block: dict[int, int] = {}  # (its edges' place among a whole tree's blocks)
-        self._shape_texts: dict[int, str] = {}
         self._weighed: dict[int, int] = {}  # (bytes `PartsMixin._weight` found, by instr)
         #: Leaf node -> the instruction nodes its bodies hold but this tree does not, and
         #: (``held``) those its bodies hold directly, as the panel counts them.
@@ -108,7 +107,6 @@ class GraphTree(PartsMixin, PiecesMixin, VisibleMixin):
         self._add_computation(entry, root, scoped=True, caller=None)
         forget_parsed_scopes()  # (the op names' parses: tens of megabytes of a large module)
         self._users = self._inputs = {}  # (the last computation's)
-        self._shape_texts = {}
         self._sources: set[int] = set()
         self._whole: set[int] = set()
         self._renumber()
@@ -174,7 +172,7 @@ class GraphTree(PartsMixin, PiecesMixin, VisibleMixin):
                 self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
                 self.held[node] = sum(len(sub.instructions) for sub, _ in called)
                 continue
-            if self._lazy and len(called) == 1 and builds_in_page(called[0][0], self._shape_texts):
+            if self._lazy and len(called) == 1 and builds_in_page(called[0][0]):
                 self.lazy_block[node] = len(self.blocks) + len(self.lazy)
                 self.lazy[node] = called[0][0]
                 self.hidden[node] = self.held[node] = len(called[0][0].instructions)
