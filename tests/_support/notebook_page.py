@@ -53,7 +53,32 @@ JUPYTERLAB_THEMES = {  # the variables JupyterLab 4's light and dark themes set 
 }
 
 
-LAB_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+#: JupyterLab's HTML renderer on a page whose output goes in ``#out``: the HTML put in
+#: with innerHTML, then every <script> re-created so that it runs.
+SHOW_OUTPUT = """window.showOutput = function (html) {
+  var out = document.getElementById("out");
+  out.innerHTML = html;
+  out.querySelectorAll("script").forEach(function (old) {
+    var script = document.createElement("script");
+    script.textContent = old.textContent;
+    old.parentNode.replaceChild(script, old);
+  });
+};
+"""
+
+
+def serve(page, pages: dict[str, str]) -> None:
+    """Serves ``pages`` (path -> HTML) to ``page`` from `ORIGIN`."""
+    page.route(
+        "**/*",
+        lambda route: route.fulfill(
+            status=200, content_type="text/html", body=pages[route.request.url[len(ORIGIN) :]]
+        ),
+    )
+
+
+LAB_PAGE = (
+    """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
 :root {%(variables)s --jp-ui-font-size0:0.83333em; --jp-ui-font-size1:13px;
   --jp-content-font-family:system-ui, sans-serif;}
 html, body {margin: 0; height: 100%%;}
@@ -68,13 +93,7 @@ body {background: var(--jp-layout-color0, #fff); color: var(--jp-ui-font-color1,
 <div class="jp-Cell"><div class="jp-InputArea" style="height: 1500px"></div></div>
 </div><script>
 // JupyterLab's HTML renderer: innerHTML, then every <script> re-created so that it runs.
-window.showOutput = function (html) {
-  var out = document.getElementById("out");
-  out.innerHTML = html;
-  out.querySelectorAll("script").forEach(function (old) {
-    var script = document.createElement("script");
-    script.textContent = old.textContent;
-    old.parentNode.replaceChild(script, old);
-  });
-};
-</script></body></html>"""
+"""
+    + SHOW_OUTPUT
+    + """</script></body></html>"""
+)

@@ -12,26 +12,21 @@ node, never the graph's own view. The lowered and optimized FFT of
 
 import pytest
 
-from tests._support.notebook_page import ORIGIN
+from tests._support.notebook_page import ORIGIN, SHOW_OUTPUT, serve
 from tests.graph.test_diff_fused_tpu import fft_view
 
 # JupyterLab's notebook: the cells scroll inside a panel as tall as the window; the body,
 # as JupyterLab's, has overflow hidden and no height (the window clips, not the body).
-LAB_PAGE = """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
+LAB_PAGE = (
+    """<!DOCTYPE html><html><head><meta charset="utf-8"><style>
 body {margin: 0; height: 0; overflow: hidden;} #panel {height: 100vh; overflow-y: auto;}
 .cell {padding: 8px 16px 8px 60px;}</style></head><body><div id="panel">
 <div class="cell" style="height: 300px">a cell above</div><div class="cell" id="out"></div>
 <div class="cell" style="height: 1500px">a cell below</div></div><script>
-window.showOutput = function (html) {
-  var out = document.getElementById("out");
-  out.innerHTML = html;
-  out.querySelectorAll("script").forEach(function (old) {
-    var script = document.createElement("script");
-    script.textContent = old.textContent;
-    old.parentNode.replaceChild(script, old);
-  });
-};
-</script></body></html>"""
+"""
+    + SHOW_OUTPUT
+    + """</script></body></html>"""
+)
 
 # Where the ringed node of side b lies: its box, the window's height and the panel's box.
 _RINGED = """() => {
@@ -60,12 +55,7 @@ def open_diff(browser, mode):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     pages = {"/view.html": view.to_html(), "/lab.html": LAB_PAGE}
-    page.route(
-        "**/*",
-        lambda route: route.fulfill(
-            status=200, content_type="text/html", body=pages[route.request.url[len(ORIGIN) :]]
-        ),
-    )
+    serve(page, pages)
     if mode == "standalone":
         page.goto(f"{ORIGIN}/view.html")
     else:

@@ -16,7 +16,7 @@ import pytest
 from flax import nnx
 
 import tpukit
-from tests._support.notebook_page import NOTEBOOK_PAGE, ORIGIN
+from tests._support.notebook_page import NOTEBOOK_PAGE, ORIGIN, serve
 from tpukit import hlo
 from tpukit._compat import module_list
 from tpukit.graph._diff_view import ADDED, CHANGED, REMOVED, SAME, HloDiffView, diff_graph
@@ -289,12 +289,7 @@ def open_view(browser, view: HloDiffView, mode: str):
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
     pages = {"/view.html": view.to_html(), "/notebook.html": NOTEBOOK_PAGE}
-    page.route(
-        "**/*",
-        lambda route: route.fulfill(
-            status=200, content_type="text/html", body=pages[route.request.url[len(ORIGIN) :]]
-        ),
-    )
+    serve(page, pages)
     if mode == "standalone":
         page.goto(f"{ORIGIN}/view.html")
     else:
