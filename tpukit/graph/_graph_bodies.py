@@ -36,7 +36,7 @@ with Python's rounding of its figures).
 
 A body is left to the page where its nodes follow from its instructions alone: a fused
 computation none of whose instructions runs another computation as program (a reduce's
-or sort's region, applied per element, is in no tree: `_runs_program`) or varies in
+or sort's region, applied per element, is in no tree: `run_computations`) or varies in
 category (a fusion, a library call: Python builds those as before). Its lines are read
 once, by the payload (`body_texts`): the tree does not read them.
 """
@@ -56,12 +56,12 @@ from tpukit.graph._graph_schema import CATEGORIES
 from tpukit.hlo.analysis import (
     FLOP_OPS,
     OWN_BYTES,
-    RUNS_COMPUTATIONS,
     SUMMED_BYTES,
     bytes_rule,
     bytes_with_operands,
     instruction_flops,
     op_category,
+    run_computations,
 )
 from tpukit.hlo.text import HloComputation, HloInstruction, HloMetadata, HloModule
 
@@ -69,10 +69,6 @@ from tpukit.hlo.text import HloComputation, HloInstruction, HloMetadata, HloModu
 SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
 #: Opcodes whose category depends on more than the opcode, or that run computations.
 _VARIES = frozenset({"fusion", "custom-call"})
-#: The roles of the computations an instruction applies per element (a reduce's or a
-#: sort's ``to_apply``, a select-and-scatter's ``select`` and ``scatter``): no tree holds
-#: them (`run_computations` leaves them out), so its node is a leaf as any other.
-_APPLIED = frozenset({"to_apply", "select", "scatter"})
 #: A stand-in opcode: `_jax_op` gives it back where a metadata names no JAX op.
 _NO_OP = "\0opcode"
 _NAME, _OPCODE, _SHAPE, _OPERANDS = (
@@ -93,7 +89,7 @@ BODY_COLUMNS = (
 )  # fmt: skip
 
 
-def builds_in_page(comp: HloComputation) -> bool:
+def builds_in_page(comp: HloComputation, module: HloModule) -> bool:
     """Whether the page can build ``comp``'s nodes itself (see the module docstring): a
     fused computation none of whose instructions runs another computation as program or
     varies in category. Its lines are not read here: `body_columns` reads each once.
@@ -109,23 +105,16 @@ def builds_in_page(comp: HloComputation) -> bool:
         ...   ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused
         ... }
         ... ''')
-        >>> builds_in_page(module.computations["fused"])
+        >>> builds_in_page(module.computations["fused"], module)
         True
     """
     instructions = comp.instructions
     if comp.kind != "fusion" or not _VARIES.isdisjoint(map(_OPCODE, instructions)):
         return False
-    if any(map(_CALLED, instructions)):
-        return not any(_runs_program(instr) for instr in instructions if instr.called_computations)
-    return True
-
-
-def _runs_program(instr: HloInstruction) -> bool:
-    """Whether ``instr`` (which calls computations) runs one as program (a loop, a call:
-    its node holds the computation's in the whole tree), not only applies one per element
-    (a reduce's region: its node is a leaf)."""
-    refs = instr.called_computations
-    return instr.opcode in RUNS_COMPUTATIONS or any(ref.role not in _APPLIED for ref in refs)
+    # (an instruction that only applies a computation per element, a reduce's region, is a
+    # leaf in the whole tree: it runs none as program)
+    calling = compress(instructions, map(_CALLED, instructions))
+    return not any(run_computations(instr, module) for instr in calling)
 
 
 def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[list[str], list[int]]:

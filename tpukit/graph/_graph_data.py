@@ -172,7 +172,7 @@ class GraphTree(PartsMixin, PiecesMixin, VisibleMixin):
                 self.hidden[node] = sum(self._instruction_nodes(sub) for sub, _ in called)
                 self.held[node] = sum(len(sub.instructions) for sub, _ in called)
                 continue
-            if self._lazy and len(called) == 1 and builds_in_page(called[0][0]):
+            if self._lazy and len(called) == 1 and builds_in_page(called[0][0], self.module):
                 self.lazy_block[node] = len(self.blocks) + len(self.lazy)
                 self.lazy[node] = called[0][0]
                 self.hidden[node] = self.held[node] = len(called[0][0].instructions)
