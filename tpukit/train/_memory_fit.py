@@ -374,8 +374,12 @@ def _blocks(model: nnx.Module) -> list[str]:
         if isinstance(node, nnx.Module) and path and isinstance(path[-1], int)
     ]
     outer = [p for p in paths if not any(q != p and p[: len(q)] == q for q in paths)]
-    order = lambda p: [(0, k) if isinstance(k, int) else (1, str(k)) for k in p]  # noqa: E731
-    return [_label(p) for p in sorted(outer, key=order)]
+    return [_label(p) for p in sorted(outer, key=_path_order)]
+
+
+def _path_order(path: tuple) -> list[tuple[int, int | str]]:
+    """A module path's sort key: its indices as numbers (``layers[2]`` before ``layers[10]``)."""
+    return [(0, k) if isinstance(k, int) else (1, str(k)) for k in path]
 
 
 def _label(path: tuple) -> str:
