@@ -14,6 +14,7 @@ as display name, ``program_id`` in the event metadata; GPU: kernels with ``hlo_o
 """
 
 import pathlib
+import re
 
 import jax
 import jax.numpy as jnp
@@ -410,6 +411,28 @@ def test_a_notebooks_trace_picks_the_program_that_ran_among_same_named_ones(tmp_
     assert profile.runs == 1 and "f32[16,4]" in str(profile.module.entry.instructions[0].shape)
     compiled = f.lower(jnp.ones((16, 4))).compile().as_text()
     assert tpukit.Profile.from_trace(tmp_path, compiled).runs == 1  # with the module given
+
+
+def test_a_trace_of_several_programs_profiles_the_longest_and_names_the_others(tmp_path):
+    # A cell's trace often runs small programs beside the user's (on JAX 0.7, jnp.ones
+    # runs jit_broadcast_in_dim): picked by device time, the profile says what else ran.
+    step, tiny = jax.jit(lambda x: jnp.tanh(x @ x.T) @ x), jax.jit(jnp.sin)
+    x, v = jnp.ones((384, 384)), jnp.ones(8)
+    step(x).block_until_ready(), tiny(v).block_until_ready()
+    with jax.profiler.trace(str(tmp_path)):
+        step(x).block_until_ready()
+        tiny(v).block_until_ready()
+    profile = tpukit.Profile.from_trace(tmp_path)
+    assert profile.module.name == "jit__lambda"
+    text = repr(profile)
+    # (XLA:CPU's traces carry the programs' ids: jit_sin(8))
+    assert re.search(r"The trace ran 1 other program: jit_sin(\(\d+\))? [\d.]+ µs\.", text)
+    assert re.search(r"jit__lambda's, the longest; pass program='jit_sin(\(\d+\))?'", text)
+    assert "other program" in profile._repr_html_()
+    chosen = tpukit.Profile.from_trace(tmp_path, program="jit_sin")
+    assert chosen.module.name == "jit_sin" and "other program" not in repr(chosen)
+    module = step.lower(x).compile().as_text()
+    assert "other program" not in repr(tpukit.Profile.from_trace(tmp_path, module))
 
 
 def test_a_trace_without_the_given_module_says_so_whatever_else_it_carries(tmp_path):

@@ -61,6 +61,7 @@ from tpukit.measure._trace_programs import (
     entry_shapes,
     hlo_text,
     layout_shapes,
+    others_line,
     pick_program,
     trace_programs,
 )
@@ -180,6 +181,8 @@ class Profile:
         self._records: dict[str, list[dict[str, Any]]] = {}
         #: The trace files read (every host's, from every run folder).
         self.sources: list[str] = []
+        #: The other programs the trace ran, where this one was picked as the longest.
+        self._others_line = ""
 
     # -- building --------------------------------------------------------------
 
@@ -237,7 +240,7 @@ class Profile:
           program: which program of the trace: its name (``"jit_train_step"``), or name
             and id as the trace writes them (``"jit_dot(49)"``, a TPU fingerprint). Needed
             when several programs share a name; left out, the module's name or else the
-            program with the most device time.
+            program with the most device time (the profile then names the others that ran).
 
         Example:
             >>> p = tpukit.Profile.from_trace(trace)  # a folder, or one file
@@ -253,6 +256,7 @@ class Profile:
             )
         if isinstance(hlo_module, str):
             hlo_module = hlo.parse_hlo(hlo_module)
+        picked_longest = hlo_module is None and program is None
         programs = trace_programs(files)
         chosen = pick_program(
             programs, program, hlo_module.name if hlo_module is not None else None, where
@@ -268,13 +272,16 @@ class Profile:
                     "or a dump's *after_optimizations.txt)."
                 )
             hlo_module = hlo.parse_hlo(hlo_text(chosen.hlo_proto))
-        return cls.from_profile_data(
+        profile = cls.from_profile_data(
             files,
             hlo_module,
             name=name,
             device_kind=device_kind,
             program_id=chosen.program_id if chosen else "",
         )
+        if picked_longest and chosen is not None:
+            profile._others_line = others_line(programs, chosen)
+        return profile
 
     # -- numbers ---------------------------------------------------------------
 
@@ -536,7 +543,12 @@ class Profile:
             Line(self._headline()),
             *(
                 Line(t)
-                for t in (self._sources_line(), self._hosts_line(), self._section_line())
+                for t in (
+                    self._sources_line(),
+                    self._others_line,
+                    self._hosts_line(),
+                    self._section_line(),
+                )
                 if t
             ),
             *(Line(w, "warn") for w in self.untraced_iterations()),

@@ -153,6 +153,28 @@ def pick_program(
     return with_ids[0] if with_ids else found[0]
 
 
+def others_line(programs: Sequence[TraceProgram], chosen: TraceProgram) -> str:
+    """What else ran in a trace whose program was picked as the longest (no ``program=``,
+    no module): a notebook cell's trace often holds small programs beside the user's
+    (on JAX 0.7, ``jnp.ones`` runs ``jit_broadcast_in_dim``), and the one picked should
+    not pass for the only one. Empty when no program of another name ran.
+
+        >>> ran = [TraceProgram("jit_step", "", 2e-3), TraceProgram("jit_iota", "", 4e-6)]
+        >>> others_line(ran, ran[0])
+        "The trace ran 1 other program: jit_iota 4 µs. This profile is jit_step's, the longest; pass program='jit_iota' for another."
+    """
+    others = [p for p in programs if p.device_seconds and p.name != chosen.name]
+    if not others:
+        return ""
+    shown = ", ".join(f"{p.label} {format_seconds(p.device_seconds)}" for p in others[:6])
+    more = f" and {len(others) - 6} more" if len(others) > 6 else ""
+    return (
+        f"The trace ran {len(others)} other program{'s' if len(others) > 1 else ''}: "
+        f"{shown}{more}. This profile is {chosen.name}'s, the longest; pass "
+        f"program={others[0].label!r} for another."
+    )
+
+
 def _running(bare: TraceProgram, carried: Sequence[TraceProgram]) -> TraceProgram | None:
     """The one program whose carried HLO holds every instruction seen running, with the
     bare entry's time and no id (XLA:CPU events carry none); None when not one alone."""
