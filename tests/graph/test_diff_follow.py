@@ -105,3 +105,29 @@ def test_a_ring_on_a_side_scrolled_nearly_out_of_sight_is_scrolled_into_sight(br
     assert int(page.locator('.tkd-side[data-side="1"]').get_attribute("data-scrolled")) > 0
     assert errors == []
     page.close()
+
+
+@pytest.mark.parametrize("mode", ["notebook", "standalone"])
+def test_a_table_rows_rings_below_the_window_are_scrolled_into_sight_keeping_the_row(browser, mode):
+    page, errors = open_diff(browser, mode)
+    page.evaluate(side_a_at(760))  # the sides start below the window: the table in sight
+    row = page.locator(".tkd-table tbody tr").first
+    before = row.bounding_box()
+    assert before["y"] >= 0 and before["y"] + before["height"] <= 700
+    row.click()
+    for side in ("0", "1"):
+        if page.locator(f'.tkd-side[data-side="{side}"] .tkd-linked').count():
+            break
+    scrolled = page.locator(f'.tkd-side[data-side="{side}"]').get_attribute("data-scrolled")
+    assert int(scrolled or 0) > 0
+    ring = page.locator(f'.tkd-side[data-side="{side}"] .tkd-linked').bounding_box()
+    shown = page.evaluate(
+        "() => { const p = document.getElementById('panel');"
+        " const b = p ? p.getBoundingClientRect() : {top: 0, bottom: innerHeight};"
+        " return {top: Math.max(0, b.top), bottom: Math.min(innerHeight, b.bottom)}; }"
+    )
+    assert shown["top"] <= ring["y"] and ring["y"] + ring["height"] <= shown["bottom"]
+    after = row.bounding_box()  # the row clicked stays in sight: both fit in 700 px
+    assert shown["top"] <= after["y"] and after["y"] + after["height"] <= shown["bottom"]
+    assert errors == []
+    page.close()

@@ -75,7 +75,8 @@ function DiffView(root, datas, marks, dagre) {
 
 // A row of the table: its group on both sides (absent on one side for an added or removed one;
 // for a call XLA inlined, the ops made of it are shown and ringed in its place). The panels
-// close: they would speak of the node clicked before, over the group now centred.
+// close: they would speak of the node clicked before, over the group now centred. Sides below
+// the window (the table is above them) are scrolled into sight, keeping the row in sight too.
 DiffView.prototype.showRow = function (r) {
   var nodes = this.marks.rows[r].slice(), made = null;
   if (nodes[0] >= 0 && nodes[1] < 0 && (this.marks.inlined[nodes[0]] || []).length) {
@@ -84,7 +85,7 @@ DiffView.prototype.showRow = function (r) {
   }
   for (var s = 0; s < 2; s++) {
     this.sides[s].view.select(-1);
-    this.sides[s].reveal(nodes[s], s === 1 ? made : null);
+    this.sides[s].reveal(nodes[s], s === 1 ? made : null, this.rows[r]);
   }
   this.markRow(r);
 };
@@ -237,8 +238,8 @@ DiffSide.prototype.clearOfPanel = function (i) {
 // Open the groups around node i, ring it (and also's nodes) and centre the view on it
 // (-1: only clear the rings) -- in the part of the view the page shows, for a side taller
 // than the notebook's window. With `clicked` (the element of the node clicked on the other
-// side), node i still out of sight (this side scrolled nearly out of the window) is
-// scrolled into sight, keeping `clicked` in sight too where both fit.
+// side, or the table's row), node i still out of sight (this side scrolled nearly out of the
+// window) is scrolled into sight, keeping `clicked` in sight too where both fit.
 DiffSide.prototype.reveal = function (i, also, clicked) {
   if (i < 0) { this.mark(-1); return; }
   this.linked = i;
