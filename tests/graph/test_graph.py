@@ -125,7 +125,7 @@ def test_the_fragment_is_self_contained_with_a_unique_id(mlp_hlo):
         r"\b(src|href)=|https?://|sourceMappingURL", first.replace("http://www.w3.org/2000/svg", "")
     )
     payload = payload_of(first)
-    assert payload["title"] == "mlp" and len(payload["kind"]) == len(g._data.kind)
+    assert payload["title"] == "mlp" and len(payload["kind"]) == len(g._page_data.kind)
     assert payload["open"][0] == 0 and all(
         payload["kind"][i] != INSTRUCTION for i in payload["open"]
     )

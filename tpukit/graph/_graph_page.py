@@ -55,6 +55,7 @@ _GRAPH_SCRIPTS = (
     "graph_layout.js",
     "graph_camera.js",
     "graph_panel.js",
+    "graph_keys.js",
     "graph_colour.js",
     "graph_view.js",
 )

@@ -43,6 +43,7 @@
 //   setTitle(text): the program's title, kept in view
 //   follow(i, covered): after group i opened, bring it into the view (less `covered` pixels
 //     at its right, where the panel floats)
+//   bringIn(i, top, covered): node i, moved to from the keyboard, slid into the view
 //   stopRefolding() (the user opened a group or searched), stopRefitting() (the user moved)
 /* global MARGIN, clip */
 /* exported GraphCamera */
@@ -437,6 +438,22 @@ GraphCamera.prototype.follow = function (i, covered) {
   this.say(start ? name + " is bigger than the view: its start shows, drag to see the rest" : "");
   if (kept) return;
   this.moveTo({k: k, tx: left + dx - layout.x[i] * k, ty: top + dy - layout.y[i] * k}, layout.x[i], layout.y[i]);
+};
+
+// Node i, moved to from the keyboard, brought into the part of the view the page shows: the
+// view slides (at its scale) as little as shows it -- an open group's header alone (`top`
+// drawing units high), the left part of a box wider than the view. Where it shows, nothing moves.
+GraphCamera.prototype.bringIn = function (i, top, covered) {
+  this.settle();
+  var room = this.room(covered), layout = this.layout, v = this.view;
+  if (!room) return;
+  var left = v.tx + layout.x[i] * v.k, upper = v.ty + layout.y[i] * v.k;
+  var w = Math.min(layout.w[i] * v.k, room.right - room.left - 2 * MARGIN);
+  var dx = slide(left, w, room.left, room.right);
+  var dy = slide(upper, (top || layout.h[i]) * v.k, room.top, room.bottom);
+  if (Math.abs(dx) < 0.5 && Math.abs(dy) < 0.5) return;
+  this.touched = true;
+  this.moveTo({k: v.k, tx: v.tx + dx, ty: v.ty + dy}, layout.x[i], layout.y[i]);
 };
 
 // The part of the view the page shows, in the view's pixels ({left, top, right, bottom}), less

@@ -6,12 +6,13 @@
 //   graph_layout.js  GraphLayout: node sizes and places (dagre, one open group at a time)
 //   graph_camera.js  GraphCamera: which part of the drawing shows, at what scale
 //   graph_panel.js   GraphPanel: the selected node's facts
+//   graph_keys.js    GraphKeys: the drawing from the keyboard, as a tree
 //   graph_colour.js  GraphColour: fills by op kind, or by measured time or memory
 //   graph_theme.js   followTheme: the page's light or dark theme
 //   graph_shared.js  the constants and helpers more than one part uses
 // Each part says at its top what it takes and what it offers, and no file sets another's
 // fields. This file builds the page, draws the boxes and edges where the layout put them,
-// and answers clicks and searches.
+// and answers clicks, keys (through GraphKeys) and searches.
 // All text from the payload reaches the page through textContent, never as markup.
 // Nothing here touches storage, the parent frame or the network, so the same output works
 // in a sandboxed iframe (Colab) as in the page itself (JupyterLab, VS Code, a saved file).
@@ -34,7 +35,7 @@
 //     panelRows(i): rows [name, value, class] that head the panel of node i
 //   and a GraphView offers tree and layout (read only), select(i), reveal(i), element(i),
 //   render(anchor), leave()
-/* global GraphTree, GraphLayout, insertBodies, GraphCamera, GraphPanel, GraphColour, followTheme, el, svg,
+/* global GraphTree, GraphLayout, insertBodies, GraphCamera, GraphPanel, GraphKeys, GraphColour, followTheme, el, svg,
    clip, fmtBytes, fmtGrouped, fillCategory, HEADER_H, MAX_CHARS */
 /* exported tpukitGraphView, unpack, schemaProblem, showStale, GraphView */
 
@@ -252,6 +253,7 @@ function GraphView(root, data, dagre, options) {
   this.renders = 0;
   this.searchState = {query: null, matches: [], index: -1};
   this.build();
+  this.keys = new GraphKeys(this);
   // Folded and fitted while the view holds no drawing, so that reading its size lays out
   // the toolbar and an empty view, not the drawing too: the drawing is laid out once, in
   // the frame that shows it. The fit reads the sizes of what is open, folded or not.
@@ -375,6 +377,7 @@ GraphView.prototype.element = function (i) {
 GraphView.prototype.render = function (anchor) {
   var t0 = this.renders ? performance.now() : this.started, layout = this.layout;
   var before = anchor >= 0 ? [layout.x[anchor], layout.y[anchor]] : null;
+  var held = this.keys.holding();
   layout.arrange();
   var edges = this.tree.visibleEdges();
   var scene = this.scene;
@@ -385,6 +388,7 @@ GraphView.prototype.render = function (anchor) {
   this.shown = [];
   this.drawNode(0, boxes, nodeLayer);
   for (var e = 0; e < edges.length; e++) this.drawEdge(edges[e], edgeLayer);
+  this.keys.drawn(held);
   this.camera.redrawn(before, before && [layout.x[anchor], layout.y[anchor]]);
   this.renders += 1;
   var now = performance.now(), ms = now - t0, count = this.shown.length;
@@ -416,6 +420,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
     if (i === 0) this.camera.setTitle(text);
     this.colour.drawHeader(i, header, left, text.textContent.length, L.w[i]);
     if (decorate) decorate(i, group, false, L.w[i]);
+    this.keys.mark(i, group, text.textContent);
     tree.children(i).forEach(function (kid) { self.drawNode(kid, boxes, nodes); });
     return;
   }
@@ -439,6 +444,7 @@ GraphView.prototype.drawNode = function (i, boxes, nodes) {
   sub.textContent = clip(lines[1], MAX_CHARS);
   if (expandable) this.drawToggle(node, 5, 11, "+");
   if (decorate) decorate(i, node, true, L.w[i]);
+  this.keys.mark(i, node, lines[0] + ", " + lines[1]);
 };
 
 GraphView.prototype.drawToggle = function (parent, x, y, sign) {
