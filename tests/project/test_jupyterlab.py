@@ -418,6 +418,28 @@ def test_wheel_scrolls_the_notebook_until_a_click_in_the_graph(notebook):
     assert wheel(-200, ctrl=True) == {"scrolled": False, "zoomed": True}  # Ctrl + wheel zooms
 
 
+def test_keys_in_the_graph_move_through_it_and_never_reach_the_notebook(notebook):
+    """The drawing is a tree from the keyboard (graph_keys.js): JupyterLab's command-mode
+    shortcuts (d-d deletes a cell, a inserts one, j moves down) must not see its keys."""
+    p = notebook.page
+    root = notebook.graph("step graph")
+    cells = f"() => {NOTEBOOK_WIDGET}.content.widgets.length"
+    count = p.evaluate(cells)
+    root.locator(".tkg-node").first.click()  # command mode, the focus on the node clicked
+    p.keyboard.press("Escape")  # (its panel closed)
+    focused = "() => document.activeElement.getAttribute('data-node')"
+    start = p.evaluate(focused)
+    assert start is not None
+    for key in ("d", "d", "a", "j", "ArrowDown"):
+        p.keyboard.press(key)
+    notebook.settle()
+    assert p.evaluate(cells) == count  # no cell deleted nor added
+    moved = p.evaluate(focused)
+    assert moved is not None and moved != start  # ArrowDown moved within the drawing
+    notebook.screenshot("graph_keys")
+    root.locator(".tkg-reset").click()
+
+
 def test_clicking_a_node_shows_its_source_as_the_cell(notebook):
     root = notebook.graph("layer graph")
     panel = root.locator(".tkg-panel")
