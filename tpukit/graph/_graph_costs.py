@@ -77,8 +77,8 @@ def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
     read = _operand_bytes(data)
-    # The own bytes of each instruction the tree's parts weighed (for any of its nodes: its
-    # operands' bytes are its computation's edges'), not worked out again.
+    # The FLOPs and own bytes of each instruction the tree's parts weighed (for any of its
+    # nodes: its operands' bytes are its computation's edges'), not worked out again.
     weighed, data._weighed = data._weighed, {}  # (not kept: a figure per instruction)
     tables: dict[str, dict[int, int]] = {}  # instruction bytes of what loops and calls run
 
@@ -98,10 +98,12 @@ def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             own[node] = sum(map(own_of, kids))
             continue
         opcode = instr.opcode
-        if instr.called_computations or opcode in FLOP_OPS:  # the others count none
-            flops[node] = instruction_flops(instr, module)  # (kept: `_instruction_flops`)
-        own_bytes = weighed.get(id(instr))  # (weighed as the tree was made: `_weight`)
-        if own_bytes is None:
+        found = weighed.get(id(instr))  # (weighed as the tree was made: `_weight`)
+        if found is not None:
+            flops[node], own_bytes = found
+        else:
+            if instr.called_computations or opcode in FLOP_OPS:  # the others count none
+                flops[node] = instruction_flops(instr, module)
             own_bytes = bytes_with_operands(instr, module, read[node])
         own[node] = own_bytes
         if opcode in RUNS_COMPUTATIONS:  # a loop or call moves what it runs

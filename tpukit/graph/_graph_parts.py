@@ -198,7 +198,7 @@ class PartsMixin:
     children: list[list[int]]
     section: dict[int, str]
     _room: int = _OPEN_RANKS  # the ranks the group `_staged` frames may take (`_room_in`)
-    _weighed: dict[int, int]  # id of an instruction -> its bytes (`_weight`)
+    _weighed: dict[int, tuple[int, int]]  # id of an instruction -> its FLOPs, bytes (`_weight`)
 
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
@@ -523,7 +523,7 @@ class PartsMixin:
         self, node: int, read: dict[int, int], weights: dict[int, tuple[int, int]]
     ) -> tuple[int, int]:
         """``(FLOPs, bytes)`` of ``node``'s instructions as `_graph_costs.node_costs` counts
-        them (an instruction's FLOPs with what it calls, its own bytes: it reads those from
+        them (an instruction's FLOPs with what it calls, its own bytes: it reads both from
         ``_weighed``); a group's kept in ``weights`` (weighed at every level framed above)."""
         found = weights.get(node)
         if found is not None:
@@ -537,7 +537,8 @@ class PartsMixin:
             else:
                 counts = instr.called_computations or instr.opcode in FLOP_OPS
                 f = instruction_flops(instr, module) if counts else 0
-                b = self._weighed[id(instr)] = bytes_with_operands(instr, module, read.get(k, 0))
+                b = bytes_with_operands(instr, module, read.get(k, 0))
+                self._weighed[id(instr)] = (f, b)
             flops += f
             nbytes += b
         found = weights[node] = (flops, nbytes)
