@@ -209,3 +209,41 @@ def test_the_flops_a_fusions_weighing_walk_keeps_are_its_bodys_flops():
             fresh.instruction(name), fresh
         )
     assert dot_conv_flops(module) == dot_conv_flops(fresh) == 3 * 2 * 8 * 4 * 16
+
+
+_CYCLE = """HloModule m
+
+back {
+  q = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  ROOT c = f32[8,4] call(q, w), to_apply=calling
+}
+
+calling {
+  p = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  d = f32[8,4] dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dense/dot"}
+  k = f32[8,4] call(p, w), to_apply=back
+  ROOT t = f32[8,4] add(d, k), metadata={op_name="jit(f)/act/add"}
+}
+
+ENTRY main {
+  x = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  ROOT a = f32[8,4] fusion(x, w), kind=kOutput, calls=calling
+}
+"""
+
+
+def test_the_weighing_walk_asks_no_flops_of_an_unnamed_op_that_runs_a_computation(monkeypatch):
+    # In a (malformed) cycle of calls the FLOPs found depend on the order they are asked
+    # in: the walk asks those of the named ops alone, as ever, and keeps no sum.
+    module = parse_hlo(_CYCLE)
+    asked = []
+    real = _fused_work.instruction_flops
+    monkeypatch.setattr(
+        _fused_work, "instruction_flops", lambda i, m: asked.append(i.name) or real(i, m)
+    )
+    _user_scopes.plan_scopes(module.entry, module, None)
+    assert asked == ["d"]
+    assert "calling" not in module._flops

@@ -92,10 +92,10 @@ def _add_work(
     too, after these). One plain loop: quicker than counting in C and then looking for
     the ops with FLOPs, on bodies of a dozen ops.
 
-    Every op with FLOPs is costed, named or not: where none of them runs a computation (a
-    nested fusion, a call), their sum is ``comp``'s FLOPs whoever asks first, and is kept
-    (`keep_leaf_flops`), so the fusion's own FLOPs take no second walk of its body (the
-    tree's parts weigh it next: `_graph_parts._weight`)."""
+    Every op with FLOPs of its own is costed, named or not: where none of the ops runs a
+    computation (a nested fusion, a call), their sum is ``comp``'s FLOPs whoever asks
+    first, and is kept (`keep_leaf_flops`), so the fusion's own FLOPs take no second walk
+    of its body (the tree's parts weigh it next: `_graph_parts._weight`)."""
     total, leaves = 0, True
     for inner in comp.instructions:
         opcode = inner.opcode
@@ -106,8 +106,10 @@ def _add_work(
                 continue
             flops = 0
             if inner.called_computations and run_computations(inner, module):
-                flops = instruction_flops(inner, module)
                 leaves = False
+                if not inner.metadata.op_name:  # (asked where named alone, as ever: through
+                    continue  # a malformed cycle of calls, the order asked in tells the count)
+                flops = instruction_flops(inner, module)
             elif opcode in _OWN_FLOPS:
                 flops = instruction_flops(inner, module)
             # (else none: a reduce's region runs per element, `instruction_flops` gives 0)
