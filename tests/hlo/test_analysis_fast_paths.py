@@ -15,7 +15,13 @@ import itertools
 import pytest
 
 from tpukit.hlo import parse_hlo
-from tpukit.hlo.analysis import _fused_work, _matmul_flops, _user_scopes
+from tpukit.hlo.analysis import (
+    _fused_work,
+    _matmul_flops,
+    _user_scopes,
+    dot_conv_flops,
+    instruction_flops,
+)
 from tpukit.hlo.analysis._matmul_flops import _dims_attr, _lhs_contracting
 from tpukit.hlo.text import _model
 from tpukit.hlo.text._attributes import split_attributes as _split
@@ -148,3 +154,96 @@ def test_a_fusion_whose_body_names_no_scope_is_placed_by_its_own_name(monkeypatc
     assert plan.path["f"] == (["outer"] if named else ["layer"])
     assert ("f" in plan.notes) == named
     assert walked == ([[module.computations["fused"]]] if named else [[]])
+
+
+_WEIGHED = """HloModule m
+
+region {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+
+inner {
+  q = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  ROOT d2 = f32[8,4] dot(q, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/head/dot"}
+}
+
+mixed {
+  p = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  z = f32[] constant(0)
+  d = f32[8,4] dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dense/dot"}
+  u = f32[8,4] dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  r = f32[8] reduce(d, z), dimensions={1}, to_apply=region, metadata={op_name="jit(f)/norm/sum"}
+  ROOT t = f32[8,4] tanh(u), metadata={op_name="jit(f)/act/tanh"}
+}
+
+nesting {
+  p = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  f = f32[8,4] fusion(p, w), kind=kOutput, calls=inner
+  ROOT e = f32[8,4] exponential(f), metadata={op_name="jit(f)/act/exp"}
+}
+
+ENTRY main {
+  x = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  a = f32[8,4] fusion(x, w), kind=kOutput, calls=mixed, metadata={op_name="jit(f)/dense/dot"}
+  ROOT b = f32[8,4] fusion(x, w), kind=kOutput, calls=nesting, metadata={op_name="jit(f)/act/exp"}
+}
+"""
+
+
+def test_the_flops_a_fusions_weighing_walk_keeps_are_its_bodys_flops():
+    module = parse_hlo(_WEIGHED)
+    plan = _user_scopes.plan_scopes(module.entry, module, None)
+    assert plan.path["a"] == ["dense"]  # (its dot's FLOPs weighed: a fusion of three scopes)
+    # The walk kept the FLOPs of a body whose ops run no computation (an unnamed dot's
+    # too), not of one holding a fusion; the nested body's own, once walked, as well.
+    assert module._flops == {"mixed": 2 * 2 * 8 * 4 * 16, "inner": 2 * 8 * 4 * 16}
+    fresh = parse_hlo(_WEIGHED)  # (nothing kept before: `instruction_flops` walks them)
+    for name in ("a", "b"):
+        assert instruction_flops(module.instruction(name), module) == instruction_flops(
+            fresh.instruction(name), fresh
+        )
+    assert dot_conv_flops(module) == dot_conv_flops(fresh) == 3 * 2 * 8 * 4 * 16
+
+
+_CYCLE = """HloModule m
+
+back {
+  q = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  ROOT c = f32[8,4] call(q, w), to_apply=calling
+}
+
+calling {
+  p = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  d = f32[8,4] dot(p, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}, metadata={op_name="jit(f)/dense/dot"}
+  k = f32[8,4] call(p, w), to_apply=back
+  ROOT t = f32[8,4] add(d, k), metadata={op_name="jit(f)/act/add"}
+}
+
+ENTRY main {
+  x = f32[8,16] parameter(0)
+  w = f32[16,4] parameter(1)
+  ROOT a = f32[8,4] fusion(x, w), kind=kOutput, calls=calling
+}
+"""
+
+
+def test_the_weighing_walk_asks_no_flops_of_an_unnamed_op_that_runs_a_computation(monkeypatch):
+    # In a (malformed) cycle of calls the FLOPs found depend on the order they are asked
+    # in: the walk asks those of the named ops alone, as ever, and keeps no sum.
+    module = parse_hlo(_CYCLE)
+    asked = []
+    real = _fused_work.instruction_flops
+    monkeypatch.setattr(
+        _fused_work, "instruction_flops", lambda i, m: asked.append(i.name) or real(i, m)
+    )
+    _user_scopes.plan_scopes(module.entry, module, None)
+    assert asked == ["d"]
+    assert "calling" not in module._flops

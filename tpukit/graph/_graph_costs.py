@@ -77,9 +77,10 @@ def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
     flops, nbytes, own = [0] * n, [0] * n, [0] * n
     instrs, children = data.instr, data.children
     read = _operand_bytes(data)
-    # The own bytes of each instruction the tree's parts weighed (for any of its nodes: its
-    # operands' bytes are its computation's edges'), not worked out again.
+    # The FLOPs and own bytes of each instruction the tree's parts weighed (for any of its
+    # nodes: its operands' bytes are its computation's edges'), not worked out again.
     weighed, data._weighed = data._weighed, {}  # (not kept: a figure per instruction)
+    weighed_flops, data._weighed_flops = data._weighed_flops, {}
     tables: dict[str, dict[int, int]] = {}  # instruction bytes of what loops and calls run
 
     def computation_table(comp: HloComputation) -> dict[int, int]:
@@ -99,8 +100,9 @@ def _costed(data: GraphTree) -> tuple[list[int], list[int], list[int]]:
             continue
         opcode = instr.opcode
         if instr.called_computations or opcode in FLOP_OPS:  # the others count none
-            flops[node] = instruction_flops(instr, module)  # (kept: `_instruction_flops`)
-        own_bytes = weighed.get(id(instr))  # (weighed as the tree was made: `_weight`)
+            found = weighed_flops.get(id(instr))  # (weighed as the tree was made: `_weight`)
+            flops[node] = instruction_flops(instr, module) if found is None else found
+        own_bytes = weighed.get(id(instr))
         if own_bytes is None:
             own_bytes = bytes_with_operands(instr, module, read[node])
         own[node] = own_bytes

@@ -199,6 +199,7 @@ class PartsMixin:
     section: dict[int, str]
     _room: int = _OPEN_RANKS  # the ranks the group `_staged` frames may take (`_room_in`)
     _weighed: dict[int, int]  # id of an instruction -> its bytes (`_weight`)
+    _weighed_flops: dict[int, int]  # ... -> its FLOPs, where it has any to count (`_weight`)
 
     def _add(self, kind: int, parent: int, label: str, instr, order: float) -> int: ...
 
@@ -523,8 +524,9 @@ class PartsMixin:
         self, node: int, read: dict[int, int], weights: dict[int, tuple[int, int]]
     ) -> tuple[int, int]:
         """``(FLOPs, bytes)`` of ``node``'s instructions as `_graph_costs.node_costs` counts
-        them (an instruction's FLOPs with what it calls, its own bytes: it reads those from
-        ``_weighed``); a group's kept in ``weights`` (weighed at every level framed above)."""
+        them (an instruction's FLOPs with what it calls, its own bytes: it reads them from
+        ``_weighed_flops`` and ``_weighed``); a group's kept in ``weights`` (weighed at every
+        level framed above)."""
         found = weights.get(node)
         if found is not None:
             return found
@@ -535,8 +537,10 @@ class PartsMixin:
             if kind[k] != INSTRUCTION or instr is None:
                 f, b = self._weight(k, read, weights)
             else:
-                counts = instr.called_computations or instr.opcode in FLOP_OPS
-                f = instruction_flops(instr, module) if counts else 0
+                if instr.called_computations or instr.opcode in FLOP_OPS:
+                    f = self._weighed_flops[id(instr)] = instruction_flops(instr, module)
+                else:
+                    f = 0
                 b = self._weighed[id(instr)] = bytes_with_operands(instr, module, read.get(k, 0))
             flops += f
             nbytes += b

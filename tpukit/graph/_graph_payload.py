@@ -128,12 +128,8 @@ def _payload(
             note[node] = intern(notes[node])
     bodies = {}
     if data.lazy and glance is None:  # the bodies the page builds (a page's tree)
-        by_line: dict[tuple[str, int], tuple[str, str]] = {}
         bodies = body_columns(
-            module,
-            sorted(data.lazy.items()),
-            data.lazy_block,
-            lambda meta: _metadata_strings(meta, intern, by_line),
+            module, sorted(data.lazy.items()), data.lazy_block, _metadata_strings(intern)
         )
     payload = {
         **schema_payload(),
@@ -243,7 +239,7 @@ def _instruction_columns(
     shapes: dict[str, int] = {"": 0}
     by_shape: dict[int, tuple[str, int]] = {}
     by_meta: dict[int, tuple[int, int, int]] = {}
-    by_line: dict[tuple[str, int], tuple[str, str]] = {}
+    strings_of = _metadata_strings(intern)
     tails: dict[str, str] = {}
     rests: dict[str, int] = {}  # a row's text after its operands -> where its text ends there
     ascii_sources: dict[int, bool] = {}  # (a module's text, checked once)
@@ -323,7 +319,7 @@ def _instruction_columns(
         meta = instr.metadata
         said = by_meta.get(id(meta))
         if said is None:
-            said = by_meta[id(meta)] = _metadata_strings(meta, intern, by_line)
+            said = by_meta[id(meta)] = strings_of(meta)
         scope[node], location[node], source[node] = said
     return {
         "cat": cat, "op": op, "ops": list(ops), "shape": shape, "shapes": list(shapes),
@@ -373,24 +369,40 @@ class _Sparse(dict):
 
 
 def _metadata_strings(
-    meta: HloMetadata, intern: Callable[[str], int], by_line: dict[tuple[str, int], tuple[str, str]]
-) -> tuple[int, int, int]:
-    """The interned op name, short source label and full source path of ``meta``.
+    intern: Callable[[str], int],
+) -> Callable[[HloMetadata], tuple[int, int, int]]:
+    """A function from a metadata to its interned op name, short source label and full
+    source path, as ``intern`` numbers them.
 
-    The two source texts are worked out once per source line (``by_line``).
+    Each op name is interned once, and each source line's two texts are worked out and
+    interned once (a large module's bodies hold tens of thousands of metadata objects, a
+    few hundred op names and lines): the strings come in the order interning each of a
+    metadata's three texts in turn gives them, whatever was met before.
     """
-    scope = intern(meta.op_name)
-    if not meta.source_file:
-        return scope, 0, 0
-    where = (meta.source_file, meta.source_line)
-    texts = by_line.get(where)
-    if texts is None:  # the short label on show (`HloInstruction.source_location`), the path
+    scopes: dict[str, int] = {}
+    by_file: dict[str, dict[int, tuple[int, int]]] = {}
+
+    def strings_of(meta: HloMetadata) -> tuple[int, int, int]:
+        op_name = meta.op_name
+        scope = scopes.get(op_name)
+        if scope is None:
+            scope = scopes[op_name] = intern(op_name)
+        file = meta.source_file
+        if not file:
+            return scope, 0, 0
         line = meta.source_line
-        texts = by_line[where] = (
-            describe_location(meta.source_file, line),
-            meta.source_file + (f":{line}" if line else ""),
-        )
-    return scope, intern(texts[0]), intern(texts[1])
+        lines = by_file.get(file)
+        if lines is None:
+            lines = by_file[file] = {}
+        texts = lines.get(line)
+        if texts is None:  # the short label on show (`HloInstruction.source_location`), the path
+            texts = lines[line] = (
+                intern(describe_location(file, line)),
+                intern(file + (f":{line}" if line else "")),
+            )
+        return scope, texts[0], texts[1]
+
+    return strings_of
 
 
 def _labels_with_parts_named(

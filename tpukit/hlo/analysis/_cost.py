@@ -252,6 +252,16 @@ def instruction_flops(instr: HloInstruction, module: HloModule) -> int:
     return _instruction_flops(instr, module, module._flops)  # each computation counted once
 
 
+def keep_leaf_flops(comp: HloComputation, module: HloModule, flops: int) -> None:
+    """Keep ``flops``, the sum of `instruction_flops` over ``comp``'s instructions, as
+    ``comp``'s FLOPs (what `dot_conv_flops` and a caller's `instruction_flops` read), from
+    a walk that costed them already (`_fused_work`'s of a fusion's body): for a
+    computation none of whose instructions runs another as program, so that the sum is
+    the same whenever it is made (a call graph's cycles guard nothing in it). A figure
+    kept already stays."""
+    module._flops.setdefault(comp.name, flops)
+
+
 def _computation_flops(comp: HloComputation, module: HloModule, cache: dict[str, int]) -> int:
     if comp.name not in cache:
         cache[comp.name] = 0  # guards against a (malformed) recursive call graph

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from tpukit.hlo.analysis._cost import instruction_flops
+from tpukit.hlo.analysis._cost import instruction_flops, keep_leaf_flops, run_computations
 from tpukit.hlo.text import HloComputation, HloInstruction, HloModule
 
 
@@ -90,25 +90,49 @@ def _add_work(
     """Add ``comp``'s ``[FLOPs, ops]`` by op_name to ``work`` (new names in first-use
     order); the computations of the fusions it holds go on ``stack`` (their ops count
     too, after these). One plain loop: quicker than counting in C and then looking for
-    the ops with FLOPs, on bodies of a dozen ops."""
+    the ops with FLOPs, on bodies of a dozen ops.
+
+    Every op with FLOPs of its own is costed, named or not: where none of the ops runs a
+    computation (a nested fusion, a call), their sum is ``comp``'s FLOPs whoever asks
+    first, and is kept (`keep_leaf_flops`), so the fusion's own FLOPs take no second walk
+    of its body (the tree's parts weigh it next: `_graph_parts._weight`)."""
+    total, leaves = 0, True
     for inner in comp.instructions:
         opcode = inner.opcode
-        if opcode == "fusion":
-            stack.extend(module.called(inner))
-            continue
+        if inner.called_computations or opcode in _WEIGHED_OPS:  # (few: most ops go on)
+            if opcode == "fusion":
+                stack.extend(module.called(inner))
+                leaves = False
+                continue
+            flops = 0
+            if inner.called_computations and run_computations(inner, module):
+                leaves = False
+                if not inner.metadata.op_name:  # (asked where named alone, as ever: through
+                    continue  # a malformed cycle of calls, the order asked in tells the count)
+                flops = instruction_flops(inner, module)
+            elif opcode in _OWN_FLOPS:
+                flops = instruction_flops(inner, module)
+            # (else none: a reduce's region runs per element, `instruction_flops` gives 0)
+            total += flops
+        else:
+            flops = 0
         op_name = inner.metadata.op_name
         if not op_name or opcode == "parameter":
             continue
         totals = work.get(op_name)
         if totals is None:
             totals = work[op_name] = [0, 0]
-        if opcode in _OWN_FLOPS or inner.called_computations:
-            totals[0] += instruction_flops(inner, module)
+        if flops:
+            totals[0] += flops
         totals[1] += 1
+    if leaves:
+        keep_leaf_flops(comp, module, total)
 
 
 # The ops `instruction_flops` counts FLOPs of by themselves; others count only what they call.
 _OWN_FLOPS = frozenset({"dot", "convolution", "custom-call"})
+# The ops `_add_work` looks at twice: those with FLOPs of their own, and nested fusions.
+_WEIGHED_OPS = _OWN_FLOPS | {"fusion"}
 
 
 def _readers(
