@@ -77,7 +77,6 @@ _NAME, _OPCODE, _SHAPE, _OPERANDS = (
 _CALLED, _METADATA = attrgetter("called_computations"), attrgetter("metadata")
 _AT, _TEXT, _END = attrgetter("_at"), attrgetter("_text"), attrgetter("_end")
 _REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
-_HEAD = "%{} = {} {}".format
 #: The lines `body_columns` reads at a time (their places in the text are an int object
 #: each: a large module's, all at once, were 1.8 times its text's size).
 _TEXTS_AT_ONCE = 8192  # (a line's head: its name, shape and opcode)
@@ -117,7 +116,9 @@ def builds_in_page(comp: HloComputation, module: HloModule) -> bool:
     return not any(run_computations(instr, module) for instr in calling)
 
 
-def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[list[str], list[int]]:
+def body_texts(
+    instructions: list[HloInstruction], heads: list[str], keys: list[int] | None = None
+) -> tuple[list[str], list[int]]:
     """Each line's text for the panel and its head (``bodyText``, ``bodyHead``), as
     `_graph_payload._instruction_columns` writes an instruction's ``text`` and
     ``textHead`` on the wire: the line up to its metadata (`display_cut`), clipped to
@@ -125,11 +126,12 @@ def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[li
     with it (1), or with it after ``ROOT `` (2); else whole (0).
 
     A body of parser's rows (`HloInstruction`: ``_end`` -1, attributes not split) in order
-    in one text is read in place, a column at a time: the stretch of text its lines fill
-    is checked ASCII once, and where no ``, metadata={`` starts before a line's rest (the
-    text after its operands), its cut follows from the rest alone (`_rest_cuts`), worked
-    out once per distinct rest; only its text is made of each line. Any other line is
-    cut out of its text (`_line_text`).
+    in one ASCII text is read in place, a column at a time (`_texts_in_place`): lines of
+    one metadata object mostly end alike (``keys``: each line's metadata, a number or an
+    id; by default its id), so one line's rest (the text after its operands) per key is
+    cut (`_rest_cuts`), and every line that ends in that rest is cut as it is; the others
+    as their own rest tells (`_texts_by_rest`). Only its text is made of each line. Any
+    other line is cut out of its text (`_line_text`).
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> comp = parse_hlo(
@@ -144,7 +146,9 @@ def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[li
     count = len(instructions)
     texts: list[str] = [""] * count
     kinds = [0] * count
-    left = _texts_in_place(instructions, heads, texts, kinds)
+    if keys is None:
+        keys = list(map(id, map(_METADATA, instructions)))
+    left = _texts_in_place(instructions, heads, keys, texts, kinds)
     tails: dict[str, str] = {}
     for k in left:
         texts[k], kinds[k] = _line_text(instructions[k], heads[k], tails)
@@ -152,20 +156,98 @@ def body_texts(instructions: list[HloInstruction], heads: list[str]) -> tuple[li
 
 
 def _texts_in_place(
-    instructions: list[HloInstruction], heads: list[str], texts: list[str], kinds: list[int]
+    instructions: list[HloInstruction],
+    heads: list[str],
+    keys: list[int],
+    texts: list[str],
+    kinds: list[int],
 ) -> list[int] | range:
     """`body_texts` of the lines read in place, written into ``texts`` and ``kinds``: the
-    rows left to read one by one (all of them where they are not one text's rows)."""
+    rows left to read one by one (all of them where they are not one text's rows).
+
+    Each key's last line's rest is cut once; a line ends alike where its text from its
+    rest on is that rest and a line break (``str.startswith``). Its cut then holds where
+    no ``, metadata={`` (nor a line break) lies before it: checked on all the texts and
+    heads at once (joined), not line by line."""
     count = len(instructions)
-    source = instructions[0]._text if instructions else ""
+    source = _one_text(instructions)
+    if source is None:
+        return range(count)
+    if not source.isascii():
+        return _texts_by_rest(instructions, heads, texts, kinds, source)
+    ats = list(map(_AT, instructions))
+    rests_at = list(map(add, ats, map(_REST_AT, instructions)))
+    last = dict(zip(keys, rests_at))  # (each key's last line: where its rest starts)
+    froms = list(last.values())
+    ends = list(map(source.find, repeat("\n", len(froms)), froms))
+    if min(ends) < 0:  # (the text's last line: no line break)
+        return _texts_by_rest(instructions, heads, texts, kinds, source)
+    rests = list(map(source.__getitem__, map(slice, froms, ends)))
+    known = _rest_cuts(list(dict.fromkeys(rests)))
+    offsets = list(map(known.__getitem__, rests))
+    endings: dict[int, str | tuple] = dict(zip(last, map(add, rests, repeat("\n"))))
+    for key in compress(last, map((0).__gt__, offsets)):  # (its cut not a place)
+        endings[key] = ()  # (no text starts with none of no prefixes)
+    alike = list(map(source.startswith, map(endings.__getitem__, keys), rests_at))
+    if max(offsets) > 0:  # (metadata after other attributes, or none)
+        cuts = list(map(add, rests_at, map(dict(zip(last, offsets)).__getitem__, keys)))
+    else:
+        cuts = rests_at
+    if max(map(sub, cuts, ats)) > TEXT_LIMIT:  # (clipped: read alone)
+        alike = list(map(and_, alike, map(TEXT_LIMIT.__ge__, map(sub, cuts, ats))))
+    starts = list(map(add, ats, map(len, heads)))
+    texts[:] = map(source.__getitem__, map(slice, starts, cuts))
+    opens = list(map(source.startswith, heads, ats, cuts))
+    kinds[:] = map(int, opens)
+    if not all(opens):  # (the root's head, after ``ROOT ``, or none)
+        for k in compress(range(count), map(not_, opens)):
+            at, cut = ats[k], cuts[k]
+            if source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut):
+                texts[k], kinds[k] = source[starts[k] + 5 : cut], 2
+            else:
+                texts[k] = source[at:cut]
+    odd = [] if all(alike) else list(compress(range(count), map(not_, alike)))
+    shown = (texts, heads) if not odd else (compress(texts, alike), compress(heads, alike))
+    joined = "\0".join(chain.from_iterable(shown))  # (each line's text from its start on)
+    if ", metadata={" in joined or "\n" in joined:
+        return _texts_by_rest(instructions, heads, texts, kinds, source)
+    if not odd:
+        return []
+    rows = [instructions[k] for k in odd]
+    row_texts, row_kinds = [""] * len(odd), [0] * len(odd)
+    row_left = _texts_by_rest(rows, [heads[k] for k in odd], row_texts, row_kinds, source)
+    for k, text, kind in zip(odd, row_texts, row_kinds):
+        texts[k], kinds[k] = text, kind
+    return [odd[k] for k in row_left]
+
+
+def _one_text(instructions: list[HloInstruction]) -> str | None:
+    """The text whose lines ``instructions`` all are, as the parser's rows (``_end`` -1,
+    attributes not split); None where they are not."""
+    source = instructions[0]._text if instructions else None
     if (
-        not count
+        source is None
         or set(map(_TEXT, instructions)) != {source}
         or set(map(_END, instructions)) != {-1}
         or set(map(_ATTRIBUTES, instructions)) != {None}
         or min(map(_AT, instructions)) < 0
     ):
-        return range(count)
+        return None
+    return source
+
+
+def _texts_by_rest(
+    instructions: list[HloInstruction],
+    heads: list[str],
+    texts: list[str],
+    kinds: list[int],
+    source: str,
+) -> list[int]:
+    """`_texts_in_place` of the rows of ``source`` (`_one_text`), each cut as its own rest
+    tells: the stretch of text its lines fill is checked ASCII once, and where no
+    ``, metadata={`` starts before a line's rest, its cut follows from the rest alone
+    (`_rest_cuts`), worked out once per distinct rest."""
+    count = len(instructions)
     ats = list(map(_AT, instructions))
     ends = list(map(source.find, repeat("\n", count), ats))
     rests_at = list(map(add, ats, map(_REST_AT, instructions)))
@@ -374,17 +456,6 @@ def body_columns(
             first = firsts[bisect_right(firsts, k) - 1]
             read = sum(made[first + s] for s in sources[starts[k] : starts[k + 1]] if s >= 0)
             nbytes.append(bytes_with_operands(instructions[k], module, read))
-    # (each line's text and head, `_TEXTS_AT_ONCE` lines at a time: a line's head, as the
-    # page puts it back, is ``%name = shape opcode``)
-    lines: list[str] = []
-    head: list[int] = []
-    for at in range(0, count, _TEXTS_AT_ONCE):
-        end = at + _TEXTS_AT_ONCE
-        shown = map(shape_written.__getitem__, sids[at:end])
-        heads = list(map(_HEAD, names[at:end], shown, opcodes[at:end]))
-        texts, kinds = body_texts(instructions[at:end], heads)
-        lines += texts
-        head += kinds
     kept = list(map(_METADATA, instructions))
     mids = list(map(id, kept))
     for mid, meta in dict(zip(mids, kept)).items():
@@ -398,6 +469,19 @@ def body_columns(
             )
         metas.append(work)
     meta_of = list(map(by_meta.__getitem__, mids))
+    del kept, mids  # (an int object each: not held while the texts are made)
+    # (each line's text and head, `_TEXTS_AT_ONCE` lines at a time: a line's head, as the
+    # page puts it back, is ``%name = shape opcode``; lines of one metadata object, its
+    # number the key, mostly end alike: `body_texts`)
+    lines: list[str] = []
+    head: list[int] = []
+    for at in range(0, count, _TEXTS_AT_ONCE):
+        end = at + _TEXTS_AT_ONCE
+        shown = map(shape_written.__getitem__, sids[at:end])
+        heads = [f"%{a} = {b} {c}" for a, b, c in zip(names[at:end], shown, opcodes[at:end])]
+        texts, kinds = body_texts(instructions[at:end], heads, meta_of[at:end])
+        lines += texts
+        head += kinds
     ids = {
         "bodyOwner": owner, "bodySize": size, "bodyOp": op, "bodyShape": shape,
         "bodyArgs": args, "bodyFrom": sources, "bodyRoot": roots, "bodyParams": params,
