@@ -44,6 +44,7 @@ once, by the payload (`body_texts`): the tree does not read them.
 from __future__ import annotations
 
 import math
+import struct
 from array import array
 from bisect import bisect_right
 from collections.abc import Callable
@@ -170,12 +171,12 @@ def _texts_in_place(
     no ``, metadata={`` (nor a line break) lies before it: checked on all the texts and
     heads at once (joined), not line by line."""
     count = len(instructions)
-    source = _one_text(instructions)
+    ats = list(map(_AT, instructions))
+    source = _one_text(instructions, ats)
     if source is None:
         return range(count)
     if not source.isascii():
         return _texts_by_rest(instructions, heads, texts, kinds, source)
-    ats = list(map(_AT, instructions))
     rests_at = list(map(add, ats, map(_REST_AT, instructions)))
     last = dict(zip(keys, rests_at))  # (each key's last line: where its rest starts)
     froms = list(last.values())
@@ -221,16 +222,16 @@ def _texts_in_place(
     return [odd[k] for k in row_left]
 
 
-def _one_text(instructions: list[HloInstruction]) -> str | None:
+def _one_text(instructions: list[HloInstruction], ats: list[int]) -> str | None:
     """The text whose lines ``instructions`` all are, as the parser's rows (``_end`` -1,
-    attributes not split); None where they are not."""
+    attributes not split; ``ats``: where each starts); None where they are not."""
     source = instructions[0]._text if instructions else None
     if (
         source is None
+        or min(ats) < 0
         or set(map(_TEXT, instructions)) != {source}
         or set(map(_END, instructions)) != {-1}
         or set(map(_ATTRIBUTES, instructions)) != {None}
-        or min(map(_AT, instructions)) < 0
     ):
         return None
     return source
@@ -319,8 +320,11 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
     some = list(compress(range(count), map((-1).__ne__, at)))
     if not some:
         return found
-    marked = [rests[k] for k in some]
-    starts = [at[k] for k in some]
+    marked = list(map(rests.__getitem__, some))
+    starts = list(map(at.__getitem__, some))
+    found.update(zip(marked, starts))
+    if _all_plain(marked, starts):
+        return found
     insides = list(
         map(str.__getitem__, marked, map(slice, map(add, starts, repeat(12)), repeat(-1)))
     )
@@ -332,10 +336,37 @@ def _rest_cuts(rests: list[str]) -> dict[str, int]:
     firsts = map(str.find, marked, repeat("metadata"))
     odd = list(map(or_, odd, map(ne, firsts, map(add, starts, repeat(2)))))
     odd = list(map(or_, odd, map(bool, map((1).__and__, map(str.count, insides, repeat('"'))))))
-    found.update(zip(marked, starts))
     for rest in compress(marked, odd):  # (asked alone)
         found[rest] = rest_cut(rest)
     return found
+
+
+def _all_plain(marked: list[str], starts: list[int]) -> bool:
+    """Whether each of ``marked`` (rests whose first ``, metadata={`` is at ``starts``)
+    ends in plain metadata as `_rest_cuts` reads one, checked on them joined (most
+    modules' are, all of them): from its ``, metadata={`` on, a rest holds one brace of
+    each kind (the last its end), ``metadata`` once, no backslash and paired quotes.
+
+        >>> _all_plain([', metadata={a="b"}', ', k=1, metadata={}'], [0, 5])
+        True
+        >>> _all_plain([', metadata={a="b}"}'], [0]), _all_plain([', metadata={a="}'], [0])
+        (False, False)
+    """
+    count = len(marked)
+    tails = (
+        marked
+        if not any(starts)
+        else list(map(str.__getitem__, marked, map(slice, starts, repeat(None))))
+    )
+    joined = "\0".join(tails)
+    return (
+        joined.count("\0") == count - 1  # (none inside: each ends where a separator is)
+        and joined.count("{") == count and joined.count("}") == count
+        and joined.count("}\0") == count - 1 and joined.endswith("}")
+        and "\\" not in joined
+        and "\0".join(marked).count("metadata") == count  # (the one after the comma)
+        and not any(map((1).__and__, map(str.count, tails, repeat('"'))))
+    )  # fmt: skip
 
 
 def body_nodes(size: int) -> int:
@@ -490,13 +521,23 @@ def body_columns(
     }  # fmt: skip
     figures = {"bodyMade": made, "bodyFlopsOf": flops, "bodyBytesOf": nbytes}
     return {
-        **{name: array("i", column) for name, column in ids.items()},
+        **{name: _ints(column) for name, column in ids.items()},
         **{name: _figures(column) for name, column in figures.items()},
         "bodyOps": list(by_op), "bodyOpCat": op_cat, "bodyOpBytes": op_bytes,
         "bodyShapes": list(shape_texts),
         "bodyText": lines, "bodyLabel": names, "bodyWorks": list(works),
         "bodyMaxChildren": MAX_CHILDREN,
     }  # fmt: skip
+
+
+def _ints(column: list[int]) -> array:
+    """``array("i", column)`` made through `struct` (packed at once, not checked number by
+    number as `array` converts each: two thirds of the time on a large module's columns).
+
+        >>> _ints([3, -1, 7])
+        array('i', [3, -1, 7])
+    """
+    return array("i", struct.pack(f"{len(column)}i", *column))
 
 
 def _figures(column: list[int]) -> array | list[int]:
