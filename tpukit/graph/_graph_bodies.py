@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import struct
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate, chain, compress, repeat
 from operator import add, and_, attrgetter, ne, not_, or_, sub
@@ -64,7 +64,13 @@ from tpukit.hlo.analysis import (
     op_category,
     run_computations,
 )
-from tpukit.hlo.text import HloComputation, HloInstruction, HloMetadata, HloModule
+from tpukit.hlo.text import (
+    HloComputation,
+    HloInstruction,
+    HloMetadata,
+    HloModule,
+    parsed_text,
+)
 
 #: The longest shape and HLO text a node carries (`_graph_payload`'s limits).
 SHAPE_LIMIT, TEXT_LIMIT = 400, 4000
@@ -118,7 +124,10 @@ def builds_in_page(comp: HloComputation, module: HloModule) -> bool:
 
 
 def body_texts(
-    instructions: list[HloInstruction], heads: list[str], keys: list[int] | None = None
+    instructions: list[HloInstruction],
+    heads: list[str],
+    keys: list[int] | None = None,
+    parsed: str | None = None,
 ) -> tuple[list[str], list[int]]:
     """Each line's text for the panel and its head (``bodyText``, ``bodyHead``), as
     `_graph_payload._instruction_columns` writes an instruction's ``text`` and
@@ -149,7 +158,7 @@ def body_texts(
     kinds = [0] * count
     if keys is None:
         keys = list(map(id, map(_METADATA, instructions)))
-    left = _texts_in_place(instructions, heads, keys, texts, kinds)
+    left = _texts_in_place(instructions, heads, keys, texts, kinds, parsed)
     tails: dict[str, str] = {}
     for k in left:
         texts[k], kinds[k] = _line_text(instructions[k], heads[k], tails)
@@ -162,6 +171,7 @@ def _texts_in_place(
     keys: list[int],
     texts: list[str],
     kinds: list[int],
+    parsed: str | None = None,
 ) -> list[int] | range:
     """`body_texts` of the lines read in place, written into ``texts`` and ``kinds``: the
     rows left to read one by one (all of them where they are not one text's rows).
@@ -172,7 +182,7 @@ def _texts_in_place(
     heads at once (joined), not line by line."""
     count = len(instructions)
     ats = list(map(_AT, instructions))
-    source = _one_text(instructions, ats)
+    source = _one_text(instructions, ats, parsed)
     if source is None:
         return range(count)
     if not source.isascii():
@@ -222,16 +232,22 @@ def _texts_in_place(
     return [odd[k] for k in row_left]
 
 
-def _one_text(instructions: list[HloInstruction], ats: list[int]) -> str | None:
+def _one_text(
+    instructions: list[HloInstruction], ats: list[int], parsed: str | None = None
+) -> str | None:
     """The text whose lines ``instructions`` all are, as the parser's rows (``_end`` -1,
-    attributes not split; ``ats``: where each starts); None where they are not."""
+    attributes not split; ``ats``: where each starts); None where they are not.
+    ``parsed``: their text where the computations they come from say they are its rows
+    (`parsed_text`), then not asked of each."""
     source = instructions[0]._text if instructions else None
+    if source is None or min(ats) < 0:
+        return None
+    if source is parsed:
+        return source
     if (
-        source is None
-        or min(ats) < 0
-        or set(map(_TEXT, instructions)) != {source}
+        set(map(_TEXT, instructions)) != {source}
         or set(map(_END, instructions)) != {-1}
-        or set(map(_ATTRIBUTES, instructions)) != {None}
+        or list(map(_ATTRIBUTES, instructions)).count(None) != len(instructions)
     ):
         return None
     return source
@@ -506,11 +522,15 @@ def body_columns(
     # number the key, mostly end alike: `body_texts`)
     lines: list[str] = []
     head: list[int] = []
+    parsed = list(map(parsed_text, comps))  # (their rows' text, where the parser's as read)
+    firsts = list(accumulate(size, initial=0))  # (each body's first row)
     for at in range(0, count, _TEXTS_AT_ONCE):
         end = at + _TEXTS_AT_ONCE
         shown = map(shape_written.__getitem__, sids[at:end])
         heads = [f"%{a} = {b} {c}" for a, b, c in zip(names[at:end], shown, opcodes[at:end])]
-        texts, kinds = body_texts(instructions[at:end], heads, meta_of[at:end])
+        held = parsed[bisect_right(firsts, at) - 1 : bisect_left(firsts, end)]
+        known = held[0] if all(text is held[0] for text in held) else None
+        texts, kinds = body_texts(instructions[at:end], heads, meta_of[at:end], known)
         lines += texts
         head += kinds
     ids = {
