@@ -133,7 +133,7 @@ def body_texts(
     `_graph_payload._instruction_columns` writes an instruction's ``text`` and
     ``textHead`` on the wire: the line up to its metadata (`display_cut`), clipped to
     `TEXT_LIMIT`, without its head (``heads``: ``%name = shape opcode``) where it opens
-    with it (1), or with it after ``ROOT `` (2); else whole (0).
+    with it (1, or True), or with it after ``ROOT `` (2); else whole (0, or False).
 
     A body of parser's rows (`HloInstruction`: ``_end`` -1, attributes not split) in order
     in one ASCII text is read in place, a column at a time (`_texts_in_place`): lines of
@@ -141,7 +141,9 @@ def body_texts(
     id; by default its id), so one line's rest (the text after its operands) per key is
     cut (`_rest_cuts`), and every line that ends in that rest is cut as it is; the others
     as their own rest tells (`_texts_by_rest`). Only its text is made of each line. Any
-    other line is cut out of its text (`_line_text`).
+    other line is cut out of its text (`_line_text`). ``parsed``: the text the lines all
+    are the parser's rows of, unchanged, where their computations say so (`parsed_text`:
+    then no record is asked its text, end and attributes).
 
         >>> from tpukit.hlo.text import parse_hlo
         >>> comp = parse_hlo(
@@ -151,7 +153,7 @@ def body_texts(
         ...     "  ROOT %f = f32[4]{0} fusion(f32[4]{0} %x), kind=kLoop, calls=%fused\\n}\\n"
         ... ).computations["fused"]
         >>> body_texts(comp.instructions, ["%p = f32[4]{0} parameter", "%e = f32[4]{0} negate"])
-        (['(0)', '(f32[4]{0} %p)'], [1, 2])
+        (['(0)', '(f32[4]{0} %p)'], [True, 2])
     """
     count = len(instructions)
     texts: list[str] = [""] * count
@@ -187,7 +189,8 @@ def _texts_in_place(
         return range(count)
     if not source.isascii():
         return _texts_by_rest(instructions, heads, texts, kinds, source)
-    rests_at = list(map(add, ats, map(_REST_AT, instructions)))
+    rest_ats = list(map(_REST_AT, instructions))
+    rests_at = list(map(add, ats, rest_ats))
     last = dict(zip(keys, rests_at))  # (each key's last line: where its rest starts)
     froms = list(last.values())
     ends = list(map(source.find, repeat("\n", len(froms)), froms))
@@ -204,12 +207,12 @@ def _texts_in_place(
         cuts = list(map(add, rests_at, map(dict(zip(last, offsets)).__getitem__, keys)))
     else:
         cuts = rests_at
-    if max(map(sub, cuts, ats)) > TEXT_LIMIT:  # (clipped: read alone)
+    if max(rest_ats) + max(max(offsets), 0) > TEXT_LIMIT and max(map(sub, cuts, ats)) > TEXT_LIMIT:
         alike = list(map(and_, alike, map(TEXT_LIMIT.__ge__, map(sub, cuts, ats))))
     starts = list(map(add, ats, map(len, heads)))
     texts[:] = map(source.__getitem__, map(slice, starts, cuts))
     opens = list(map(source.startswith, heads, ats, cuts))
-    kinds[:] = map(int, opens)
+    kinds[:] = opens  # (True: 1, as the payload's array takes it)
     if not all(opens):  # (the root's head, after ``ROOT ``, or none)
         for k in compress(range(count), map(not_, opens)):
             at, cut = ats[k], cuts[k]
