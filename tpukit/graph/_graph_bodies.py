@@ -88,8 +88,8 @@ _REST_AT, _ATTRIBUTES = attrgetter("_rest_at"), attrgetter("_attributes")
 #: The lines `body_columns` reads at a time (their places in the text are an int object
 #: each: a large module's, all at once, were 1.8 times its text's size).
 _TEXTS_AT_ONCE = 8192  # (a line's head: its name, shape and opcode)
-#: Every byte but a brace, a quote, a backslash and NUL (`_all_plain` keeps those), and
-#: what the rest of a line that ends in plain metadata keeps of it.
+#: Every byte but a brace, a quote, a backslash and NUL (`_all_plain` drops them), and what
+#: plain metadata keeps then: its braces around paired quotes.
 _NOT_MARKS = bytes(sorted(set(range(256)).difference(b'{}"\\\0')))
 _PLAIN_MARKS = re.compile(rb'\{(?:"")*+\}')
 #: The payload's body columns of whole numbers (typed arrays on the wire).
@@ -212,7 +212,8 @@ def _texts_in_place(
         cuts = list(map(add, rests_at, map(dict(zip(last, offsets)).__getitem__, keys)))
     else:
         cuts = rests_at
-    if max(rest_ats) + max(max(offsets), 0) > TEXT_LIMIT and max(map(sub, cuts, ats)) > TEXT_LIMIT:
+    longest = max(rest_ats) + max(max(offsets), 0)  # (a bound: the lines clipped are read alone)
+    if longest > TEXT_LIMIT and max(map(sub, cuts, ats)) > TEXT_LIMIT:
         alike = list(map(and_, alike, map(TEXT_LIMIT.__ge__, map(sub, cuts, ats))))
     starts = list(map(add, ats, map(len, heads)))
     texts[:] = map(source.__getitem__, map(slice, starts, cuts))
@@ -226,8 +227,8 @@ def _texts_in_place(
             else:
                 texts[k] = source[at:cut]
     odd = [] if all(alike) else list(compress(range(count), map(not_, alike)))
-    shown = (texts, heads) if not odd else (compress(texts, alike), compress(heads, alike))
-    joined = "\0".join(chain.from_iterable(shown))  # (each line's text from its start on)
+    checked = (texts, heads) if not odd else (compress(texts, alike), compress(heads, alike))
+    joined = "\0".join(chain.from_iterable(checked))  # (each line's text from its start on)
     if ", metadata={" in joined or "\n" in joined:
         return _texts_by_rest(instructions, heads, texts, kinds, source)
     if not odd:
@@ -369,9 +370,9 @@ def _all_plain(marked: list[str], starts: list[int]) -> bool:
     """Whether each of ``marked`` (rests whose first ``, metadata={`` is at ``starts``)
     ends in plain metadata as `_rest_cuts` reads one, checked on them joined (most
     modules' are, all of them): from its ``, metadata={`` on, a rest ends in ``}``, holds
-    ``metadata`` once, and kept to its braces, quotes and backslashes (`_NOT_MARKS`
-    dropped by ``bytes.translate``, a tenth of a `str` method's time a character) reads
-    ``{``, paired quotes, ``}``.
+    ``metadata`` once, and kept to its braces, quotes and backslashes (the rests' UTF-8
+    joined, `_NOT_MARKS` dropped by one ``bytes.translate``; each distinct leftover
+    matched once) reads ``{``, paired quotes, ``}``.
 
         >>> _all_plain([', metadata={a="b"}', ', k=1, metadata={}'], [0, 5])
         True
