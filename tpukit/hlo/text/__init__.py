@@ -34,6 +34,7 @@ from tpukit.hlo.text._model import (
     HloShape,
     HloSourceFrame,
 )
+from tpukit.hlo.text._parsed_rows import parsed_text as parsed_text
 from tpukit.hlo.text._parser import parse_hlo
 from tpukit.hlo.text._parser import paused_gc as paused_gc
 from tpukit.hlo.text._parser import split_modules as split_modules

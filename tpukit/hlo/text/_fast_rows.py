@@ -7,7 +7,8 @@ line's record from its tuple with no further regex (more operand names by
 other line goes to the line-by-line reader (`_line_reader._Reader.line`). The regexes'
 spelling, and why each part is possessive, is written beside them.
 
-Imports: this package's model, shapes, metadata, instruction lines and the line reader.
+Imports: this package's model, shapes, metadata, instruction lines, the line reader and
+parsed rows.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from tpukit.hlo.text._model import (
     HloMetadata,
     HloShape,
 )
+from tpukit.hlo.text._parsed_rows import append_row
 from tpukit.hlo.text._shape_text import parse_shape
 
 # A rest whose first call key is a ``calls=``/``to_apply=`` of one plain name, after plain
@@ -251,7 +253,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
                 header = _COMPUTATION_HEADER.match(text, start, pos - 1)  # (its line, no "\n")
                 if header is not None:  # a computation starts (no strip, no copy of the line)
                     comp = reader.open(header)
-                    comp_name, append = comp.name, comp.instructions.append
+                    comp_name, append = comp.name, append_row(comp.instructions)
                     fast = pending = False
                     continue
             if fast and text.startswith("}\n", start):  # a closing brace after a record
@@ -266,7 +268,7 @@ def _read_rows(reader: _Reader, text: str) -> None:
             fast = reader.fast
             comp = reader.comp
             comp_name = "" if comp is None else comp.name
-            append = None if comp is None else comp.instructions.append
+            append = None if comp is None else append_row(comp.instructions)
             pending = bool(reader.pending)
     reader.fast = fast
     if last < len(text):

@@ -6,7 +6,8 @@ time: headers, closing braces, continuation lines, comments, odd spacing, and te
 line breaks other than "\\n". `_fast_rows._read_rows` hands it every line it does not
 read itself; both read any text the same way (``tests/test_hlo_parser_rows.py``).
 
-Imports: this package's model, instruction lines, metadata, brackets and module links.
+Imports: this package's model, instruction lines, metadata, brackets, module links and
+parsed rows.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tpukit.hlo.text._module_links import (
     link_sources,
     stack_frames,
 )
+from tpukit.hlo.text._parsed_rows import ParsedRows
 
 # (Its signature ends at the last non-space before the "{": ``(?:.*\S)?``, which finds
 # it from the end, matches what a lazy ``.*?`` would, 5x quicker on a long signature.)
@@ -122,6 +124,7 @@ class _Reader:
         headers that start with ``%`` or ``ENTRY `` in place (no other branch of `_outside`
         takes such a line)."""
         self.comp = comp = _new_computation(header, self.module)
+        comp.instructions = ParsedRows(self.text)  # (the parser's rows, while nothing else)
         self.pending, self.depth, self.fast = [], 0, False
         return comp
 

@@ -133,6 +133,10 @@ class HloInstruction:
         "metadata", "is_root", "_text", "_at", "_end", "_operand_text", "computation",
         "_rest_at",
     )  # fmt: skip
+    #: Records whose text or attributes changed after they were made, of every module (a
+    #: lazy split too): `_parsed_rows.ParsedRows` holds the parser's rows unchanged while
+    #: this stays as it was when it was filled.
+    _edits = 0
 
     def __init__(
         self,
@@ -188,6 +192,7 @@ class HloInstruction:
     @text.setter
     def text(self, value: str) -> None:
         self._text, self._at, self._end = value, -1, 0
+        HloInstruction._edits += 1
 
     @property
     def operand_text(self) -> str:
@@ -207,11 +212,13 @@ class HloInstruction:
         """Every ``key=value`` after the operands, as raw strings (split on first use)."""
         if self._attributes is None:
             self._attributes = split_attributes(self.text[self._rest_at :].strip())
+            HloInstruction._edits += 1
         return self._attributes
 
     @attributes.setter
     def attributes(self, value: dict[str, str]) -> None:
         self._attributes = value
+        HloInstruction._edits += 1
 
     def attribute(self, key: str, default: str = "") -> str:
         """``attributes.get(key, default)``, without keeping the split when `attributes`
