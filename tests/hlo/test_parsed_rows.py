@@ -80,3 +80,20 @@ def test_a_line_the_line_reader_makes_and_a_computation_made_by_hand_have_none()
     assert comp.instructions[2].name == "e" and parsed_text(comp) is None
     shape = HloShape("f32", (4,))
     assert parsed_text(HloComputation("c", [HloInstruction("p", "parameter", shape)])) is None
+
+
+def test_a_deep_copy_or_a_pickle_of_edited_rows_vouches_for_nothing(monkeypatch):
+    # Edited, then pickled: a process that loads it counts its own edits (as many as were
+    # counted here at the parse, say), so the rows' count would read as unchanged there.
+    import copy
+    import pickle
+
+    module = parse_hlo("HloModule m\nENTRY e {\n  ROOT x = f32[] parameter(0), k=1\n}\n")
+    comp, at_parse = module.entry, HloInstruction._edits
+    comp.instructions[0].attributes = {"k": "2"}
+    saved = pickle.dumps(comp)
+    copies = [copy.deepcopy(comp)]  # (a shallow copy shares the list: this process counts)
+    monkeypatch.setattr(HloInstruction, "_edits", at_parse)  # (the loading process's count)
+    for again in (pickle.loads(saved), *copies):
+        assert parsed_text(again) is None
+        assert again.instructions[0].attributes == {"k": "2"}

@@ -47,6 +47,11 @@ class ParsedRows(list):
         self.text: str | None = text
         self.edits = HloInstruction._edits
 
+    def __reduce__(self) -> tuple:
+        # A copy or a pickle is a plain list: its records' edits were counted elsewhere (a
+        # pickle loads in another process, whose count says nothing of them).
+        return (list, (list(self),))
+
 
 def _changing(name: str) -> Callable[..., Any]:
     """``list``'s method ``name``, setting ``text`` to None first."""
