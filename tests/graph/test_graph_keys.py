@@ -86,6 +86,8 @@ def test_the_keyboard_walks_the_drawing_as_a_tree_and_keeps_its_keys_from_the_no
     assert at["name"] == "dense_1" and at["expanded"] == "false"
     assert press(page, "Home")["node"] == "0"
     assert page.page.evaluate("() => window.leaked") == []
+    page.page.keyboard.press("Alt+s")  # (the page's own: Ctrl+S saves, Shift+Enter runs)
+    assert page.page.evaluate("() => window.leaked") == ["Alt", "s"]
     screenshot(page, "keys_ring")
     assert page.errors == []
     page.page.close()

@@ -6,8 +6,9 @@
 // to the next and the previous one, Right opens a closed group (or moves into an open one),
 // Left closes an open group (or moves to the group it is in), Home and End to the first and the
 // last. Enter shows the node's panel (an instruction's HLO), Space opens or closes a group,
-// Escape closes the panel. The keys pressed there stay there: a notebook's shortcuts (JupyterLab's
-// d-d deletes a cell) never see them. A node moved to from the keyboard is brought into the part
+// Escape closes the panel. The keys pressed there stay there: a notebook's one-key shortcuts
+// (JupyterLab's d-d deletes a cell) never see them; those with Ctrl, Alt or Cmd, and Shift+Enter
+// (save, run the cell), go on to the page. A node moved to from the keyboard is brought into the part
 // of the view the page shows (the camera slides as little as shows it, or an open group's
 // header), and it keeps the focus when the drawing is drawn again (a group opened or closed).
 // A click moves the keyboard's place too, and moves nothing.
@@ -88,8 +89,11 @@ GraphKeys.prototype.focused = function (target) {
 
 GraphKeys.prototype.key = function (event) {
   var view = this.view, tree = view.tree, i = this.cursor, at = this.order.indexOf(i);
-  event.stopPropagation();  // keep the notebook's shortcuts out of the drawing
-  if (event.altKey || event.ctrlKey || event.metaKey || at < 0) return;
+  if (event.altKey || event.ctrlKey || event.metaKey || (event.shiftKey && event.key === "Enter")) {
+    return;  // the page's own (Ctrl+S saves the notebook, Shift+Enter runs the cell)
+  }
+  event.stopPropagation();  // keep the notebook's one-key shortcuts out of the drawing
+  if (at < 0) return;
   var open = tree.isOpen(i) && i !== 0, group = i !== 0 && tree.hasChildren(i), to = -1;
   switch (event.key) {
     case "ArrowDown": to = this.order[Math.min(at + 1, this.order.length - 1)]; break;
