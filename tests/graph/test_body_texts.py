@@ -1,4 +1,4 @@
-"""The panel's texts of a body the page builds (`_graph_bodies.body_texts`) when its records
+"""The panel's texts of a body the page builds (`_body_texts.body_texts`) when its records
 changed after the parse: each is read as it is now, not as the parser left it (a body of
 the parser's rows unchanged is cut in place, the rows' attributes never asked of each:
 `tpukit.hlo.text.parsed_text`)."""

@@ -3,7 +3,7 @@ are still the parser's rows of one text.
 
 `_fast_rows._read_rows` makes the record of each common line as a place in the module's
 text (`HloInstruction`: ``_text`` that text, ``_end`` -1, attributes not split). A reader
-of many lines at once (`_graph_bodies.body_texts`: a large module's fused bodies) cuts
+of many lines at once (`_body_texts.body_texts`: a large module's fused bodies) cuts
 such lines in place, and has to know each record is one: three attributes a line to read,
 a tenth of its time. `ParsedRows` is the list the parser fills with them: its ``text`` is
 the module's text while the list holds nothing else, and stays unchanged; anything else
