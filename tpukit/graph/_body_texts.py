@@ -120,17 +120,7 @@ def _texts_in_place(
     longest = max(rest_ats) + max(max(offsets), 0)  # (a bound: the lines clipped are read alone)
     if longest > TEXT_LIMIT and max(map(sub, cuts, ats)) > TEXT_LIMIT:
         alike = list(map(and_, alike, map(TEXT_LIMIT.__ge__, map(sub, cuts, ats))))
-    starts = list(map(add, ats, map(len, heads)))
-    texts[:] = map(source.__getitem__, map(slice, starts, cuts))
-    opens = list(map(source.startswith, heads, ats, cuts))
-    kinds[:] = opens  # (True: 1, as the payload's array takes it)
-    if not all(opens):  # (the root's head, after ``ROOT ``, or none)
-        for k in compress(range(count), map(not_, opens)):
-            at, cut = ats[k], cuts[k]
-            if source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut):
-                texts[k], kinds[k] = source[starts[k] + 5 : cut], 2
-            else:
-                texts[k] = source[at:cut]
+    _cut_out(source, heads, ats, cuts, texts, kinds)
     odd = [] if all(alike) else list(compress(range(count), map(not_, alike)))
     checked = (texts, heads) if not odd else (compress(texts, alike), compress(heads, alike))
     joined = "\0".join(chain.from_iterable(checked))  # (each line's text from its start on)
@@ -207,18 +197,32 @@ def _texts_by_rest(
             if end < 0 or not fine or cut - at > TEXT_LIMIT
         ]
         left = sorted(set(left).union(odd))
+    _cut_out(source, heads, ats, cuts, texts, kinds)
+    return left
+
+
+def _cut_out(
+    source: str,
+    heads: list[str],
+    ats: list[int],
+    cuts: list[int],
+    texts: list[str],
+    kinds: list[int],
+) -> None:
+    """Each line's text, from ``ats`` to ``cuts`` in ``source``, written into ``texts``:
+    without its head where it opens with it (``kinds`` True, which the payload's array
+    reads as 1), or with it after ``ROOT `` (2); else whole (False)."""
     starts = list(map(add, ats, map(len, heads)))
     texts[:] = map(source.__getitem__, map(slice, starts, cuts))
     opens = list(map(source.startswith, heads, ats, cuts))
-    kinds[:] = map(int, opens)
+    kinds[:] = opens
     if not all(opens):  # (the root's head, after ``ROOT ``, or none)
-        for k in compress(range(count), map(not_, opens)):
+        for k in compress(range(len(opens)), map(not_, opens)):
             at, cut = ats[k], cuts[k]
             if source.startswith("ROOT ", at, cut) and source.startswith(heads[k], at + 5, cut):
                 texts[k], kinds[k] = source[starts[k] + 5 : cut], 2
             else:
                 texts[k] = source[at:cut]
-    return left
 
 
 def _line_text(instr: HloInstruction, head: str, tails: dict[str, str]) -> tuple[str, int]:
